@@ -1,0 +1,52 @@
+"""Config builders for tests: small valid configs, edited per scenario."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from wm.config import Config, parse
+
+BASE: dict[str, Any] = {
+    "deployment_id": "test-deploy",
+    "providers": [
+        {"id": "aws-a", "kind": "aws", "regions": ["us-east-1", "us-west-2"]},
+        {"id": "gcp-a", "kind": "gcp", "project": "p", "regions": ["us-central1-a"]},
+        {
+            "id": "azure-a",
+            "kind": "azure",
+            "subscription_id": "sub",
+            "resource_group": "rg",
+            "regions": ["eastus"],
+        },
+    ],
+    "pools": [
+        {
+            "id": "proj/linux",
+            "provider": "aws-a",
+            "max_capacity": 10,
+            "launch_configs": [
+                {"region": "us-east-1", "machine_type": "m5.large", "image": "ami-1"},
+                {"region": "us-west-2", "machine_type": "m5.large", "image": "ami-2"},
+            ],
+        },
+        {
+            "id": "proj/gce",
+            "provider": "gcp-a",
+            "max_capacity": 5,
+            "launch_configs": [
+                {"region": "us-central1-a", "machine_type": "e2-small", "image": "img"}
+            ],
+        },
+    ],
+}
+
+
+def raw(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    data.update(changes)
+    return data
+
+
+def build(data: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
+    return parse(data if data is not None else raw(), environ=environ or {}, source="test.toml")

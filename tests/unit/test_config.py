@@ -1,0 +1,108 @@
+import pytest
+from pydantic import ValidationError
+
+from tests.support.configs import build, raw
+from wm.config import load
+from wm.errors import ConfigError
+
+
+def problems_of(data) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        build(data)
+    return caught.value.problems
+
+
+def test_the_example_config_is_valid():
+    config = load("config.toml", environ={})
+    assert {p.kind for p in config.providers} == {"aws", "gcp", "azure"}
+    assert {config.provider(p.provider).kind for p in config.pools} == {"aws", "gcp", "azure"}
+
+
+def test_a_valid_config_loads_into_frozen_objects():
+    config = build()
+    assert config.pool("proj/linux").max_capacity == 10
+    with pytest.raises(ValidationError):
+        config.pool("proj/linux").max_capacity = 3  # type: ignore[misc]
+
+
+def test_environment_supplies_secrets_and_never_prints_them():
+    config = build(environ={"DATABASE_URL": "postgresql://u:hunter2@h/db", "PORT": "9000"})
+    assert config.env.database_url == "postgresql://u:hunter2@h/db"
+    assert config.env.port == 9000
+    assert "hunter2" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda d: d["pools"][1]["launch_configs"][0].update(capacity_per_worker=0),
+            "pools[1].launch_configs[0].capacity_per_worker: must be >= 1",
+        ),
+        (lambda d: d["pools"][0].pop("max_capacity"), "pools[0].max_capacity: required"),
+        (
+            lambda d: d["pools"][0].update(scaling_ratio=1.5),
+            "pools[0].scaling_ratio: must be <= 1",
+        ),
+        (
+            lambda d: d["pools"][0].update(provider="nope"),
+            "pools[0].provider: no provider with id 'nope'",
+        ),
+        (
+            lambda d: d["pools"][0].update(min_capacity=11),
+            "pools[0].min_capacity: must be <= max_capacity (10)",
+        ),
+        (lambda d: d["providers"][0].update(kind="ibm"), "providers[0].kind: must be one of"),
+        (lambda d: d["providers"][1].pop("project"), "providers[1].project: required"),
+        (lambda d: d["pools"][0].update(maxcapacity=3), "pools[0].maxcapacity: unknown key"),
+        (
+            lambda d: d["providers"][0].update(secret_access_key="x"),
+            "providers[0].secret_access_key: secrets belong in the environment",
+        ),
+        (
+            lambda d: d["pools"][0]["launch_configs"][0].update(region="eu-west-1"),
+            "pools[0].launch_configs[0].region: 'eu-west-1' is not one of",
+        ),
+        (lambda d: d["pools"].append(dict(d["pools"][0])), "pools[2].id: duplicate pool id"),
+        (lambda d: d["pools"][0].update(launch_configs=[]), "pools[0].launch_configs: must not"),
+        (lambda d: d["pools"][0].update(id="Bad Pool!"), "pools[0].id: must match"),
+    ],
+)
+def test_each_problem_is_named_by_its_key_path(edit, expected):
+    data = raw()
+    edit(data)
+    assert any(p.startswith(expected) for p in problems_of(data)), problems_of(data)
+
+
+def test_every_problem_is_listed_at_once():
+    data = raw()
+    data["pools"][1]["launch_configs"][0]["capacity_per_worker"] = 0
+    data["pools"][0]["provider"] = "nope"
+    data["providers"][0]["gate"] = {"timeout_s": -1}
+    found = problems_of(data)
+    assert len(found) == 3, found
+
+
+def test_missing_file_and_bad_toml_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load(tmp_path / "absent.toml", environ={})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("deployment_id = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(bad, environ={})
+
+
+def test_config_path_comes_from_wm_config_when_not_given(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('deployment_id = "from-env"\n')
+    assert load(environ={"WM_CONFIG": str(path)}).deployment_id == "from-env"
+
+
+def test_launch_config_id_survives_weight_and_max_edits_but_not_machine_edits():
+    first = build().pool("proj/linux").launch_configs[0]
+    data = raw()
+    data["pools"][0]["launch_configs"][0].update(weight=5, max_capacity=3)
+    tuned = build(data).pool("proj/linux").launch_configs[0]
+    data["pools"][0]["launch_configs"][0].update(machine_type="m5.xlarge")
+    changed = build(data).pool("proj/linux").launch_configs[0]
+    assert first.id == tuned.id != changed.id

@@ -1,0 +1,3 @@
+from wm.cli import main
+
+main()

@@ -1,0 +1,36 @@
+"""The `wm` command. Each command group lives in its own module; none holds logic."""
+
+from __future__ import annotations
+
+import click
+
+from wm.cli.context import CliContext, run_guarded
+from wm.cli.db import db
+from wm.cli.demo import demo
+from wm.cli.pools import config_group, pools
+from wm.cli.status import status
+from wm.cli.tasks import tasks
+from wm.cli.workers import workers
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """wm keeps cloud worker fleets on EC2, GCE and Azure matched to task-queue demand."""
+    ctx.obj = CliContext(config_path)
+    ctx.call_on_close(ctx.obj.close)
+
+
+for command in (db, config_group, pools, workers, tasks, status, demo):
+    cli.add_command(command)
+
+
+def main() -> None:
+    run_guarded(cli)

@@ -1,0 +1,48 @@
+"""`wm workers`: worker rows."""
+
+from __future__ import annotations
+
+import click
+
+from wm.cli.context import CliContext, echo_json, echo_table, json_option
+from wm.db.workers import list_workers
+from wm.providers.base import WorkerState
+
+
+@click.group()
+def workers() -> None:
+    """Workers (one row per VM)."""
+
+
+@workers.command("list")
+@click.option("--pool", "pool_id", default=None, help="Only this pool's workers.")
+@click.option(
+    "--state",
+    type=click.Choice([s.value for s in WorkerState]),
+    default=None,
+    help="Only workers in this state.",
+)
+@json_option
+@click.pass_obj
+def list_command(obj: CliContext, pool_id: str | None, state: str | None, as_json: bool) -> None:
+    """Workers with their state, cloud id and, for stopped ones, why they stopped."""
+    found = list_workers(obj.engine(), pool_id=pool_id, state=WorkerState(state) if state else None)
+    if as_json:
+        echo_json(found)
+        return
+    echo_table(
+        ["worker", "pool", "group", "state", "capacity", "cloud id", "created", "reason"],
+        [
+            (
+                w.worker_id,
+                w.pool_id,
+                w.worker_group,
+                w.state.value,
+                w.capacity,
+                w.cloud_id or "-",
+                w.created.isoformat(timespec="seconds"),
+                w.stop_reason or "",
+            )
+            for w in found
+        ],
+    )

@@ -1,0 +1,364 @@
+"""The one reader of configuration: `config.toml` plus the environment, into frozen typed objects.
+
+Every problem in a file is reported at once, each with its key path
+(`pools[2].launch_configs[0].capacity_per_worker: must be >= 1`). Secrets are never read from
+the file: a key that looks like one is itself an error. No other module reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from wm.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = "config.toml"
+SECRET_KEY_PATTERN = re.compile(
+    r"(password|passwd|secret|token|access_key|private_key|credential_json)", re.IGNORECASE
+)
+# Keys whose names match SECRET_KEY_PATTERN but hold no secret.
+NOT_SECRET_KEYS = frozenset({"credentials"})
+ID_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,62}$"
+PROVIDER_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,37}$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GateConfig(_Frozen):
+    """Limits for every SDK call made to one provider (see wm/providers/gate.py)."""
+
+    timeout_s: float = Field(30.0, gt=0)  # per call, retries not included
+    concurrency: int = Field(16, ge=1)  # calls in flight at once, per process
+    calls_per_s: float = Field(20.0, gt=0)  # token bucket refill rate
+    burst: int = Field(40, ge=1)  # token bucket size
+    max_attempts: int = Field(4, ge=1)  # first call included
+    backoff_base_s: float = Field(0.5, ge=0)  # full-jitter backoff: uniform(0, base * 2**n)
+    backoff_max_s: float = Field(20.0, ge=0)
+    pause_after_failures: int = Field(8, ge=1)  # consecutive retryable failures before a pause
+    pause_s: float = Field(30.0, ge=0)  # how long the provider stays paused
+
+
+class _ProviderBase(_Frozen):
+    id: Annotated[str, Field(pattern=PROVIDER_ID_PATTERN)]
+    regions: Annotated[tuple[str, ...], Field(min_length=1)]  # scan units: regions, or zones on GCE
+    endpoint: str | None = None  # override the cloud's API endpoint (the simulated clouds)
+    credentials: Literal["default", "simulated"] = "default"  # simulated: fixed fake credentials
+    scan_interval_s: float = Field(30.0, gt=0)
+    max_scan_s: float = Field(300.0, gt=0)  # a scan running longer than this is abandoned
+    provision_interval_s: float | None = Field(None, gt=0)  # defaults to intervals.provision_s
+    gate: GateConfig = GateConfig()
+
+    @field_validator("regions")
+    @classmethod
+    def _distinct_regions(cls, regions: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(regions)) != len(regions):
+            raise ValueError("regions must be distinct")
+        return regions
+
+
+class AwsProviderConfig(_ProviderBase):
+    kind: Literal["aws"]
+
+
+class GcpProviderConfig(_ProviderBase):
+    kind: Literal["gcp"]
+    project: Annotated[str, Field(min_length=1)]
+    operation_poll_s: float = Field(1.0, gt=0)  # between zone operation polls
+
+
+class AzureProviderConfig(_ProviderBase):
+    kind: Literal["azure"]
+    subscription_id: Annotated[str, Field(min_length=1)]
+    resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
+    subnet_id: str | None = None  # full ARM id of the subnet for NICs
+    ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
+    authority: str | None = None  # Entra ID authority host; the endpoint when simulated
+
+
+ProviderConfig = Annotated[
+    AwsProviderConfig | GcpProviderConfig | AzureProviderConfig, Field(discriminator="kind")
+]
+
+
+class LaunchConfig(_Frozen):
+    """Where and what to launch. `id` is derived from the fields that define the machine."""
+
+    region: Annotated[str, Field(min_length=1)]  # region on EC2/Azure, zone on GCE
+    machine_type: Annotated[str, Field(min_length=1)]
+    image: Annotated[str, Field(min_length=1)]
+    capacity_per_worker: int = Field(1, ge=1)
+    weight: float = Field(1.0, ge=0)
+    max_capacity: int | None = Field(None, ge=0)
+    public_ip: bool = False  # Azure: create a public IP for the VM
+    spot: bool = False
+    worker_config: Mapping[str, Any] = Field(default_factory=dict)  # handed to the worker
+
+    @property
+    def id(self) -> str:
+        # Weight and max capacity are tuning: editing them keeps the launch config's identity.
+        identity = self.model_dump(exclude={"weight", "max_capacity"})
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+        return f"lc-{digest[:16]}"
+
+
+class PoolConfig(_Frozen):
+    id: Annotated[str, Field(pattern=ID_PATTERN)]
+    provider: str
+    min_capacity: int = Field(0, ge=0)
+    max_capacity: int = Field(ge=0)
+    scaling_ratio: float = Field(1.0, ge=0, le=1)
+    registration_timeout_s: float = Field(1800.0, gt=0)
+    reregistration_timeout_s: float = Field(4 * 24 * 3600.0, gt=0)
+    queue_inactivity_timeout_s: float = Field(7200.0, gt=0)
+    requires_registration: bool = True
+    launch_configs: Annotated[tuple[LaunchConfig, ...], Field(min_length=1)]
+
+
+class QueueConfig(_Frozen):
+    source: Literal["builtin", "taskcluster"] = "builtin"
+    task_queue_prefix: str = ""  # Taskcluster: task queue id = prefix + pool id
+
+
+class IntervalsConfig(_Frozen):
+    provision_s: float = Field(10.0, gt=0)
+
+
+class WebConfig(_Frozen):
+    port: int = Field(8080, ge=1, le=65535)  # $PORT wins
+    public_url: str = "http://127.0.0.1:8080"  # the audience of GCE identity tokens
+
+
+class MetricsConfig(_Frozen):
+    port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
+
+
+class SimCloudConfig(_Frozen):
+    """Behaviour of one simulated cloud (wm/sim)."""
+
+    port: int = Field(0, ge=0, le=65535)  # 0: any free port
+    latency_ms: float = Field(0.0, ge=0)  # mean per-call latency
+    latency_jitter_ms: float = Field(0.0, ge=0)
+    boot_s: float = Field(0.0, ge=0)  # created to running
+    delete_s: float = Field(0.0, ge=0)  # delete issued to gone
+    failure_rate: float = Field(0.0, ge=0, le=1)  # share of calls answered with a 5xx
+    throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
+    quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
+    page_size_max: int | None = Field(None, ge=1)  # cap on list page size
+
+
+class SimConfig(_Frozen):
+    aws: SimCloudConfig = SimCloudConfig()
+    gcp: SimCloudConfig = SimCloudConfig()
+    azure: SimCloudConfig = SimCloudConfig()
+    state_dir: str = ".wm-sim"  # certificates and endpoints of `wm sim serve`
+
+
+class Environment(_Frozen):
+    """What comes from the environment: secrets and platform settings."""
+
+    database_url: str | None = None  # DATABASE_URL
+    sentry_dsn: str | None = None  # SENTRY_DSN
+    port: int | None = None  # PORT
+    operator_token: str | None = None  # WM_OPERATOR_TOKEN
+    taskcluster_root_url: str | None = None  # TASKCLUSTER_ROOT_URL
+    taskcluster_client_id: str | None = None  # TASKCLUSTER_CLIENT_ID
+    taskcluster_access_token: str | None = None  # TASKCLUSTER_ACCESS_TOKEN
+
+    def __repr__(self) -> str:
+        # Never print secrets, even in a traceback's locals.
+        return "Environment(<redacted>)"
+
+    __str__ = __repr__
+
+
+class Config(_Frozen):
+    deployment_id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
+    queue: QueueConfig = QueueConfig()
+    intervals: IntervalsConfig = IntervalsConfig()
+    web: WebConfig = WebConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    sim: SimConfig = SimConfig()
+    providers: tuple[ProviderConfig, ...] = ()
+    pools: tuple[PoolConfig, ...] = ()
+    env: Environment = Environment()
+    source: str = DEFAULT_CONFIG_PATH
+
+    def provider(self, provider_id: str) -> ProviderConfig:
+        for provider in self.providers:
+            if provider.id == provider_id:
+                return provider
+        raise KeyError(provider_id)
+
+    def pool(self, pool_id: str) -> PoolConfig:
+        for pool in self.pools:
+            if pool.id == pool_id:
+                return pool
+        raise KeyError(pool_id)
+
+    def provider_interval_s(self, provider: ProviderConfig) -> float:
+        return provider.provision_interval_s or self.intervals.provision_s
+
+
+def environment_from(environ: Mapping[str, str]) -> Environment:
+    port = environ.get("PORT")
+    return Environment(
+        database_url=environ.get("DATABASE_URL") or None,
+        sentry_dsn=environ.get("SENTRY_DSN") or None,
+        port=int(port) if port and port.isdigit() else None,
+        operator_token=environ.get("WM_OPERATOR_TOKEN") or None,
+        taskcluster_root_url=environ.get("TASKCLUSTER_ROOT_URL") or None,
+        taskcluster_client_id=environ.get("TASKCLUSTER_CLIENT_ID") or None,
+        taskcluster_access_token=environ.get("TASKCLUSTER_ACCESS_TOKEN") or None,
+    )
+
+
+def config_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    return Path(explicit or environ.get("WM_CONFIG") or DEFAULT_CONFIG_PATH)
+
+
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, validate and freeze a config file; raise ConfigError listing every problem."""
+    environ = os.environ if environ is None else environ
+    file = config_path(str(path) if path else None, environ)
+    try:
+        raw = tomllib.loads(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(["file not found (set --config or WM_CONFIG)"], str(file)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"not valid TOML: {exc}"], str(file)) from None
+    return parse(raw, environ=environ, source=str(file))
+
+
+def parse(raw: Mapping[str, Any], *, environ: Mapping[str, str], source: str) -> Config:
+    problems = secret_key_problems(raw) + cross_reference_problems(raw)
+    if "env" in raw or "source" in raw:
+        problems.append("env, source: not settable in the file")
+    data = {k: v for k, v in raw.items() if k not in ("env", "source")}
+    config = None
+    try:
+        config = Config(**data, env=environment_from(environ), source=source)
+    except ValidationError as exc:
+        problems = [*_schema_problems(exc), *problems]
+    if problems:
+        raise ConfigError(problems, source)
+    assert config is not None
+    return config
+
+
+def _schema_problems(exc: ValidationError) -> list[str]:
+    errors = exc.errors()
+    locs = [tuple(part for part in e["loc"] if part not in _UNION_TAGS) for e in errors]
+    problems = []
+    for error, loc in zip(errors, locs, strict=True):
+        # Pydantic reports a sequence as too short when its only item is invalid: noise.
+        if error["type"] == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
+            continue
+        if error["type"] == "union_tag_invalid":
+            loc = (*loc, str(error["ctx"]["discriminator"]).strip("'"))
+        problems.append(f"{format_key_path(list(loc))}: {_message(error)}")
+    return problems
+
+
+_UNION_TAGS = frozenset({"aws", "gcp", "azure"})
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    ctx = error.get("ctx") or {}
+    match error["type"]:
+        case "greater_than_equal":
+            return f"must be >= {ctx['ge']:g}"
+        case "greater_than":
+            return f"must be > {ctx['gt']:g}"
+        case "less_than_equal":
+            return f"must be <= {ctx['le']:g}"
+        case "missing":
+            return "required"
+        case "extra_forbidden":
+            return "unknown key"
+        case "string_pattern_mismatch":
+            return f"must match {ctx['pattern']}"
+        case "too_short":
+            return "must not be empty"
+        case "union_tag_invalid" | "literal_error":
+            return f"must be one of {ctx.get('expected', ctx.get('expected_tags'))}"
+        case _:
+            return str(error["msg"]).removeprefix("Value error, ")
+
+
+def format_key_path(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def secret_key_problems(raw: Any, path: tuple[Any, ...] = ()) -> list[str]:
+    problems = []
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            here = (*path, key)
+            if key not in NOT_SECRET_KEYS and SECRET_KEY_PATTERN.search(str(key)):
+                problems.append(f"{format_key_path(list(here))}: secrets belong in the environment")
+            problems += secret_key_problems(value, here)
+    elif isinstance(raw, list):
+        for index, value in enumerate(raw):
+            problems += secret_key_problems(value, (*path, index))
+    return problems
+
+
+def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
+    """Checks across sections, written against raw data so they run beside schema errors."""
+    problems: list[str] = []
+    regions_by_provider: dict[str, set[str]] = {}
+    for index, provider in enumerate(_list(raw.get("providers"))):
+        if not isinstance(provider, Mapping):
+            continue
+        pid = provider.get("id")
+        if pid in regions_by_provider:
+            problems.append(f"providers[{index}].id: duplicate provider id {pid!r}")
+        regions = provider.get("regions")
+        regions_by_provider[pid] = set(regions) if isinstance(regions, list) else set()
+    seen_pools: set[str] = set()
+    for index, pool in enumerate(_list(raw.get("pools"))):
+        if not isinstance(pool, Mapping):
+            continue
+        key = f"pools[{index}]"
+        pool_id = pool.get("id")
+        if pool_id in seen_pools:
+            problems.append(f"{key}.id: duplicate pool id {pool_id!r}")
+        seen_pools.add(pool_id)
+        provider_id = pool.get("provider")
+        if provider_id is not None and provider_id not in regions_by_provider:
+            problems.append(f"{key}.provider: no provider with id {provider_id!r}")
+        low, high = pool.get("min_capacity", 0), pool.get("max_capacity")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            problems.append(f"{key}.min_capacity: must be <= max_capacity ({high})")
+        regions = regions_by_provider.get(provider_id, set())
+        for lc_index, launch_config in enumerate(_list(pool.get("launch_configs"))):
+            if not isinstance(launch_config, Mapping):
+                continue
+            region = launch_config.get("region")
+            if regions and isinstance(region, str) and region not in regions:
+                problems.append(
+                    f"{key}.launch_configs[{lc_index}].region: {region!r} is not one of "
+                    f"provider {provider_id!r}'s regions {sorted(regions)}"
+                )
+    return problems
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,197 @@
+"""Pools, launch configs and scan units: reads, the sync transaction, and `wm status`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import timedelta
+
+from sqlalchemy import Engine, and_, case, func, literal, select, text
+from sqlalchemy.dialects.postgresql import insert
+
+from wm.db.tables import (
+    launch_configs,
+    scan_units,
+    tasks,
+    worker_pool_errors,
+    worker_pools,
+    workers,
+)
+from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus
+from wm.pool_sync import SyncPlan
+
+ERRORS_WINDOW = timedelta(hours=1)
+
+
+def _pool(row) -> PoolRecord:
+    return PoolRecord(
+        pool_id=row.pool_id,
+        provider_id=row.provider_id,
+        previous_provider_ids=tuple(row.previous_provider_ids),
+        min_capacity=row.min_capacity,
+        max_capacity=row.max_capacity,
+        scaling_ratio=row.scaling_ratio,
+        registration_timeout_s=row.registration_timeout_s,
+        reregistration_timeout_s=row.reregistration_timeout_s,
+        queue_inactivity_timeout_s=row.queue_inactivity_timeout_s,
+        requires_registration=row.requires_registration,
+        removed=row.removed_at is not None,
+    )
+
+
+def _launch_config(row) -> LaunchConfigRecord:
+    return LaunchConfigRecord(
+        pool_id=row.pool_id,
+        launch_config_id=row.launch_config_id,
+        region=row.region,
+        machine_type=row.machine_type,
+        image=row.image,
+        capacity_per_worker=row.capacity_per_worker,
+        public_ip=row.public_ip,
+        spot=row.spot,
+        worker_config=row.worker_config,
+        weight=row.weight,
+        max_capacity=row.max_capacity,
+        archived=row.archived,
+    )
+
+
+def load_pools(engine: Engine) -> list[PoolRecord]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(worker_pools).order_by(worker_pools.c.pool_id))
+        return [_pool(row) for row in rows]
+
+
+def load_launch_configs(
+    engine: Engine, *, include_archived: bool = True
+) -> list[LaunchConfigRecord]:
+    query = select(launch_configs).order_by(
+        launch_configs.c.pool_id, launch_configs.c.launch_config_id
+    )
+    if not include_archived:
+        query = query.where(launch_configs.c.archived.is_(False))
+    with engine.connect() as conn:
+        return [_launch_config(row) for row in conn.execute(query)]
+
+
+def load_scan_units(engine: Engine) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(scan_units.c.provider_id, scan_units.c.region))
+        return [(row.provider_id, row.region) for row in rows]
+
+
+def _pool_values(pool: PoolRecord) -> dict:
+    values = asdict(pool)
+    removed = values.pop("removed")
+    values["previous_provider_ids"] = list(pool.previous_provider_ids)
+    values["removed_at"] = func.now() if removed else None
+    return values
+
+
+def _lc_values(lc: LaunchConfigRecord) -> dict:
+    values = asdict(lc)
+    values["worker_config"] = dict(lc.worker_config)
+    return values
+
+
+def apply_sync(engine: Engine, plan: SyncPlan) -> None:
+    """Apply a sync plan in one transaction: all of it or none of it."""
+    with engine.begin() as conn:
+        if plan.create_pools:
+            conn.execute(insert(worker_pools), [_pool_values(p) for p in plan.create_pools])
+        for pool in plan.update_pools:
+            values = _pool_values(pool)
+            if not pool.removed:
+                values["removed_at"] = None
+            conn.execute(
+                worker_pools.update()
+                .where(worker_pools.c.pool_id == pool.pool_id)
+                .values(**values, last_modified=func.now())
+            )
+        if plan.create_launch_configs:
+            conn.execute(
+                insert(launch_configs), [_lc_values(lc) for lc in plan.create_launch_configs]
+            )
+        for lc in (*plan.update_launch_configs, *plan.archive_launch_configs):
+            conn.execute(
+                launch_configs.update()
+                .where(
+                    and_(
+                        launch_configs.c.pool_id == lc.pool_id,
+                        launch_configs.c.launch_config_id == lc.launch_config_id,
+                    )
+                )
+                .values(**_lc_values(lc), last_modified=func.now())
+            )
+        if plan.scan_units:
+            conn.execute(
+                insert(scan_units).on_conflict_do_nothing(),
+                [{"provider_id": p, "region": r} for p, r in plan.scan_units],
+            )
+
+
+def pool_statuses(engine: Engine, pool_id: str | None = None) -> list[PoolStatus]:
+    """Pending tasks, capacity by state and recent errors of every pool, in one query."""
+    capacity = (
+        select(
+            workers.c.pool_id,
+            *(
+                func.coalesce(
+                    func.sum(case((workers.c.state == state, workers.c.capacity), else_=0)), 0
+                ).label(state)
+                for state in ("requested", "running", "stopping")
+            ),
+        )
+        .where(workers.c.state != "stopped")
+        .group_by(workers.c.pool_id)
+        .subquery()
+    )
+    queue = (
+        select(
+            tasks.c.pool_id,
+            func.count().filter(tasks.c.state == "pending").label("pending"),
+            func.count().filter(tasks.c.state == "claimed").label("claimed"),
+        )
+        .where(tasks.c.state.in_(("pending", "claimed")))
+        .group_by(tasks.c.pool_id)
+        .subquery()
+    )
+    errors = (
+        select(worker_pool_errors.c.pool_id, func.count().label("errors"))
+        .where(worker_pool_errors.c.reported > func.now() - literal(ERRORS_WINDOW))
+        .group_by(worker_pool_errors.c.pool_id)
+        .subquery()
+    )
+    zero = text("0")
+    query = (
+        select(
+            worker_pools.c.pool_id,
+            worker_pools.c.provider_id,
+            func.coalesce(queue.c.pending, zero).label("pending"),
+            func.coalesce(queue.c.claimed, zero).label("claimed"),
+            func.coalesce(capacity.c.requested, zero).label("requested"),
+            func.coalesce(capacity.c.running, zero).label("running"),
+            func.coalesce(capacity.c.stopping, zero).label("stopping"),
+            func.coalesce(errors.c.errors, zero).label("errors"),
+        )
+        .select_from(worker_pools)
+        .outerjoin(capacity, capacity.c.pool_id == worker_pools.c.pool_id)
+        .outerjoin(queue, queue.c.pool_id == worker_pools.c.pool_id)
+        .outerjoin(errors, errors.c.pool_id == worker_pools.c.pool_id)
+        .order_by(worker_pools.c.pool_id)
+    )
+    if pool_id is not None:
+        query = query.where(worker_pools.c.pool_id == pool_id)
+    with engine.connect() as conn:
+        return [
+            PoolStatus(
+                pool_id=row.pool_id,
+                provider_id=row.provider_id,
+                pending=int(row.pending),
+                claimed=int(row.claimed),
+                requested=int(row.requested),
+                running=int(row.running),
+                stopping=int(row.stopping),
+                errors_last_hour=int(row.errors),
+            )
+            for row in conn.execute(query)
+        ]

@@ -1,0 +1,175 @@
+"""Find a PostgreSQL server, or start a throwaway one. Used by the tests and the demo alike.
+
+Order: `DATABASE_URL`; testcontainers' Postgres when a Docker daemon answers; a throwaway
+cluster from the local PostgreSQL binaries (as the `postgres` user when running as root,
+fsync off, on a free port, removed at exit); otherwise `DatabaseUnavailable` naming the
+package to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wm.errors import DatabaseUnavailable
+
+PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
+DOCKER_PING_TIMEOUT_S = 2
+DOCKER_SOCKET = "/var/run/docker.sock"
+PG_START_TIMEOUT_S = 30
+# Durability is pointless for a throwaway cluster; these make it start and write fast.
+FAST_SERVER_OPTIONS = (
+    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+    "-c max_connections=300 -c shared_buffers=128MB"
+)
+
+
+@dataclass
+class PostgresServer:
+    url: str  # SQLAlchemy URL of the `postgres` database (or DATABASE_URL as given)
+    origin: str  # "DATABASE_URL", "testcontainers" or "local binaries"
+    _stop: Callable[[], None] = field(default=lambda: None, repr=False)
+
+    def stop(self) -> None:
+        self._stop()
+        self._stop = lambda: None
+
+
+@contextlib.contextmanager
+def postgres(environ: Mapping[str, str] | None = None) -> Iterator[PostgresServer]:
+    server = find_or_start(environ)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def find_or_start(environ: Mapping[str, str] | None = None) -> PostgresServer:
+    environ = os.environ if environ is None else environ
+    if environ.get("DATABASE_URL"):
+        return PostgresServer(normalise_url(environ["DATABASE_URL"]), "DATABASE_URL")
+    if docker_answers(environ):
+        return start_testcontainer()
+    bin_dir = local_bin_dir()
+    if bin_dir is not None:
+        return start_local_cluster(bin_dir)
+    raise DatabaseUnavailable(
+        "No PostgreSQL server: set DATABASE_URL, start a Docker daemon, or install the "
+        "PostgreSQL server binaries (Debian/Ubuntu: `apt-get install postgresql`)."
+    )
+
+
+def normalise_url(url: str) -> str:
+    # Heroku-style platforms hand out postgres://, which SQLAlchemy 2 no longer accepts.
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
+
+
+def docker_answers(environ: Mapping[str, str]) -> bool:
+    # Without a daemon socket the docker client fails slowly and leaks its socket: look first.
+    if not environ.get("DOCKER_HOST") and not Path(DOCKER_SOCKET).exists():
+        return False
+    try:
+        import docker
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)
+    except Exception:
+        return False
+    try:
+        return bool(client.ping())
+    except Exception:
+        return False
+    finally:
+        client.close()
+
+
+def start_testcontainer() -> PostgresServer:
+    from testcontainers.postgres import PostgresContainer
+
+    container = PostgresContainer("postgres:16-alpine", driver="psycopg2")
+    container.start()
+    return PostgresServer(container.get_connection_url(), "testcontainers", container.stop)
+
+
+def local_bin_dir() -> Path | None:
+    candidates = sorted(
+        glob.glob(PG_BIN_GLOB), key=lambda p: int(Path(p).parent.name), reverse=True
+    )
+    for candidate in candidates:
+        if (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
+            return Path(candidate)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_local_cluster(bin_dir: Path) -> PostgresServer:
+    # initdb and pg_ctl refuse to run as root: run them as the postgres user then.
+    as_user = "postgres" if os.geteuid() == 0 else None
+    if as_user:
+        try:
+            owner = pwd.getpwnam(as_user)
+        except KeyError:
+            raise DatabaseUnavailable(
+                "Running as root, but there is no `postgres` user to run the PostgreSQL "
+                "binaries as; install the `postgresql` package or set DATABASE_URL."
+            ) from None
+    root = Path(tempfile.mkdtemp(prefix="wm-pg-"))
+    if as_user:
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+    data, port = root / "data", free_port()
+
+    def run(*args: str) -> None:
+        done = subprocess.run(
+            [str(bin_dir / args[0]), *args[1:]],
+            user=as_user,
+            capture_output=True,
+            text=True,
+            timeout=PG_START_TIMEOUT_S,
+            cwd=root,
+        )
+        if done.returncode != 0:
+            raise DatabaseUnavailable(f"{args[0]} failed: {done.stderr.strip() or done.stdout}")
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+    try:
+        run(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+        )
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} {FAST_SERVER_OPTIONS}"
+        run("pg_ctl", "-D", str(data), "-l", str(root / "log"), "-w", "-o", options, "start")
+    except BaseException:
+        stop()
+        raise
+    url = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
+    return PostgresServer(url, "local binaries", stop)

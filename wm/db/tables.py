@@ -1,0 +1,158 @@
+"""The schema. Migrations in wm/db/migrations create exactly this (a test compares them)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+WORKER_STATES = ("requested", "running", "stopping", "stopped")
+TASK_STATES = ("pending", "claimed", "completed", "failed")
+
+
+worker_pools = Table(
+    "worker_pools",
+    metadata,
+    Column("pool_id", Text, primary_key=True),
+    # NULL once the pool is removed from the config; its workers are still drained.
+    Column("provider_id", Text, nullable=True),
+    Column("previous_provider_ids", ARRAY(Text), nullable=False, server_default="{}"),
+    Column("min_capacity", Integer, nullable=False),
+    Column("max_capacity", Integer, nullable=False),
+    Column("scaling_ratio", Float, nullable=False),
+    Column("registration_timeout_s", Float, nullable=False),
+    Column("reregistration_timeout_s", Float, nullable=False),
+    Column("queue_inactivity_timeout_s", Float, nullable=False),
+    Column("requires_registration", Boolean, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_modified", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("removed_at", DateTime(timezone=True), nullable=True),
+    # When the last provisioning pass of this pool started (set under its claim).
+    Column("last_provisioned", DateTime(timezone=True), nullable=True),
+)
+
+launch_configs = Table(
+    "launch_configs",
+    metadata,
+    Column("pool_id", Text, ForeignKey("worker_pools.pool_id"), primary_key=True),
+    Column("launch_config_id", Text, primary_key=True),
+    Column("region", Text, nullable=False),
+    Column("machine_type", Text, nullable=False),
+    Column("image", Text, nullable=False),
+    Column("capacity_per_worker", Integer, nullable=False),
+    Column("public_ip", Boolean, nullable=False),
+    Column("spot", Boolean, nullable=False),
+    Column("worker_config", JSONB, nullable=False, server_default="{}"),
+    Column("weight", Float, nullable=False),
+    Column("max_capacity", Integer, nullable=True),
+    Column("archived", Boolean, nullable=False, server_default="false"),
+    Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_modified", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("pool_id", Text, ForeignKey("worker_pools.pool_id"), nullable=False),
+    Column("worker_group", Text, nullable=False),  # the region or zone: the scan unit
+    Column("provider_id", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("capacity", Integer, nullable=False),
+    Column("launch_config_id", Text, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_modified", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_checked", DateTime(timezone=True), nullable=True),
+    Column("expires", DateTime(timezone=True), nullable=True),  # the next lifecycle deadline
+    Column("registered_at", DateTime(timezone=True), nullable=True),
+    Column("cloud_id", Text, nullable=True),
+    Column("idempotency_token", Text, nullable=False),
+    Column("batch_token", Text, nullable=True),
+    Column("launch_index", Integer, nullable=True),
+    Column("provider_data", JSONB, nullable=False, server_default="{}"),
+    Column("stop_reason", Text, nullable=True),
+    Column("version", Integer, nullable=False, server_default="1"),  # optimistic concurrency
+    CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
+    ForeignKeyConstraint(
+        ["pool_id", "launch_config_id"],
+        ["launch_configs.pool_id", "launch_configs.launch_config_id"],
+        name="fk_workers_launch_config",
+    ),
+    Index("ix_workers_provider_state", "provider_id", "state"),
+    Index("ix_workers_pool_state", "pool_id", "state"),
+    Index(
+        "ix_workers_scan_unit_live",
+        "provider_id",
+        "worker_group",
+        postgresql_where=text("state <> 'stopped'"),
+    ),
+    Index("ix_workers_batch", "batch_token", "launch_index"),
+    Index("ix_workers_cloud_id", "provider_id", "cloud_id"),
+)
+
+worker_pool_errors = Table(
+    "worker_pool_errors",
+    metadata,
+    Column("error_id", BigInteger, Identity(), primary_key=True),
+    Column("pool_id", Text, ForeignKey("worker_pools.pool_id"), nullable=False),
+    Column("provider_id", Text, nullable=True),
+    Column("launch_config_id", Text, nullable=True),
+    Column("kind", Text, nullable=False),  # an ErrorCategory, or "worker-report"
+    Column("title", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("extra", JSONB, nullable=False, server_default="{}"),
+    Column("reported", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_worker_pool_errors_pool_reported", "pool_id", "reported"),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("task_id", BigInteger, Identity(), primary_key=True),
+    Column("pool_id", Text, nullable=False),
+    Column("state", Text, nullable=False, server_default="pending"),
+    Column("duration_s", Float, nullable=False, server_default="0"),
+    Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("claimed_at", DateTime(timezone=True), nullable=True),
+    Column("claimed_by", Text, nullable=True),
+    Column("completed_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(f"state IN {TASK_STATES!r}", name="state"),
+    Index("ix_tasks_pool_state", "pool_id", "state"),
+)
+
+# One row per (provider, region): scanners claim these with SKIP LOCKED.
+scan_units = Table(
+    "scan_units",
+    metadata,
+    Column("provider_id", Text, primary_key=True),
+    Column("region", Text, primary_key=True),
+    Column("last_scan_started", DateTime(timezone=True), nullable=True),
+    Column("last_scan_finished", DateTime(timezone=True), nullable=True),
+    Column("last_scan_by", Text, nullable=True),
+)

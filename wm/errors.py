@@ -1,0 +1,71 @@
+"""Typed errors. Each class's docstring is its message's first line."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class WmError(Exception):
+    """wm failed."""
+
+
+class ConfigError(WmError):
+    """The configuration is not valid."""
+
+    def __init__(self, problems: list[str], source: str = "config") -> None:
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(f"{source}: " + "; ".join(self.problems))
+
+
+class DatabaseUnavailable(WmError):
+    """No PostgreSQL server could be found or started."""
+
+
+class ErrorCategory(StrEnum):
+    """What a caller can do about a cloud error."""
+
+    THROTTLED = "throttled"  # slow down and retry
+    TRANSIENT = "transient"  # 5xx, timeout, connection reset: retry
+    QUOTA = "quota"  # the account or region is out of capacity: try elsewhere
+    BAD_CONFIG = "bad-config"  # image, machine type, credentials: a human must fix it
+    NOT_FOUND = "not-found"  # the resource does not exist (often: already gone)
+    PAUSED = "paused"  # the gate refused the call because the provider is paused
+
+
+RETRYABLE = frozenset({ErrorCategory.THROTTLED, ErrorCategory.TRANSIENT})
+
+
+class CloudError(WmError):
+    """A cloud API call failed."""
+
+    def __init__(
+        self,
+        provider: str,
+        category: ErrorCategory,
+        code: str,
+        message: str,
+        *,
+        operation: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.category = category
+        self.code = code
+        self.message = message
+        self.operation = operation
+        self.retry_after_s = retry_after_s
+        super().__init__(f"{provider} {operation or 'call'}: {category} {code}: {message}")
+
+    @property
+    def retryable(self) -> bool:
+        return self.category in RETRYABLE
+
+
+class UnknownCloudState(WmError):
+    """A cloud reported an instance state that wm has no mapping for."""
+
+    def __init__(self, provider: str, state: str) -> None:
+        self.provider = provider
+        self.state = state
+        super().__init__(f"{provider}: unknown instance state {state!r}")

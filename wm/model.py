@@ -1,0 +1,135 @@
+"""Domain records that cross the database boundary (rows turned into frozen values)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wm.config import LaunchConfig, PoolConfig
+from wm.providers.base import WorkerState
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    pool_id: str
+    provider_id: str | None  # None once removed from the config
+    previous_provider_ids: tuple[str, ...]  # still scanned and drained, never provisioned
+    min_capacity: int
+    max_capacity: int
+    scaling_ratio: float
+    registration_timeout_s: float
+    reregistration_timeout_s: float
+    queue_inactivity_timeout_s: float
+    requires_registration: bool
+    removed: bool = False
+
+    @classmethod
+    def from_config(cls, pool: PoolConfig, previous: tuple[str, ...] = ()) -> PoolRecord:
+        return cls(
+            pool_id=pool.id,
+            provider_id=pool.provider,
+            previous_provider_ids=previous,
+            min_capacity=pool.min_capacity,
+            max_capacity=pool.max_capacity,
+            scaling_ratio=pool.scaling_ratio,
+            registration_timeout_s=pool.registration_timeout_s,
+            reregistration_timeout_s=pool.reregistration_timeout_s,
+            queue_inactivity_timeout_s=pool.queue_inactivity_timeout_s,
+            requires_registration=pool.requires_registration,
+        )
+
+
+@dataclass(frozen=True)
+class LaunchConfigRecord:
+    pool_id: str
+    launch_config_id: str
+    region: str
+    machine_type: str
+    image: str
+    capacity_per_worker: int
+    public_ip: bool
+    spot: bool
+    worker_config: Mapping[str, Any]
+    weight: float
+    max_capacity: int | None
+    archived: bool = False
+
+    @classmethod
+    def from_config(cls, pool_id: str, lc: LaunchConfig) -> LaunchConfigRecord:
+        return cls(
+            pool_id=pool_id,
+            launch_config_id=lc.id,
+            region=lc.region,
+            machine_type=lc.machine_type,
+            image=lc.image,
+            capacity_per_worker=lc.capacity_per_worker,
+            public_ip=lc.public_ip,
+            spot=lc.spot,
+            worker_config=dict(lc.worker_config),
+            weight=lc.weight,
+            max_capacity=lc.max_capacity,
+        )
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    worker_id: str
+    pool_id: str
+    worker_group: str
+    provider_id: str
+    state: WorkerState
+    capacity: int
+    launch_config_id: str
+    created: datetime
+    last_modified: datetime
+    idempotency_token: str
+    last_checked: datetime | None = None
+    expires: datetime | None = None
+    registered_at: datetime | None = None
+    cloud_id: str | None = None
+    batch_token: str | None = None
+    launch_index: int | None = None
+    provider_data: Mapping[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class PoolError:
+    error_id: int
+    pool_id: str
+    provider_id: str | None
+    launch_config_id: str | None
+    kind: str
+    title: str
+    description: str
+    reported: datetime
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: int
+    pool_id: str
+    state: str
+    duration_s: float
+    created: datetime
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """One row of `wm status`."""
+
+    pool_id: str
+    provider_id: str | None
+    pending: int
+    claimed: int
+    requested: int  # capacity, not worker counts
+    running: int
+    stopping: int
+    errors_last_hour: int

@@ -1,0 +1,157 @@
+"""The provider contract: the only place its behaviour is described.
+
+A provider is one configured cloud account. wm drives it as a reconciler does: one bulk read
+per scan unit (`list_instances`), targeted look-ups for what a list did not show, and batch
+writes keyed by ids that wm chose before calling the cloud. Assumptions every implementation
+shares:
+
+- Clouds are eventually consistent: an instance created a moment ago may be missing from a
+  list, and a deleted one may still appear. Callers allow for both.
+- Creates are asynchronous: `create` returns once the cloud accepted the request, not when the
+  instance runs. Long-running operations are never awaited one after another.
+- Creates and terminates are idempotent: calling again with the same worker ids and tokens
+  never makes a second instance, and terminating what is gone is a success.
+- Launch failures are data: `create` returns a `LaunchResult` with an error per worker instead
+  of raising, so one bad launch config never stops a pass. `list_instances`, `lookup` and
+  `terminate` raise `CloudError` when the call itself fails.
+- Ownership is by tag: every resource carries the deployment id, pool id, worker id and launch
+  config id; listing filters on the deployment tag, so another deployment's resources are
+  never seen or touched.
+- Every SDK call goes through the provider's `Gate` (wm/providers/gate.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from wm.errors import CloudError
+
+# Tag (label) keys written on every cloud resource. GCE labels allow [a-z0-9_-] only.
+TAG_DEPLOYMENT = "wm-deployment"
+TAG_POOL = "wm-pool"
+TAG_WORKER = "wm-worker"
+TAG_LAUNCH_CONFIG = "wm-launch-config"
+TAG_BATCH = "wm-batch"
+
+
+class WorkerState(StrEnum):
+    REQUESTED = "requested"  # row written; the cloud may not have the instance yet, or it boots
+    RUNNING = "running"
+    STOPPING = "stopping"  # a delete was issued, or the cloud is shutting it down
+    STOPPED = "stopped"  # nothing is left in the cloud
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to launch, as a provider needs it (from a pool's launch config)."""
+
+    launch_config_id: str
+    region: str  # region on EC2/Azure, zone on GCE
+    machine_type: str
+    image: str
+    capacity_per_worker: int
+    public_ip: bool = False  # Azure: attach a public IP
+    spot: bool = False
+    worker_config: Mapping[str, Any] = field(default_factory=dict)  # passed to the VM as user data
+
+
+@dataclass(frozen=True)
+class LaunchIntent:
+    """One worker wm has committed to the database and now asks the cloud for."""
+
+    worker_id: str  # chosen by wm; becomes the instance name (GCE, Azure) and a tag
+    idempotency_token: str  # GCE requestId; Azure names are derived from worker_id
+
+
+@dataclass(frozen=True)
+class LaunchBatch:
+    """Workers of one pool and one launch config, created together where the cloud allows."""
+
+    pool_id: str
+    spec: LaunchSpec
+    intents: tuple[LaunchIntent, ...]
+    batch_token: str  # EC2 ClientToken and batch tag; stable across retries of this batch
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What the cloud said about one intent of a batch."""
+
+    worker_id: str
+    cloud_id: str | None  # instance id / VM resource id; None when the create failed
+    error: CloudError | None = None
+    launch_index: int | None = None  # position in the batch, where the cloud uses one
+    provider_data: Mapping[str, Any] = field(default_factory=dict)  # kept on the row (e.g. vmId)
+
+
+@dataclass(frozen=True)
+class CloudInstance:
+    """One instance as a list or look-up saw it."""
+
+    worker_id: str | None  # from the worker tag or name; None where the cloud has only a batch tag
+    cloud_id: str
+    region: str  # the scan unit it was found in
+    state: WorkerState
+    pool_id: str | None = None
+    launch_config_id: str | None = None
+    launched_at: datetime | None = None
+    reason: str | None = None  # why it stopped, when the cloud says (pre-emption, spot eviction)
+    # EC2 tags a whole RunInstances call at once: its batch tag and the instance's launch index
+    # map it to its row where no per-instance worker tag exists.
+    batch_token: str | None = None
+    launch_index: int | None = None
+    provider_data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkerRef:
+    """Enough about a worker row to find its instance again."""
+
+    worker_id: str
+    region: str
+    cloud_id: str | None = None  # None for an intent whose create never returned
+    batch_token: str | None = None
+    launch_index: int | None = None  # position of the intent in its batch
+    provider_data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TerminateResult:
+    worker_id: str
+    gone: bool  # the cloud confirms nothing of it is left
+    error: CloudError | None = None
+
+
+class Provider(Protocol):
+    """One cloud account. Implemented by aws.py, gcp.py and azure.py with the same methods."""
+
+    id: str
+    regions: tuple[str, ...]
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        """Ask the cloud for every intent of the batch; one result per intent, in order.
+
+        Safe to call again with the same batch after a crash: a worker whose instance already
+        exists comes back with that instance's id instead of a second instance.
+        """
+        ...
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        """Every instance of this deployment in one scan unit, at the largest page size."""
+        ...
+
+    def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
+        """Find the given workers by id or tag; absent from the result means not found."""
+        ...
+
+    def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+        """Delete the workers' instances and what belongs to them; one result per ref."""
+        ...
+
+    def close(self) -> None:
+        """Release clients and connections."""
+        ...

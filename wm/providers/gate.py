@@ -1,0 +1,202 @@
+"""The cloud API gate: every SDK call of a provider goes through one.
+
+It bounds each call in time and the calls in flight, spends tokens from a rate limit, retries
+throttling and server errors with full-jitter backoff (honouring a cloud's Retry-After), and
+pauses the whole provider when the cloud keeps failing, so a sick cloud sees no traffic for a
+while instead of a retry storm. SDK-level retries are off (each provider module builds its
+clients that way): the gate is the only retry policy.
+
+Exceptions are translated once, by the provider's `classify`, into `CloudError`; messages are
+the cloud's own error text, which carries no credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Protocol, TypeVar
+
+from wm.config import GateConfig
+from wm.errors import CloudError, ErrorCategory
+from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
+
+T = TypeVar("T")
+# Threads beyond `concurrency` so that calls abandoned at their timeout (still blocked in the
+# SDK until its own socket timeout) do not starve new calls.
+SPARE_THREADS = 8
+
+
+class RateLimiter(Protocol):
+    def take(self, operation: str) -> float:
+        """Spend one token; return the seconds to wait before the call may go."""
+        ...
+
+
+class TokenBucket:
+    """A local token bucket: `burst` tokens, refilled at `rate_per_s`."""
+
+    def __init__(self, rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic):
+        self._rate = rate_per_s
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._clock = clock
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def take(self, operation: str) -> float:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
+            self._stamp = now
+            self._tokens -= 1.0
+            # A negative balance is a debt: this caller waits for it to be repaid.
+            return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+
+
+Classifier = Callable[[BaseException], CloudError]
+
+
+class Gate:
+    def __init__(
+        self,
+        provider_id: str,
+        config: GateConfig,
+        classify: Classifier,
+        *,
+        limiter: RateLimiter | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.provider_id = provider_id
+        self.config = config
+        self._classify = classify
+        self._limiter = limiter or TokenBucket(config.calls_per_s, config.burst, clock)
+        self._sleep = sleep
+        self._clock = clock
+        self._rng = rng
+        self._slots = threading.BoundedSemaphore(config.concurrency)
+        self._pool = ThreadPoolExecutor(
+            config.concurrency + SPARE_THREADS, thread_name_prefix=f"gate-{provider_id}"
+        )
+        self._lock = threading.Lock()
+        self._failures = 0  # consecutive retryable failures, across all callers
+        self._paused_until = 0.0
+        self._pause_reason = ""
+        self._was_paused = False
+        self.attempts: Counter[str] = Counter()  # operation -> SDK calls made
+
+    @property
+    def paused(self) -> bool:
+        return self._clock() < self._paused_until
+
+    def call(self, operation: str, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+        """Run one SDK call under the gate's limits; raise CloudError when it finally fails."""
+        attempt = 0
+        while True:
+            attempt += 1
+            self._refuse_if_paused(operation)
+            try:
+                return self._attempt(operation, fn, args, kwargs)
+            except CloudError as error:
+                if not error.retryable or attempt >= self.config.max_attempts:
+                    raise
+                self._sleep(self._backoff_s(attempt, error))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _attempt(self, operation: str, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        wait_s = self._limiter.take(operation)
+        if wait_s > 0:
+            self._sleep(wait_s)
+        with self._slots:
+            self._refuse_if_paused(operation)
+            self.attempts[operation] += 1
+            started = self._clock()
+            future = self._pool.submit(fn, *args, **kwargs)
+            try:
+                result = future.result(timeout=self.config.timeout_s)
+            except FutureTimeout:
+                future.cancel()
+                error = CloudError(
+                    self.provider_id,
+                    ErrorCategory.TRANSIENT,
+                    "Timeout",
+                    f"no answer within {self.config.timeout_s:g}s",
+                    operation=operation,
+                )
+                self._record_failure(operation, error, started)
+                raise error from None
+            except CloudError as error:
+                self._record_failure(operation, error, started)
+                raise
+            except Exception as exc:
+                error = self._classify(exc)
+                error.operation = error.operation or operation
+                self._record_failure(operation, error, started)
+                raise error from exc
+            self._record_success(operation, started)
+            return result
+
+    def _backoff_s(self, attempt: int, error: CloudError) -> float:
+        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2 ** (attempt - 1))
+        jitter = self._rng() * ceiling
+        return max(jitter, error.retry_after_s or 0.0)
+
+    def _refuse_if_paused(self, operation: str) -> None:
+        if self.paused:
+            raise CloudError(
+                self.provider_id,
+                ErrorCategory.PAUSED,
+                "Paused",
+                f"calls paused after repeated failures ({self._pause_reason})",
+                operation=operation,
+            )
+
+    def _record_success(self, operation: str, started: float) -> None:
+        CLOUD_API_SECONDS.labels(self.provider_id, operation).observe(self._clock() - started)
+        CLOUD_API_CALLS.labels(self.provider_id, operation, "ok").inc()
+        with self._lock:
+            self._failures = 0
+            resumed, self._was_paused = self._was_paused, False
+        if resumed:
+            CLOUD_API_PAUSED.labels(self.provider_id).set(0)
+            log("cloud-api-resumed", provider=self.provider_id, operation=operation)
+
+    def _record_failure(self, operation: str, error: CloudError, started: float) -> None:
+        CLOUD_API_SECONDS.labels(self.provider_id, operation).observe(self._clock() - started)
+        CLOUD_API_CALLS.labels(self.provider_id, operation, str(error.category)).inc()
+        if not error.retryable:
+            return
+        with self._lock:
+            self._failures += 1
+            # A pause asked for by the cloud (Retry-After) is honoured for every caller at once.
+            pause_s = 0.0
+            if self._failures >= self.config.pause_after_failures:
+                pause_s = self.config.pause_s
+            if error.retry_after_s:
+                pause_s = max(pause_s, error.retry_after_s)
+            if pause_s <= 0 or self._clock() + pause_s <= self._paused_until:
+                return
+            first = not self._was_paused
+            self._paused_until = self._clock() + pause_s
+            self._pause_reason = f"{error.category} {error.code}"
+            self._was_paused = True
+            self._failures = 0
+        CLOUD_API_PAUSED.labels(self.provider_id).set(1)
+        if first:
+            log(
+                "cloud-api-paused",
+                logging.WARNING,
+                provider=self.provider_id,
+                operation=operation,
+                reason=self._pause_reason,
+                pause_s=round(pause_s, 3),
+            )

@@ -1,0 +1,118 @@
+"""Behaviour knobs shared by the simulated clouds: latency, faults, boot and delete times.
+
+Each simulated cloud holds one `Faults` object. Every cloud API request (not the `/_sim`
+control requests) is counted per operation and passed through `Faults.before`, which sleeps
+the simulated latency and decides the request's fate. Tests and benchmarks change behaviour
+at run time through `Behaviour.update` or the `/_sim/behaviour` control endpoint.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+from wm.config import SimCloudConfig
+
+
+@dataclass
+class Behaviour:
+    latency_ms: float = 0.0  # mean per-call latency
+    latency_jitter_ms: float = 0.0  # latency is uniform in mean +- jitter
+    boot_s: float = 0.0  # created to running
+    delete_s: float = 0.0  # delete issued to gone
+    failure_rate: float = 0.0  # share of calls answered with the cloud's 5xx
+    throttle_rate: float = 0.0  # share of calls answered with the cloud's throttling error
+    retry_after_s: float | None = (
+        None  # Retry-After sent with throttling answers, where the cloud does
+    )
+    quota_instances: int | None = None  # creates beyond this many live instances fail with quota
+    page_size_max: int | None = None  # lists never return more than this per page
+    hang_rate: float = 0.0  # share of calls that do not answer for hang_s
+    hang_s: float = 0.0
+    # Operations faults apply to; empty means all. Latency applies to every operation.
+    fault_operations: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: SimCloudConfig) -> Behaviour:
+        data = config.model_dump(exclude={"port"})
+        return cls(**data)
+
+    def update(self, **changes: Any) -> None:
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown behaviour keys: {sorted(unknown)}")
+        for key, value in changes.items():
+            setattr(self, key, tuple(value) if key == "fault_operations" else value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SimVm:
+    """One VM a simulated cloud holds, as tests and leak checks see it."""
+
+    cloud_id: str  # the cloud's own id (EC2 instance id, GCE numeric id, ARM resource id)
+    name: str
+    region: str  # region, or zone on GCE
+    state: str  # pending | running | stopping | stopped | gone
+    tags: Mapping[str, str]  # tags / labels as the cloud stores them
+    spot: bool
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    THROTTLE = "throttle"
+    FAIL = "fail"  # a 5xx
+
+
+class Faults:
+    """Counts requests per operation, sleeps their latency and decides their outcome."""
+
+    def __init__(self, behaviour: Behaviour | None = None, seed: int | None = None) -> None:
+        self.behaviour = behaviour or Behaviour()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def before(self, operation: str) -> Outcome:
+        b = self.behaviour
+        with self._lock:
+            self._counts[operation] += 1
+            draw = self._rng.random()
+            hang = self._rng.random() < b.hang_rate
+            latency_s = max(0.0, b.latency_ms + (self._rng.random() * 2 - 1) * b.latency_jitter_ms)
+        time.sleep(latency_s / 1000)
+        if b.fault_operations and operation not in b.fault_operations:
+            return Outcome.OK
+        if hang and b.hang_s > 0:
+            time.sleep(b.hang_s)
+        if draw < b.throttle_rate:
+            return Outcome.THROTTLE
+        if draw < b.throttle_rate + b.failure_rate:
+            return Outcome.FAIL
+        return Outcome.OK
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+def lifecycle_state(
+    now: float, created_at: float, boot_s: float, deleted_at: float | None, delete_s: float
+) -> str:
+    """The simulated state of an instance: pending, running, stopping or gone."""
+    if deleted_at is not None:
+        return "gone" if now >= deleted_at + delete_s else "stopping"
+    return "running" if now >= created_at + boot_s else "pending"

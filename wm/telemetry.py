@@ -1,0 +1,85 @@
+"""Logs as JSON lines on stdout, Prometheus metrics, Sentry.
+
+Every log line goes through `log(event, **fields)`: one `event` key naming what happened,
+plus flat fields. Nothing else in wm configures logging handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LOGGER = logging.getLogger("wm")
+REDACTED_FIELDS = frozenset({"secret", "token", "proof", "password", "authorization"})
+
+CLOUD_API_CALLS = Counter(
+    "wm_cloud_api_calls_total",
+    "SDK calls made through the cloud API gate, by outcome.",
+    ["provider", "operation", "outcome"],
+)
+CLOUD_API_SECONDS = Histogram(
+    "wm_cloud_api_call_seconds",
+    "Duration of one SDK call attempt.",
+    ["provider", "operation"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+CLOUD_API_PAUSED = Gauge(
+    "wm_cloud_api_paused", "1 while the provider's calls are paused.", ["provider"]
+)
+CLAIMS_BUSY = Counter(
+    "wm_claims_busy_total", "Claims skipped because another replica holds them.", ["kind"]
+)
+
+
+class JsonLineFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "wm_fields", None) or {"message": record.getMessage()}
+        line = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "event": getattr(record, "wm_event", record.name),
+            **fields,
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonLineFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Libraries log one line per HTTP request at INFO; keep only their warnings.
+    for noisy in ("azure", "botocore", "urllib3", "werkzeug", "apscheduler.executors"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def log(event: str, level: int = logging.INFO, exc_info: bool = False, **fields: Any) -> None:
+    safe = {k: ("<redacted>" if k.lower() in REDACTED_FIELDS else v) for k, v in fields.items()}
+    LOGGER.log(level, event, exc_info=exc_info, extra={"wm_event": event, "wm_fields": safe})
+
+
+def init_sentry(dsn: str | None, process: str) -> None:
+    """Initialise Sentry when a DSN is configured; a no-op otherwise."""
+    if not dsn:
+        return
+    import sentry_sdk
+
+    sentry_sdk.init(dsn=dsn, server_name=process, send_default_pii=False)
+    sentry_sdk.set_tag("process", process)
+
+
+def capture(exc: BaseException, **tags: str) -> None:
+    """Send an exception to Sentry with tags (provider, pool); a no-op without a DSN."""
+    import sentry_sdk
+
+    with sentry_sdk.new_scope() as scope:
+        for key, value in tags.items():
+            scope.set_tag(key, value)
+        sentry_sdk.capture_exception(exc)

@@ -1,0 +1,488 @@
+"""The Azure provider against the simulated ARM: real SDKs, real HTTPS, nothing patched."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import requests
+from azure.identity import ClientSecretCredential
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.network import NetworkManagementClient
+
+from tests.fixtures.sim_arm import (
+    AZURE_DEPLOYMENT,
+    AZURE_RESOURCE_GROUP,
+    AZURE_SUBSCRIPTION,
+)
+from wm.config import SimCloudConfig
+from wm.errors import CloudError, ErrorCategory
+from wm.providers.azure import (
+    REASON_SPOT_EVICTED,
+    AzureProvider,
+    image_reference,
+    vm_body,
+    vm_name,
+)
+from wm.providers.base import (
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    LaunchBatch,
+    LaunchIntent,
+    LaunchSpec,
+    WorkerRef,
+    WorkerState,
+)
+from wm.sim.arm import SimArm, serve
+
+IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"
+POOL = "proj-ci/linux"
+RG_PREFIX = f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{AZURE_RESOURCE_GROUP}/providers"
+
+
+def spec(**changes: object) -> LaunchSpec:
+    values: dict = {
+        "launch_config_id": "lc-azure-1",
+        "region": "eastus",
+        "machine_type": "Standard_D2s_v5",
+        "image": IMAGE,
+        "capacity_per_worker": 1,
+        "worker_config": {"queue": "proj-ci/linux"},
+    }
+    values.update(changes)
+    return LaunchSpec(**values)
+
+
+def batch(workers: list[str], **spec_changes: object) -> LaunchBatch:
+    intents = tuple(LaunchIntent(w, f"token-{w}") for w in workers)
+    return LaunchBatch(POOL, spec(**spec_changes), intents, batch_token=f"batch-{workers[0]}")
+
+
+def refs(workers: list[str], region: str = "eastus") -> list[WorkerRef]:
+    return [WorkerRef(w, region) for w in workers]
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def raw_compute(sim: SimArm) -> ComputeManagementClient:
+    credential = ClientSecretCredential(
+        "tenant",
+        "client",
+        "secret",
+        authority=sim.endpoint,
+        disable_instance_discovery=True,
+        connection_verify=str(sim.cert_path),
+    )
+    return ComputeManagementClient(
+        credential,
+        AZURE_SUBSCRIPTION,
+        base_url=sim.endpoint,
+        connection_verify=str(sim.cert_path),
+        retry_total=0,
+        polling_interval=0,
+    )
+
+
+def test_a_batch_is_listed_back_across_pages(sim_arm: SimArm, azure_provider: AzureProvider):
+    workers = [f"w-page-{i}" for i in range(5)]
+    results = azure_provider.create(batch(workers))
+    assert [r.error for r in results] == [None] * 5
+    sim_arm.faults.behaviour.update(page_size_max=2)
+    sim_arm.faults.reset_counts()
+
+    listed = azure_provider.list_instances("eastus")
+
+    by_worker = {i.worker_id: i for i in listed}
+    assert sorted(by_worker) == workers
+    for result in results:
+        instance = by_worker[result.worker_id]
+        assert instance.cloud_id == result.cloud_id
+        assert instance.cloud_id.endswith(f"/virtualMachines/{vm_name(result.worker_id)}")
+        assert instance.pool_id == POOL
+        assert instance.launch_config_id == "lc-azure-1"
+        assert instance.region == "eastus"
+        assert instance.state is WorkerState.RUNNING
+        assert instance.launched_at is not None
+        assert instance.provider_data["vmId"] == result.provider_data["vmId"]
+    # Pages of 2: the resource-group list and the status list take 3 calls each.
+    counts = sim_arm.faults.counts()
+    assert counts["VirtualMachines_List"] == 3
+    assert counts["VirtualMachines_ListAll"] == 3
+    assert azure_provider.list_instances("westeurope") == []
+
+
+def test_states_move_from_requested_to_running_and_stopping_to_gone(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    sim_arm.faults.behaviour.update(boot_s=0.3, delete_s=0.3)
+    azure_provider.create(batch(["w-life"]))
+
+    def state() -> WorkerState | None:
+        listed = azure_provider.list_instances("eastus")
+        return listed[0].state if listed else None
+
+    assert state() is WorkerState.REQUESTED
+    wait_for(lambda: state() is WorkerState.RUNNING)
+
+    first = azure_provider.terminate(refs(["w-life"]))
+    assert [(r.gone, r.error) for r in first] == [(False, None)]
+    assert state() is WorkerState.STOPPING
+    # While ARM is deleting, another pass only checks: no second DELETE.
+    assert azure_provider.terminate(refs(["w-life"]))[0].gone is False
+    assert sim_arm.faults.counts()["VirtualMachines_Delete"] == 1
+
+    wait_for(lambda: azure_provider.terminate(refs(["w-life"]))[0].gone)
+    assert state() is None
+    assert sim_arm.resources() == []
+
+
+def test_lookup_finds_existing_workers_and_leaves_out_missing_ones(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    created = azure_provider.create(batch(["w-here"]))
+
+    found = azure_provider.lookup(refs(["w-here", "w-never-created"]))
+
+    assert list(found) == ["w-here"]
+    assert found["w-here"].cloud_id == created[0].cloud_id
+    assert found["w-here"].state is WorkerState.RUNNING
+    assert found["w-here"].pool_id == POOL
+
+
+def test_listing_costs_one_call_per_page(sim_arm: SimArm, azure_provider: AzureProvider):
+    # 2000 VMs through 2000 PUTs would take ~14 s here, so they are preloaded with the exact
+    # body the provider sends; the listing itself goes over the wire.
+    count, page = 2000, 500
+    for index in range(count):
+        worker = f"w-bulk-{index:04d}"
+        tags = {
+            TAG_DEPLOYMENT: AZURE_DEPLOYMENT,
+            TAG_POOL: POOL,
+            TAG_WORKER: worker,
+            TAG_LAUNCH_CONFIG: "lc-azure-1",
+        }
+        body = vm_body(
+            spec=spec(),
+            image=image_reference(IMAGE),
+            worker_id=worker,
+            tags=tags,
+            subnet_id=None,
+            admin_password="Wm-9preloaded",
+        )
+        sim_arm.preload(f"{RG_PREFIX}/Microsoft.Compute/virtualMachines/{vm_name(worker)}", body)
+    sim_arm.faults.behaviour.update(page_size_max=page)
+
+    listed = azure_provider.list_instances("eastus")
+
+    assert len(listed) == count
+    assert len({i.worker_id for i in listed}) == count
+    counts = sim_arm.faults.counts()
+    assert counts == {
+        "VirtualMachines_List": math.ceil(count / page),
+        "VirtualMachines_ListAll": math.ceil(count / page),
+    }
+
+
+def test_a_repeated_create_does_not_make_a_second_vm(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    workers = ["w-again-1", "w-again-2", "w-again-3"]
+    first = azure_provider.create(batch(workers))
+
+    second = azure_provider.create(batch(workers))
+
+    assert [r.error for r in second] == [None] * 3
+    assert [r.cloud_id for r in second] == [r.cloud_id for r in first]
+    assert [r.provider_data for r in second] == [r.provider_data for r in first]
+    assert len(sim_arm.instances()) == 3
+    # The retried PUTs are refused (admin password is immutable) and answered by a GET.
+    counts = sim_arm.faults.counts()
+    assert counts["VirtualMachines_CreateOrUpdate"] == 6
+    assert counts["VirtualMachines_Get"] == 3
+
+
+def test_other_deployments_and_untagged_vms_are_never_touched(
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    make_azure_provider: Callable[..., AzureProvider],
+):
+    other = make_azure_provider(sim_arm, deployment_id="other-deploy")
+    other.create(batch(["w-foreign"]))
+    untagged = vm_body(
+        spec=spec(),
+        image=image_reference(IMAGE),
+        worker_id="w-untagged",
+        tags={},
+        subnet_id=None,
+        admin_password="Wm-9untagged",
+    )
+    raw_compute(sim_arm).virtual_machines.begin_create_or_update(
+        AZURE_RESOURCE_GROUP, vm_name("w-untagged"), untagged
+    ).result()
+    strangers = ["w-foreign", "w-untagged"]
+
+    assert azure_provider.list_instances("eastus") == []
+    assert azure_provider.lookup(refs(strangers)) == {}
+    results = azure_provider.terminate(refs(strangers))
+
+    assert [r.error for r in results] == [None, None]
+    assert "VirtualMachines_Delete" not in sim_arm.faults.counts()
+    assert {vm.state for vm in sim_arm.instances()} == {"running"}
+    assert len(sim_arm.instances()) == 2
+
+
+def test_a_throttling_burst_is_absorbed_by_the_gate(sim_arm: SimArm, azure_provider: AzureProvider):
+    azure_provider.create(batch(["w-throttled"]))
+    retry_after_s = 0.1
+    sim_arm.faults.reset_counts()
+    sim_arm.faults.behaviour.update(
+        throttle_rate=1.0, retry_after_s=retry_after_s, fault_operations=["VirtualMachines_List"]
+    )
+
+    def end_burst_after_two_throttles() -> None:
+        wait_for(lambda: sim_arm.faults.counts().get("VirtualMachines_List", 0) >= 2)
+        sim_arm.faults.behaviour.update(throttle_rate=0.0)
+
+    watcher = threading.Thread(target=end_burst_after_two_throttles)
+    watcher.start()
+    started = time.monotonic()
+    listed = azure_provider.list_instances("eastus")
+    elapsed = time.monotonic() - started
+    watcher.join()
+
+    assert [i.worker_id for i in listed] == ["w-throttled"]
+    assert sim_arm.faults.counts()["VirtualMachines_List"] == 3
+    assert elapsed >= 2 * retry_after_s  # the gate honoured Retry-After
+
+
+def test_a_5xx_storm_pauses_this_provider_only(
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    make_azure_provider: Callable[..., AzureProvider],
+    caplog: pytest.LogCaptureFixture,
+):
+    healthy_sim = SimArm().start()
+    try:
+        healthy = make_azure_provider(healthy_sim, id="azure-healthy")
+        healthy.create(batch(["w-healthy"]))
+        sim_arm.faults.behaviour.update(failure_rate=1.0)
+
+        with caplog.at_level(logging.WARNING, logger="wm"), pytest.raises(CloudError) as storm:
+            azure_provider.list_instances("eastus")
+        assert storm.value.category is ErrorCategory.TRANSIENT
+        with pytest.raises(CloudError) as paused:
+            azure_provider.list_instances("eastus")
+
+        assert paused.value.category is ErrorCategory.PAUSED
+        assert sim_arm.faults.counts()["VirtualMachines_List"] == 4  # no call while paused
+        events = [getattr(r, "wm_event", None) for r in caplog.records]
+        assert "cloud-api-paused" in events
+        assert [i.worker_id for i in healthy.list_instances("eastus")] == ["w-healthy"]
+    finally:
+        healthy_sim.stop()
+
+
+def test_a_quota_error_comes_back_as_data(sim_arm: SimArm, azure_provider: AzureProvider):
+    sim_arm.faults.behaviour.update(quota_instances=2)
+
+    results = azure_provider.create(batch(["w-q1", "w-q2", "w-q3"]))
+
+    errors = [r.error for r in results if r.error is not None]
+    assert len(errors) == 1
+    assert errors[0].category is ErrorCategory.QUOTA
+    assert errors[0].code == "OperationNotAllowed"
+    assert [r.cloud_id is not None for r in results].count(True) == 2
+
+
+def test_a_bad_vm_size_or_image_is_a_config_error_as_data(azure_provider: AzureProvider):
+    bad_size = azure_provider.create(batch(["w-bad-size"], machine_type="Huge_VM"))
+    bad_image = azure_provider.create(batch(["w-bad-image"], image="not-an-image"))
+
+    assert bad_size[0].error is not None
+    assert bad_size[0].error.category is ErrorCategory.BAD_CONFIG
+    assert bad_size[0].error.code == "InvalidParameter"
+    assert bad_image[0].error is not None
+    assert bad_image[0].error.category is ErrorCategory.BAD_CONFIG
+
+
+def test_an_evicted_or_stopped_vm_shows_as_stopped_with_a_reason(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    spot = azure_provider.create(batch(["w-spot"], spot=True))[0]
+    regular = azure_provider.create(batch(["w-regular"]))[0]
+    failing = azure_provider.create(batch(["w-failing"]))[0]
+    assert spot.cloud_id and regular.cloud_id and failing.cloud_id
+
+    sim_arm.kill(spot.cloud_id)
+    sim_arm.kill(regular.cloud_id)
+    sim_arm.fail(failing.cloud_id)
+    listed = {i.worker_id: i for i in azure_provider.list_instances("eastus")}
+
+    assert {w: i.state for w, i in listed.items()} == {
+        "w-spot": WorkerState.STOPPED,
+        "w-regular": WorkerState.STOPPED,
+        "w-failing": WorkerState.STOPPED,
+    }
+    assert listed["w-spot"].reason == REASON_SPOT_EVICTED
+    assert listed["w-regular"].reason == "PowerState/stopped"
+    assert listed["w-failing"].reason == "ProvisioningState/failed/AllocationFailed"
+    # ...and the scan can clean them up with the usual terminate.
+    azure_provider.terminate(refs(list(listed)))
+    wait_for(lambda: all(r.gone for r in azure_provider.terminate(refs(list(listed)))))
+
+
+def test_a_one_line_raw_sdk_call_works_against_the_sim(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    azure_provider.create(batch(["w-raw"]))
+    endpoint, cert, sub = sim_arm.endpoint, str(sim_arm.cert_path), AZURE_SUBSCRIPTION
+
+    # What a user of `wm sim serve` would type (the certificate is in its state dir).
+    names = [
+        vm.name
+        for vm in ComputeManagementClient(
+            ClientSecretCredential(
+                "t",
+                "c",
+                "s",
+                authority=endpoint,
+                disable_instance_discovery=True,
+                connection_verify=cert,
+            ),
+            sub,
+            base_url=endpoint,
+            connection_verify=cert,
+        ).virtual_machines.list_all()
+    ]
+
+    assert names == [vm_name("w-raw")]
+
+
+def test_one_put_makes_a_running_worker_and_one_delete_removes_everything(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    result = azure_provider.create(batch(["w-whole"], public_ip=True))[0]
+    assert result.error is None
+
+    kinds = sorted(r.split("/providers/")[1].rsplit("/", 1)[0] for r in sim_arm.resources())
+    assert kinds == [
+        "Microsoft.Compute/disks",
+        "Microsoft.Compute/virtualMachines",
+        "Microsoft.Network/networkInterfaces",
+        "Microsoft.Network/publicIPAddresses",
+    ]
+    assert azure_provider.list_instances("eastus")[0].state is WorkerState.RUNNING
+    assert sim_arm.faults.counts()["VirtualMachines_CreateOrUpdate"] == 1
+
+    wait_for(lambda: azure_provider.terminate(refs(["w-whole"]))[0].gone)
+
+    assert sim_arm.resources() == []
+    counts = sim_arm.faults.counts()
+    assert counts["VirtualMachines_Delete"] == 1
+    assert not [op for op in counts if op.endswith("_CreateOrUpdate") and "Virtual" not in op]
+    assert not [op for op in counts if op.endswith("_Delete") and "Virtual" not in op]
+
+
+def test_a_worker_made_the_old_multi_step_way_is_cleaned_up_piece_by_piece(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    # The old way: public IP, then NIC, then a VM referencing the NIC; nothing deletes itself.
+    raw = raw_compute(sim_arm)
+    network = NetworkManagementClient(
+        raw._config.credential,
+        AZURE_SUBSCRIPTION,
+        base_url=sim_arm.endpoint,
+        connection_verify=str(sim_arm.cert_path),
+        retry_total=0,
+        polling_interval=0,
+    )
+    ip = network.public_ip_addresses.begin_create_or_update(
+        AZURE_RESOURCE_GROUP, "old-ip", {"location": "eastus", "properties": {}}
+    ).result()
+    nic = network.network_interfaces.begin_create_or_update(
+        AZURE_RESOURCE_GROUP,
+        "old-nic",
+        {
+            "location": "eastus",
+            "properties": {
+                "ipConfigurations": [
+                    {"name": "ipconfig1", "properties": {"publicIPAddress": {"id": ip.id}}}
+                ]
+            },
+        },
+    ).result()
+    tags = {TAG_DEPLOYMENT: AZURE_DEPLOYMENT, TAG_POOL: POOL, TAG_WORKER: "w-old"}
+    body = {
+        "location": "eastus",
+        "tags": tags,
+        "properties": {
+            "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
+            "storageProfile": {
+                "imageReference": image_reference(IMAGE),
+                "osDisk": {"name": "old-disk", "createOption": "FromImage"},
+            },
+            "osProfile": {"computerName": "old", "adminUsername": "u", "adminPassword": "Pw-1x"},
+            "networkProfile": {"networkInterfaces": [{"id": nic.id}]},
+        },
+    }
+    raw.virtual_machines.begin_create_or_update(AZURE_RESOURCE_GROUP, "vm-w-old", body).result()
+    ref = WorkerRef(
+        "w-old",
+        "eastus",
+        provider_data={
+            "nic_names": ["old-nic"],
+            "public_ip_names": ["old-ip"],
+            "disk_names": ["old-disk"],
+        },
+    )
+
+    assert azure_provider.terminate([ref])[0].gone is False  # the VM delete is issued
+    wait_for(lambda: azure_provider.terminate([ref])[0].gone)
+
+    assert sim_arm.resources() == []
+
+
+def test_other_processes_drive_the_sim_over_http(sim_arm: SimArm, azure_provider: AzureProvider):
+    azure_provider.create(batch(["w-ctl"]))
+    # Per request: REQUESTS_CA_BUNDLE in the environment would override a Session's verify.
+    http = functools.partial(requests.request, verify=str(sim_arm.cert_path))
+    control = f"{sim_arm.endpoint}/_sim"
+
+    assert http("GET", f"{control}/requests").json() == {"VirtualMachines_CreateOrUpdate": 1}
+    assert http("POST", f"{control}/behaviour", json={"latency_ms": 1}).ok
+    assert sim_arm.faults.behaviour.latency_ms == 1
+    [vm] = http("GET", f"{control}/instances").json()
+    assert (vm["name"], vm["state"], vm["tags"][TAG_WORKER]) == ("vm-w-ctl", "running", "w-ctl")
+    assert http("POST", f"{control}/kill", json={"id": vm["name"], "reason": "preempted"}).ok
+    assert http("GET", f"{control}/instances").json()[0]["state"] == "stopped"
+    assert http("POST", f"{control}/remove", json={"id": vm["cloud_id"]}).ok
+    assert http("GET", f"{control}/instances").json() == []
+    assert http("POST", f"{control}/kill", json={"id": "vm-nothing"}).status_code == 404
+    assert http("POST", f"{control}/requests/reset").ok
+    assert http("GET", f"{control}/requests").json() == {}  # control calls are not counted
+    assert http("POST", f"{control}/reset").ok
+    assert sim_arm.faults.behaviour.latency_ms == 0
+
+
+def test_wm_sim_serve_starts_the_sim_with_its_certificate_in_the_state_dir(tmp_path: Path):
+    sim = serve(SimCloudConfig(page_size_max=7), tmp_path)
+    try:
+        assert sim.cert_path == tmp_path / "arm-cert.pem"
+        assert sim.faults.behaviour.page_size_max == 7
+        answer = requests.get(f"{sim.endpoint}/_sim/requests", verify=str(sim.cert_path))
+        assert answer.json() == {}
+    finally:
+        sim.stop()

@@ -1,0 +1,159 @@
+"""The cloud API gate, driven by a fake clock: retries, backoff, pauses, timeouts, limits."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from wm.config import GateConfig
+from wm.errors import CloudError, ErrorCategory
+from wm.providers.gate import Gate, TokenBucket
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class Boom(Exception):
+    def __init__(self, category: ErrorCategory, retry_after_s: float | None = None) -> None:
+        self.category = category
+        self.retry_after_s = retry_after_s
+
+
+def classify(exc: BaseException) -> CloudError:
+    assert isinstance(exc, Boom)
+    return CloudError("p", exc.category, exc.category.name, "boom", retry_after_s=exc.retry_after_s)
+
+
+def make_gate(clock: FakeClock, **limits) -> Gate:
+    config = GateConfig(
+        **{"backoff_base_s": 1.0, "max_attempts": 4, "pause_after_failures": 100, **limits}
+    )
+    return Gate("p", config, classify, sleep=clock.sleep, clock=clock, rng=lambda: 0.5)
+
+
+def failing(times: int, category: ErrorCategory, retry_after_s: float | None = None):
+    calls = {"n": 0}
+
+    def fn() -> str:
+        calls["n"] += 1
+        if calls["n"] <= times:
+            raise Boom(category, retry_after_s)
+        return "ok"
+
+    return fn, calls
+
+
+def test_throttling_is_retried_with_full_jitter_backoff_until_it_succeeds():
+    clock = FakeClock()
+    fn, calls = failing(2, ErrorCategory.THROTTLED)
+    assert make_gate(clock).call("list", fn) == "ok"
+    assert calls["n"] == 3
+    assert clock.slept == [0.5, 1.0]  # uniform(0, base * 2**n) with the draw fixed at 0.5
+
+
+def test_retry_after_is_honoured_as_a_floor():
+    clock = FakeClock()
+    fn, _ = failing(1, ErrorCategory.THROTTLED, retry_after_s=7.0)
+    make_gate(clock).call("list", fn)
+    assert clock.slept == [7.0]
+
+
+def test_non_retryable_errors_are_raised_at_once():
+    clock = FakeClock()
+    fn, calls = failing(5, ErrorCategory.QUOTA)
+    with pytest.raises(CloudError) as caught:
+        make_gate(clock).call("create", fn)
+    assert (caught.value.category, caught.value.operation, calls["n"]) == (
+        ErrorCategory.QUOTA,
+        "create",
+        1,
+    )
+
+
+def test_attempts_are_bounded():
+    clock = FakeClock()
+    fn, calls = failing(10, ErrorCategory.TRANSIENT)
+    with pytest.raises(CloudError):
+        make_gate(clock, max_attempts=3).call("get", fn)
+    assert calls["n"] == 3
+
+
+def test_repeated_failures_pause_the_provider_then_it_resumes(caplog):
+    clock = FakeClock()
+    gate = make_gate(clock, pause_after_failures=3, pause_s=60, max_attempts=1)
+    fn, calls = failing(3, ErrorCategory.TRANSIENT)
+    with caplog.at_level(logging.INFO, logger="wm"):
+        for _ in range(3):
+            with pytest.raises(CloudError):
+                gate.call("get", fn)
+        with pytest.raises(CloudError) as paused:
+            gate.call("get", fn)
+        assert paused.value.category == ErrorCategory.PAUSED and calls["n"] == 3  # no call made
+        clock.now += 61
+        assert gate.call("get", fn) == "ok"
+    events = [r.wm_event for r in caplog.records]
+    assert events == ["cloud-api-paused", "cloud-api-resumed"]
+
+
+def test_a_call_that_never_answers_times_out_as_transient():
+    gate = Gate("p", GateConfig(timeout_s=0.2, max_attempts=1), classify)
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(CloudError) as caught:
+        gate.call("get", release.wait, 30)
+    release.set()
+    assert caught.value.category == ErrorCategory.TRANSIENT and caught.value.code == "Timeout"
+    assert time.monotonic() - started < 2
+    gate.close()
+
+
+def test_concurrency_is_bounded():
+    gate = Gate("p", GateConfig(concurrency=2, calls_per_s=1000, burst=1000), classify)
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+
+    def work() -> None:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+
+    threads = [threading.Thread(target=gate.call, args=("op", work)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 2
+    gate.close()
+
+
+def test_token_bucket_spends_its_burst_then_makes_callers_wait():
+    clock = FakeClock()
+    bucket = TokenBucket(rate_per_s=2.0, burst=3, clock=clock)
+    waits = [bucket.take("op") for _ in range(5)]
+    assert waits == [0.0, 0.0, 0.0, 0.5, 1.0]
+    clock.now += 10
+    assert bucket.take("op") == 0.0
+
+
+def test_attempts_are_counted_per_operation():
+    clock = FakeClock()
+    gate = make_gate(clock)
+    fn, _ = failing(1, ErrorCategory.TRANSIENT)
+    gate.call("list", fn)
+    gate.call("get", lambda: 1)
+    assert dict(gate.attempts) == {"list": 2, "get": 1}

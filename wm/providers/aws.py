@@ -1,0 +1,497 @@
+"""AWS EC2 provider: one boto3 EC2 client per region, every call through the gate.
+
+EC2 launches a whole batch with one RunInstances and one set of tags, so instances carry the
+batch tag and their AmiLaunchIndex maps each to its intent (a batch of one also gets the
+worker tag). ClientToken makes a repeated RunInstances idempotent on AWS; because the simulated
+cloud (moto) ignores it, and to make a retry after a crash cheap to reason about, `create`
+first looks the batch tag up and returns what it finds instead of launching again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from wm.config import AwsProviderConfig
+from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.providers.base import (
+    TAG_BATCH,
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    CloudInstance,
+    LaunchBatch,
+    LaunchResult,
+    TerminateResult,
+    WorkerRef,
+    WorkerState,
+)
+from wm.providers.gate import Gate
+
+LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
+LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
+TERMINATE_CHUNK_SIZE = 1000  # instance ids in one TerminateInstances
+CLIENT_TOKEN_MAX_CHARS = 64  # RunInstances ClientToken limit
+# Fixed fake keys for `credentials = "simulated"`: explicit keys keep boto3's credential chain,
+# and with it the instance metadata service, out of the picture.
+SIMULATED_ACCESS_KEY_ID = "AKIAWMSIMULATED00000"
+SIMULATED_SECRET_ACCESS_KEY = "wm-simulated-secret-access-key"
+_SESSIONS: dict[str, Any] = {}  # credentials mode -> boto3 session
+_SESSIONS_LOCK = threading.Lock()
+SPOT_OPTIONS = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+
+# EC2 instance state name -> wm state. Terminated instances stay listed for about an hour;
+# they map to STOPPED so a scan sees them gone.
+STATES: Mapping[str, WorkerState] = {
+    "pending": WorkerState.REQUESTED,
+    "running": WorkerState.RUNNING,
+    "shutting-down": WorkerState.STOPPING,
+    "stopping": WorkerState.STOPPING,
+    "stopped": WorkerState.STOPPED,
+    "terminated": WorkerState.STOPPED,
+}
+
+THROTTLING_CODES = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"}
+)
+TRANSIENT_CODES = frozenset(
+    {"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable", "RequestTimeout"}
+)
+QUOTA_CODES = frozenset(
+    {
+        "InstanceLimitExceeded",
+        "InsufficientInstanceCapacity",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "InsufficientFreeAddressesInSubnet",
+        "SpotMaxPriceTooLow",
+    }
+)
+BAD_CONFIG_CODES = frozenset(
+    {
+        "InvalidParameterValue",
+        "InvalidParameter",
+        "InvalidParameterCombination",
+        "MissingParameter",
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "OptInRequired",
+        "Unsupported",
+        "InvalidInstanceType",
+        "InvalidInstanceID.Malformed",
+        "InvalidKeyPair.NotFound",
+        "InvalidSubnetID.NotFound",
+        "InvalidGroup.NotFound",
+        "OperationNotPermitted",
+    }
+)
+BAD_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidBlockDeviceMapping", "InvalidUserData.")
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound"})
+ACCESS_KEY_PATTERN = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b")
+INSTANCE_ID_PATTERN = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+
+
+def map_state(provider_id: str, name: str) -> WorkerState:
+    try:
+        return STATES[name]
+    except KeyError:
+        raise UnknownCloudState(provider_id, name) from None
+
+
+def category_for(code: str, http_status: int) -> ErrorCategory:
+    """The wm category of an EC2 error code (the HTTP status decides only unknown codes)."""
+    if code in THROTTLING_CODES:
+        return ErrorCategory.THROTTLED
+    if code in QUOTA_CODES:
+        return ErrorCategory.QUOTA
+    if code in NOT_FOUND_CODES:
+        return ErrorCategory.NOT_FOUND
+    if code in BAD_CONFIG_CODES or code.startswith(BAD_CONFIG_PREFIXES):
+        return ErrorCategory.BAD_CONFIG
+    if code in TRANSIENT_CODES or http_status >= 500:
+        return ErrorCategory.TRANSIENT
+    # Any other 4xx: the request itself is wrong and sending it again will not help.
+    return ErrorCategory.BAD_CONFIG
+
+
+def classify(provider_id: str, exc: BaseException) -> CloudError:
+    """Translate a boto3/botocore exception into a CloudError, once, for the gate."""
+    from botocore import exceptions as sdk
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, sdk.ClientError):
+        error = exc.response.get("Error", {})
+        meta = exc.response.get("ResponseMetadata", {})
+        code = str(error.get("Code") or "Unknown")
+        status = int(meta.get("HTTPStatusCode") or 0)
+        return CloudError(
+            provider_id,
+            category_for(code, status),
+            code,
+            _scrub(str(error.get("Message") or code)),
+            retry_after_s=_retry_after_s(meta.get("HTTPHeaders", {})),
+        )
+    if isinstance(exc, sdk.ConnectionError | sdk.HTTPClientError | ResponseParserError):
+        category = ErrorCategory.TRANSIENT
+    elif isinstance(
+        exc,
+        sdk.NoCredentialsError
+        | sdk.PartialCredentialsError
+        | sdk.NoRegionError
+        | sdk.ParamValidationError,
+    ):
+        category = ErrorCategory.BAD_CONFIG
+    elif isinstance(exc, sdk.BotoCoreError):
+        category = ErrorCategory.TRANSIENT
+    else:
+        category = ErrorCategory.BAD_CONFIG  # not the SDK's: a bug, not worth retrying
+    return CloudError(provider_id, category, type(exc).__name__, _scrub(str(exc)))
+
+
+class AwsProvider:
+    """wm's Provider for one AWS account (see wm/providers/base.py for the contract)."""
+
+    def __init__(self, config: AwsProviderConfig, deployment_id: str) -> None:
+        self.id = config.id
+        self.regions = tuple(config.regions)
+        self.deployment_id = deployment_id
+        self.gate = Gate(config.id, config.gate, partial(classify, config.id))
+        self._config = config
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # --- the Provider protocol -------------------------------------------------------------
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        if not batch.intents:
+            return []
+        region = batch.spec.region
+        try:
+            # A batch already launched (a retry after a crash) is returned, not launched again.
+            existing = self._describe(
+                region, [self._owned(), _tag_filter(TAG_BATCH, [batch.batch_token])]
+            )
+            if existing:
+                return self._launch_results(batch, existing)
+            reply = self.gate.call(
+                "RunInstances", self._client(region).run_instances, **self._run_request(batch)
+            )
+        except CloudError as error:
+            return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
+        return self._launch_results(batch, reply.get("Instances", []))
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        return [
+            self._cloud_instance(region, raw) for raw in self._describe(region, [self._owned()])
+        ]
+
+    def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
+        return {
+            worker_id: self._cloud_instance(region, raw)
+            for worker_id, (region, raw) in self._locate(refs).items()
+        }
+
+    def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+        located = self._locate(refs)
+        results: dict[str, TerminateResult] = {}
+        pending: dict[str, list[tuple[str, str]]] = defaultdict(list)  # region -> (worker, id)
+        for ref in refs:
+            hit = located.get(ref.worker_id)
+            state = hit[1]["State"]["Name"] if hit else "terminated"
+            if state == "terminated":  # or not found: nothing of it is left
+                results[ref.worker_id] = TerminateResult(ref.worker_id, gone=True)
+            elif state == "shutting-down":  # already on its way; asking again changes nothing
+                results[ref.worker_id] = TerminateResult(ref.worker_id, gone=False)
+            else:
+                pending[hit[0]].append((ref.worker_id, hit[1]["InstanceId"]))
+        for region, items in pending.items():
+            for chunk in _chunks(items, TERMINATE_CHUNK_SIZE):
+                outcome = self._terminate_ids(region, [instance_id for _, instance_id in chunk])
+                for worker_id, instance_id in chunk:
+                    state_or_error = outcome[instance_id]
+                    if isinstance(state_or_error, CloudError):
+                        results[worker_id] = TerminateResult(worker_id, False, state_or_error)
+                    else:
+                        results[worker_id] = TerminateResult(
+                            worker_id, state_or_error == "terminated"
+                        )
+        return [results[ref.worker_id] for ref in refs]
+
+    def close(self) -> None:
+        self.gate.close()
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _run_request(self, batch: LaunchBatch) -> dict[str, Any]:
+        spec = batch.spec
+        tags = {
+            TAG_DEPLOYMENT: self.deployment_id,
+            TAG_POOL: batch.pool_id,
+            TAG_LAUNCH_CONFIG: spec.launch_config_id,
+            TAG_BATCH: batch.batch_token,
+        }
+        if len(batch.intents) == 1:
+            # One instance per call: the call's tags can name the worker itself.
+            tags[TAG_WORKER] = batch.intents[0].worker_id
+        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        request: dict[str, Any] = {
+            "ImageId": spec.image,
+            "InstanceType": spec.machine_type,
+            # EC2 may launch fewer than asked when capacity is short; those intents get errors.
+            "MinCount": 1,
+            "MaxCount": len(batch.intents),
+            "ClientToken": _client_token(batch.batch_token),
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tag_list},
+                {"ResourceType": "volume", "Tags": tag_list},
+            ],
+        }
+        if spec.worker_config:
+            # botocore base64-encodes RunInstances UserData itself.
+            request["UserData"] = json.dumps(dict(spec.worker_config), sort_keys=True)
+        if spec.spot:
+            request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": SPOT_OPTIONS}
+        return request
+
+    def _launch_results(
+        self, batch: LaunchBatch, instances: list[dict[str, Any]]
+    ) -> list[LaunchResult]:
+        by_index = {int(raw.get("AmiLaunchIndex", 0)): raw for raw in instances}
+        results = []
+        for index, intent in enumerate(batch.intents):
+            raw = by_index.get(index)
+            if raw is None:
+                error = CloudError(
+                    self.id,
+                    ErrorCategory.QUOTA,
+                    "PartialLaunch",
+                    f"EC2 launched {len(by_index)} of the {len(batch.intents)} instances asked for",
+                    operation="RunInstances",
+                )
+                results.append(LaunchResult(intent.worker_id, None, error, launch_index=index))
+                continue
+            data = {"availability_zone": raw.get("Placement", {}).get("AvailabilityZone")}
+            results.append(
+                LaunchResult(intent.worker_id, raw["InstanceId"], None, index, provider_data=data)
+            )
+        return results
+
+    def _locate(self, refs: Sequence[WorkerRef]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Find this deployment's instances for the refs: by instance id where the row has one,
+        else by batch tag and launch index (or the worker tag). worker id -> (region, raw)."""
+        found: dict[str, tuple[str, dict[str, Any]]] = {}
+        by_region: dict[str, list[WorkerRef]] = defaultdict(list)
+        for ref in refs:
+            by_region[ref.region].append(ref)
+        for region, group in by_region.items():
+            with_id = [ref for ref in group if ref.cloud_id]
+            for chunk in _chunks(with_id, LOOKUP_CHUNK_SIZE):
+                ids = [ref.cloud_id for ref in chunk]
+                # A filter, not InstanceIds: one missing id would fail the whole call.
+                raws = self._describe(
+                    region, [self._owned(), {"Name": "instance-id", "Values": ids}]
+                )
+                by_id = {raw["InstanceId"]: raw for raw in raws}
+                for ref in chunk:
+                    if ref.cloud_id in by_id:
+                        found[ref.worker_id] = (region, by_id[ref.cloud_id])
+            without_id = [ref for ref in group if not ref.cloud_id]
+            for ref, raw in self._locate_by_tags(region, without_id):
+                found[ref.worker_id] = (region, raw)
+        return found
+
+    def _locate_by_tags(
+        self, region: str, refs: list[WorkerRef]
+    ) -> Iterator[tuple[WorkerRef, dict[str, Any]]]:
+        batches = sorted({ref.batch_token for ref in refs if ref.batch_token})
+        workers = sorted({ref.worker_id for ref in refs if not ref.batch_token})
+        raws: list[dict[str, Any]] = []
+        for key, values in ((TAG_BATCH, batches), (TAG_WORKER, workers)):
+            for chunk in _chunks(values, LOOKUP_CHUNK_SIZE):
+                raws += self._describe(region, [self._owned(), _tag_filter(key, chunk)])
+        by_slot = {}
+        by_worker = {}
+        for raw in raws:
+            tags = _tags(raw)
+            by_slot[(tags.get(TAG_BATCH), int(raw.get("AmiLaunchIndex", 0)))] = raw
+            if TAG_WORKER in tags:
+                by_worker[tags[TAG_WORKER]] = raw
+        for ref in refs:
+            raw = by_worker.get(ref.worker_id)
+            if ref.batch_token and ref.launch_index is not None:
+                raw = by_slot.get((ref.batch_token, ref.launch_index), raw)
+            if raw is not None:
+                yield ref, raw
+
+    def _describe(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every instance matching the filters, page by page at the largest page size."""
+        client = self._client(region)
+        instances: list[dict[str, Any]] = []
+        request: dict[str, Any] = {"Filters": filters, "MaxResults": LIST_PAGE_SIZE}
+        while True:
+            page = self.gate.call("DescribeInstances", client.describe_instances, **request)
+            for reservation in page.get("Reservations", []):
+                instances += reservation.get("Instances", [])
+            token = page.get("NextToken")
+            if not token:
+                return instances
+            request = {**request, "NextToken": token}
+
+    def _terminate_ids(self, region: str, ids: list[str]) -> dict[str, str | CloudError]:
+        """instance id -> its state after the call, or the error that is its own."""
+        client = self._client(region)
+        try:
+            reply = self.gate.call(
+                "TerminateInstances", client.terminate_instances, InstanceIds=ids
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                # EC2 refuses the whole call when one id is gone; those are done, retry the rest.
+                missing = set(INSTANCE_ID_PATTERN.findall(error.message)) & set(ids)
+                if not missing:
+                    missing = set(ids) if len(ids) == 1 else set()
+                if not missing:
+                    raise
+                rest = [i for i in ids if i not in missing]
+                outcome: dict[str, str | CloudError] = dict.fromkeys(missing, "terminated")
+                if rest:
+                    outcome.update(self._terminate_ids(region, rest))
+                return outcome
+            if error.retryable or error.category is ErrorCategory.PAUSED:
+                raise
+            if len(ids) == 1:
+                return {ids[0]: error}
+            # One instance may refuse (e.g. termination protection): let the others go.
+            outcome = {}
+            for instance_id in ids:
+                outcome.update(self._terminate_ids(region, [instance_id]))
+            return outcome
+        states: dict[str, str | CloudError] = {
+            item["InstanceId"]: item["CurrentState"]["Name"]
+            for item in reply.get("TerminatingInstances", [])
+        }
+        for instance_id in ids:
+            states.setdefault(instance_id, "shutting-down")
+        return states
+
+    # --- mapping ---------------------------------------------------------------------------
+
+    def _cloud_instance(self, region: str, raw: dict[str, Any]) -> CloudInstance:
+        tags = _tags(raw)
+        state_reason = raw.get("StateReason") or {}
+        return CloudInstance(
+            worker_id=tags.get(TAG_WORKER),
+            cloud_id=raw["InstanceId"],
+            region=region,
+            state=map_state(self.id, raw["State"]["Name"]),
+            pool_id=tags.get(TAG_POOL),
+            launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
+            launched_at=raw.get("LaunchTime"),
+            reason=state_reason.get("Code") or None,
+            batch_token=tags.get(TAG_BATCH),
+            launch_index=int(raw["AmiLaunchIndex"]) if "AmiLaunchIndex" in raw else None,
+            provider_data={
+                "instance_type": raw.get("InstanceType"),
+                "image_id": raw.get("ImageId"),
+                "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),
+                "private_ip": raw.get("PrivateIpAddress"),
+                "spot": raw.get("InstanceLifecycle") == "spot",
+                "ec2_state": raw["State"]["Name"],
+            },
+        )
+
+    def _owned(self) -> dict[str, Any]:
+        return _tag_filter(TAG_DEPLOYMENT, [self.deployment_id])
+
+    # --- clients ---------------------------------------------------------------------------
+
+    def _client(self, region: str) -> Any:
+        with self._lock:
+            client = self._clients.get(region)
+            if client is None:
+                client = self._clients[region] = self._build_client(region)
+            return client
+
+    def _build_client(self, region: str) -> Any:
+        from botocore.config import Config
+
+        gate = self._config.gate
+        config = Config(
+            # One attempt per call: the gate is the only retry policy.
+            retries={"total_max_attempts": 1},
+            connect_timeout=gate.timeout_s,
+            read_timeout=gate.timeout_s,
+            max_pool_connections=gate.concurrency,
+            user_agent_extra="wm",
+        )
+        with _SESSIONS_LOCK:  # boto3 sessions are not thread-safe; the clients they make are
+            session = _session(self._config.credentials)
+            return session.client(
+                "ec2", region_name=region, endpoint_url=self._config.endpoint, config=config
+            )
+
+
+def make(config: AwsProviderConfig, deployment_id: str) -> AwsProvider:
+    return AwsProvider(config, deployment_id)
+
+
+def _session(credentials: str) -> Any:
+    """The process's boto3 session for a credentials mode: one per process, because each new
+    session parses the EC2 service model again (~0.2 s)."""
+    import boto3
+
+    session = _SESSIONS.get(credentials)
+    if session is None:
+        if credentials == "simulated":
+            session = boto3.session.Session(
+                aws_access_key_id=SIMULATED_ACCESS_KEY_ID,
+                aws_secret_access_key=SIMULATED_SECRET_ACCESS_KEY,
+            )
+        else:
+            session = boto3.session.Session()  # boto3's usual chain: env, files, roles
+        _SESSIONS[credentials] = session
+    return session
+
+
+def _tag_filter(key: str, values: Sequence[str]) -> dict[str, Any]:
+    return {"Name": f"tag:{key}", "Values": list(values)}
+
+
+def _tags(raw: Mapping[str, Any]) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in raw.get("Tags", [])}
+
+
+def _client_token(batch_token: str) -> str:
+    if len(batch_token) <= CLIENT_TOKEN_MAX_CHARS:
+        return batch_token
+    return hashlib.sha256(batch_token.encode()).hexdigest()[:CLIENT_TOKEN_MAX_CHARS]
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare for EC2, and the gate's backoff covers it
+
+
+def _scrub(message: str) -> str:
+    return ACCESS_KEY_PATTERN.sub("<access-key-id>", message)

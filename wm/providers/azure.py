@@ -1,0 +1,681 @@
+"""Azure provider: one VM PUT creates a worker, one VM DELETE removes it.
+
+Each VM is created with its NIC inline (`networkInterfaceConfigurations`), a public IP only
+when the launch config asks for one, and `deleteOption: Delete` on NIC, IP and OS disk, so ARM
+deletes them with the VM. Names are derived from the worker id, which makes the PUT idempotent:
+a second PUT of the same name updates the VM instead of making another one.
+
+Long-running operations are never awaited: every `begin_*` call uses `polling=False`, because
+an `LROPoller` started with polling on spawns a background thread that keeps polling ARM until
+the operation ends. The initial response is all wm needs; later state comes from the scan.
+
+Listing (a departure from "filter on the deployment tag server-side"): ARM's VM lists take no
+tag filter and no page size (ARM picks the page size). The server-side filter is the
+deployment's resource group, and the deployment tag is checked on every VM client-side.
+`statusOnly=true` lists carry power states but no tags (azure-sdk-for-go#18565), and the model
+list carries tags but no power state, so a scan reads both, by pages, and joins them by
+resource id: pages(resource group) + pages(subscription statuses) calls, never one per VM.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from functools import partial
+from typing import Any
+
+from wm.config import AzureProviderConfig
+from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.providers.base import (
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    CloudInstance,
+    LaunchBatch,
+    LaunchResult,
+    LaunchSpec,
+    TerminateResult,
+    WorkerRef,
+    WorkerState,
+)
+from wm.providers.gate import Gate
+from wm.telemetry import log
+
+CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
+POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never waits
+NETWORK_API_VERSION = "2020-11-01"  # the oldest that accepts networkInterfaceConfigurations
+SPOT_EVICTION_POLICY = "Deallocate"  # keeps an evicted VM visible, so the scan sees why it died
+ADMIN_USERNAME = "wmadmin"
+VM_NAME_MAX_CHARS = 64
+COMPUTER_NAME_CHARS = 15  # Windows' limit; Linux allows more
+MESSAGE_MAX_CHARS = 500
+DEFAULT_ENDPOINT = "https://management.azure.com"
+# Fixed fake credentials of the simulated ARM; they grant nothing anywhere else.
+SIMULATED_TENANT_ID = "00000000-0000-0000-0000-000000000001"
+SIMULATED_CLIENT_ID = "00000000-0000-0000-0000-000000000002"
+SIMULATED_CLIENT_SECRET = "simulated-client-secret"
+# provider_data keys of workers created the old multi-step way (a str or a list of names).
+OLD_NIC_NAMES = "nic_names"
+OLD_PUBLIC_IP_NAMES = "public_ip_names"
+OLD_DISK_NAMES = "disk_names"
+VM_ID = "vmId"
+REASON_SPOT_EVICTED = "spot-eviction"
+
+# Provisioning state -> worker state; None means the power state decides.
+PROVISIONING_STATES: dict[str, WorkerState | None] = {
+    "creating": WorkerState.REQUESTED,
+    "updating": None,
+    "migrating": None,
+    "succeeded": None,
+    "deleting": WorkerState.STOPPING,
+    # A VM whose provisioning failed will never run; it still holds resources, and the scan
+    # terminates stopped VMs it still lists.
+    "failed": WorkerState.STOPPED,
+}
+POWER_STATES: dict[str, WorkerState] = {
+    "starting": WorkerState.REQUESTED,
+    "running": WorkerState.RUNNING,
+    "stopping": WorkerState.STOPPING,
+    "deallocating": WorkerState.STOPPING,
+    # Stopped or deallocated VMs keep their disks (and a Spot VM its quota) until deleted; wm
+    # never stops VMs itself, so these died out of band and the scan terminates them.
+    "stopped": WorkerState.STOPPED,
+    "deallocated": WorkerState.STOPPED,
+}
+QUOTA_CODES = frozenset(
+    {
+        "quotaexceeded",
+        "skunotavailable",
+        "allocationfailed",
+        "zonalallocationfailed",
+        "overconstrainedallocationrequest",
+        "overconstrainedzonalallocationrequest",
+    }
+)
+# 409s that clear by themselves (another operation on the resource is still running).
+RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableerror", "conflict"})
+NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
+# A NIC or IP still attached to something being deleted: try again on the next pass.
+IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
+NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def make(config: AzureProviderConfig, deployment_id: str) -> AzureProvider:
+    if config.credentials == "simulated" and not config.endpoint:
+        # Fake credentials must never be sent to the real Entra ID / ARM.
+        raise ConfigError([f"providers.{config.id}.endpoint: required with simulated credentials"])
+    gate = Gate(config.id, config.gate, partial(classify, config.id))
+    return AzureProvider(config, deployment_id, gate, AzureClients(config))
+
+
+class AzureClients:
+    """The SDK clients of one provider, built in one place; network only when needed."""
+
+    def __init__(self, config: AzureProviderConfig) -> None:
+        import requests
+        from azure.mgmt.compute import ComputeManagementClient
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
+        self._config = config
+        # One pooled session for every thread; retries off, so the gate is the only policy.
+        self._session = requests.Session()
+        adapter = HTTPAdapter(
+            pool_maxsize=CALL_CONCURRENCY + config.gate.concurrency,
+            max_retries=Retry(total=False, redirect=False, raise_on_status=False),
+        )
+        self._session.mount("https://", adapter)
+        self._session.mount("http://", adapter)
+        self.credential = _credential(config)
+        self.compute = ComputeManagementClient(
+            self.credential, config.subscription_id, **self._client_options()
+        )
+        self._network: Any = None
+
+    @property
+    def network(self) -> Any:
+        if self._network is None:
+            from azure.mgmt.network import NetworkManagementClient
+
+            self._network = NetworkManagementClient(
+                self.credential, self._config.subscription_id, **self._client_options()
+            )
+        return self._network
+
+    def _client_options(self) -> dict[str, Any]:
+        from azure.core.pipeline.transport import RequestsTransport
+
+        config = self._config
+        transport = RequestsTransport(
+            session=self._session,
+            session_owner=False,
+            connection_timeout=config.gate.timeout_s,
+            read_timeout=config.gate.timeout_s,
+            connection_verify=config.ca_bundle or True,
+        )
+        options: dict[str, Any] = {
+            "base_url": config.endpoint or DEFAULT_ENDPOINT,
+            "retry_total": 0,
+            "polling_interval": POLLING_INTERVAL_S,
+            "transport": transport,
+        }
+        if config.endpoint:
+            options["credential_scopes"] = [config.endpoint.rstrip("/") + "/.default"]
+        return options
+
+    def close(self) -> None:
+        self.compute.close()
+        if self._network is not None:
+            self._network.close()
+        self.credential.close()
+        self._session.close()
+
+
+def _credential(config: AzureProviderConfig) -> Any:
+    timeouts = {"connection_timeout": config.gate.timeout_s, "read_timeout": config.gate.timeout_s}
+    if config.credentials == "simulated":
+        # The real Entra ID client-credentials path, against the simulated cloud's endpoints.
+        from azure.identity import ClientSecretCredential
+
+        return ClientSecretCredential(
+            SIMULATED_TENANT_ID,
+            SIMULATED_CLIENT_ID,
+            SIMULATED_CLIENT_SECRET,
+            authority=config.authority or config.endpoint,
+            disable_instance_discovery=True,
+            connection_verify=config.ca_bundle or True,
+            retry_total=0,
+            **timeouts,
+        )
+    from azure.identity import DefaultAzureCredential
+
+    extra = {"authority": config.authority} if config.authority else {}
+    return DefaultAzureCredential(**extra, **timeouts)
+
+
+class AzureProvider:
+    """VMs in one resource group of one subscription, owned by the deployment tag."""
+
+    def __init__(
+        self,
+        config: AzureProviderConfig,
+        deployment_id: str,
+        gate: Gate,
+        clients: AzureClients,
+    ) -> None:
+        self.id = config.id
+        self.regions = config.regions
+        self.deployment_id = deployment_id
+        self._config = config
+        self._rg = config.resource_group
+        self._gate = gate
+        self._clients = clients
+        self._pool = ThreadPoolExecutor(CALL_CONCURRENCY, thread_name_prefix=f"azure-{config.id}")
+
+    # -- create ------------------------------------------------------------------------------
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        try:
+            image = image_reference(batch.spec.image)
+        except ValueError as exc:
+            error = CloudError(self.id, ErrorCategory.BAD_CONFIG, "InvalidImage", str(exc))
+            return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
+        make_body = partial(self._vm_body, batch, image)
+        return list(
+            self._pool.map(lambda i: self._create_one(i.worker_id, make_body), batch.intents)
+        )
+
+    def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
+        name = vm_name(worker_id)
+        try:
+            vm = self._gate.call(
+                "VirtualMachines_CreateOrUpdate", self._put_vm, name, make_body(worker_id)
+            )
+        except CloudError as error:
+            if error.code == "PropertyChangeNotAllowed":
+                # The VM exists already (a retried batch): its admin password, chosen anew for
+                # each PUT, is immutable. The existing VM is the answer, if it is ours.
+                return self._existing(worker_id, name, error)
+            return LaunchResult(worker_id, None, error=error)
+        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm))
+
+    def _existing(self, worker_id: str, name: str, conflict: CloudError) -> LaunchResult:
+        try:
+            vm = self._get_vm(name)
+        except CloudError as error:
+            return LaunchResult(worker_id, None, error=error)
+        if vm is None or not self._owns(vm):
+            return LaunchResult(worker_id, None, error=conflict)
+        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm))
+
+    def _put_vm(self, name: str, body: dict[str, Any]) -> Any:
+        compute = self._clients.compute
+        return compute.virtual_machines.begin_create_or_update(
+            self._rg, name, body, polling=False
+        ).result()
+
+    def _vm_body(self, batch: LaunchBatch, image: dict[str, str], worker_id: str) -> dict:
+        tags = {
+            TAG_DEPLOYMENT: self.deployment_id,
+            TAG_POOL: batch.pool_id,
+            TAG_WORKER: worker_id,
+            TAG_LAUNCH_CONFIG: batch.spec.launch_config_id,
+        }
+        return vm_body(
+            spec=batch.spec,
+            image=image,
+            worker_id=worker_id,
+            tags=tags,
+            subnet_id=self._config.subnet_id,
+            admin_password=_admin_password(),
+        )
+
+    # -- list --------------------------------------------------------------------------------
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        compute = self._clients.compute
+        models = self._all_pages(
+            "VirtualMachines_List", lambda: compute.virtual_machines.list(self._rg)
+        )
+        owned = {
+            vm.id.lower(): vm
+            for vm in models
+            if self._owns(vm) and same_region(vm.location, region)
+        }
+        if not owned:
+            return []
+        statuses = {
+            vm.id.lower(): vm.properties.instance_view
+            for vm in self._all_pages(
+                "VirtualMachines_ListAll",
+                lambda: compute.virtual_machines.list_all(status_only="true"),
+            )
+            if vm.id.lower() in owned and vm.properties is not None
+        }
+        # A VM created or deleted between the two lists is left out; the scan looks it up.
+        return [
+            self._instance(vm, statuses[key], region)
+            for key, vm in owned.items()
+            if key in statuses
+        ]
+
+    def _all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            page, token = self._gate.call(operation, fetch_page, make_pager, token)
+            items.extend(page)
+            if not token:
+                return items
+
+    # -- lookup ------------------------------------------------------------------------------
+
+    def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
+        found = self._pool.map(self._lookup_one, refs)
+        return {ref.worker_id: inst for ref, inst in zip(refs, found, strict=True) if inst}
+
+    def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
+        vm = self._get_vm(vm_name(ref.worker_id), expand="instanceView")
+        if vm is None or not self._owns(vm):
+            return None
+        return self._instance(vm, vm.properties.instance_view, ref.region)
+
+    # -- terminate ---------------------------------------------------------------------------
+
+    def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+        return list(self._pool.map(self._terminate_one, refs))
+
+    def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
+        name = vm_name(ref.worker_id)
+        try:
+            vm = self._get_vm(name)
+            if vm is None:
+                return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
+            if not self._owns(vm):
+                # Not this deployment's VM: never touched. Nothing of this worker is there.
+                log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
+                return TerminateResult(ref.worker_id, gone=True)
+            if _text(vm.properties.provisioning_state).lower() != "deleting":
+                self._gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+            return TerminateResult(ref.worker_id, gone=False)
+        except CloudError as error:
+            return TerminateResult(ref.worker_id, gone=False, error=error)
+
+    def _delete_leftovers(self, ref: WorkerRef) -> bool:
+        """Delete what an old-style worker left beside its VM; True when none of it is left."""
+        data = ref.provider_data
+        first = [("nic", n) for n in _names(data.get(OLD_NIC_NAMES))]
+        first += [("disk", n) for n in _names(data.get(OLD_DISK_NAMES))]
+        # A public IP can only go once the NIC holding it is gone.
+        then = [("ip", n) for n in _names(data.get(OLD_PUBLIC_IP_NAMES))]
+        gone = all([self._delete_leftover(kind, name) for kind, name in first])
+        return all([self._delete_leftover(kind, name) for kind, name in then]) and gone
+
+    def _delete_leftover(self, kind: str, name: str) -> bool:
+        operation = {
+            "nic": "NetworkInterfaces_Delete",
+            "ip": "PublicIPAddresses_Delete",
+            "disk": "Disks_Delete",
+        }[kind]
+        try:
+            status = self._gate.call(operation, self._delete, kind, name)
+        except CloudError as error:
+            if error.code.lower() in IN_USE_CODES:
+                return False
+            raise
+        # 200: deleted synchronously, 204: there was nothing; 202 means still deleting.
+        return status in (200, 204)
+
+    def _delete(self, kind: str, name: str) -> int:
+        clients = self._clients
+        operations = {
+            "vm": lambda: clients.compute.virtual_machines,
+            "disk": lambda: clients.compute.disks,
+            "nic": lambda: clients.network.network_interfaces,
+            "ip": lambda: clients.network.public_ip_addresses,
+        }
+        poller = operations[kind]().begin_delete(self._rg, name, polling=False, cls=_status_code)
+        return poller.result()
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def _get_vm(self, name: str, expand: str | None = None) -> Any:
+        """The VM model, or None when ARM says it does not exist."""
+        get = self._clients.compute.virtual_machines.get
+        try:
+            if expand:
+                return self._gate.call("VirtualMachines_Get", get, self._rg, name, expand=expand)
+            return self._gate.call("VirtualMachines_Get", get, self._rg, name)
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return None
+            raise
+
+    def _owns(self, vm: Any) -> bool:
+        return (vm.tags or {}).get(TAG_DEPLOYMENT) == self.deployment_id
+
+    def _instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance:
+        tags = vm.tags or {}
+        props = vm.properties
+        provisioning, power, failure = read_statuses(
+            instance_view.statuses if instance_view is not None else None
+        )
+        provisioning = provisioning or _text(props.provisioning_state)
+        state = worker_state(self.id, provisioning, power)
+        spot = _text(props.priority).lower() == "spot"
+        return CloudInstance(
+            worker_id=tags.get(TAG_WORKER),
+            cloud_id=vm.id,
+            region=region,
+            state=state,
+            pool_id=tags.get(TAG_POOL),
+            launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
+            launched_at=props.time_created,
+            reason=stop_reason(state, power, failure, spot),
+            provider_data=_vm_data(vm),
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._gate.close()
+        self._clients.close()
+
+
+# -- pure helpers ----------------------------------------------------------------------------
+
+
+def fetch_page(make_pager: Callable[[], Any], token: str | None) -> tuple[list[Any], str | None]:
+    """One page (one HTTP call) of an ARM list from its continuation token.
+
+    A fresh pager per call, so a call the gate abandoned at its timeout cannot move the
+    paging state under the retry.
+    """
+    pages = make_pager().by_page(continuation_token=token)
+    page = next(pages, None)
+    if page is None:
+        return [], None
+    return list(page), pages.continuation_token
+
+
+def worker_state(provider_id: str, provisioning: str, power: str | None) -> WorkerState:
+    key = provisioning.lower()
+    if key not in PROVISIONING_STATES:
+        raise UnknownCloudState(provider_id, f"ProvisioningState/{provisioning}")
+    state = PROVISIONING_STATES[key]
+    if state is not None:
+        return state
+    if power is None or power.lower() not in POWER_STATES:
+        raise UnknownCloudState(provider_id, f"ProvisioningState/{provisioning} PowerState/{power}")
+    return POWER_STATES[power.lower()]
+
+
+def read_statuses(statuses: Iterable[Any] | None) -> tuple[str | None, str | None, str | None]:
+    """(provisioning state, power state, failure code) from instance-view statuses."""
+    provisioning = power = failure = None
+    for status in statuses or ():
+        code = str(status.get("code") if isinstance(status, Mapping) else status.code or "")
+        kind, _, rest = code.partition("/")
+        if kind == "ProvisioningState":
+            provisioning, _, failure_code = rest.partition("/")
+            failure = failure_code or None
+        elif kind == "PowerState":
+            power = rest
+    return provisioning, power, failure
+
+
+def stop_reason(
+    state: WorkerState, power: str | None, failure: str | None, spot: bool
+) -> str | None:
+    # ARM shows no eviction status: an evicted Spot VM (Deallocate policy) is just
+    # deallocated. wm never deallocates VMs, so a deallocated Spot VM was evicted.
+    if failure:
+        return f"ProvisioningState/failed/{failure}"
+    if state is WorkerState.STOPPED or (power or "").lower() == "deallocating":
+        if spot and (power or "").lower() in ("deallocated", "deallocating"):
+            return REASON_SPOT_EVICTED
+        if power:
+            return f"PowerState/{power}"
+    return None
+
+
+def same_region(location: str | None, region: str) -> bool:
+    def norm(value: str) -> str:
+        return value.lower().replace(" ", "")
+
+    return norm(location or "") == norm(region)
+
+
+def image_reference(image: str) -> dict[str, str]:
+    """An ARM imageReference from a resource id or a `publisher:offer:sku:version` URN."""
+    if image.startswith("/"):
+        return {"id": image}
+    parts = image.split(":")
+    if len(parts) == 4 and all(parts):
+        return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))
+    raise ValueError(
+        f"image {image!r} is neither an ARM resource id nor publisher:offer:sku:version"
+    )
+
+
+def vm_name(worker_id: str, prefix: str = "vm-") -> str:
+    """A valid ARM name derived from the worker id; the same id always gives the same name."""
+    clean = NAME_UNSAFE.sub("-", worker_id)
+    name = prefix + clean
+    if clean != worker_id or len(name) > VM_NAME_MAX_CHARS or name.endswith((".", "-")):
+        digest = hashlib.sha256(worker_id.encode()).hexdigest()[:10]
+        name = f"{prefix}{clean[: VM_NAME_MAX_CHARS - len(prefix) - 11]}-{digest}"
+    return name
+
+
+def computer_name(worker_id: str) -> str:
+    return "wm" + hashlib.sha256(worker_id.encode()).hexdigest()[: COMPUTER_NAME_CHARS - 2]
+
+
+def vm_body(
+    *,
+    spec: LaunchSpec,
+    image: dict[str, str],
+    worker_id: str,
+    tags: Mapping[str, str],
+    subnet_id: str | None,
+    admin_password: str,
+) -> dict[str, Any]:
+    """The VM PUT body: NIC inline, a public IP only when asked, everything deleted with it."""
+    ip_config: dict[str, Any] = {"primary": True}
+    if subnet_id:
+        ip_config["subnet"] = {"id": subnet_id}
+    if spec.public_ip:
+        ip_config["publicIPAddressConfiguration"] = {
+            "name": vm_name(worker_id, "ip-"),
+            "sku": {"name": "Standard"},
+            "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
+        }
+    nic_config = {
+        "name": vm_name(worker_id, "nic-"),
+        "properties": {
+            "primary": True,
+            "deleteOption": "Delete",
+            "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}],
+        },
+    }
+    user_data = base64.b64encode(json.dumps(dict(spec.worker_config)).encode()).decode()
+    properties: dict[str, Any] = {
+        "hardwareProfile": {"vmSize": spec.machine_type},
+        "storageProfile": {
+            "imageReference": image,
+            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
+        },
+        "osProfile": {
+            "computerName": computer_name(worker_id),
+            "adminUsername": ADMIN_USERNAME,
+            "adminPassword": admin_password,
+        },
+        "networkProfile": {
+            "networkApiVersion": NETWORK_API_VERSION,
+            "networkInterfaceConfigurations": [nic_config],
+        },
+        "userData": user_data,
+    }
+    if spec.spot:
+        properties.update(
+            priority="Spot", evictionPolicy=SPOT_EVICTION_POLICY, billingProfile={"maxPrice": -1}
+        )
+    return {"location": spec.region, "tags": dict(tags), "properties": properties}
+
+
+def _admin_password() -> str:
+    # Workers are never logged into; ARM still wants a credential. A fresh random one per PUT,
+    # never stored or logged; the fixed prefix meets ARM's complexity rules.
+    return "Wm-9" + secrets.token_urlsafe(24)
+
+
+def _vm_data(vm: Any) -> dict[str, Any]:
+    vm_id = vm.properties.vm_id if vm.properties is not None else None
+    return {VM_ID: vm_id} if vm_id else {}
+
+
+def _text(value: Any) -> str:
+    # The SDK's enums are str subclasses whose str() is the member name, not the value.
+    return value.value if isinstance(value, Enum) else str(value or "")
+
+
+def _names(value: Any) -> list[str]:
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _status_code(pipeline_response: Any, deserialized: Any, headers: Any) -> int:
+    return pipeline_response.http_response.status_code
+
+
+# -- error classification --------------------------------------------------------------------
+
+
+def classify(provider_id: str, exc: BaseException) -> CloudError:
+    """Translate an azure-core / azure-identity exception into a CloudError, once."""
+    from azure.core.exceptions import (
+        ClientAuthenticationError,
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
+
+    def error(category: ErrorCategory, code: str, message: str, **kw: Any) -> CloudError:
+        return CloudError(provider_id, category, code, message[:MESSAGE_MAX_CHARS], **kw)
+
+    if isinstance(exc, ServiceRequestError | ServiceResponseError):
+        return error(ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+    if isinstance(exc, HttpResponseError):
+        status = exc.status_code
+        code = (exc.error.code if exc.error is not None else None) or ""
+        message = (exc.error.message if exc.error is not None else None) or exc.reason or ""
+        headers = exc.response.headers if exc.response is not None else {}
+        lower = code.lower()
+        if status is None and isinstance(exc, ClientAuthenticationError):
+            # The credential failed before any ARM call. azure-identity wraps an unreachable
+            # token endpoint in this error too, with the connection error as its cause.
+            if isinstance(exc.__cause__, ServiceRequestError | ServiceResponseError):
+                return error(ErrorCategory.TRANSIENT, "TokenEndpointUnreachable", str(exc))
+            return error(ErrorCategory.BAD_CONFIG, "AuthenticationFailed", str(exc))
+        if status == 429 or lower == "toomanyrequests":
+            return error(
+                ErrorCategory.THROTTLED,
+                code or "TooManyRequests",
+                message,
+                retry_after_s=retry_after_s(headers),
+            )
+        if status is not None and status >= 500:
+            return error(
+                ErrorCategory.TRANSIENT,
+                code or f"HTTP{status}",
+                message,
+                retry_after_s=retry_after_s(headers),
+            )
+        if lower in QUOTA_CODES or (lower == "operationnotallowed" and "quota" in message.lower()):
+            return error(ErrorCategory.QUOTA, code, message)
+        if status == 404 or lower in NOT_FOUND_CODES:
+            return error(ErrorCategory.NOT_FOUND, code or "NotFound", message)
+        if status == 409 and lower in RETRYABLE_CONFLICT_CODES:
+            return error(ErrorCategory.TRANSIENT, code, message)
+        # 400 InvalidParameter / ImageNotFound, 401, 403 AuthorizationFailed, other 409s.
+        return error(ErrorCategory.BAD_CONFIG, code or f"HTTP{status}", message)
+    from azure.identity import CredentialUnavailableError
+
+    if isinstance(exc, CredentialUnavailableError):
+        return error(ErrorCategory.BAD_CONFIG, "CredentialUnavailable", str(exc))
+    return error(ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from retry-after-ms / x-ms-retry-after-ms / Retry-After, if any."""
+    if not headers:
+        return None
+    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) / 1000)
+            except ValueError:
+                pass
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,519 @@
+"""Google Compute Engine: one instance per worker, named by its worker id; zones are scan units.
+
+Creates are one `instances.insert` per intent with `requestId` derived from the intent's token,
+run concurrently (bounded by the gate), not one `bulkInsert` per batch: bulkInsert's
+per-instance properties carry only a name and hostname, so every instance of a batch would get
+the same labels (no worker label), its failures are reported per batch rather than per worker,
+and its single requestId does not match wm's one token per intent. Inserts return as soon as
+GCE accepted them: an Operation that is already DONE with an error (quota, capacity) becomes a
+LaunchResult error; one still running is accepted, and the next list or look-up shows what
+became of it. ExtendedOperation.result() is never used (it polls the public endpoint).
+
+Pre-emption costs no extra call: GCE shows a pre-empted Spot VM as TERMINATED with no reason
+field (the reason lives only in a `compute.instances.preempted` zone operation), and wm never
+stops its own instances (it deletes them), so a TERMINATED Spot instance is reported with
+reason "preempted" and any other stopped instance with its status as the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from wm.config import GcpProviderConfig
+from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.providers.base import (
+    TAG_BATCH,
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    CloudInstance,
+    LaunchBatch,
+    LaunchIntent,
+    LaunchResult,
+    TerminateResult,
+    WorkerRef,
+    WorkerState,
+)
+from wm.providers.gate import Gate
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+LIST_PAGE_SIZE = 500  # the largest maxResults instances.list accepts
+LABEL_VALUE_MAX_CHARS = 63
+METADATA_WORKER_CONFIG = "wm-worker-config"  # JSON of LaunchSpec.worker_config, for the agent
+# Where a label had to be sanitised, the original value is kept in metadata under the label key.
+ORIGINAL_VALUE_KEYS = (TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)
+WORKER_NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035, as GCE names
+# uuid5 namespace turning wm's idempotency tokens into the UUIDs GCE requires as requestId.
+REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7c36-3f0e-4c55-9d7e-3b9a4f2f6c1e")
+REASON_PREEMPTED = "preempted"
+
+STATES: Mapping[str, WorkerState] = {
+    "PENDING": WorkerState.REQUESTED,  # flex-start: waiting for capacity
+    "PROVISIONING": WorkerState.REQUESTED,
+    "STAGING": WorkerState.REQUESTED,
+    "RUNNING": WorkerState.RUNNING,
+    # Under repair after a host failure: unusable for a while, then back to RUNNING or
+    # TERMINATED. It still exists and still costs, so it is not stopping; the lifecycle
+    # deadlines retire a worker that does not come back.
+    "REPAIRING": WorkerState.RUNNING,
+    "PENDING_STOP": WorkerState.STOPPING,
+    "STOPPING": WorkerState.STOPPING,
+    "SUSPENDING": WorkerState.STOPPING,
+    "DEPROVISIONING": WorkerState.STOPPING,
+    "STOPPED": WorkerState.STOPPED,
+    "SUSPENDED": WorkerState.STOPPED,
+    "TERMINATED": WorkerState.STOPPED,
+}
+STOPPED_STATUSES = frozenset(s for s, state in STATES.items() if state is WorkerState.STOPPED)
+# A delete is already under way (or GCE is shutting it down): another delete adds nothing.
+SHUTTING_DOWN_STATUSES = frozenset({"STOPPING", "PENDING_STOP", "DEPROVISIONING"})
+
+THROTTLE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+QUOTA_REASONS = frozenset(
+    {
+        "quotaExceeded",
+        "QUOTA_EXCEEDED",
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    }
+)
+TRANSIENT_REASONS = frozenset({"backendError", "internalError", "resourceNotReady"})
+# Operation error codes (Operation.error.errors[].code), for creates that failed in the cloud.
+OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
+    "QUOTA_EXCEEDED": ErrorCategory.QUOTA,
+    "ZONE_RESOURCE_POOL_EXHAUSTED": ErrorCategory.QUOTA,
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": ErrorCategory.QUOTA,
+    "RATE_LIMIT_EXCEEDED": ErrorCategory.THROTTLED,
+    "INTERNAL_ERROR": ErrorCategory.TRANSIENT,
+}
+
+
+def make(config: GcpProviderConfig, deployment_id: str) -> GcpProvider:
+    """Build the provider with its SDK client and gate (wm/providers/__init__.py calls this)."""
+    return GcpProvider(config, deployment_id, _instances_client(config))
+
+
+def _instances_client(config: GcpProviderConfig) -> Any:
+    # The SDK loads lazily, so a scanner for another cloud never imports it.
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    options = ClientOptions(api_endpoint=config.endpoint) if config.endpoint else None
+    # Simulated: fixed anonymous credentials, so google.auth.default never probes metadata.
+    credentials = AnonymousCredentials() if config.credentials == "simulated" else None
+    return compute_v1.InstancesClient(
+        credentials=credentials, client_options=options, transport="rest"
+    )
+
+
+class GcpProvider:
+    """One GCP project; `regions` are its zones."""
+
+    def __init__(self, config: GcpProviderConfig, deployment_id: str, instances: Any) -> None:
+        from google.cloud import compute_v1
+
+        self.id = config.id
+        self.regions = tuple(config.regions)
+        self._compute = compute_v1
+        self._project = config.project
+        self._deployment = _label_value(deployment_id)
+        self._instances = instances
+        self._gate = Gate(config.id, config.gate, partial(classify, config.id))
+        self._timeout_s = config.gate.timeout_s
+        # Fans calls out; the gate still bounds how many reach the cloud at once.
+        self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)
+        self._filter = f'labels.{TAG_DEPLOYMENT} = "{self._deployment}"'
+
+    @property
+    def gate(self) -> Gate:
+        return self._gate
+
+    # -- create ----------------------------------------------------------------------------------
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        for intent in batch.intents:
+            if not WORKER_NAME_PATTERN.fullmatch(intent.worker_id):
+                raise ValueError(f"worker id {intent.worker_id!r} is not a valid GCE name")
+        jobs = [partial(self._insert, batch, i, intent) for i, intent in enumerate(batch.intents)]
+        return self._each(jobs)
+
+    def _insert(self, batch: LaunchBatch, index: int, intent: LaunchIntent) -> LaunchResult:
+        zone = batch.spec.region
+        request = self._compute.InsertInstanceRequest(
+            project=self._project,
+            zone=zone,
+            instance_resource=self._instance_resource(batch, intent),
+            request_id=request_id(intent.idempotency_token),
+        )
+        try:
+            op = self._call("instances.insert", self._instances.insert_unary, request=request)
+        except CloudError as error:
+            if error.code == "alreadyExists":
+                return self._adopt(zone, index, intent)
+            return self._failed(intent, index, _not_found_is_config(error))
+        failure = _operation_error(self.id, op, "instances.insert")
+        if failure is not None:
+            return self._failed(intent, index, _not_found_is_config(failure))
+        if not op.target_id:  # GCE always names the new instance's id; be safe if it did not
+            return self._adopt(zone, index, intent)
+        return LaunchResult(
+            intent.worker_id,
+            str(op.target_id),
+            launch_index=index,
+            provider_data={"operation": op.name},
+        )
+
+    def _adopt(self, zone: str, index: int, intent: LaunchIntent) -> LaunchResult:
+        """The name exists (a retry after GCE forgot the requestId): use it if it is ours."""
+        try:
+            instance = self._get(zone, intent.worker_id)
+        except CloudError as error:
+            return self._failed(intent, index, _not_found_is_config(error))
+        if instance is None or not self._owns(instance, intent.worker_id):
+            error = CloudError(
+                self.id,
+                ErrorCategory.BAD_CONFIG,
+                "alreadyExists",
+                f"instance {intent.worker_id} in {zone} exists and is not this deployment's",
+                operation="instances.insert",
+            )
+            return self._failed(intent, index, error)
+        return LaunchResult(intent.worker_id, str(instance.id), launch_index=index)
+
+    @staticmethod
+    def _failed(intent: LaunchIntent, index: int, error: CloudError) -> LaunchResult:
+        return LaunchResult(intent.worker_id, None, error=error, launch_index=index)
+
+    def _instance_resource(self, batch: LaunchBatch, intent: LaunchIntent) -> Any:
+        c = self._compute
+        spec = batch.spec
+        labels = {
+            TAG_DEPLOYMENT: self._deployment,
+            TAG_POOL: _label_value(batch.pool_id),
+            TAG_WORKER: intent.worker_id,
+            TAG_LAUNCH_CONFIG: _label_value(spec.launch_config_id),
+            TAG_BATCH: _label_value(batch.batch_token),
+        }
+        originals = {
+            TAG_POOL: batch.pool_id,
+            TAG_LAUNCH_CONFIG: spec.launch_config_id,
+            TAG_BATCH: batch.batch_token,
+        }
+        items = [c.Items(key=METADATA_WORKER_CONFIG, value=json.dumps(dict(spec.worker_config)))]
+        items += [
+            c.Items(key=key, value=value)
+            for key, value in originals.items()
+            if labels[key] != value
+        ]
+        nic = c.NetworkInterface(network="global/networks/default")
+        if spec.public_ip:
+            nic.access_configs = [c.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
+        machine_type = spec.machine_type
+        if "/" not in machine_type:
+            machine_type = f"zones/{spec.region}/machineTypes/{machine_type}"
+        instance = c.Instance(
+            name=intent.worker_id,
+            machine_type=machine_type,
+            labels=labels,
+            metadata=c.Metadata(items=items),
+            disks=[
+                c.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    initialize_params=c.AttachedDiskInitializeParams(source_image=spec.image),
+                )
+            ],
+            network_interfaces=[nic],
+        )
+        if spec.spot:
+            # STOP, not DELETE: a pre-empted worker stays visible as TERMINATED, so the scan
+            # learns why it died before deleting it.
+            instance.scheduling = c.Scheduling(
+                provisioning_model="SPOT",
+                automatic_restart=False,
+                on_host_maintenance="TERMINATE",
+                instance_termination_action="STOP",
+            )
+        return instance
+
+    # -- list, look up ---------------------------------------------------------------------------
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        found: list[CloudInstance] = []
+        token = ""
+        while True:
+            request = self._compute.ListInstancesRequest(
+                project=self._project,
+                zone=region,
+                filter=self._filter,
+                max_results=LIST_PAGE_SIZE,
+                page_token=token,
+            )
+            try:
+                # Page by page, each through the gate; the pager's own iteration would fetch
+                # later pages outside it.
+                page = self._call("instances.list", self._instances.list, request=request)
+            except CloudError as error:
+                raise _not_found_is_config(error) from error
+            found += [
+                self._cloud_instance(instance, region)
+                for instance in page.items
+                if self._owns(instance)
+            ]
+            token = page.next_page_token
+            if not token:
+                return found
+
+    def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
+        jobs = [partial(self._lookup_one, ref) for ref in refs]
+        found = self._each(jobs)
+        return {ref.worker_id: item for ref, item in zip(refs, found, strict=True) if item}
+
+    def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
+        instance = self._get(ref.region, ref.worker_id)
+        if instance is None or not self._owns(instance, ref.worker_id):
+            return None
+        return self._cloud_instance(instance, ref.region)
+
+    def _get(self, zone: str, name: str) -> Any | None:
+        try:
+            return self._call(
+                "instances.get",
+                self._instances.get,
+                project=self._project,
+                zone=zone,
+                instance=name,
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return None
+            raise
+
+    # -- terminate -------------------------------------------------------------------------------
+
+    def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+        return self._each([partial(self._terminate_one, ref) for ref in refs])
+
+    def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
+        try:
+            return self._delete(ref)
+        except CloudError as error:
+            return TerminateResult(ref.worker_id, gone=False, error=error)
+
+    def _delete(self, ref: WorkerRef) -> TerminateResult:
+        # Ownership before the delete: a same-named instance of another deployment (or an
+        # unlabelled one) is not this worker's, so for this worker nothing is left.
+        instance = self._get(ref.region, ref.worker_id)
+        if instance is None or not self._owns(instance, ref.worker_id):
+            return TerminateResult(ref.worker_id, gone=True)
+        if instance.status in SHUTTING_DOWN_STATUSES:
+            return TerminateResult(ref.worker_id, gone=False)
+        request = self._compute.DeleteInstanceRequest(
+            project=self._project,
+            zone=ref.region,
+            instance=ref.worker_id,
+            request_id=request_id(f"delete:{instance.id}"),
+        )
+        try:
+            op = self._call("instances.delete", self._instances.delete_unary, request=request)
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return TerminateResult(ref.worker_id, gone=True)
+            raise
+        failure = _operation_error(self.id, op, "instances.delete")
+        if failure is not None:
+            return TerminateResult(ref.worker_id, gone=False, error=failure)
+        # GCE finishes a delete operation only once the instance and its auto-delete disks
+        # are gone: DONE is the cloud's confirmation.
+        return TerminateResult(ref.worker_id, gone=_done(op))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._gate.close()
+        self._instances.transport.close()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _call(self, operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
+        # retry=None: google-api-core would otherwise retry GETs on 503 itself; the gate is the
+        # only retry policy.
+        return self._gate.call(operation, fn, retry=None, timeout=self._timeout_s, **kwargs)
+
+    def _each(self, jobs: Iterable[Callable[[], R]]) -> list[R]:
+        """Run jobs concurrently; results in order; the first failure raised after all ended."""
+        futures = [self._pool.submit(job) for job in jobs]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return [f.result() for f in futures]
+
+    def _owns(self, instance: Any, worker_id: str | None = None) -> bool:
+        labels = instance.labels
+        if labels.get(TAG_DEPLOYMENT) != self._deployment:
+            return False
+        return worker_id is None or labels.get(TAG_WORKER) == worker_id
+
+    def _cloud_instance(self, instance: Any, zone: str) -> CloudInstance:
+        status = instance.status
+        state = worker_state(self.id, status)
+        labels = dict(instance.labels)
+        metadata = {item.key: item.value for item in instance.metadata.items}
+        spot = instance.scheduling.provisioning_model == "SPOT" or instance.scheduling.preemptible
+        return CloudInstance(
+            worker_id=labels.get(TAG_WORKER) or instance.name,
+            cloud_id=str(instance.id),
+            region=zone,
+            state=state,
+            pool_id=metadata.get(TAG_POOL) or labels.get(TAG_POOL),
+            launch_config_id=metadata.get(TAG_LAUNCH_CONFIG) or labels.get(TAG_LAUNCH_CONFIG),
+            launched_at=_timestamp(instance.creation_timestamp),
+            reason=_stop_reason(status, spot),
+            batch_token=metadata.get(TAG_BATCH) or labels.get(TAG_BATCH),
+            provider_data={"name": instance.name, "status": status, "spot": spot},
+        )
+
+
+# -- pure helpers (unit-tested) --------------------------------------------------------------------
+
+
+def worker_state(provider_id: str, status: str) -> WorkerState:
+    """wm's state for a GCE instance status; a status wm does not know is an error."""
+    state = STATES.get(status)
+    if state is None:
+        raise UnknownCloudState(provider_id, status)
+    return state
+
+
+def request_id(token: str) -> str:
+    """The requestId for an idempotency token: the token if it is a UUID, else a uuid5 of it."""
+    try:
+        parsed = uuid.UUID(token)
+    except ValueError:
+        parsed = None
+    if parsed is not None and parsed.int != 0:
+        return str(parsed)
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
+
+
+def _label_value(value: str) -> str:
+    """GCE label values: lowercase letters, digits, `_` and `-`, at most 63 characters."""
+    return re.sub(r"[^a-z0-9_-]", "_", value.lower())[:LABEL_VALUE_MAX_CHARS]
+
+
+def _stop_reason(status: str, spot: bool) -> str | None:
+    if status not in STOPPED_STATUSES:
+        return None
+    if spot and status == "TERMINATED":
+        return REASON_PREEMPTED
+    return status.lower()
+
+
+def _timestamp(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _done(op: Any) -> bool:
+    return op.status.name == "DONE"
+
+
+def _operation_error(provider_id: str, op: Any, operation: str) -> CloudError | None:
+    """The error of an Operation that GCE already finished with one, else None."""
+    errors = list(op.error.errors) if _done(op) else []
+    if not errors:
+        return None
+    first = errors[0]
+    category = OPERATION_ERROR_CATEGORIES.get(first.code)
+    if category is None:
+        category = _category_for_status(op.http_error_status_code or 400)
+    message = "; ".join(f"{e.code}: {e.message}" for e in errors)
+    return CloudError(provider_id, category, first.code, message, operation=operation)
+
+
+def _category_for_status(status: int) -> ErrorCategory:
+    if status == 429:
+        return ErrorCategory.THROTTLED
+    if status >= 500:
+        return ErrorCategory.TRANSIENT
+    if status == 404:
+        return ErrorCategory.NOT_FOUND
+    return ErrorCategory.BAD_CONFIG
+
+
+def _not_found_is_config(error: CloudError) -> CloudError:
+    # A create or list that finds nothing names a missing image, network, zone or project:
+    # configuration, not a missing instance.
+    if error.category is not ErrorCategory.NOT_FOUND:
+        return error
+    return CloudError(
+        error.provider,
+        ErrorCategory.BAD_CONFIG,
+        error.code,
+        error.message,
+        operation=error.operation,
+        retry_after_s=error.retry_after_s,
+    )
+
+
+def classify(provider_id: str, exc: BaseException) -> CloudError:
+    """Translate an exception of google-cloud-compute (REST) into a CloudError, once."""
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    if isinstance(exc, gexc.GoogleAPICallError) and exc.code is not None:
+        return _classify_api_error(provider_id, exc)
+    if isinstance(exc, requests.ConnectionError | requests.Timeout):
+        category = ErrorCategory.TRANSIENT
+    elif isinstance(exc, requests.RequestException):
+        category = ErrorCategory.BAD_CONFIG  # a malformed endpoint and the like
+    elif isinstance(exc, auth_exc.TransportError | gexc.RetryError | OSError):
+        category = ErrorCategory.TRANSIENT
+    elif isinstance(exc, auth_exc.GoogleAuthError):
+        category = ErrorCategory.BAD_CONFIG  # no or bad credentials
+    else:
+        category = ErrorCategory.BAD_CONFIG  # a bug or an unexpected answer: not worth retrying
+    return CloudError(provider_id, category, type(exc).__name__, str(exc)[:500])
+
+
+def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
+    # REST errors carry `error.errors[].reason` (exc.errors, a list of dicts) and sometimes a
+    # google.rpc.ErrorInfo in `error.details` (exc.reason).
+    reasons = [e.get("reason") for e in exc.errors if isinstance(e, Mapping) and e.get("reason")]
+    if exc.reason:
+        reasons.append(exc.reason)
+    status = int(exc.code)
+    if THROTTLE_REASONS.intersection(reasons):
+        category = ErrorCategory.THROTTLED
+    elif QUOTA_REASONS.intersection(reasons):
+        category = ErrorCategory.QUOTA
+    elif TRANSIENT_REASONS.intersection(reasons):
+        category = ErrorCategory.TRANSIENT
+    else:
+        category = _category_for_status(status)
+    code = reasons[0] if reasons else f"http-{status}"
+    return CloudError(
+        provider_id, category, code, exc.message, retry_after_s=_retry_after_s(exc.response)
+    )
+
+
+def _retry_after_s(response: Any) -> float | None:
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return float(value) if value else None
+    except ValueError:  # an HTTP date: GCE does not send one
+        return None

@@ -1,0 +1,1129 @@
+"""A simulated Azure Resource Manager (and the Entra ID token endpoints) over HTTPS.
+
+It speaks enough of ARM's wire protocol for the real azure-mgmt-compute / azure-mgmt-network
+SDKs and azure-identity's ClientSecretCredential: VMs with inline NIC and public IP
+configurations, standalone NICs, public IPs and disks, paged lists with `nextLink`, async
+operations (`Azure-AsyncOperation`), ARM's error bodies, throttling and quota answers.
+
+Real-ARM behaviour copied on purpose, because the adapter depends on it:
+- `deleteOption` defaults to Detach for the OS disk, NICs and public IPs; only resources marked
+  Delete go with their VM.
+- A second PUT of a VM is an update, never a duplicate; changing `osProfile` (e.g. a new admin
+  password) is refused with 409 PropertyChangeNotAllowed.
+- `statusOnly=true` lists carry the instance view but no tags and no model properties
+  (azure-sdk-for-go#18565: tags come back nil with StatusOnly).
+- A NIC attached to a VM cannot be deleted (400 NicInUse), nor a public IP attached to a NIC
+  (400 PublicIPAddressCannotBeDeleted).
+- Spot eviction shows no status code of its own: a Deallocate-policy VM just turns
+  `PowerState/deallocated`, a Delete-policy VM disappears with what it would delete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import json
+import secrets
+import ssl
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from werkzeug.wrappers import Request, Response
+
+from wm.config import SimCloudConfig
+from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.wsgi import ServerThread
+
+# ARM chooses VM list page sizes itself (no $top on VM lists); the sim uses this unless
+# behaviour.page_size_max is smaller.
+DEFAULT_PAGE_SIZE = 1000
+TOKEN_PREFIX = "sim-arm."  # any bearer token with this prefix is accepted, across restarts
+TOKEN_LIFETIME_S = 3599
+CERT_VALIDITY_DAYS = 3650
+COMPUTE = "microsoft.compute"
+NETWORK = "microsoft.network"
+VM_TYPE = "Microsoft.Compute/virtualMachines"
+NIC_TYPE = "Microsoft.Network/networkInterfaces"
+IP_TYPE = "Microsoft.Network/publicIPAddresses"
+DISK_TYPE = "Microsoft.Compute/disks"
+# (provider namespace, resource type segment) -> canonical type and the operation-id prefix.
+CHILD_KINDS = {
+    (NETWORK, "networkinterfaces"): (NIC_TYPE, "NetworkInterfaces"),
+    (NETWORK, "publicipaddresses"): (IP_TYPE, "PublicIPAddresses"),
+    (COMPUTE, "disks"): (DISK_TYPE, "Disks"),
+}
+
+
+class ArmError(Exception):
+    """An ARM error answer: status code plus `{"error": {"code", "message"}}`."""
+
+    def __init__(self, status: int, code: str, message: str, **headers: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
+@dataclass
+class _Resource:
+    """A NIC, public IP or disk."""
+
+    id: str
+    type: str
+    name: str
+    location: str
+    tags: dict[str, str]
+    properties: dict[str, Any]
+    sku: dict[str, Any] | None = None
+    owner: str | None = None  # key of the VM (NIC, disk) or NIC (IP) it is attached to
+    delete_with_owner: bool = False
+
+
+@dataclass
+class _Vm:
+    id: str
+    name: str
+    location: str
+    tags: dict[str, str]
+    properties: dict[str, Any]  # the model as stored, without secrets
+    os_profile_digest: str
+    user_data: str | None
+    created_at: float
+    boot_s: float
+    vm_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    deleted_at: float | None = None
+    delete_s: float = 0.0
+    power: str | None = None  # set when the VM was stopped/deallocated out of band
+    failure: tuple[str, str] | None = None  # (code, message) of a failed provisioning
+    reason: str | None = None  # why it was killed (kept for /_sim/instances)
+
+    @property
+    def spot(self) -> bool:
+        return str(self.properties.get("priority", "")).lower() == "spot"
+
+
+@dataclass
+class _Operation:
+    id: str
+    target: str  # resource key
+    kind: str  # create | delete | done
+
+
+def _key(resource_id: str) -> str:
+    return resource_id.lower()
+
+
+def _now_iso(stamp: float | None = None) -> str:
+    moment = dt.datetime.fromtimestamp(stamp if stamp is not None else time.time(), dt.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost; returns (cert, key) paths."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    public = key.public_key()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CERT_VALIDITY_DAYS))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / "arm-cert.pem", directory / "arm-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+class SimArm:
+    """The simulated ARM endpoint. `endpoint` is the provider config's endpoint and authority."""
+
+    def __init__(
+        self,
+        behaviour: Behaviour | None = None,
+        *,
+        port: int = 0,
+        cert_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.faults = Faults(behaviour, seed=seed)
+        self._initial = Behaviour(**self.faults.behaviour.as_dict())
+        self._port = port
+        self._cert_dir = cert_dir
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._lock = threading.RLock()
+        self._vms: dict[str, _Vm] = {}
+        self._resources: dict[str, _Resource] = {}
+        self._operations: dict[str, _Operation] = {}
+        self._server: ServerThread | None = None
+        self.cert_path: Path | None = None
+        self.endpoint = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> SimArm:
+        if self._cert_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="wm-sim-arm-")
+            self._cert_dir = Path(self._tmp.name)
+        self.cert_path, key_path = make_certificate(self._cert_dir)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert_path, key_path)
+        self._server = ServerThread(self._wsgi, port=self._port, ssl_context=context).start()
+        self.endpoint = self._server.base_url
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.stop()
+            self._server = None
+        if self._tmp:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def reset(self) -> None:
+        """Forget every resource and count; behaviour goes back to what the sim started with."""
+        with self._lock:
+            self._vms.clear()
+            self._resources.clear()
+            self._operations.clear()
+        self.faults.reset_counts()
+        self.faults.behaviour.update(**self._initial.as_dict())
+
+    # -- what tests and leak checks see ------------------------------------------------------
+
+    def instances(self) -> list[SimVm]:
+        with self._lock:
+            self._sweep()
+            return [self._sim_vm(vm) for vm in self._vms.values()]
+
+    def resources(self) -> list[str]:
+        """Ids of every resource held: VMs, NICs, public IPs and disks."""
+        with self._lock:
+            self._sweep()
+            return [vm.id for vm in self._vms.values()] + [r.id for r in self._resources.values()]
+
+    def kill(self, cloud_id_or_name: str, reason: str = "preempted") -> None:
+        """The VM dies out of band: a Spot VM is evicted by its policy, others are stopped."""
+        with self._lock:
+            vm = self._find(cloud_id_or_name)
+            vm.reason = reason
+            policy = str(vm.properties.get("evictionPolicy", "Deallocate")).lower()
+            if vm.spot and policy == "delete":
+                self._drop_vm(_key(vm.id))
+            else:
+                vm.power = "deallocated" if vm.spot else "stopped"
+
+    def fail(
+        self,
+        cloud_id_or_name: str,
+        code: str = "AllocationFailed",
+        message: str = "Allocation failed. We do not have sufficient capacity for the requested "
+        "VM size in this region.",
+    ) -> None:
+        """The VM's provisioning fails (shown as ProvisioningState/failed/<code>)."""
+        with self._lock:
+            self._find(cloud_id_or_name).failure = (code, message)
+
+    def remove(self, cloud_id_or_name: str) -> None:
+        """The VM vanishes as if deleted by hand (its Delete-option resources go with it)."""
+        with self._lock:
+            self._drop_vm(_key(self._find(cloud_id_or_name).id))
+
+    def user_data(self, cloud_id_or_name: str) -> str | None:
+        with self._lock:
+            return self._find(cloud_id_or_name).user_data
+
+    def _find(self, cloud_id_or_name: str) -> _Vm:
+        self._sweep()
+        wanted = cloud_id_or_name.lower()
+        for key, vm in self._vms.items():
+            if wanted in (key, vm.name.lower(), vm.vm_id):
+                return vm
+        raise KeyError(cloud_id_or_name)
+
+    # -- WSGI --------------------------------------------------------------------------------
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        request = Request(environ)
+        try:
+            response = self._dispatch(request)
+        except ArmError as error:
+            response = _error(error)
+        except Exception as exc:  # a sim bug must still answer in ARM's shape
+            response = _error(ArmError(500, "InternalServerError", f"sim error: {exc!r}"))
+        response.headers.setdefault("x-ms-request-id", str(uuid.uuid4()))
+        return response(environ, start_response)
+
+    def _dispatch(self, request: Request) -> Response:
+        parts = [unquote(p) for p in request.path.split("/") if p]
+        lower = [p.lower() for p in parts]
+        if lower[:1] == ["_sim"]:
+            return self._control(request, lower[1:])
+        if len(lower) == 4 and lower[1:] == ["v2.0", ".well-known", "openid-configuration"]:
+            return self._openid(parts[0])
+        if len(lower) == 4 and lower[1:] == ["oauth2", "v2.0", "token"]:
+            return self._token(request)
+        if lower[:1] != ["subscriptions"] or len(parts) < 2:
+            raise ArmError(404, "InvalidResourceType", f"no route for {request.path}")
+        route = self._route(request.method, parts, lower)
+        if route is None:
+            raise ArmError(
+                404, "InvalidResourceType", f"no route for {request.method} {request.path}"
+            )
+        operation, handler = route
+        self._before(operation, request)  # outside the lock: latency must not serialize
+        with self._lock:
+            self._request = request
+            self._sweep()
+            return handler()
+
+    def _route(
+        self, method: str, parts: list[str], lower: list[str]
+    ) -> tuple[str, Callable[[], Response]] | None:
+        sub = parts[1]
+        rest, rest_lower = parts[2:], lower[2:]
+        # /subscriptions/{sub}/providers/{ns}/...
+        if rest_lower[:1] == ["providers"] and len(rest) >= 3:
+            ns, kind = rest_lower[1], rest_lower[2]
+            if (ns, kind) == (COMPUTE, "virtualmachines") and len(rest) == 3 and method == "GET":
+                return "VirtualMachines_ListAll", lambda: self._list_vms(sub, None, None)
+            if kind == "locations" and len(rest) == 6 and rest_lower[4] == "operations":
+                return "Operations_Get", lambda: self._operation(rest[5])
+            if (
+                ns == COMPUTE
+                and kind == "locations"
+                and len(rest) == 5
+                and rest_lower[4] == "virtualmachines"
+            ):
+                return "VirtualMachines_ListByLocation", lambda: self._list_vms(
+                    sub, None, rest[3].lower()
+                )
+            return None
+        # /subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{type}[/{name}[/instanceView]]
+        if rest_lower[:1] != ["resourcegroups"] or len(rest) < 5 or rest_lower[2] != "providers":
+            return None
+        rg, ns, kind, tail = rest[1], rest_lower[3], rest_lower[4], rest[5:]
+        if (ns, kind) == (COMPUTE, "virtualmachines"):
+            return self._vm_route(method, sub, rg, tail)
+        if (ns, kind) in CHILD_KINDS:
+            rtype, prefix = CHILD_KINDS[(ns, kind)]
+            if not tail and method == "GET":
+                name = "ListByResourceGroup" if rtype == DISK_TYPE else "List"
+                return f"{prefix}_{name}", lambda: self._list_children(sub, rg, rtype)
+            if len(tail) != 1:
+                return None
+            rid = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{rtype}/{tail[0]}"
+            if method == "GET":
+                return f"{prefix}_Get", lambda: self._get_child(rid)
+            if method == "DELETE":
+                return f"{prefix}_Delete", lambda: self._delete_child(rid)
+            if method == "PUT" and rtype != DISK_TYPE:
+                return f"{prefix}_CreateOrUpdate", lambda: self._put_child(rid, rtype)
+        return None
+
+    def _vm_route(
+        self, method: str, sub: str, rg: str, tail: list[str]
+    ) -> tuple[str, Callable[[], Response]] | None:
+        if not tail:
+            return (
+                ("VirtualMachines_List", lambda: self._list_vms(sub, rg, None))
+                if (method == "GET")
+                else None
+            )
+        rid = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{VM_TYPE}/{tail[0]}"
+        if len(tail) == 2 and tail[1].lower() == "instanceview" and method == "GET":
+            return "VirtualMachines_InstanceView", lambda: self._instance_view(rid)
+        if len(tail) != 1:
+            return None
+        handlers = {
+            "GET": ("VirtualMachines_Get", lambda: self._get_vm(rid)),
+            "PUT": ("VirtualMachines_CreateOrUpdate", lambda: self._put_vm(rid)),
+            "DELETE": ("VirtualMachines_Delete", lambda: self._delete_vm(rid)),
+        }
+        return handlers.get(method)
+
+    def _before(self, operation: str, request: Request) -> None:
+        """Count, delay and maybe fault the request; then check the basics ARM checks."""
+        outcome = self.faults.before(operation)
+        behaviour = self.faults.behaviour
+        if outcome == Outcome.THROTTLE:
+            headers = {"x-ms-ratelimit-remaining-subscription-reads": "0"}
+            if behaviour.retry_after_s is not None:
+                headers["Retry-After"] = f"{behaviour.retry_after_s:g}"
+            raise ArmError(
+                429,
+                "TooManyRequests",
+                "The request is being throttled as the limit has been reached for operation "
+                f"type {operation}.",
+                **headers,
+            )
+        if outcome == Outcome.FAIL:
+            if request.method == "GET":
+                raise ArmError(
+                    503,
+                    "ServiceUnavailable",
+                    "The service is temporarily unavailable. Please retry later.",
+                )
+            raise ArmError(
+                500, "InternalServerError", "An internal execution error occurred. Retry later."
+            )
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith(f"Bearer {TOKEN_PREFIX}"):
+            raise ArmError(
+                401,
+                "AuthenticationFailed" if not auth else "InvalidAuthenticationToken",
+                "Authentication failed. The 'Authorization' header is missing or invalid.",
+            )
+        if not request.args.get("api-version"):
+            raise ArmError(
+                400,
+                "MissingApiVersionParameter",
+                "The api-version query parameter (?api-version=) is required for all requests.",
+            )
+
+    # Handlers run under self._lock, one request at a time, so the current request can live
+    # on the instance.
+    _request: Request
+
+    def _api_version(self) -> str:
+        return self._request.args.get("api-version", "")
+
+    def _body(self) -> dict[str, Any]:
+        try:
+            body = json.loads(self._request.get_data() or b"{}")
+        except ValueError:
+            raise ArmError(400, "InvalidRequestContent", "The request body is not JSON.") from None
+        if not isinstance(body, dict):
+            raise ArmError(400, "InvalidRequestContent", "The request body must be an object.")
+        return body
+
+    # -- Entra ID ----------------------------------------------------------------------------
+
+    def _openid(self, tenant: str) -> Response:
+        base = f"{self.endpoint}/{tenant}"
+        return _json(
+            {
+                "token_endpoint": f"{base}/oauth2/v2.0/token",
+                "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                "issuer": f"{base}/v2.0",
+                "token_endpoint_auth_methods_supported": ["client_secret_post"],
+                "response_types_supported": ["code", "id_token", "token"],
+                "tenant_region_scope": "WW",
+            }
+        )
+
+    def _token(self, request: Request) -> Response:
+        form = request.form
+        if not form.get("client_id") or not (
+            form.get("client_secret") or form.get("client_assertion")
+        ):
+            return _json(
+                {
+                    "error": "invalid_client",
+                    "error_description": "AADSTS7000215: Invalid client secret provided.",
+                },
+                400,
+            )
+        return _json(
+            {
+                "token_type": "Bearer",
+                "expires_in": TOKEN_LIFETIME_S,
+                "ext_expires_in": TOKEN_LIFETIME_S,
+                "access_token": TOKEN_PREFIX + secrets.token_hex(16),
+            }
+        )
+
+    # -- virtual machines --------------------------------------------------------------------
+
+    def _put_vm(self, rid: str) -> Response:
+        vm, status = self._store_vm(rid, self._body())
+        return self._vm_accepted(vm, status, "create")
+
+    def preload(self, resource_id: str, body: dict[str, Any]) -> None:
+        """Hold a VM as if a PUT of `body` had created it: a fast set-up for big lists."""
+        with self._lock:
+            self._store_vm(resource_id, json.loads(json.dumps(body)))
+
+    def _store_vm(self, rid: str, body: dict[str, Any]) -> tuple[_Vm, int]:
+        props = body.get("properties") or {}
+        location = str(body.get("location") or "").lower().replace(" ", "")
+        if not location:
+            raise ArmError(400, "LocationRequired", "The location property is required.")
+        _validate_vm(props)
+        os_profile = dict(props.get("osProfile") or {})
+        digest = hashlib.sha256(json.dumps(os_profile, sort_keys=True).encode()).hexdigest()
+        existing = self._vms.get(_key(rid))
+        if existing is not None:
+            return self._update_vm(existing, body, digest), 200
+        behaviour = self.faults.behaviour
+        quota = behaviour.quota_instances
+        if quota is not None and len(self._vms) >= quota:
+            raise ArmError(
+                409,
+                "OperationNotAllowed",
+                "Operation could not be completed as it results in exceeding approved Total "
+                "Regional Cores quota. Additional details - Deployment Model: Resource Manager, "
+                f"Location: {location}, Current Limit: {quota}, Current Usage: {len(self._vms)}, "
+                f"Additional Required: 1, (Minimum) New Limit Required: {len(self._vms) + 1}.",
+            )
+        vm = _Vm(
+            id=rid,
+            name=rid.rsplit("/", 1)[1],
+            location=location,
+            tags=dict(body.get("tags") or {}),
+            properties=_strip_secrets(props),
+            os_profile_digest=digest,
+            user_data=props.get("userData"),
+            created_at=time.time(),
+            boot_s=behaviour.boot_s,
+        )
+        self._attach_network(vm, rid)
+        self._attach_os_disk(vm, rid)
+        self._vms[_key(rid)] = vm
+        return vm, 201
+
+    def _update_vm(self, vm: _Vm, body: dict[str, Any], digest: str) -> _Vm:
+        if vm.deleted_at is not None:
+            raise ArmError(
+                409,
+                "OperationNotAllowed",
+                f"Operation 'PUT' is not allowed on VM '{vm.name}' since the VM is marked for "
+                "deletion. You can only retry the Delete operation.",
+            )
+        if digest != vm.os_profile_digest:
+            raise ArmError(
+                409,
+                "PropertyChangeNotAllowed",
+                "Changing property 'osProfile.adminPassword' is not allowed.",
+            )
+        vm.tags = dict(body.get("tags") or vm.tags)
+        return vm
+
+    def _vm_accepted(self, vm: _Vm, status: int, kind: str) -> Response:
+        operation = self._new_operation(_key(vm.id), kind)
+        response = _json(self._vm_model(vm), status)
+        response.headers["Azure-AsyncOperation"] = self._operation_url(vm.location, operation)
+        return response
+
+    def _attach_network(self, vm: _Vm, rid: str) -> None:
+        network = vm.properties.setdefault("networkProfile", {})
+        prefix = rid.split("/providers/")[0]
+        refs = []
+        for ref in network.get("networkInterfaces") or []:
+            nic = self._resources.get(_key(str(ref.get("id", ""))))
+            if nic is None or nic.type != NIC_TYPE:
+                raise ArmError(
+                    400,
+                    "InvalidResourceReference",
+                    f"Resource {ref.get('id')} referenced by resource {rid} was not found.",
+                )
+            nic.owner = _key(rid)
+            nic.delete_with_owner = _deletes(ref.get("properties"))
+            refs.append(ref)
+        for config in network.get("networkInterfaceConfigurations") or []:
+            nic_id = f"{prefix}/providers/{NIC_TYPE}/{config['name']}"
+            nic_props = config.get("properties") or {}
+            nic = self._make_nic(nic_id, vm.location, {}, nic_props, prefix)
+            nic.owner = _key(rid)
+            nic.delete_with_owner = _deletes(nic_props)
+            refs.append(
+                {
+                    "id": nic_id,
+                    "properties": {
+                        "primary": bool(nic_props.get("primary", True)),
+                        "deleteOption": nic_props.get("deleteOption", "Detach"),
+                    },
+                }
+            )
+        network["networkInterfaces"] = refs
+
+    def _make_nic(
+        self,
+        nic_id: str,
+        location: str,
+        tags: dict[str, str],
+        props: dict[str, Any],
+        prefix: str,
+    ) -> _Resource:
+        ip_configs = []
+        for index, config in enumerate(props.get("ipConfigurations") or []):
+            cprops = dict(config.get("properties") or {})
+            out: dict[str, Any] = {
+                "privateIPAddress": f"10.0.{len(self._resources) % 250}.{index + 4}",
+                "privateIPAllocationMethod": cprops.get("privateIPAllocationMethod", "Dynamic"),
+                "primary": cprops.get("primary", index == 0),
+                "provisioningState": "Succeeded",
+            }
+            if cprops.get("subnet"):
+                out["subnet"] = cprops["subnet"]
+            ip_id = self._public_ip_for(cprops, location, prefix, nic_id)
+            if ip_id:
+                out["publicIPAddress"] = {"id": ip_id}
+            ip_configs.append(
+                {
+                    "id": f"{nic_id}/ipConfigurations/{config.get('name', 'ipconfig1')}",
+                    "name": config.get("name", "ipconfig1"),
+                    "properties": out,
+                }
+            )
+        nic = _Resource(
+            id=nic_id,
+            type=NIC_TYPE,
+            name=nic_id.rsplit("/", 1)[1],
+            location=location,
+            tags=tags,
+            properties={
+                "provisioningState": "Succeeded",
+                "ipConfigurations": ip_configs,
+                "macAddress": "00-0D-3A-" + secrets.token_hex(3).upper(),
+            },
+        )
+        self._resources[_key(nic_id)] = nic
+        return nic
+
+    def _public_ip_for(
+        self, cprops: dict[str, Any], location: str, prefix: str, nic_id: str
+    ) -> str | None:
+        config = cprops.get("publicIPAddressConfiguration")
+        if config:  # created with the VM
+            ip_props = config.get("properties") or {}
+            ip_id = f"{prefix}/providers/{IP_TYPE}/{config['name']}"
+            ip = self._make_ip(ip_id, location, {}, ip_props, config.get("sku"))
+            ip.owner, ip.delete_with_owner = _key(nic_id), _deletes(ip_props)
+            return ip_id
+        ref = cprops.get("publicIPAddress")
+        if ref:  # an existing public IP, the old multi-step way
+            ip = self._resources.get(_key(str(ref.get("id", ""))))
+            if ip is None:
+                raise ArmError(
+                    400,
+                    "InvalidResourceReference",
+                    f"Resource {ref.get('id')} referenced by resource {nic_id} was not found.",
+                )
+            ip.owner = _key(nic_id)
+            return ip.id
+        return None
+
+    def _make_ip(
+        self,
+        ip_id: str,
+        location: str,
+        tags: dict[str, str],
+        props: dict[str, Any],
+        sku: dict[str, Any] | None,
+    ) -> _Resource:
+        ip = _Resource(
+            id=ip_id,
+            type=IP_TYPE,
+            name=ip_id.rsplit("/", 1)[1],
+            location=location,
+            tags=tags,
+            sku=sku or {"name": "Standard"},
+            properties={
+                "provisioningState": "Succeeded",
+                "publicIPAllocationMethod": props.get("publicIPAllocationMethod", "Static"),
+                "publicIPAddressVersion": props.get("publicIPAddressVersion", "IPv4"),
+                "ipAddress": f"203.0.113.{len(self._resources) % 250 + 1}",
+            },
+        )
+        self._resources[_key(ip_id)] = ip
+        return ip
+
+    def _attach_os_disk(self, vm: _Vm, rid: str) -> None:
+        storage = vm.properties.setdefault("storageProfile", {})
+        os_disk = storage.setdefault("osDisk", {"createOption": "FromImage"})
+        name = os_disk.get("name") or f"{vm.name}_OsDisk_1_{uuid.uuid4().hex}"
+        disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
+        os_disk["name"] = name
+        os_disk.setdefault("deleteOption", "Detach")
+        os_disk.setdefault("managedDisk", {})["id"] = disk_id
+        self._resources[_key(disk_id)] = _Resource(
+            id=disk_id,
+            type=DISK_TYPE,
+            name=name,
+            location=vm.location,
+            tags={},
+            properties={
+                "provisioningState": "Succeeded",
+                "diskState": "Attached",
+                "diskSizeGB": int(os_disk.get("diskSizeGB") or 30),
+            },
+            owner=_key(rid),
+            delete_with_owner=_deletes(os_disk),
+        )
+
+    def _get_vm(self, rid: str) -> Response:
+        vm = self._vm_or_404(rid)
+        expand = self._request.args.get("$expand", "").lower()
+        return _json(
+            self._vm_model(
+                vm, instance_view=expand == "instanceview", user_data=expand == "userdata"
+            )
+        )
+
+    def _instance_view(self, rid: str) -> Response:
+        return _json(self._vm_instance_view(self._vm_or_404(rid)))
+
+    def _delete_vm(self, rid: str) -> Response:
+        vm = self._vms.get(_key(rid))
+        if vm is None:
+            return Response(status=204)
+        if vm.deleted_at is None:
+            vm.deleted_at = time.time()
+            vm.delete_s = self.faults.behaviour.delete_s
+        operation = self._new_operation(_key(rid), "delete")
+        response = Response(status=202)
+        url = self._operation_url(vm.location, operation)
+        response.headers["Azure-AsyncOperation"] = url
+        response.headers["Location"] = url
+        return response
+
+    def _list_vms(self, sub: str, rg: str | None, location: str | None) -> Response:
+        args = self._request.args
+        status_only = args.get("statusOnly", "").lower() == "true"
+        if args.get("$expand") and not args.get("$filter"):
+            raise ArmError(
+                400,
+                "InvalidParameter",
+                "The value 'instanceView' of parameter '$expand' requires a valid '$filter'.",
+            )
+        prefix = f"/subscriptions/{sub}/".lower()
+        if rg is not None:
+            prefix += f"resourcegroups/{rg}/".lower()
+        vms = [
+            vm
+            for key, vm in self._vms.items()
+            if key.startswith(prefix) and (location is None or vm.location == location)
+        ]
+        render = self._vm_status_only if status_only else self._vm_model
+        return self._page(vms, render, {"statusOnly": "true"} if status_only else {})
+
+    def _page(
+        self, items: Iterable[Any], render: Callable[[Any], dict[str, Any]], extra: dict[str, str]
+    ) -> Response:
+        size = DEFAULT_PAGE_SIZE
+        if self.faults.behaviour.page_size_max:
+            size = min(size, self.faults.behaviour.page_size_max)
+        after = self._request.args.get("$skiptoken", "").lower()
+        ordered = sorted((_key(i.id), i) for i in items)
+        remaining = [item for key, item in ordered if key > after]
+        page, more = remaining[:size], len(remaining) > size
+        body: dict[str, Any] = {"value": [render(item) for item in page]}
+        if more:
+            query = [f"api-version={quote(self._api_version())}"]
+            query += [f"{k}={quote(v)}" for k, v in extra.items()]
+            query.append(f"$skiptoken={quote(_key(page[-1].id), safe='')}")
+            body["nextLink"] = f"{self.endpoint}{self._request.path}?{'&'.join(query)}"
+        return _json(body)
+
+    def _vm_or_404(self, rid: str) -> _Vm:
+        vm = self._vms.get(_key(rid))
+        if vm is None:
+            name = rid.rsplit("/", 1)[1]
+            rg = rid.split("/")[4]
+            raise ArmError(
+                404,
+                "ResourceNotFound",
+                f"The Resource '{VM_TYPE}/{name}' under resource group '{rg}' was not found.",
+            )
+        return vm
+
+    # -- VM views ----------------------------------------------------------------------------
+
+    def _phase(self, vm: _Vm) -> str:
+        return lifecycle_state(time.time(), vm.created_at, vm.boot_s, vm.deleted_at, vm.delete_s)
+
+    def _provisioning(self, vm: _Vm) -> str:
+        phase = self._phase(vm)
+        if phase == "stopping":
+            return "Deleting"
+        if vm.failure:
+            return "Failed"
+        return "Creating" if phase == "pending" else "Succeeded"
+
+    def _statuses(self, vm: _Vm) -> list[dict[str, Any]]:
+        provisioning = self._provisioning(vm)
+        if provisioning == "Failed":
+            code, message = vm.failure or ("", "")
+            return [
+                {
+                    "code": f"ProvisioningState/failed/{code}",
+                    "level": "Error",
+                    "displayStatus": "Provisioning failed",
+                    "message": message,
+                    "time": _now_iso(),
+                }
+            ]
+        if provisioning == "Deleting":
+            power = "stopping"
+        elif provisioning == "Creating":
+            power = "starting"
+        else:
+            power = vm.power or "running"
+        return [
+            {
+                "code": f"ProvisioningState/{provisioning.lower()}",
+                "level": "Info",
+                "displayStatus": f"Provisioning {provisioning.lower()}",
+                "time": _now_iso(vm.created_at + vm.boot_s),
+            },
+            {"code": f"PowerState/{power}", "level": "Info", "displayStatus": f"VM {power}"},
+        ]
+
+    def _vm_instance_view(self, vm: _Vm) -> dict[str, Any]:
+        computer = (vm.properties.get("osProfile") or {}).get("computerName", vm.name)
+        return {"computerName": computer, "statuses": self._statuses(vm)}
+
+    def _vm_model(
+        self, vm: _Vm, *, instance_view: bool = False, user_data: bool = False
+    ) -> dict[str, Any]:
+        props = json.loads(json.dumps(vm.properties))
+        props.pop("userData", None)
+        props.update(
+            vmId=vm.vm_id,
+            provisioningState=self._provisioning(vm),
+            timeCreated=_now_iso(vm.created_at),
+        )
+        if instance_view:
+            props["instanceView"] = self._vm_instance_view(vm)
+        if user_data and vm.user_data is not None:
+            props["userData"] = vm.user_data
+        return {
+            "id": vm.id,
+            "name": vm.name,
+            "type": VM_TYPE,
+            "location": vm.location,
+            "tags": dict(vm.tags),
+            "properties": props,
+        }
+
+    def _vm_status_only(self, vm: _Vm) -> dict[str, Any]:
+        # What statusOnly=true carries: the instance view, no tags, no model.
+        return {
+            "id": vm.id,
+            "name": vm.name,
+            "type": VM_TYPE,
+            "location": vm.location,
+            "properties": {"instanceView": self._vm_instance_view(vm)},
+        }
+
+    def _sim_vm(self, vm: _Vm) -> SimVm:
+        phase = self._phase(vm)
+        if vm.failure or (vm.power and phase == "running"):
+            phase = "stopped"
+        return SimVm(
+            cloud_id=vm.id,
+            name=vm.name,
+            region=vm.location,
+            state=phase,
+            tags=dict(vm.tags),
+            spot=vm.spot,
+        )
+
+    # -- NICs, public IPs, disks -------------------------------------------------------------
+
+    def _put_child(self, rid: str, rtype: str) -> Response:
+        body = self._body()
+        location = str(body.get("location") or "").lower().replace(" ", "")
+        if not location:
+            raise ArmError(400, "LocationRequired", "The location property is required.")
+        tags = dict(body.get("tags") or {})
+        props = body.get("properties") or {}
+        existing = self._resources.get(_key(rid))
+        if existing is not None:
+            existing.tags = tags
+            resource, status = existing, 200
+        elif rtype == NIC_TYPE:
+            resource = self._make_nic(rid, location, tags, props, rid.split("/providers/")[0])
+            status = 201
+        else:
+            resource = self._make_ip(rid, location, tags, props, body.get("sku"))
+            status = 201
+        operation = self._new_operation(_key(rid), "done")
+        response = _json(_child_view(resource), status)
+        response.headers["Azure-AsyncOperation"] = self._operation_url(location, operation)
+        return response
+
+    def _get_child(self, rid: str) -> Response:
+        resource = self._resources.get(_key(rid))
+        if resource is None:
+            rtype, name = rid.split("/providers/")[1].rsplit("/", 1)
+            raise ArmError(404, "ResourceNotFound", f"The Resource '{rtype}/{name}' was not found.")
+        return _json(_child_view(resource))
+
+    def _delete_child(self, rid: str) -> Response:
+        resource = self._resources.get(_key(rid))
+        if resource is None:
+            return Response(status=204)
+        if resource.owner and (resource.owner in self._vms or resource.owner in self._resources):
+            raise _in_use(resource)
+        self._drop_resource(_key(rid))
+        return Response(status=200)
+
+    def _list_children(self, sub: str, rg: str, rtype: str) -> Response:
+        prefix = f"/subscriptions/{sub}/resourcegroups/{rg}/providers/{rtype}/".lower()
+        items = [r for k, r in self._resources.items() if k.startswith(prefix)]
+        return self._page(items, _child_view, {})
+
+    # -- async operations --------------------------------------------------------------------
+
+    def _new_operation(self, target: str, kind: str) -> _Operation:
+        operation = _Operation(id=str(uuid.uuid4()), target=target, kind=kind)
+        self._operations[operation.id] = operation
+        return operation
+
+    def _operation_url(self, location: str, operation: _Operation) -> str:
+        sub = operation.target.split("/")[2]
+        return (
+            f"{self.endpoint}/subscriptions/{sub}/providers/Microsoft.Compute/locations/"
+            f"{location}/operations/{operation.id}?api-version={quote(self._api_version())}"
+        )
+
+    def _operation(self, op_id: str) -> Response:
+        operation = self._operations.get(op_id)
+        if operation is None:
+            raise ArmError(404, "NotFound", f"Operation {op_id} was not found.")
+        body: dict[str, Any] = {"name": op_id, "startTime": _now_iso()}
+        vm = self._vms.get(operation.target)
+        if operation.kind == "done":
+            body["status"] = "Succeeded"
+        elif operation.kind == "delete":
+            body["status"] = "InProgress" if vm else "Succeeded"
+        elif vm is None:
+            body["status"] = "Canceled"
+        elif vm.failure:
+            code, message = vm.failure
+            body.update(status="Failed", error={"code": code, "message": message})
+        else:
+            body["status"] = "InProgress" if self._phase(vm) == "pending" else "Succeeded"
+        return _json(body)
+
+    # -- deletion and cascades ---------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Drop VMs whose delete finished, with what they delete."""
+        now = time.time()
+        for key, vm in list(self._vms.items()):
+            if vm.deleted_at is not None and now >= vm.deleted_at + vm.delete_s:
+                self._drop_vm(key)
+
+    def _drop_vm(self, key: str) -> None:
+        self._vms.pop(key, None)
+        for child_key, child in list(self._resources.items()):
+            if child.owner == key:
+                self._release(child_key, child)
+
+    def _release(self, key: str, resource: _Resource) -> None:
+        if resource.delete_with_owner:
+            self._drop_resource(key)
+        else:
+            resource.owner = None
+            if resource.type == DISK_TYPE:
+                resource.properties["diskState"] = "Unattached"
+
+    def _drop_resource(self, key: str) -> None:
+        self._resources.pop(key, None)
+        for child_key, child in list(self._resources.items()):
+            if child.owner == key:
+                self._release(child_key, child)
+
+    # -- control endpoints (not counted, not faulted) ----------------------------------------
+
+    def _control(self, request: Request, path: list[str]) -> Response:
+        body = request.get_json(silent=True) or {}
+        match request.method, path:
+            case "GET", ["requests"]:
+                return _json(self.faults.counts())
+            case "POST", ["requests", "reset"]:
+                self.faults.reset_counts()
+            case "POST", ["behaviour"]:
+                try:
+                    self.faults.behaviour.update(**body)
+                except ValueError as exc:
+                    return _json({"error": str(exc)}, 400)
+            case "GET", ["instances"]:
+                return _json([_sim_vm_json(vm) for vm in self.instances()])
+            case "GET", ["resources"]:
+                return _json(self.resources())
+            case "POST", ["kill"]:
+                return self._control_vm(
+                    lambda: self.kill(body["id"], body.get("reason") or "preempted")
+                )
+            case "POST", ["remove"]:
+                return self._control_vm(lambda: self.remove(body["id"]))
+            case "POST", ["fail"]:
+                return self._control_vm(lambda: self.fail(body["id"]))
+            case "POST", ["reset"]:
+                self.reset()
+            case _:
+                return _json({"error": f"no control route {request.method} {request.path}"}, 404)
+        return _json({"ok": True})
+
+    @staticmethod
+    def _control_vm(action: Callable[[], None]) -> Response:
+        try:
+            action()
+        except KeyError as exc:
+            return _json({"error": f"no such VM: {exc}"}, 404)
+        return _json({"ok": True})
+
+
+def _validate_vm(props: dict[str, Any]) -> None:
+    size = str((props.get("hardwareProfile") or {}).get("vmSize") or "")
+    if not size.lower().startswith(("standard_", "basic_")):
+        raise ArmError(
+            400,
+            "InvalidParameter",
+            f"The value {size!r} provided for the VM size is not valid. The valid sizes in the "
+            "current region are: Standard_B1s, Standard_D2s_v5, ...",
+        )
+    image = (props.get("storageProfile") or {}).get("imageReference") or {}
+    if not image.get("id") and not all(image.get(k) for k in ("publisher", "offer", "sku")):
+        raise ArmError(
+            400,
+            "InvalidParameter",
+            "Required parameter 'imageReference' is missing (null).",
+        )
+    os_profile = props.get("osProfile") or {}
+    if os_profile and not os_profile.get("adminUsername"):
+        raise ArmError(400, "InvalidParameter", "Required parameter 'adminUsername' is missing.")
+    network = props.get("networkProfile") or {}
+    if not network.get("networkInterfaces") and not network.get("networkInterfaceConfigurations"):
+        raise ArmError(
+            400, "InvalidParameter", "Required parameter 'networkProfile' is missing (null)."
+        )
+
+
+def _strip_secrets(props: dict[str, Any]) -> dict[str, Any]:
+    # Never echo secrets: ARM does not return adminPassword or customData.
+    stored = json.loads(json.dumps(props))
+    os_profile = stored.get("osProfile")
+    if isinstance(os_profile, dict):
+        os_profile.pop("adminPassword", None)
+        os_profile.pop("customData", None)
+    return stored
+
+
+def _deletes(props: dict[str, Any] | None) -> bool:
+    return str((props or {}).get("deleteOption", "Detach")).lower() == "delete"
+
+
+def _in_use(resource: _Resource) -> ArmError:
+    if resource.type == NIC_TYPE:
+        return ArmError(
+            400,
+            "NicInUse",
+            f"Network Interface {resource.id} is used by existing resource {resource.owner}. "
+            "In order to delete the network interface, it must be dissociated from the resource.",
+        )
+    if resource.type == IP_TYPE:
+        return ArmError(
+            400,
+            "PublicIPAddressCannotBeDeleted",
+            f"Public IP address {resource.id} can not be deleted since it is still allocated to "
+            f"resource {resource.owner}.",
+        )
+    return ArmError(
+        409, "OperationNotAllowed", f"Disk {resource.name} is attached to VM {resource.owner}."
+    )
+
+
+def _child_view(resource: _Resource) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": resource.id,
+        "name": resource.name,
+        "type": resource.type,
+        "location": resource.location,
+        "tags": dict(resource.tags),
+        "properties": json.loads(json.dumps(resource.properties)),
+    }
+    if resource.sku:
+        view["sku"] = resource.sku
+    if resource.owner and resource.type == NIC_TYPE:
+        view["properties"]["virtualMachine"] = {"id": resource.owner}
+    if resource.owner and resource.type == DISK_TYPE:
+        view["managedBy"] = resource.owner
+    return view
+
+
+def _sim_vm_json(vm: SimVm) -> dict[str, Any]:
+    return {
+        "cloud_id": vm.cloud_id,
+        "name": vm.name,
+        "region": vm.region,
+        "state": vm.state,
+        "tags": dict(vm.tags),
+        "spot": vm.spot,
+    }
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    response = Response(json.dumps(body), status=status, content_type="application/json")
+    response.headers["x-ms-ratelimit-remaining-subscription-reads"] = "11999"
+    response.headers["x-ms-ratelimit-remaining-subscription-writes"] = "1199"
+    return response
+
+
+def _error(error: ArmError) -> Response:
+    response = _json({"error": {"code": error.code, "message": error.message}}, error.status)
+    for name, value in error.headers.items():
+        response.headers[name.replace("_", "-")] = value
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+    return response
+
+
+def serve(config: SimCloudConfig, state_dir: Path) -> SimArm:
+    """Start the simulated ARM for `wm sim serve`; its certificate goes into state_dir."""
+    return SimArm(Behaviour.from_config(config), port=config.port, cert_dir=state_dir).start()

@@ -1,0 +1,1001 @@
+"""A simulated Google Compute Engine: the REST subset wm uses, in GCE's own JSON shapes.
+
+The real google-cloud-compute client talks to it unchanged (only `api_endpoint` differs), so
+what the SDK raises here is what it raises against GCE. Served over plain http: GCE clients
+accept an `http://` api_endpoint, and with AnonymousCredentials no token is ever sent.
+
+Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
+- `requestId` must be a UUID; the same requestId returns the same Operation and does nothing.
+- inserting a name that exists answers 409 alreadyExists; a missing instance answers 404.
+- list pages hold at most 500 items (`maxResults` above 500 is a 400), `filter` accepts
+  `labels.KEY = "VALUE"`-style expressions joined by AND / OR / NOT and parentheses.
+- an instance is PROVISIONING, STAGING, RUNNING, STOPPING while it is deleted, then gone (404);
+  one that dies out of band (`kill`) is TERMINATED, and a `compute.instances.preempted`
+  (or hostError / guestTerminate) system operation is recorded in its zone, as GCE does.
+- throttling is a 403 rateLimitExceeded (or 429), a 5xx is a 503 backendError, and a quota
+  failure is either an Operation that is DONE with error QUOTA_EXCEEDED (the default: what GCE
+  does for most quota checks on insert) or a synchronous 403 quotaExceeded.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import re
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from wm.config import SimCloudConfig
+from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.wsgi import ServerThread
+
+API = "/compute/v1"
+LIST_PAGE_SIZE_MAX = 500  # GCE's own cap on maxResults
+# Real GCE's operations.wait returns after about 2 minutes even if the operation is not done;
+# the simulation returns sooner so a client's loop is exercised without long blocking calls.
+OPERATION_WAIT_MAX_S = 2.0
+INSTANCE_ID_BASE = 4_300_000_000_000_000_000  # GCE ids are large unsigned 64-bit numbers
+LABELS_MAX = 64
+NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+LABEL_KEY_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE_PATTERN = re.compile(r"[a-z0-9_-]{0,63}")
+IMAGE_PATTERN = re.compile(
+    r"(https?://[^ ]+/compute/v1/)?(projects/[a-z0-9-]+/)?global/images/(family/)?[a-z0-9-]+"
+)
+# Machine type families GCE has; any other name is "does not exist in zone".
+MACHINE_FAMILIES = frozenset(
+    {"e2", "n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d"}
+    | {"m1", "m2", "m3", "a2", "a3", "g2", "h3", "z3", "f1", "g1"}
+)
+# What a kill reason becomes in GCE's system operations.
+KILL_OPERATION_TYPES = {
+    "preempted": "compute.instances.preempted",
+    "host-error": "compute.instances.hostError",
+    "guest-terminate": "compute.instances.guestTerminate",
+}
+SIM_STATES = {  # GCE status -> SimVm.state
+    "PROVISIONING": "pending",
+    "STAGING": "pending",
+    "RUNNING": "running",
+    "STOPPING": "stopping",
+    "TERMINATED": "stopped",
+}
+
+QuotaStyle = Literal["operation", "http"]
+
+
+class ApiError(Exception):
+    """An error answered in GCE's wire shape."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        domain: str = "global",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.domain = domain
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def response(self) -> Response:
+        body = {
+            "error": {
+                "code": self.status,
+                "message": self.message,
+                "errors": [{"message": self.message, "domain": self.domain, "reason": self.reason}],
+            }
+        }
+        return _json(body, self.status, self.headers)
+
+
+def _invalid(field_name: str, value: Any, why: str) -> ApiError:
+    return ApiError(400, "invalid", f"Invalid value for field '{field_name}': '{value}'. {why}")
+
+
+def _not_found(path: str) -> ApiError:
+    return ApiError(404, "notFound", f"The resource '{path}' was not found")
+
+
+@dataclass
+class _Vm:
+    id: int
+    project: str
+    zone: str
+    name: str
+    machine_type: str
+    labels: dict[str, str]
+    metadata: list[dict[str, str]]
+    scheduling: dict[str, Any]
+    disks: list[dict[str, Any]]
+    network_interfaces: list[dict[str, Any]]
+    created_at: float  # monotonic
+    created_wall: datetime
+    deleted_at: float | None = None  # monotonic; when a delete was accepted
+    killed_at: datetime | None = None  # wall clock; when it died out of band
+
+    @property
+    def spot(self) -> bool:
+        return self.scheduling.get("provisioningModel") == "SPOT" or bool(
+            self.scheduling.get("preemptible")
+        )
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/zones/{self.zone}/instances/{self.name}"
+
+
+@dataclass
+class _Op:
+    id: int
+    name: str
+    project: str
+    zone: str
+    operation_type: str
+    target_name: str
+    target_id: int
+    inserted: datetime
+    done_at: float  # monotonic; DONE from then on
+    error: dict[str, Any] | None = None  # {"errors": [...]}; set for operations that failed
+    http_error: tuple[int, str] | None = None
+    status_message: str | None = None
+
+
+@dataclass
+class _State:
+    vms: dict[tuple[str, str, str], _Vm] = field(default_factory=dict)  # (project, zone, name)
+    ops: dict[tuple[str, str, str], _Op] = field(default_factory=dict)  # (project, zone, name)
+    request_ids: dict[tuple[str, str], _Op] = field(default_factory=dict)  # (project, requestId)
+    zones: set[tuple[str, str]] = field(default_factory=set)  # (project, zone) ever used
+
+
+class SimGce:
+    """A GCE REST server on 127.0.0.1 holding instances and zone operations in memory."""
+
+    def __init__(
+        self,
+        behaviour: Behaviour | None = None,
+        *,
+        port: int = 0,
+        seed: int | None = None,
+        quota_style: QuotaStyle = "operation",
+        throttle_status: int = 403,
+    ) -> None:
+        self.faults = Faults(behaviour or Behaviour(), seed=seed)
+        self.quota_style: QuotaStyle = quota_style
+        self.throttle_status = throttle_status  # 403 (GCE's usual) or 429
+        self._initial = (self.faults.behaviour.as_dict(), quota_style, throttle_status)
+        self._port = port
+        self._lock = threading.RLock()
+        self._state = _State()
+        self._ids = itertools.count(1)
+        self._server: ServerThread | None = None
+        self._urls = Map(_rules(), strict_slashes=False)
+        self._handlers: dict[str, Callable[..., Response]] = {
+            "instances.insert": self._insert,
+            "instances.get": self._get,
+            "instances.delete": self._delete,
+            "instances.list": self._list,
+            "instances.aggregatedList": self._aggregated_list,
+            "zoneOperations.get": self._operation_get,
+            "zoneOperations.wait": self._operation_wait,
+            "zoneOperations.list": self._operation_list,
+        }
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> SimGce:
+        self._server = ServerThread(self, port=self._port).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        """The provider config's `endpoint` (the SDK's `api_endpoint`)."""
+        if self._server is None:
+            raise RuntimeError("SimGce is not started")
+        return self._server.base_url
+
+    def __enter__(self) -> SimGce:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- test and demo controls ------------------------------------------------------------------
+
+    def instances(self) -> list[SimVm]:
+        """Every VM held, including ones being deleted (for leak checks)."""
+        now = time.monotonic()
+        with self._lock:
+            out = []
+            for vm in self._live_vms(now):
+                status = self._status(vm, now)
+                out.append(
+                    SimVm(
+                        cloud_id=str(vm.id),
+                        name=vm.name,
+                        region=vm.zone,
+                        state=SIM_STATES.get(status or "", "gone"),
+                        tags=dict(vm.labels),
+                        spot=vm.spot,
+                    )
+                )
+            return out
+
+    def kill(self, cloud_id_or_name: str, reason: str = "preempted") -> None:
+        """The VM dies out of band: TERMINATED, with GCE's system operation for the reason."""
+        with self._lock:
+            vm = self._find(cloud_id_or_name)
+            vm.killed_at = datetime.now(UTC)
+            op_type = KILL_OPERATION_TYPES.get(reason, "compute.instances.guestTerminate")
+            op = self._new_op(vm.project, vm.zone, op_type, vm, done_at=time.monotonic())
+            op.status_message = reason
+
+    def remove(self, cloud_id_or_name: str) -> None:
+        """The VM vanishes, as if deleted by hand."""
+        with self._lock:
+            vm = self._find(cloud_id_or_name)
+            del self._state.vms[(vm.project, vm.zone, vm.name)]
+
+    def reset(self) -> None:
+        """Forget every VM and operation, zero the counters, restore the initial behaviour."""
+        behaviour, self.quota_style, self.throttle_status = self._initial
+        with self._lock:
+            self._state = _State()
+        self.faults.behaviour.update(**behaviour)
+        self.faults.reset_counts()
+
+    # -- WSGI ------------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        request = Request(environ)
+        try:
+            endpoint, args = self._urls.bind_to_environ(environ).match()
+        except NotFound:
+            response = ApiError(404, "notFound", f"Unknown path {request.path}").response()
+        except MethodNotAllowed:
+            response = ApiError(405, "methodNotAllowed", "Method not allowed").response()
+        except HTTPException as exc:  # pragma: no cover - werkzeug redirects and the like
+            response = exc.get_response(environ)
+        else:
+            if endpoint.startswith("sim."):
+                response = self._control(endpoint, request)
+            else:
+                response = self._api(endpoint, request, args)
+        return response(environ, start_response)
+
+    def _api(self, operation: str, request: Request, args: dict[str, str]) -> Response:
+        outcome = self.faults.before(operation)
+        try:
+            if outcome is Outcome.THROTTLE:
+                raise self._throttle_error()
+            if outcome is Outcome.FAIL:
+                raise ApiError(
+                    503,
+                    "backendError",
+                    "Internal error. Please try again or contact Google Support.",
+                )
+            return self._handlers[operation](request, **args)
+        except ApiError as error:
+            return error.response()
+        except Exception:  # a bug in the simulation: answer like GCE, keep the trace visible
+            return ApiError(500, "backendError", traceback.format_exc(limit=3)).response()
+
+    def _throttle_error(self) -> ApiError:
+        retry_after = self.faults.behaviour.retry_after_s
+        headers = {"Retry-After": f"{retry_after:g}"} if retry_after else {}
+        if self.throttle_status == 429:
+            return ApiError(429, "rateLimitExceeded", "Too Many Requests", headers=headers)
+        return ApiError(
+            403, "rateLimitExceeded", "Rate Limit Exceeded", domain="usageLimits", headers=headers
+        )
+
+    # -- instances -------------------------------------------------------------------------------
+
+    def _insert(self, request: Request, project: str, zone: str) -> Response:
+        body = request.get_json(force=True, silent=True)
+        if not isinstance(body, dict):
+            raise ApiError(400, "parseError", "Parse Error")
+        request_id = _request_id(request)
+        with self._lock:
+            self._state.zones.add((project, zone))
+            if request_id and (project, request_id) in self._state.request_ids:
+                return self._op_response(self._state.request_ids[(project, request_id)])
+            vm = self._vm_from_body(project, zone, body)
+            now = time.monotonic()
+            existing = self._state.vms.get((project, zone, vm.name))
+            if existing is not None and self._status(existing, now) is not None:
+                raise ApiError(409, "alreadyExists", f"The resource '{vm.path}' already exists")
+            quota = self.faults.behaviour.quota_instances
+            if quota is not None and self._live_count(now) >= quota:
+                op = self._quota_failure(project, zone, vm, quota)
+            else:
+                self._state.vms[(project, zone, vm.name)] = vm
+                boot_s = self.faults.behaviour.boot_s
+                op = self._new_op(project, zone, "insert", vm, done_at=now + boot_s)
+            if request_id:
+                self._state.request_ids[(project, request_id)] = op
+            return self._op_response(op)
+
+    def _quota_failure(self, project: str, zone: str, vm: _Vm, quota: int) -> _Op:
+        region = zone.rsplit("-", 1)[0]
+        message = f"Quota 'INSTANCES' exceeded.  Limit: {quota:.1f} in region {region}."
+        if self.quota_style == "http":
+            raise ApiError(403, "quotaExceeded", message, domain="usageLimits")
+        op = self._new_op(project, zone, "insert", vm, done_at=time.monotonic())
+        op.error = {
+            "errors": [
+                {
+                    "code": "QUOTA_EXCEEDED",
+                    "message": message,
+                    "errorDetails": [
+                        {
+                            "quotaInfo": {
+                                "metricName": "compute.googleapis.com/instances",
+                                "limitName": "INSTANCES-per-project-region",
+                                "dimensions": {"region": region},
+                                "limit": quota,
+                            }
+                        }
+                    ],
+                }
+            ]
+        }
+        op.http_error = (403, "FORBIDDEN")
+        return op
+
+    def _get(self, request: Request, project: str, zone: str, name: str) -> Response:
+        now = time.monotonic()
+        with self._lock:
+            vm = self._state.vms.get((project, zone, name))
+            status = self._status(vm, now) if vm else None
+            if vm is None or status is None:
+                raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+            return _json(self._instance_json(vm, status, now, request))
+
+    def _delete(self, request: Request, project: str, zone: str, name: str) -> Response:
+        request_id = _request_id(request)
+        now = time.monotonic()
+        with self._lock:
+            if request_id and (project, request_id) in self._state.request_ids:
+                return self._op_response(self._state.request_ids[(project, request_id)])
+            vm = self._state.vms.get((project, zone, name))
+            if vm is None or self._status(vm, now) is None:
+                raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+            if vm.deleted_at is None:
+                vm.deleted_at = now
+            done_at = vm.deleted_at + self.faults.behaviour.delete_s
+            op = self._new_op(project, zone, "delete", vm, done_at=done_at)
+            if request_id:
+                self._state.request_ids[(project, request_id)] = op
+            return self._op_response(op)
+
+    def _list(self, request: Request, project: str, zone: str) -> Response:
+        page_size = self._page_size(request)
+        match = _filter(request.args.get("filter", ""))
+        now = time.monotonic()
+        with self._lock:
+            self._state.zones.add((project, zone))
+            items = []
+            for vm in sorted(self._live_vms(now), key=lambda v: v.name):
+                if (vm.project, vm.zone) == (project, zone):
+                    item = self._instance_json(vm, self._status(vm, now) or "", now, request)
+                    if match(item):
+                        items.append(item)
+        page, token = _page(items, request.args.get("pageToken", ""), page_size, "name")
+        base = _base(request)
+        body: dict[str, Any] = {
+            "kind": "compute#instanceList",
+            "id": f"projects/{project}/zones/{zone}/instances",
+            "selfLink": f"{base}/projects/{project}/zones/{zone}/instances",
+        }
+        if page:
+            body["items"] = page
+        if token:
+            body["nextPageToken"] = token
+        return _json(body)
+
+    def _aggregated_list(self, request: Request, project: str) -> Response:
+        page_size = self._page_size(request)
+        match = _filter(request.args.get("filter", ""))
+        now = time.monotonic()
+        with self._lock:
+            zones = sorted(z for p, z in self._state.zones if p == project)
+            items = []
+            for vm in sorted(self._live_vms(now), key=lambda v: (v.zone, v.name)):
+                if vm.project == project:
+                    item = self._instance_json(vm, self._status(vm, now) or "", now, request)
+                    item["_key"] = f"{vm.zone}/{vm.name}"
+                    if match(item):
+                        items.append(item)
+        page, token = _page(items, request.args.get("pageToken", ""), page_size, "_key")
+        scoped = {f"zones/{zone}": _scoped(zone, page) for zone in zones}
+        body: dict[str, Any] = {
+            "kind": "compute#instanceAggregatedList",
+            "id": f"projects/{project}/aggregated/instances",
+            "items": scoped,
+            "selfLink": f"{_base(request)}/projects/{project}/aggregated/instances",
+        }
+        if token:
+            body["nextPageToken"] = token
+        return _json(body)
+
+    def _page_size(self, request: Request) -> int:
+        raw = request.args.get("maxResults", str(LIST_PAGE_SIZE_MAX))
+        if not raw.isdigit() or int(raw) > LIST_PAGE_SIZE_MAX:
+            raise _invalid("maxResults", raw, f"Must be less than or equal to {LIST_PAGE_SIZE_MAX}")
+        size = int(raw) or LIST_PAGE_SIZE_MAX
+        cap = self.faults.behaviour.page_size_max
+        return min(size, cap) if cap else size
+
+    # -- zone operations -------------------------------------------------------------------------
+
+    def _operation_get(self, request: Request, project: str, zone: str, operation: str) -> Response:
+        return self._op_response(self._op(project, zone, operation))
+
+    def _operation_wait(
+        self, request: Request, project: str, zone: str, operation: str
+    ) -> Response:
+        op = self._op(project, zone, operation)
+        remaining = op.done_at - time.monotonic()
+        if remaining > 0:
+            time.sleep(min(remaining, OPERATION_WAIT_MAX_S))
+        return self._op_response(op)
+
+    def _operation_list(self, request: Request, project: str, zone: str) -> Response:
+        page_size = self._page_size(request)
+        match = _filter(request.args.get("filter", ""))
+        with self._lock:
+            ops = [o for (p, z, _), o in self._state.ops.items() if (p, z) == (project, zone)]
+        items = [j for j in (self._op_json(o, request) for o in sorted(ops, key=_op_order))]
+        page, token = _page(
+            [i for i in items if match(i)], request.args.get("pageToken", ""), page_size, "name"
+        )
+        body: dict[str, Any] = {
+            "kind": "compute#operationList",
+            "id": f"projects/{project}/zones/{zone}/operations",
+            "selfLink": f"{_base(request)}/projects/{project}/zones/{zone}/operations",
+        }
+        if page:
+            body["items"] = page
+        if token:
+            body["nextPageToken"] = token
+        return _json(body)
+
+    def _op(self, project: str, zone: str, operation: str) -> _Op:
+        with self._lock:
+            op = self._state.ops.get((project, zone, operation))
+        if op is None:
+            raise _not_found(f"projects/{project}/zones/{zone}/operations/{operation}")
+        return op
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _vm_from_body(self, project: str, zone: str, body: Mapping[str, Any]) -> _Vm:
+        name = body.get("name", "")
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise _invalid(
+                "resource.name", name, f"Must be a match of regex '{NAME_PATTERN.pattern}'"
+            )
+        machine_type = _machine_type(zone, body.get("machineType", ""))
+        labels = _labels(body.get("labels") or {})
+        disks = _disks(body.get("disks") or [])
+        metadata = list((body.get("metadata") or {}).get("items") or [])
+        scheduling = _scheduling(body.get("scheduling") or {})
+        vm_id = INSTANCE_ID_BASE + next(self._ids)
+        interfaces = []
+        for index, nic in enumerate(body.get("networkInterfaces") or [{}]):
+            out = {
+                "kind": "compute#networkInterface",
+                "name": f"nic{index}",
+                "network": nic.get("network", f"projects/{project}/global/networks/default"),
+                "networkIP": f"10.128.{(vm_id >> 8) & 255}.{vm_id & 255}",
+                "stackType": "IPV4_ONLY",
+            }
+            if nic.get("accessConfigs"):
+                out["accessConfigs"] = [
+                    {
+                        "kind": "compute#accessConfig",
+                        "name": c.get("name", "External NAT"),
+                        "type": "ONE_TO_ONE_NAT",
+                        "natIP": f"34.{(vm_id >> 16) & 255}.{(vm_id >> 8) & 255}.{vm_id & 255}",
+                        "networkTier": "PREMIUM",
+                    }
+                    for c in nic["accessConfigs"]
+                ]
+            interfaces.append(out)
+        return _Vm(
+            id=vm_id,
+            project=project,
+            zone=zone,
+            name=name,
+            machine_type=machine_type,
+            labels=labels,
+            metadata=metadata,
+            scheduling=scheduling,
+            disks=disks,
+            network_interfaces=interfaces,
+            created_at=time.monotonic(),
+            created_wall=datetime.now(UTC),
+        )
+
+    def _new_op(self, project: str, zone: str, op_type: str, vm: _Vm, *, done_at: float) -> _Op:
+        op_id = INSTANCE_ID_BASE + next(self._ids)
+        stamp = int(time.time() * 1000)
+        name = f"operation-{stamp}-{uuid.uuid4().hex[:13]}-{uuid.uuid4().hex[:8]}"
+        if op_type.startswith("compute.instances."):
+            name = f"systemevent-{stamp}-{op_type.rsplit('.', 1)[1].lower()}-{vm.name}"
+        op = _Op(
+            id=op_id,
+            name=name,
+            project=project,
+            zone=zone,
+            operation_type=op_type,
+            target_name=vm.name,
+            target_id=vm.id,
+            inserted=datetime.now(UTC),
+            done_at=done_at,
+        )
+        self._state.ops[(project, zone, name)] = op
+        return op
+
+    def _op_response(self, op: _Op) -> Response:
+        return _json(self._op_json(op, None))
+
+    def _op_json(self, op: _Op, request: Request | None) -> dict[str, Any]:
+        base = self.endpoint + API if request is None else _base(request)
+        done = time.monotonic() >= op.done_at
+        zone_url = f"{base}/projects/{op.project}/zones/{op.zone}"
+        out: dict[str, Any] = {
+            "kind": "compute#operation",
+            "id": str(op.id),
+            "name": op.name,
+            "zone": zone_url,
+            "operationType": op.operation_type,
+            "targetLink": f"{zone_url}/instances/{op.target_name}",
+            "targetId": str(op.target_id),
+            "status": "DONE" if done else "RUNNING",
+            "user": "system" if op.operation_type.startswith("compute.") else "anonymous",
+            "progress": 100 if done else 0,
+            "insertTime": _stamp(op.inserted),
+            "startTime": _stamp(op.inserted),
+            "selfLink": f"{zone_url}/operations/{op.name}",
+        }
+        if done:
+            out["endTime"] = _stamp(op.inserted)
+        if op.status_message:
+            out["statusMessage"] = op.status_message
+        if op.error:
+            out["error"] = op.error
+        if op.http_error:
+            out["httpErrorStatusCode"], out["httpErrorMessage"] = op.http_error
+        return out
+
+    def _status(self, vm: _Vm, now: float) -> str | None:
+        """GCE's status for the VM now, or None once it is gone."""
+        b = self.faults.behaviour
+        life = lifecycle_state(now, vm.created_at, b.boot_s, vm.deleted_at, b.delete_s)
+        if life == "gone":
+            return None
+        if life == "stopping":
+            return "STOPPING"
+        if vm.killed_at is not None:
+            return "TERMINATED"
+        if life == "pending":
+            return "PROVISIONING" if now < vm.created_at + b.boot_s / 2 else "STAGING"
+        return "RUNNING"
+
+    def _live_vms(self, now: float) -> list[_Vm]:
+        """VMs that still exist; gone ones are forgotten here, lazily."""
+        gone = [key for key, vm in self._state.vms.items() if self._status(vm, now) is None]
+        for key in gone:
+            del self._state.vms[key]
+        return list(self._state.vms.values())
+
+    def _live_count(self, now: float) -> int:
+        return sum(1 for vm in self._live_vms(now) if vm.deleted_at is None)
+
+    def _find(self, cloud_id_or_name: str) -> _Vm:
+        for vm in self._live_vms(time.monotonic()):
+            if cloud_id_or_name in (str(vm.id), vm.name):
+                return vm
+        raise KeyError(cloud_id_or_name)
+
+    def _instance_json(self, vm: _Vm, status: str, now: float, request: Request) -> dict[str, Any]:
+        zone_url = f"{_base(request)}/projects/{vm.project}/zones/{vm.zone}"
+        out: dict[str, Any] = {
+            "kind": "compute#instance",
+            "id": str(vm.id),
+            "creationTimestamp": _stamp(vm.created_wall),
+            "name": vm.name,
+            "tags": {"fingerprint": "42WmSpB8rSM="},
+            "machineType": f"{zone_url}/machineTypes/{vm.machine_type}",
+            "status": status,
+            "zone": zone_url,
+            "canIpForward": False,
+            "networkInterfaces": vm.network_interfaces,
+            "disks": vm.disks,
+            "metadata": {
+                "kind": "compute#metadata",
+                "fingerprint": _fingerprint(vm.metadata),
+                "items": vm.metadata,
+            },
+            "selfLink": f"{zone_url}/instances/{vm.name}",
+            "scheduling": vm.scheduling,
+            "labels": vm.labels,
+            "labelFingerprint": _fingerprint(vm.labels),
+            "startRestricted": False,
+            "deletionProtection": False,
+        }
+        if status in ("RUNNING", "STOPPING", "TERMINATED"):
+            out["cpuPlatform"] = "Intel Broadwell"
+            out["lastStartTimestamp"] = _stamp(vm.created_wall)
+        if vm.killed_at is not None:
+            out["lastStopTimestamp"] = _stamp(vm.killed_at)
+        if not vm.metadata:
+            del out["metadata"]["items"]
+        return out
+
+    # -- /_sim control endpoints -----------------------------------------------------------------
+
+    def _control(self, endpoint: str, request: Request) -> Response:
+        body = request.get_json(force=True, silent=True) or {}
+        try:
+            match endpoint:
+                case "sim.requests":
+                    return _json(self.faults.counts())
+                case "sim.requests.reset":
+                    self.faults.reset_counts()
+                case "sim.behaviour":
+                    self.faults.behaviour.update(**body)
+                    return _json(self.faults.behaviour.as_dict())
+                case "sim.instances":
+                    return _json([asdict(vm) | {"tags": dict(vm.tags)} for vm in self.instances()])
+                case "sim.kill":
+                    self.kill(str(body["id"]), str(body.get("reason", "preempted")))
+                case "sim.remove":
+                    self.remove(str(body["id"]))
+                case "sim.reset":
+                    self.reset()
+        except KeyError as exc:
+            return _json({"error": f"no such instance or field: {exc}"}, 404)
+        except (TypeError, ValueError) as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json({"ok": True})
+
+
+def serve(config: SimCloudConfig, state_dir: Path) -> SimGce:
+    """Start the simulated GCE for `wm sim serve` (plain http: no certificate to write)."""
+    del state_dir
+    return SimGce(Behaviour.from_config(config), port=config.port).start()
+
+
+# -- routing ---------------------------------------------------------------------------------------
+
+
+def _rules() -> list[Rule]:
+    zone = f"{API}/projects/<project>/zones/<zone>"
+    return [
+        Rule(f"{zone}/instances", methods=["GET"], endpoint="instances.list"),
+        Rule(f"{zone}/instances", methods=["POST"], endpoint="instances.insert"),
+        Rule(f"{zone}/instances/<name>", methods=["GET"], endpoint="instances.get"),
+        Rule(f"{zone}/instances/<name>", methods=["DELETE"], endpoint="instances.delete"),
+        Rule(f"{zone}/operations", methods=["GET"], endpoint="zoneOperations.list"),
+        Rule(f"{zone}/operations/<operation>", methods=["GET"], endpoint="zoneOperations.get"),
+        Rule(
+            f"{zone}/operations/<operation>/wait", methods=["POST"], endpoint="zoneOperations.wait"
+        ),
+        Rule(
+            f"{API}/projects/<project>/aggregated/instances",
+            methods=["GET"],
+            endpoint="instances.aggregatedList",
+        ),
+        Rule("/_sim/requests", methods=["GET"], endpoint="sim.requests"),
+        Rule("/_sim/requests/reset", methods=["POST"], endpoint="sim.requests.reset"),
+        Rule("/_sim/behaviour", methods=["POST"], endpoint="sim.behaviour"),
+        Rule("/_sim/instances", methods=["GET"], endpoint="sim.instances"),
+        Rule("/_sim/kill", methods=["POST"], endpoint="sim.kill"),
+        Rule("/_sim/remove", methods=["POST"], endpoint="sim.remove"),
+        Rule("/_sim/reset", methods=["POST"], endpoint="sim.reset"),
+    ]
+
+
+# -- request validation, as GCE does it ------------------------------------------------------------
+
+
+def _request_id(request: Request) -> str | None:
+    request_id = request.args.get("requestId")
+    if request_id is None:
+        return None
+    try:
+        parsed = uuid.UUID(request_id)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.int == 0:
+        raise _invalid(
+            "requestId",
+            request_id,
+            "The request ID must be a valid UUID with the exception that zero UUID is not "
+            "supported (00000000-0000-0000-0000-000000000000).",
+        )
+    return request_id
+
+
+def _machine_type(zone: str, value: Any) -> str:
+    name = str(value).rsplit("/machineTypes/", 1)[-1]
+    family = name.split("-", 1)[0]
+    if family not in MACHINE_FAMILIES and not name.startswith("custom-"):
+        raise _invalid(
+            "resource.machineType",
+            value,
+            f"Machine type with name '{name}' does not exist in zone '{zone}'.",
+        )
+    return name
+
+
+def _labels(labels: Any) -> dict[str, str]:
+    if not isinstance(labels, dict) or len(labels) > LABELS_MAX:
+        raise _invalid("resource.labels", labels, f"At most {LABELS_MAX} labels are allowed.")
+    for key, value in labels.items():
+        if not LABEL_KEY_PATTERN.fullmatch(str(key)) or not LABEL_VALUE_PATTERN.fullmatch(
+            str(value)
+        ):
+            raise _invalid(
+                "resource.labels",
+                "",
+                f"Label '{key}: {value}' violates format constraints. Keys and values can only "
+                "contain lowercase letters, numeric characters, underscores and dashes, at most "
+                "63 characters; keys start with a lowercase letter.",
+            )
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def _disks(disks: Any) -> list[dict[str, Any]]:
+    if not isinstance(disks, list) or not any(d.get("boot") for d in disks):
+        raise _invalid("resource.disks", "", "Boot disk must be specified.")
+    out = []
+    for index, disk in enumerate(disks):
+        image = (disk.get("initializeParams") or {}).get("sourceImage")
+        if image is not None and not IMAGE_PATTERN.fullmatch(str(image)):
+            raise _invalid(
+                f"resource.disks[{index}].initializeParams.sourceImage",
+                image,
+                "The URL is malformed.",
+            )
+        out.append(
+            {
+                "kind": "compute#attachedDisk",
+                "type": "PERSISTENT",
+                "mode": "READ_WRITE",
+                "deviceName": disk.get("deviceName", f"persistent-disk-{index}"),
+                "index": index,
+                "boot": bool(disk.get("boot")),
+                "autoDelete": bool(disk.get("autoDelete", False)),
+                "interface": "SCSI",
+                "diskSizeGb": str((disk.get("initializeParams") or {}).get("diskSizeGb", "10")),
+            }
+        )
+    return out
+
+
+def _scheduling(scheduling: Mapping[str, Any]) -> dict[str, Any]:
+    model = scheduling.get("provisioningModel", "STANDARD")
+    spot = model == "SPOT" or bool(scheduling.get("preemptible"))
+    if spot and (
+        scheduling.get("automaticRestart") is True
+        or scheduling.get("onHostMaintenance") == "MIGRATE"
+    ):
+        raise _invalid(
+            "resource.scheduling",
+            "",
+            "Spot and preemptible instances need automaticRestart false and onHostMaintenance "
+            "TERMINATE.",
+        )
+    out: dict[str, Any] = {
+        "onHostMaintenance": "TERMINATE"
+        if spot
+        else scheduling.get("onHostMaintenance", "MIGRATE"),
+        "automaticRestart": False if spot else scheduling.get("automaticRestart", True),
+        "preemptible": bool(scheduling.get("preemptible", False)),
+        "provisioningModel": model,
+    }
+    if spot:
+        out["instanceTerminationAction"] = scheduling.get("instanceTerminationAction", "STOP")
+    return out
+
+
+# -- list filters ----------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>!=|=|:)|(?P<str>"(?:[^"\\]|\\.)*")|(?P<word>[^\s()=!:"]+))'
+)
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+
+def _filter(text: str) -> Predicate:
+    """Compile a GCE list filter: `labels.k = "v"`, `status != RUNNING`, `labels.k:*`, joined
+    by AND / OR (AND binds tighter), NOT or `-` to negate, parentheses to group. A bare
+    juxtaposition of terms means AND, as in GCE."""
+    tokens = _tokenize(text)
+    if not tokens:
+        return lambda _item: True
+    parser = _FilterParser(tokens, text)
+    predicate = parser.expression()
+    if parser.position != len(tokens):
+        raise _invalid("filter", text, "Invalid list filter expression.")
+    return predicate
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    while position < len(text):
+        if text[position:].strip() == "":
+            break
+        match = _TOKEN.match(text, position)
+        if match is None:
+            raise _invalid("filter", text, "Invalid list filter expression.")
+        kind = match.lastgroup or ""
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    return tokens
+
+
+class _FilterParser:
+    def __init__(self, tokens: list[tuple[str, str]], text: str) -> None:
+        self.tokens = tokens
+        self.text = text
+        self.position = 0
+
+    def _peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def _take(self) -> tuple[str, str]:
+        token = self._peek()
+        if token is None:
+            raise _invalid("filter", self.text, "Invalid list filter expression.")
+        self.position += 1
+        return token
+
+    def expression(self) -> Predicate:
+        terms = [self._conjunction()]
+        while self._peek() == ("word", "OR"):
+            self._take()
+            terms.append(self._conjunction())
+        return terms[0] if len(terms) == 1 else lambda item: any(t(item) for t in terms)
+
+    def _conjunction(self) -> Predicate:
+        terms = [self._unary()]
+        while (token := self._peek()) is not None and token not in (("rp", ")"), ("word", "OR")):
+            if token == ("word", "AND"):
+                self._take()
+            terms.append(self._unary())
+        return terms[0] if len(terms) == 1 else lambda item: all(t(item) for t in terms)
+
+    def _unary(self) -> Predicate:
+        token = self._take()
+        if token == ("word", "NOT") or (token[0] == "word" and token[1] == "-"):
+            inner = self._unary()
+            return lambda item: not inner(item)
+        if token[0] == "lp":
+            inner = self.expression()
+            if self._take()[0] != "rp":
+                raise _invalid("filter", self.text, "Unbalanced parentheses.")
+            return inner
+        if token[0] != "word":
+            raise _invalid("filter", self.text, "Invalid list filter expression.")
+        negate = token[1].startswith("-")
+        path = token[1].lstrip("-")
+        op = self._take()
+        value_token = self._take()
+        if op[0] != "op" or value_token[0] not in ("str", "word"):
+            raise _invalid("filter", self.text, "Invalid list filter expression.")
+        value = value_token[1]
+        if value_token[0] == "str":
+            value = json.loads(value)
+        compare = _comparison(path, op[1], value)
+        return (lambda item: not compare(item)) if negate else compare
+
+
+def _comparison(path: str, op: str, value: str) -> Predicate:
+    def lookup(item: Mapping[str, Any]) -> Any:
+        current: Any = item
+        for part in path.split("."):
+            if not isinstance(current, Mapping) or part not in current:
+                return None
+            current = current[part]
+        return current
+
+    def text(found: Any) -> str:
+        return json.dumps(found) if isinstance(found, bool) else str(found)
+
+    if op == ":":
+        if value == "*":
+            return lambda item: lookup(item) is not None
+        return lambda item: lookup(item) is not None and value in text(lookup(item))
+    if op == "=":
+        return lambda item: lookup(item) is not None and text(lookup(item)) == value
+    return lambda item: lookup(item) is None or text(lookup(item)) != value
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+
+
+def _page(
+    items: list[dict[str, Any]], token: str, size: int, key: str
+) -> tuple[list[dict[str, Any]], str]:
+    """One page after `token` (the last key of the previous page, opaque to clients)."""
+    if token:
+        try:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+        except ValueError:
+            raise _invalid("pageToken", token, "Invalid page token.") from None
+        items = [i for i in items if i[key] > after]
+    page = items[:size]
+    more = len(items) > size
+    next_token = base64.urlsafe_b64encode(page[-1][key].encode()).decode() if more else ""
+    return page, next_token
+
+
+def _scoped(zone: str, page: list[dict[str, Any]]) -> dict[str, Any]:
+    """One zone's part of an aggregated page: its instances, or GCE's empty-scope warning."""
+    instances = [_without_key(i) for i in page if i["_key"].startswith(f"{zone}/")]
+    if instances:
+        return {"instances": instances}
+    scope = f"zones/{zone}"
+    return {
+        "warning": {
+            "code": "NO_RESULTS_ON_PAGE",
+            "message": f"There are no results for scope '{scope}' on this page.",
+            "data": [{"key": "scope", "value": scope}],
+        }
+    }
+
+
+def _without_key(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != "_key"}
+
+
+def _op_order(op: _Op) -> tuple[datetime, str]:
+    return (op.inserted, op.name)
+
+
+def _base(request: Request) -> str:
+    return request.host_url.rstrip("/") + API
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _fingerprint(data: Any) -> str:
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
+def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(body), status=status, headers=dict(headers or {}), mimetype="application/json"
+    )

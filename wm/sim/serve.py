@@ -1,0 +1,48 @@
+"""Start all three simulated clouds from the config's [sim] section (for `wm sim serve`)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from wm.config import Config
+
+# cloud kind -> module with `serve(config: SimCloudConfig, state_dir: Path) -> sim`
+SIM_MODULES = {"aws": "wm.sim.ec2", "gcp": "wm.sim.gce", "azure": "wm.sim.arm"}
+
+
+class RunningSim(Protocol):
+    endpoint: str
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SimEndpoint:
+    kind: str
+    endpoint: str
+    cert_path: str | None  # the PEM to trust, for clouds served over https
+
+
+def start_all(config: Config, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> list[Any]:
+    state_dir = Path(config.sim.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    started = []
+    try:
+        for kind in kinds:
+            module = importlib.import_module(SIM_MODULES[kind])
+            started.append(module.serve(getattr(config.sim, kind), state_dir))
+    except BaseException:
+        for sim in started:
+            sim.stop()
+        raise
+    return started
+
+
+def describe(kinds: tuple[str, ...], sims: list[Any]) -> list[SimEndpoint]:
+    return [
+        SimEndpoint(kind, sim.endpoint, str(getattr(sim, "cert_path", "") or "") or None)
+        for kind, sim in zip(kinds, sims, strict=True)
+    ]

@@ -69,3 +69,7 @@ class UnknownCloudState(WmError):
         self.provider = provider
         self.state = state
         super().__init__(f"{provider}: unknown instance state {state!r}")
+
+
+class QueueUnavailable(WmError):
+    """The queue source could not be read."""

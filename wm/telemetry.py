@@ -83,3 +83,16 @@ def capture(exc: BaseException, **tags: str) -> None:
         for key, value in tags.items():
             scope.set_tag(key, value)
         sentry_sdk.capture_exception(exc)
+
+
+PROVISION_SECONDS = Histogram(
+    "wm_provision_pass_seconds",
+    "Duration of one provisioning pass of one provider.",
+    ["provider"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+PROVISION_GAUGES = Gauge(
+    "wm_pool_capacity",
+    "Per pool at its last provisioning pass: pending, capacity to add, capacity by state.",
+    ["pool", "measure"],
+)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from wm.db.tables import worker_pool_errors
 from wm.model import PoolError
 
 LIST_LIMIT = 1000
+RECENT_WINDOW = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,20 @@ def list_errors(engine: Engine, pool_id: str, limit: int = LIST_LIMIT) -> list[P
             )
             for row in conn.execute(query)
         ]
+
+
+def recent_error_counts(
+    engine: Engine, pool_ids: Sequence[str], window: timedelta = RECENT_WINDOW
+) -> dict[tuple[str, str], int]:
+    """Errors per (pool, launch config) within the window, for launch config weights."""
+    query = (
+        select(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id, func.count())
+        .where(
+            worker_pool_errors.c.pool_id.in_(list(pool_ids)),
+            worker_pool_errors.c.launch_config_id.is_not(None),
+            worker_pool_errors.c.reported > func.now() - window,
+        )
+        .group_by(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id)
+    )
+    with engine.connect() as conn:
+        return {(pool, lc): n for pool, lc, n in conn.execute(query)}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, func, select
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from wm.db.tables import tasks
 from wm.model import Task
 
 LIST_LIMIT = 10_000
+TASKS_CHANNEL = "wm_tasks"
 
 
 def _task(row) -> Task:
@@ -33,7 +36,10 @@ def submit_tasks(engine: Engine, pool_id: str, count: int, duration_s: float) ->
             insert(tasks).returning(tasks.c.task_id),
             [{"pool_id": pool_id, "duration_s": duration_s}] * count,
         )
-        return [row.task_id for row in rows]
+        ids = [row.task_id for row in rows]
+        # Wakes provisioners listening on the channel as soon as this commits.
+        conn.execute(select(func.pg_notify(TASKS_CHANNEL, pool_id)))
+        return ids
 
 
 def list_tasks(
@@ -56,3 +62,56 @@ def count_by_state(engine: Engine) -> dict[tuple[str, str], int]:
             )
         )
         return {(row[0], row[1]): row[2] for row in rows}
+
+
+def queue_counts(engine: Engine, pool_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """(pending, claimed) per pool, in one query; pools without tasks are (0, 0)."""
+    query = (
+        select(
+            tasks.c.pool_id,
+            func.count().filter(tasks.c.state == "pending"),
+            func.count().filter(tasks.c.state == "claimed"),
+        )
+        .where(tasks.c.pool_id.in_(list(pool_ids)), tasks.c.state.in_(("pending", "claimed")))
+        .group_by(tasks.c.pool_id)
+    )
+    counts = dict.fromkeys(pool_ids, (0, 0))
+    with engine.connect() as conn:
+        for pool_id, pending, claimed in conn.execute(query):
+            counts[pool_id] = (pending, claimed)
+    return counts
+
+
+def claim_tasks(engine: Engine, pool_id: str, worker_id: str, limit: int = 1) -> list[Task]:
+    """Hand up to `limit` pending tasks of a pool to a worker; concurrent claimers never share."""
+    pending = (
+        select(tasks.c.task_id)
+        .where(tasks.c.pool_id == pool_id, tasks.c.state == "pending")
+        .order_by(tasks.c.task_id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    with engine.begin() as conn:
+        rows = conn.execute(
+            update(tasks)
+            .where(tasks.c.task_id.in_(pending))
+            .values(state="claimed", claimed_by=worker_id, claimed_at=func.now())
+            .returning(*tasks.c)
+        )
+        return [_task(row) for row in rows]
+
+
+def complete_task(engine: Engine, task_id: int, worker_id: str, *, failed: bool = False) -> bool:
+    """Resolve a task claimed by this worker; False if it was not (no longer) theirs."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(tasks)
+            .where(
+                tasks.c.task_id == task_id,
+                tasks.c.claimed_by == worker_id,
+                tasks.c.state == "claimed",
+            )
+            .values(state="failed" if failed else "completed", completed_at=func.now())
+        )
+        return done.rowcount == 1

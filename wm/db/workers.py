@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, select
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine, Text, column, func, insert, select, update, values
+from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import workers
 from wm.model import WorkerRecord
@@ -49,3 +55,167 @@ def list_workers(
         query = query.where(workers.c.state == str(state))
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]
+
+
+@dataclass(frozen=True)
+class NewWorker:
+    """An intent row: written and committed before the cloud is called."""
+
+    worker_id: str
+    pool_id: str
+    worker_group: str
+    provider_id: str
+    capacity: int
+    launch_config_id: str
+    idempotency_token: str
+    batch_token: str
+    launch_index: int
+    expires_in_s: float  # registration deadline from now
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """What the provisioner learnt about one intent from the cloud."""
+
+    worker_id: str
+    cloud_id: str | None
+    provider_data: Mapping[str, Any]
+    stop_reason: str | None = None  # set when the cloud surely made nothing: row -> stopped
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    requested: int = 0
+    running: int = 0
+    stopping: int = 0
+    by_launch_config: Mapping[str, int] = field(default_factory=dict)  # non-stopped capacity
+
+    @property
+    def existing(self) -> int:
+        """Capacity of requested and running workers (what the estimator calls existing)."""
+        return self.requested + self.running
+
+
+def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolCapacity]:
+    """Non-stopped capacity per pool, by state and by launch config, in one query."""
+    query = (
+        select(
+            workers.c.pool_id,
+            workers.c.launch_config_id,
+            workers.c.state,
+            func.sum(workers.c.capacity),
+        )
+        .where(workers.c.pool_id.in_(list(pool_ids)), workers.c.state != "stopped")
+        .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
+    )
+    totals: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
+    by_lc: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
+    with engine.connect() as conn:
+        for pool_id, lc_id, state, capacity in conn.execute(query):
+            totals[pool_id][state] = totals[pool_id].get(state, 0) + int(capacity)
+            by_lc[pool_id][lc_id] = by_lc[pool_id].get(lc_id, 0) + int(capacity)
+    return {
+        pool_id: PoolCapacity(
+            requested=totals[pool_id].get("requested", 0),
+            running=totals[pool_id].get("running", 0),
+            stopping=totals[pool_id].get("stopping", 0),
+            by_launch_config=by_lc[pool_id],
+        )
+        for pool_id in pool_ids
+    }
+
+
+def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> None:
+    """Commit intent rows in one statement, all or none."""
+    if not intents:
+        return
+    with engine.begin() as conn:
+        # The database's clock, not this host's: every deadline is compared with now() there.
+        now = conn.execute(select(func.now())).scalar_one()
+        conn.execute(
+            insert(workers),
+            [
+                {
+                    "worker_id": i.worker_id,
+                    "pool_id": i.pool_id,
+                    "worker_group": i.worker_group,
+                    "provider_id": i.provider_id,
+                    "state": "requested",
+                    "capacity": i.capacity,
+                    "launch_config_id": i.launch_config_id,
+                    "idempotency_token": i.idempotency_token,
+                    "batch_token": i.batch_token,
+                    "launch_index": i.launch_index,
+                    "expires": now + timedelta(seconds=i.expires_in_s),
+                }
+                for i in intents
+            ],
+        )
+
+
+def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
+    """Write cloud ids, and stop rows the cloud refused, in at most two statements."""
+    created = [o for o in outcomes if o.cloud_id is not None]
+    refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
+    with engine.begin() as conn:
+        if created:
+            data = values(
+                column("worker_id", Text),
+                column("cloud_id", Text),
+                column("provider_data", JSONB),
+                name="launched",
+            ).data([(o.worker_id, o.cloud_id, dict(o.provider_data)) for o in created])
+            conn.execute(
+                update(workers)
+                .where(workers.c.worker_id == data.c.worker_id, workers.c.state == "requested")
+                .values(
+                    cloud_id=data.c.cloud_id,
+                    provider_data=workers.c.provider_data.op("||")(data.c.provider_data),
+                    last_modified=func.now(),
+                    version=workers.c.version + 1,
+                )
+            )
+        if refused:
+            reasons = values(
+                column("worker_id", Text), column("stop_reason", Text), name="refused"
+            ).data([(o.worker_id, o.stop_reason) for o in refused])
+            conn.execute(
+                update(workers)
+                .where(workers.c.worker_id == reasons.c.worker_id, workers.c.state == "requested")
+                .values(
+                    state="stopped",
+                    stop_reason=reasons.c.stop_reason,
+                    last_modified=func.now(),
+                    version=workers.c.version + 1,
+                )
+            )
+
+
+def unresolved_intents(
+    engine: Engine, pool_ids: Sequence[str], provider_id: str, older_than_s: float
+) -> list[WorkerRecord]:
+    """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
+    query = select(workers).where(
+        workers.c.pool_id.in_(list(pool_ids)),
+        workers.c.provider_id == provider_id,
+        workers.c.state == "requested",
+        workers.c.cloud_id.is_(None),
+        workers.c.created < func.now() - timedelta(seconds=older_than_s),
+    )
+    with engine.connect() as conn:
+        return [worker_from_row(row) for row in conn.execute(query)]
+
+
+def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id: str) -> set[str]:
+    """Which of these pools still have non-stopped workers on this provider."""
+    query = (
+        select(workers.c.pool_id)
+        .where(
+            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.provider_id == provider_id,
+            workers.c.state != "stopped",
+        )
+        .distinct()
+    )
+    with engine.connect() as conn:
+        return set(conn.execute(query).scalars())

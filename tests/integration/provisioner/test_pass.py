@@ -1,0 +1,205 @@
+"""The provisioning pass against real Postgres, with an in-memory provider."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import text
+
+from tests.support.configs import build, raw
+from tests.support.memory_provider import MemoryProvider, quota_error
+from wm.db import pool_errors, tasks
+from wm.db import pools as pool_store
+from wm.db.workers import list_workers
+from wm.pool_sync import plan_sync
+from wm.provisioner import Provisioner
+from wm.queues.builtin import BuiltinQueue
+
+POOL = "proj/linux"
+
+
+def sync(engine, data) -> None:
+    config = build(data)
+    plan = plan_sync(config, pool_store.load_pools(engine), pool_store.load_launch_configs(engine))
+    pool_store.apply_sync(engine, plan)
+
+
+@pytest.fixture
+def aws(engine):
+    data = raw()
+    data["pools"][0].update(max_capacity=100)
+    sync(engine, data)
+    return MemoryProvider("aws-a", ("us-east-1", "us-west-2"))
+
+
+def provisioner(engine, *providers) -> Provisioner:
+    return Provisioner(engine, BuiltinQueue(engine), {p.id: p for p in providers})
+
+
+def test_fifty_pending_tasks_launch_fifty_workers_and_later_passes_launch_nothing(engine, aws):
+    tasks.submit_tasks(engine, POOL, 50, 1.0)
+    p = provisioner(engine, aws)
+    (first,) = p.run_pass("aws-a")
+    later = [p.run_pass("aws-a")[0] for _ in range(9)]
+    assert (first.to_add, first.launched) == (50, 50)
+    assert [r.launched for r in later] == [0] * 9
+    assert len(aws.instances) == 50
+    assert len(list_workers(engine, pool_id=POOL)) == 50
+
+
+def test_intents_are_committed_before_the_cloud_is_called(engine, aws):
+    tasks.submit_tasks(engine, POOL, 3, 1.0)
+    seen_rows: list[int] = []
+    original = aws.create
+
+    def create_and_look(batch):
+        seen_rows.append(len(list_workers(engine, pool_id=POOL)))
+        return original(batch)
+
+    aws.create = create_and_look
+    provisioner(engine, aws).run_pass("aws-a")
+    assert seen_rows and all(n == 3 for n in seen_rows)
+
+
+def test_launch_configs_split_by_weight_and_record_cloud_ids(engine, aws):
+    data = raw()
+    data["pools"][0].update(max_capacity=100)
+    data["pools"][0]["launch_configs"][0]["weight"] = 3.0
+    sync(engine, data)
+    tasks.submit_tasks(engine, POOL, 40, 1.0)
+    provisioner(engine, aws).run_pass("aws-a")
+    rows = list_workers(engine, pool_id=POOL)
+    by_region = {g: sum(1 for w in rows if w.worker_group == g) for g in ("us-east-1", "us-west-2")}
+    assert by_region == {"us-east-1": 30, "us-west-2": 10}
+    assert all(w.cloud_id == f"i-{w.worker_id}" for w in rows)
+
+
+def test_quota_failures_become_pool_errors_and_stopped_rows_not_a_crash(engine, aws):
+    tasks.submit_tasks(engine, POOL, 10, 1.0)
+    failing = next(lc for lc in pool_store.load_launch_configs(engine) if lc.region == "us-east-1")
+    aws.fail_launch_configs[failing.launch_config_id] = quota_error("aws-a")
+    (report,) = provisioner(engine, aws).run_pass("aws-a")
+    assert report.failed == 5 and report.launched == 5
+    errors = pool_errors.list_errors(engine, POOL)
+    assert [(e.kind, e.launch_config_id) for e in errors] == [("quota", failing.launch_config_id)]
+    stopped = [w for w in list_workers(engine, pool_id=POOL) if w.stop_reason]
+    assert {w.stop_reason for w in stopped} == {"launch failed: quota InstanceLimitExceeded"}
+
+
+def test_a_failing_config_gets_less_traffic_on_the_next_pass(engine, aws):
+    failing = next(lc for lc in pool_store.load_launch_configs(engine) if lc.region == "us-east-1")
+    aws.fail_launch_configs[failing.launch_config_id] = quota_error("aws-a")
+    p = provisioner(engine, aws)
+    tasks.submit_tasks(engine, POOL, 10, 1.0)
+    p.run_pass("aws-a")
+    tasks.submit_tasks(engine, POOL, 20, 1.0)
+    p.run_pass("aws-a")
+    second = aws.create_calls[2:]
+    to_failing = sum(
+        len(b.intents) for b in second if b.spec.launch_config_id == failing.launch_config_id
+    )
+    assert 0 < to_failing < 10
+
+
+def test_a_provider_that_raises_is_contained(engine, aws):
+    aws.raise_on_create = RuntimeError("bug")
+    tasks.submit_tasks(engine, POOL, 2, 1.0)
+    (report,) = provisioner(engine, aws).run_pass("aws-a")
+    assert report.failed == 2
+    # Unclear failures keep the intent for recovery instead of guessing.
+    assert {w.state.value for w in list_workers(engine, pool_id=POOL)} == {"requested"}
+
+
+def test_max_and_min_capacity_are_respected(engine):
+    data = raw()
+    data["pools"][0].update(max_capacity=7, min_capacity=2)
+    sync(engine, data)
+    aws = MemoryProvider("aws-a")
+    p = provisioner(engine, aws)
+    (idle,) = p.run_pass("aws-a")
+    assert idle.launched == 2
+    tasks.submit_tasks(engine, POOL, 100, 1.0)
+    for _ in range(3):
+        p.run_pass("aws-a")
+        with engine.begin() as conn:  # the workers boot and register
+            conn.execute(text("UPDATE workers SET state = 'running'"))
+    assert len(aws.instances) == 7
+    (full,) = p.run_pass("aws-a")
+    assert (full.existing, full.launched) == (7, 0)
+
+
+def test_a_pool_being_provisioned_elsewhere_is_skipped(engine, aws, db_url):
+    tasks.submit_tasks(engine, POOL, 5, 1.0)
+    with engine.connect() as other, other.begin():
+        other.execute(text("SELECT 1 FROM worker_pools WHERE pool_id = :p FOR UPDATE"), {"p": POOL})
+        assert provisioner(engine, aws).run_pass("aws-a") == []
+    assert aws.create_calls == []
+
+
+def test_stale_intents_are_adopted_or_stopped(engine, aws):
+    tasks.submit_tasks(engine, POOL, 4, 1.0)
+    aws.raise_on_create = TimeoutError("the process died here")
+    p = provisioner(engine, aws)
+    p.run_pass("aws-a")
+    # The cloud did make two of them before the "crash".
+    made = [b for b in aws.create_calls]
+    aws.raise_on_create = None
+    for intent in made[0].intents[:2]:
+        aws.create(type(made[0])(made[0].pool_id, made[0].spec, (intent,), made[0].batch_token))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET created = created - interval '2 minutes'"))
+    aws.create_calls.clear()
+    (report,) = p.run_pass("aws-a")
+    rows = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
+    adopted = [w for w in rows.values() if w.cloud_id]
+    assert report.recovered == 4
+    assert len(adopted) == 2 and all(w.state.value == "requested" for w in adopted)
+    never = [w for w in rows.values() if w.stop_reason == "never created"]
+    assert len(never) == 2
+    # Once the adopted two run, the two that were never created are replaced, nothing more.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET state = 'running' WHERE cloud_id IS NOT NULL"))
+    p.run_pass("aws-a")
+    p.run_pass("aws-a")
+    assert sum(len(b.intents) for b in aws.create_calls) == 2
+    assert len(aws.instances) == 4
+
+
+def test_a_moved_pool_drops_its_old_provider_once_drained(engine, aws):
+    tasks.submit_tasks(engine, POOL, 1, 1.0)
+    provisioner(engine, aws).run_pass("aws-a")
+    data = raw()
+    data["pools"][0]["provider"] = "gcp-a"
+    data["pools"][0]["launch_configs"] = [
+        {"region": "us-central1-a", "machine_type": "e2", "image": "i"}
+    ]
+    sync(engine, data)
+    p = provisioner(engine, aws, MemoryProvider("gcp-a", ("us-central1-a",)))
+    assert p.run_pass("aws-a") == []  # draining: no launches on the old provider
+    pool = next(x for x in pool_store.load_pools(engine) if x.pool_id == POOL)
+    assert pool.previous_provider_ids == ("aws-a",)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET state = 'stopped'"))
+    p.run_pass("aws-a")
+    pool = next(x for x in pool_store.load_pools(engine) if x.pool_id == POOL)
+    assert pool.previous_provider_ids == ()
+
+
+def test_two_replicas_at_once_launch_exactly_the_demand(engine, aws):
+    tasks.submit_tasks(engine, POOL, 60, 1.0)
+    barrier = threading.Barrier(2)
+    reports = []
+
+    def replica():
+        barrier.wait()
+        for _ in range(5):
+            reports.extend(provisioner(engine, aws).run_pass("aws-a"))
+
+    threads = [threading.Thread(target=replica) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(aws.instances) == 60
+    assert sum(r.launched for r in reports) == 60

@@ -1,0 +1,74 @@
+"""A Provider held in memory, for pass logic tests that need no cloud (the clouds' own tests
+and the provisioner's end-to-end tests use the simulated clouds)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from wm.errors import CloudError, ErrorCategory
+from wm.providers.base import (
+    CloudInstance,
+    LaunchBatch,
+    LaunchResult,
+    TerminateResult,
+    WorkerRef,
+    WorkerState,
+)
+
+
+class MemoryProvider:
+    def __init__(self, provider_id: str, regions: tuple[str, ...] = ("r1",)) -> None:
+        self.id = provider_id
+        self.regions = regions
+        self.instances: dict[str, CloudInstance] = {}  # worker id -> instance
+        self.create_calls: list[LaunchBatch] = []
+        self.fail_launch_configs: dict[str, CloudError] = {}
+        self.raise_on_create: Exception | None = None
+        self._lock = threading.Lock()
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        with self._lock:
+            self.create_calls.append(batch)
+        if self.raise_on_create:
+            raise self.raise_on_create
+        error = self.fail_launch_configs.get(batch.spec.launch_config_id)
+        results = []
+        for index, intent in enumerate(batch.intents):
+            if error:
+                results.append(LaunchResult(intent.worker_id, None, error))
+                continue
+            with self._lock:
+                instance = self.instances.setdefault(
+                    intent.worker_id,
+                    CloudInstance(
+                        worker_id=intent.worker_id,
+                        cloud_id=f"i-{intent.worker_id}",
+                        region=batch.spec.region,
+                        state=WorkerState.REQUESTED,
+                        pool_id=batch.pool_id,
+                        launch_config_id=batch.spec.launch_config_id,
+                    ),
+                )
+            results.append(LaunchResult(intent.worker_id, instance.cloud_id, launch_index=index))
+        return results
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        return [i for i in self.instances.values() if i.region == region]
+
+    def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
+        return {
+            r.worker_id: self.instances[r.worker_id] for r in refs if r.worker_id in self.instances
+        }
+
+    def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+        for ref in refs:
+            self.instances.pop(ref.worker_id, None)
+        return [TerminateResult(r.worker_id, True) for r in refs]
+
+    def close(self) -> None:
+        pass
+
+
+def quota_error(provider_id: str) -> CloudError:
+    return CloudError(provider_id, ErrorCategory.QUOTA, "InstanceLimitExceeded", "quota reached")

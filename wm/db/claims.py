@@ -1,0 +1,95 @@
+"""Claims: who runs a pool's provisioning pass, or a region's scan, right now.
+
+Each claim is a row lock taken with `FOR UPDATE SKIP LOCKED` in a transaction on a connection
+of its own, held for the whole pass. A replica that dies drops its connection and Postgres
+releases the lock at once: no lease to time out. A busy claim is not an error: it returns
+nothing and bumps `wm_claims_busy_total`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, any_, func, literal, or_, select, update
+
+from wm.db.tables import scan_units, worker_pools
+from wm.telemetry import CLAIMS_BUSY
+
+
+@dataclass
+class PoolClaims:
+    """The pools this replica may provision (or drain) until the block ends."""
+
+    provider_id: str
+    pool_ids: tuple[str, ...]
+    _conn: Connection
+
+    def drop_previous_provider(self, pool_ids: Sequence[str]) -> None:
+        """Forget this provider on pools that have no live workers left on it."""
+        if not pool_ids:
+            return
+        # On the claim's own connection: another connection would wait on this very lock.
+        self._conn.execute(
+            update(worker_pools)
+            .where(worker_pools.c.pool_id.in_(list(pool_ids)))
+            .values(
+                previous_provider_ids=func.array_remove(
+                    worker_pools.c.previous_provider_ids, self.provider_id
+                ),
+                last_modified=func.now(),
+            )
+        )
+
+
+@contextlib.contextmanager
+def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaims]:
+    """Claim every pool on this provider (current or previous) that no other replica holds."""
+    with engine.connect() as conn, conn.begin():
+        wanted = or_(
+            worker_pools.c.provider_id == provider_id,
+            literal(provider_id) == any_(worker_pools.c.previous_provider_ids),
+        )
+        total = conn.execute(select(func.count()).where(wanted)).scalar_one()
+        claimed = conn.execute(
+            select(worker_pools.c.pool_id)
+            .where(wanted)
+            .order_by(worker_pools.c.pool_id)
+            # NO KEY UPDATE: strong enough to exclude other claimers, weak enough that inserting
+            # workers (whose foreign key takes KEY SHARE on the pool) does not wait on it.
+            .with_for_update(skip_locked=True, key_share=True)
+        ).scalars()
+        pool_ids = tuple(claimed)
+        if len(pool_ids) < total:
+            CLAIMS_BUSY.labels("pool").inc(total - len(pool_ids))
+        if pool_ids:
+            conn.execute(
+                update(worker_pools)
+                .where(worker_pools.c.pool_id.in_(pool_ids))
+                .values(last_provisioned=func.now())
+            )
+        yield PoolClaims(provider_id, pool_ids, conn)
+
+
+@contextlib.contextmanager
+def claim_scan(engine: Engine, provider_id: str, region: str, replica: str) -> Iterator[bool]:
+    """Claim one (provider, region) scan; yields False when another replica is scanning it."""
+    with engine.connect() as conn, conn.begin():
+        row = conn.execute(
+            select(scan_units.c.region)
+            .where(scan_units.c.provider_id == provider_id, scan_units.c.region == region)
+            .with_for_update(skip_locked=True, key_share=True)
+        ).first()
+        if row is None:
+            CLAIMS_BUSY.labels("scan").inc()
+            yield False
+            return
+        where = (scan_units.c.provider_id == provider_id) & (scan_units.c.region == region)
+        conn.execute(
+            update(scan_units)
+            .where(where)
+            .values(last_scan_started=func.now(), last_scan_by=replica)
+        )
+        yield True
+        conn.execute(update(scan_units).where(where).values(last_scan_finished=func.now()))

@@ -1,0 +1,364 @@
+"""One provisioning pass for one provider: from queue demand to launched workers.
+
+The steps of DESIGN.md, each a function: claim the provider's pools; resolve intents whose
+create never returned; read demand and capacity by state (after the claim, so the numbers
+include every intent another replica committed); estimate; choose launch configs; commit
+intent rows; create in batches; record what the cloud said. Failures become worker-pool errors
+and never stop the pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+
+from sqlalchemy import Engine
+
+from wm import estimator, launch_choice
+from wm.db import claims, pool_errors, workers
+from wm.db import pools as pool_store
+from wm.db.pool_errors import NewPoolError
+from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
+from wm.errors import CloudError, ErrorCategory
+from wm.model import LaunchConfigRecord, PoolRecord
+from wm.providers.base import (
+    LaunchBatch,
+    LaunchIntent,
+    LaunchResult,
+    LaunchSpec,
+    Provider,
+    WorkerRef,
+)
+from wm.queues import QueueCounts, QueueSource
+from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log
+
+CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
+CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
+# An intent without a cloud id this old was left by a pass that died or failed unclearly.
+INTENT_RECOVERY_AGE_S = 60.0
+# Errors that prove the cloud made nothing: the row can be stopped at once. Anything else
+# (a timeout, a 5xx) may have created the VM, so the row waits for intent recovery.
+CLOUD_MADE_NOTHING = frozenset(
+    {ErrorCategory.QUOTA, ErrorCategory.BAD_CONFIG, ErrorCategory.PAUSED, ErrorCategory.THROTTLED}
+)
+WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
+
+
+@dataclass(frozen=True)
+class PoolPassReport:
+    """What one pass did for one pool (logged as one line, returned for tests)."""
+
+    pool_id: str
+    pending: int
+    claimed: int
+    existing: int
+    requested: int
+    stopping: int
+    to_add: int
+    launched: int = 0
+    failed: int = 0
+    recovered: int = 0
+
+
+@dataclass
+class Provisioner:
+    engine: Engine
+    queue: QueueSource
+    providers: Mapping[str, Provider]
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run_pass(self, provider_id: str) -> list[PoolPassReport]:
+        """Provision every pool of this provider that no other replica is provisioning."""
+        started = time.monotonic()
+        provider = self.providers[provider_id]
+        with claims.claim_provider_pools(self.engine, provider_id) as claim:
+            if not claim.pool_ids or self.stop.is_set():
+                return []
+            pools, configs = self._load(claim.pool_ids)
+            recovered = self._recover_intents(provider, [p.pool_id for p in pools])
+            current = [p for p in pools if p.provider_id == provider_id and not p.removed]
+            draining = [p.pool_id for p in pools if p not in current]
+            claim.drop_previous_provider(self._drained(draining, provider_id))
+            reports = self._provision(provider, current, configs, recovered)
+        duration_s = time.monotonic() - started
+        for report in reports:
+            log(
+                "provision-pass",
+                provider=provider_id,
+                duration_s=round(duration_s, 3),
+                **asdict(report),
+            )
+        PROVISION_SECONDS.labels(provider_id).observe(duration_s)
+        return reports
+
+    def _load(
+        self, pool_ids: Sequence[str]
+    ) -> tuple[list[PoolRecord], dict[str, list[LaunchConfigRecord]]]:
+        wanted = set(pool_ids)
+        pools = [p for p in pool_store.load_pools(self.engine) if p.pool_id in wanted]
+        configs: dict[str, list[LaunchConfigRecord]] = {p.pool_id: [] for p in pools}
+        for lc in pool_store.load_launch_configs(self.engine, include_archived=False):
+            if lc.pool_id in configs:
+                configs[lc.pool_id].append(lc)
+        return pools, configs
+
+    def _drained(self, pool_ids: list[str], provider_id: str) -> list[str]:
+        live = workers.live_pools_on_provider(self.engine, pool_ids, provider_id)
+        return [p for p in pool_ids if p not in live]
+
+    def _recover_intents(self, provider: Provider, pool_ids: list[str]) -> dict[str, int]:
+        """Adopt the VM of an intent whose create never returned, or stop a VM-less intent."""
+        stale = workers.unresolved_intents(
+            self.engine, pool_ids, provider.id, INTENT_RECOVERY_AGE_S
+        )
+        if not stale:
+            return {}
+        refs = [
+            WorkerRef(w.worker_id, w.worker_group, None, w.batch_token, w.launch_index)
+            for w in stale
+        ]
+        try:
+            found = provider.lookup(refs)
+        except CloudError as error:
+            log("intent-recovery-failed", logging.WARNING, provider=provider.id, error=str(error))
+            return {}
+        outcomes = []
+        for worker in stale:
+            instance = found.get(worker.worker_id)
+            if instance is not None:
+                outcomes.append(
+                    LaunchOutcome(worker.worker_id, instance.cloud_id, instance.provider_data)
+                )
+            else:
+                outcomes.append(LaunchOutcome(worker.worker_id, None, {}, "never created"))
+        workers.record_launches(self.engine, outcomes)
+        counts: dict[str, int] = {}
+        for worker in stale:
+            counts[worker.pool_id] = counts.get(worker.pool_id, 0) + 1
+        log(
+            "intents-recovered",
+            provider=provider.id,
+            adopted=len(found),
+            stopped=len(stale) - len(found),
+        )
+        return counts
+
+    def _provision(
+        self,
+        provider: Provider,
+        pools: list[PoolRecord],
+        configs: dict[str, list[LaunchConfigRecord]],
+        recovered: dict[str, int],
+    ) -> list[PoolPassReport]:
+        if not pools:
+            return []
+        pool_ids = [p.pool_id for p in pools]
+        demand = self.queue.counts(pool_ids)
+        capacity = workers.capacity_by_pool(self.engine, pool_ids)
+        errors = pool_errors.recent_error_counts(self.engine, pool_ids)
+        plans = [
+            plan_pool(
+                pool, configs[pool.pool_id], demand[pool.pool_id], capacity[pool.pool_id], errors
+            )
+            for pool in pools
+        ]
+        intents = [i for plan in plans for i in plan.intents]
+        workers.insert_intents(self.engine, intents)  # committed before any cloud call
+        batches = [b for plan in plans for b in plan.batches]
+        results = self._create(provider, batches)
+        outcomes, new_errors = judge_results(provider.id, batches, results)
+        workers.record_launches(self.engine, outcomes)
+        pool_errors.record_errors(self.engine, new_errors)
+        reports = []
+        for plan in plans:
+            ids = {i.worker_id for i in plan.intents}
+            failed = sum(1 for o in outcomes if o.worker_id in ids and o.cloud_id is None)
+            launched = len(ids) - failed
+            pool_recovered = recovered.get(plan.report.pool_id, 0)
+            reports.append(
+                replace(plan.report, launched=launched, failed=failed, recovered=pool_recovered)
+            )
+            _export_gauges(plan.report, capacity[plan.report.pool_id])
+        return reports
+
+    def _create(self, provider: Provider, batches: list[LaunchBatch]) -> dict[str, LaunchResult]:
+        if not batches:
+            return {}
+        results: dict[str, LaunchResult] = {}
+        with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(batches))) as pool:
+            for batch_results in pool.map(lambda b: _create_batch(provider, b), batches):
+                results.update({r.worker_id: r for r in batch_results})
+        return results
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    report: PoolPassReport
+    intents: tuple[NewWorker, ...] = ()
+    batches: tuple[LaunchBatch, ...] = ()
+
+
+def plan_pool(
+    pool: PoolRecord,
+    configs: list[LaunchConfigRecord],
+    demand: QueueCounts,
+    capacity: PoolCapacity,
+    errors: Mapping[tuple[str, str], int],
+) -> PoolPlan:
+    """Estimate, choose launch configs and name the new workers: no I/O."""
+    to_add = estimator.estimate(
+        pending=demand.pending,
+        claimed=demand.claimed,
+        min_capacity=pool.min_capacity,
+        max_capacity=pool.max_capacity,
+        scaling_ratio=pool.scaling_ratio,
+        existing=capacity.existing,
+        requested=capacity.requested,
+        stopping=capacity.stopping,
+        pool_id=pool.pool_id,
+    )
+    report = PoolPassReport(
+        pool_id=pool.pool_id,
+        pending=demand.pending,
+        claimed=demand.claimed,
+        existing=capacity.existing,
+        requested=capacity.requested,
+        stopping=capacity.stopping,
+        to_add=to_add,
+    )
+    if to_add <= 0 or not configs:
+        return PoolPlan(report)
+    options = [
+        launch_choice.LaunchOption(
+            launch_config_id=lc.launch_config_id,
+            weight=lc.weight,
+            capacity_per_worker=lc.capacity_per_worker,
+            max_capacity=lc.max_capacity,
+            current_capacity=capacity.by_launch_config.get(lc.launch_config_id, 0),
+            recent_errors=errors.get((pool.pool_id, lc.launch_config_id), 0),
+        )
+        for lc in configs
+    ]
+    by_id = {lc.launch_config_id: lc for lc in configs}
+    intents: list[NewWorker] = []
+    batches: list[LaunchBatch] = []
+    for allocation in launch_choice.choose(to_add, options):
+        lc = by_id[allocation.launch_config_id]
+        for start in range(0, allocation.workers, CREATE_BATCH_MAX):
+            count = min(CREATE_BATCH_MAX, allocation.workers - start)
+            batch_intents, batch = _batch(pool, lc, count)
+            intents += batch_intents
+            batches.append(batch)
+    return PoolPlan(report, tuple(intents), tuple(batches))
+
+
+def new_worker_id() -> str:
+    # Starts with a letter and is lowercase hex: valid as a GCE name and an Azure VM name.
+    return "w" + secrets.token_hex(WORKER_ID_HEX // 2)
+
+
+def _batch(
+    pool: PoolRecord, lc: LaunchConfigRecord, count: int
+) -> tuple[list[NewWorker], LaunchBatch]:
+    batch_token = uuid.uuid4().hex
+    rows = [
+        NewWorker(
+            worker_id=new_worker_id(),
+            pool_id=pool.pool_id,
+            worker_group=lc.region,
+            provider_id=pool.provider_id or "",
+            capacity=lc.capacity_per_worker,
+            launch_config_id=lc.launch_config_id,
+            idempotency_token=str(uuid.uuid4()),
+            batch_token=batch_token,
+            launch_index=index,
+            expires_in_s=pool.registration_timeout_s,
+        )
+        for index in range(count)
+    ]
+    batch = LaunchBatch(
+        pool_id=pool.pool_id,
+        spec=spec_of(lc),
+        intents=tuple(LaunchIntent(r.worker_id, r.idempotency_token) for r in rows),
+        batch_token=batch_token,
+    )
+    return rows, batch
+
+
+def spec_of(lc: LaunchConfigRecord) -> LaunchSpec:
+    return LaunchSpec(
+        launch_config_id=lc.launch_config_id,
+        region=lc.region,
+        machine_type=lc.machine_type,
+        image=lc.image,
+        capacity_per_worker=lc.capacity_per_worker,
+        public_ip=lc.public_ip,
+        spot=lc.spot,
+        worker_config=dict(lc.worker_config),
+    )
+
+
+def _create_batch(provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:
+    try:
+        return provider.create(batch)
+    except CloudError as error:
+        # The contract says create returns errors as data; a provider that raises anyway
+        # still must not crash the pass.
+        return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+    except Exception as exc:  # a bug in a provider: visible, contained
+        log("provider-create-crashed", logging.ERROR, exc_info=True, provider=provider.id)
+        error = CloudError(provider.id, ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+        return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+
+
+def judge_results(
+    provider_id: str, batches: Sequence[LaunchBatch], results: Mapping[str, LaunchResult]
+) -> tuple[list[LaunchOutcome], list[NewPoolError]]:
+    """Turn create results into row updates and pool errors (one error row per batch and code)."""
+    outcomes: list[LaunchOutcome] = []
+    new_errors: list[NewPoolError] = []
+    for batch in batches:
+        failures: dict[tuple[str, str], list[CloudError]] = {}
+        for intent in batch.intents:
+            result = results.get(intent.worker_id)
+            if result is not None and result.cloud_id is not None:
+                data = dict(result.provider_data)
+                outcomes.append(LaunchOutcome(intent.worker_id, result.cloud_id, data))
+                continue
+            error = (result.error if result else None) or CloudError(
+                provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"
+            )
+            surely_nothing = error.category in CLOUD_MADE_NOTHING
+            reason = f"launch failed: {error.category} {error.code}" if surely_nothing else None
+            outcomes.append(LaunchOutcome(intent.worker_id, None, {}, reason))
+            failures.setdefault((str(error.category), error.code), []).append(error)
+        for (category, code), errs in failures.items():
+            new_errors.append(
+                NewPoolError(
+                    pool_id=batch.pool_id,
+                    kind=category,
+                    title=f"launch failed: {code}",
+                    description=errs[0].message,
+                    provider_id=provider_id,
+                    launch_config_id=batch.spec.launch_config_id,
+                    extra={"workers": len(errs), "region": batch.spec.region},
+                )
+            )
+    return outcomes, new_errors
+
+
+def _export_gauges(report: PoolPassReport, capacity: PoolCapacity) -> None:
+    for name, value in (
+        ("pending", report.pending),
+        ("to_add", report.to_add),
+        ("requested", capacity.requested),
+        ("running", capacity.running),
+        ("stopping", capacity.stopping),
+    ):
+        PROVISION_GAUGES.labels(report.pool_id, name).set(value)

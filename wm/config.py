@@ -131,6 +131,8 @@ class QueueConfig(_Frozen):
 
 class IntervalsConfig(_Frozen):
     provision_s: float = Field(10.0, gt=0)
+    # An intent without a cloud id this old was left by a pass that died or failed unclearly.
+    intent_recovery_s: float = Field(60.0, gt=0)
 
 
 class WebConfig(_Frozen):

@@ -40,8 +40,6 @@ from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log
 
 CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
-# An intent without a cloud id this old was left by a pass that died or failed unclearly.
-INTENT_RECOVERY_AGE_S = 60.0
 # Errors that prove the cloud made nothing: the row can be stopped at once. Anything else
 # (a timeout, a 5xx) may have created the VM, so the row waits for intent recovery.
 CLOUD_MADE_NOTHING = frozenset(
@@ -72,6 +70,7 @@ class Provisioner:
     queue: QueueSource
     providers: Mapping[str, Provider]
     stop: threading.Event = field(default_factory=threading.Event)
+    intent_recovery_s: float = 60.0  # age of an intent without cloud id before recovery
 
     def run_pass(self, provider_id: str) -> list[PoolPassReport]:
         """Provision every pool of this provider that no other replica is provisioning."""
@@ -115,7 +114,7 @@ class Provisioner:
     def _recover_intents(self, provider: Provider, pool_ids: list[str]) -> dict[str, int]:
         """Adopt the VM of an intent whose create never returned, or stop a VM-less intent."""
         stale = workers.unresolved_intents(
-            self.engine, pool_ids, provider.id, INTENT_RECOVERY_AGE_S
+            self.engine, pool_ids, provider.id, self.intent_recovery_s
         )
         if not stale:
             return {}
@@ -191,8 +190,15 @@ class Provisioner:
         if not batches:
             return {}
         results: dict[str, LaunchResult] = {}
+
+        def create(batch: LaunchBatch) -> list[LaunchResult]:
+            if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
+                error = CloudError(provider.id, ErrorCategory.PAUSED, "ShuttingDown", "not sent")
+                return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+            return _create_batch(provider, batch)
+
         with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(batches))) as pool:
-            for batch_results in pool.map(lambda b: _create_batch(provider, b), batches):
+            for batch_results in pool.map(create, batches):
                 results.update({r.worker_id: r for r in batch_results})
         return results
 

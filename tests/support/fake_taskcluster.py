@@ -60,10 +60,13 @@ class FakeQueue:
                 if self.path != PREFIX + "counts" or not fake.batch_supported:
                     return self._reply(404, {"code": "ResourceNotFound", "message": self.path})
                 items = [
-                    {"taskQueueId": q, "pendingTasks": fake.counts.get(q, (0, 0))[0],
-                     "claimedTasks": fake.counts.get(q, (0, 0))[1]}
+                    {
+                        "taskQueueId": q,
+                        "pendingTasks": fake.counts.get(q, (0, 0))[0],
+                        "claimedTasks": fake.counts.get(q, (0, 0))[1],
+                    }
                     for q in body["taskQueueIds"]
-                ]  # fmt: skip
+                ]
                 self._reply(200, {"taskQueueCounts": items})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

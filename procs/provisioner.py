@@ -1,0 +1,49 @@
+"""The provisioner process: one job per provider, woken early when tasks arrive."""
+
+from __future__ import annotations
+
+from procs.runtime import Runtime
+from wm.config import Config
+from wm.db import pools as pool_store
+from wm.db.notify import start_listener
+from wm.db.tasks import TASKS_CHANNEL
+from wm.providers import build_provider
+from wm.provisioner import Provisioner
+from wm.queues import build_queue
+
+
+def job_id(provider_id: str) -> str:
+    return f"provision:{provider_id}"
+
+
+def main(config: Config, *, metrics_port: int | None = None) -> int:
+    runtime = Runtime("provisioner", config)
+    providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
+    provisioner = Provisioner(
+        runtime.engine,
+        build_queue(config, runtime.engine),
+        providers,
+        runtime.stop,
+        intent_recovery_s=config.intervals.intent_recovery_s,
+    )
+    for provider in config.providers:
+        runtime.add_job(
+            job_id(provider.id),
+            lambda pid=provider.id: provisioner.run_pass(pid),
+            config.provider_interval_s(provider),
+            provider=provider.id,
+        )
+    if config.queue.source == "builtin":
+        provider_of = {p.pool_id: p.provider_id for p in pool_store.load_pools(runtime.engine)}
+
+        def wake(pool_id: str) -> None:
+            provider_id = provider_of.get(pool_id)
+            if provider_id in providers:
+                runtime.wake(job_id(provider_id))
+
+        start_listener(runtime.engine, TASKS_CHANNEL, wake, runtime.stop)
+    try:
+        return runtime.run(metrics_port)
+    finally:
+        for provider in providers.values():
+            provider.close()

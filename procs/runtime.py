@@ -1,0 +1,153 @@
+"""What every wm process shares: logging, Sentry, the engine, the scheduler, signals, exit.
+
+One APScheduler job per unit of work (a provider, or a provider's region), each on an
+executor of its own so a stalled cloud never delays another cloud's job. Overruns are skipped
+(`max_instances=1`), never queued. A job that raises is logged and sent to Sentry and keeps
+its schedule; one failing many times in a row stops the process with a non-zero exit so the
+platform restarts it. SIGTERM: no new passes start, the running ones get a few seconds to
+reach a safe point, then the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import start_http_server
+from sqlalchemy import Engine
+
+from wm.config import Config
+from wm.db.engine import make_engine
+from wm.errors import WmError
+from wm.telemetry import capture, configure_logging, init_sentry, log
+
+SHUTDOWN_GRACE_S = 8.0  # SIGTERM to exit, within the platform's 10 s
+MAX_CONSECUTIVE_FAILURES = 20
+FIRST_RUN_DELAY_S = 0.2
+EXIT_JOB_FAILURES = 3
+
+
+@dataclass
+class JobHealth:
+    consecutive_failures: int = 0
+    runs: int = 0
+
+
+@dataclass
+class Runtime:
+    name: str
+    config: Config
+    engine: Engine = field(init=False)
+    stop: threading.Event = field(default_factory=threading.Event)
+    exit_code: int = 0
+    _scheduler: BackgroundScheduler = field(init=False)
+    _health: dict[str, JobHealth] = field(default_factory=dict)
+    _running: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        configure_logging()
+        init_sentry(self.config.env.sentry_dsn, self.name)
+        if not self.config.env.database_url:
+            raise WmError("DATABASE_URL is not set")
+        self.engine = make_engine(self.config.env.database_url, application_name=f"wm-{self.name}")
+        self._scheduler = BackgroundScheduler(
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30}
+        )
+        self._scheduler.add_listener(self._on_overrun, EVENT_JOB_MAX_INSTANCES)
+
+    def add_job(
+        self, job_id: str, fn: Callable[[], object], interval_s: float, **tags: str
+    ) -> None:
+        """Run fn every interval on an executor of its own; tags go on its Sentry events."""
+        self._health[job_id] = JobHealth()
+        self._scheduler.add_executor(ThreadPoolExecutor(1), alias=job_id)
+        self._scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=(job_id, fn, tags),
+            id=job_id,
+            executor=job_id,
+            seconds=interval_s,
+            next_run_time=datetime.now().astimezone() + timedelta(seconds=FIRST_RUN_DELAY_S),
+        )
+
+    def wake(self, job_id: str) -> None:
+        """Run a job now instead of at its next interval (skipped if it is running)."""
+        if self.stop.is_set():
+            return
+        try:
+            self._scheduler.modify_job(job_id, next_run_time=datetime.now().astimezone())
+        except Exception:  # the job is gone: shutting down
+            return
+
+    def run(self, metrics_port: int | None = None) -> int:
+        """Run until SIGTERM/SIGINT or a job that keeps failing; return the exit code."""
+        if metrics_port:
+            start_http_server(metrics_port, addr="0.0.0.0")
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        log("process-started", process=self.name, jobs=sorted(self._health), pid=os.getpid())
+        self._scheduler.start()
+        while not self.stop.wait(0.5):
+            pass
+        self._scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        abandoned = sorted(self._running)
+        log("process-stopped", process=self.name, exit_code=self.exit_code, abandoned=abandoned)
+        self.engine.dispose()
+        if abandoned:
+            # Passes that did not reach a safe point in time: their claims die with the
+            # connections, and intents they left are recovered by the next pass.
+            sys.stdout.flush()
+            os._exit(self.exit_code)
+        return self.exit_code
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        log("process-stopping", process=self.name, signal=signal.Signals(signum).name)
+        self.stop.set()
+
+    def _on_overrun(self, event: JobExecutionEvent) -> None:
+        log("pass-skipped-overrun", logging.WARNING, process=self.name, job=event.job_id)
+
+    def _guarded(self, job_id: str, fn: Callable[[], object], tags: dict[str, str]) -> None:
+        if self.stop.is_set():
+            return
+        with self._lock:
+            self._running.add(job_id)
+        health = self._health[job_id]
+        try:
+            fn()
+            health.consecutive_failures = 0
+        except Exception as exc:
+            health.consecutive_failures += 1
+            log(
+                "pass-failed",
+                logging.ERROR,
+                exc_info=True,
+                process=self.name,
+                job=job_id,
+                consecutive_failures=health.consecutive_failures,
+                **tags,
+            )
+            capture(exc, process=self.name, job=job_id, **tags)
+            if health.consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
+                log("process-giving-up", logging.ERROR, process=self.name, job=job_id)
+                self.exit_code = EXIT_JOB_FAILURES
+                self.stop.set()
+        finally:
+            health.runs += 1
+            with self._lock:
+                self._running.discard(job_id)

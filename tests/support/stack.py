@@ -1,0 +1,252 @@
+"""wm's real processes against the simulated clouds: config files, subprocesses, their logs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from wm import config as config_module
+from wm.config import Config
+from wm.db import pools as pool_store
+from wm.pool_sync import plan_sync
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOYMENT = "test-deploy"
+AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e0"
+FAST_GATE = {
+    "timeout_s": 10.0,
+    "calls_per_s": 10_000.0,
+    "burst": 10_000,
+    "backoff_base_s": 0.01,
+    "backoff_max_s": 0.05,
+    "pause_after_failures": 4,
+    "pause_s": 0.5,
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """Enough TOML for wm's config: scalars, inline tables, arrays of tables."""
+    lines: list[str] = []
+    tables = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+    for key, value in data.items():
+        if key not in tables:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, items in tables.items():
+        for item in items:
+            lines.append(f"\n[[{key}]]")
+            nested = {
+                k: v
+                for k, v in item.items()
+                if isinstance(v, list) and v and isinstance(v[0], dict)
+            }
+            for k, v in item.items():
+                if k not in nested:
+                    lines.append(f"{k} = {_toml_value(v)}")
+            for k, rows in nested.items():
+                for row in rows:
+                    lines.append(f"\n[[{key}.{k}]]")
+                    lines.extend(f"{rk} = {_toml_value(rv)}" for rk, rv in row.items())
+    return "\n".join(lines) + "\n"
+
+
+def aws_provider(sim, provider_id: str = "aws-sim", **changes: Any) -> dict[str, Any]:
+    return {
+        "id": provider_id,
+        "kind": "aws",
+        "regions": ["us-east-1"],
+        "endpoint": sim.endpoint,
+        "credentials": "simulated",
+        "gate": dict(FAST_GATE),
+        **changes,
+    }
+
+
+def gcp_provider(sim, provider_id: str = "gcp-sim", **changes: Any) -> dict[str, Any]:
+    return {
+        "id": provider_id,
+        "kind": "gcp",
+        "project": "wm-test",
+        "regions": ["us-central1-a"],
+        "endpoint": sim.endpoint,
+        "credentials": "simulated",
+        "gate": dict(FAST_GATE),
+        **changes,
+    }
+
+
+def azure_provider(sim, provider_id: str = "azure-sim", **changes: Any) -> dict[str, Any]:
+    return {
+        "id": provider_id,
+        "kind": "azure",
+        "subscription_id": AZURE_SUBSCRIPTION,
+        "resource_group": "wm-test",
+        "regions": ["eastus"],
+        "endpoint": sim.endpoint,
+        "ca_bundle": str(sim.cert_path),
+        "credentials": "simulated",
+        "gate": dict(FAST_GATE),
+        **changes,
+    }
+
+
+MACHINES = {
+    "aws": ("us-east-1", "m5.large", "ami-0abcdef1234567890"),
+    "gcp": ("us-central1-a", "e2-small", "projects/debian-cloud/global/images/family/debian-12"),
+    "azure": ("eastus", "Standard_D2s_v5", "Canonical:ubuntu-24_04-lts:server:latest"),
+}
+
+
+def pool(
+    pool_id: str, provider: dict[str, Any], max_capacity: int = 100, **changes: Any
+) -> dict[str, Any]:
+    region, machine, image = MACHINES[provider["kind"]]
+    return {
+        "id": pool_id,
+        "provider": provider["id"],
+        "max_capacity": max_capacity,
+        "launch_configs": [{"region": region, "machine_type": machine, "image": image}],
+        **changes,
+    }
+
+
+@dataclass
+class Stack:
+    """A config file for a set of providers and pools, and the wm processes run on it."""
+
+    path: Path
+    db_url: str
+    data: dict[str, Any]
+    processes: list[WmProcess] = field(default_factory=list)
+
+    @classmethod
+    def write(
+        cls, tmp: Path, db_url: str, providers: Iterable[dict], pools: Iterable[dict], **top: Any
+    ) -> Stack:
+        data = {
+            "deployment_id": DEPLOYMENT,
+            **top,
+            "providers": list(providers),
+            "pools": list(pools),
+        }
+        stack = cls(tmp / "config.toml", db_url, data)
+        stack.save()
+        return stack
+
+    def save(self) -> None:
+        self.path.write_text(to_toml(self.data))
+
+    def config(self) -> Config:
+        return config_module.load(self.path, environ={"DATABASE_URL": self.db_url})
+
+    def sync_pools(self, engine: Engine) -> None:
+        config = self.config()
+        plan = plan_sync(
+            config,
+            pool_store.load_pools(engine),
+            pool_store.load_launch_configs(engine),
+            pool_store.load_scan_units(engine),
+        )
+        pool_store.apply_sync(engine, plan)
+
+    def start(self, *args: str) -> WmProcess:
+        process = WmProcess.start(["run", *args], self.path, self.db_url)
+        self.processes.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.kill()
+
+
+@dataclass
+class WmProcess:
+    popen: subprocess.Popen
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    _reader: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, args: list[str], config: Path, db_url: str) -> WmProcess:
+        env = {
+            **os.environ,
+            "WM_CONFIG": str(config),
+            "DATABASE_URL": db_url,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "NO_GCE_CHECK": "true",
+        }
+        env.pop("SENTRY_DSN", None)
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "wm", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        process = cls(popen)
+        process._reader = threading.Thread(target=process._read, daemon=True)
+        process._reader.start()
+        return process
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.raw.append(line)
+            with contextlib.suppress(json.JSONDecodeError):
+                self.lines.append(json.loads(line))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [line for line in list(self.lines) if line.get("event") == name]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.popen.poll() is not None:
+                raise AssertionError(
+                    f"process exited ({self.popen.returncode}) waiting for {what}:\n"
+                    + "".join(self.raw[-30:])
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}:\n" + "".join(self.raw[-30:]))
+
+    def terminate(self, timeout_s: float = 15) -> tuple[int, float]:
+        """SIGTERM; return (exit code, seconds it took)."""
+        started = time.monotonic()
+        self.popen.send_signal(signal.SIGTERM)
+        code = self.popen.wait(timeout=timeout_s)
+        return code, time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+        if self._reader:
+            self._reader.join(timeout=5)
+        if self.popen.stdout:
+            self.popen.stdout.close()

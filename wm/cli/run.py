@@ -1,0 +1,57 @@
+"""`wm run NAME`: start one of the Procfile's processes."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from wm.cli.context import CliContext, UserError
+
+PROCESSES = ("provisioner", "scanner", "web", "all")
+KINDS = ("aws", "gcp", "azure")
+
+
+@click.command()
+@click.argument("name", type=click.Choice(PROCESSES))
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(KINDS),
+    help="scanner: scan only providers of this cloud (repeatable).",
+)
+@click.option(
+    "--except",
+    "excluded",
+    multiple=True,
+    type=click.Choice(KINDS),
+    help="scanner: scan every provider but those of this cloud (repeatable).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (default: the config's metrics.port).",
+)
+@click.pass_obj
+def run(
+    obj: CliContext,
+    name: str,
+    kinds: tuple[str, ...],
+    excluded: tuple[str, ...],
+    metrics_port: int | None,
+) -> None:
+    """Run a wm process until SIGTERM: provisioner, scanner, web, or all of them in one."""
+    config = obj.config()
+    if (kinds or excluded) and name not in ("scanner", "all"):
+        raise UserError("--kind and --except apply to the scanner only")
+    if kinds and excluded:
+        raise UserError("use --kind or --except, not both")
+    port = metrics_port if metrics_port is not None else config.metrics.port
+    module = importlib.import_module(f"procs.{name}")
+    options = {"metrics_port": port or None}
+    if name in ("scanner", "all"):
+        options |= {"kinds": kinds, "excluded": excluded}
+    sys.exit(module.main(config, **options))

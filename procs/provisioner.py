@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from procs.runtime import Runtime
 from wm.config import Config
 from wm.db import pools as pool_store
@@ -16,8 +18,8 @@ def job_id(provider_id: str) -> str:
     return f"provision:{provider_id}"
 
 
-def main(config: Config, *, metrics_port: int | None = None) -> int:
-    runtime = Runtime("provisioner", config)
+def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
+    """Schedule a provisioning job per provider; return what closes the providers."""
     providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
     provisioner = Provisioner(
         runtime.engine,
@@ -42,8 +44,13 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
                 runtime.wake(job_id(provider_id))
 
         start_listener(runtime.engine, TASKS_CHANNEL, wake, runtime.stop)
+    return lambda: [p.close() for p in providers.values()]
+
+
+def main(config: Config, *, metrics_port: int | None = None) -> int:
+    runtime = Runtime("provisioner", config)
+    close = add_jobs(runtime, config)
     try:
         return runtime.run(metrics_port)
     finally:
-        for provider in providers.values():
-            provider.close()
+        close()

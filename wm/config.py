@@ -133,6 +133,15 @@ class IntervalsConfig(_Frozen):
     provision_s: float = Field(10.0, gt=0)
     # An intent without a cloud id this old was left by a pass that died or failed unclearly.
     intent_recovery_s: float = Field(60.0, gt=0)
+    # A row the list did not show is looked up only past this age: listing lags creation.
+    missing_grace_s: float = Field(30.0, ge=0)
+    # A tagged VM without a live row is terminated only past this age.
+    orphan_grace_s: float = Field(300.0, ge=0)
+
+
+class RetentionConfig(_Frozen):
+    stopped_workers_s: float = Field(7 * 24 * 3600.0, gt=0)  # rows of stopped workers
+    pool_errors_s: float = Field(7 * 24 * 3600.0, gt=0)
 
 
 class WebConfig(_Frozen):
@@ -187,6 +196,7 @@ class Config(_Frozen):
     deployment_id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
     queue: QueueConfig = QueueConfig()
     intervals: IntervalsConfig = IntervalsConfig()
+    retention: RetentionConfig = RetentionConfig()
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
     sim: SimConfig = SimConfig()

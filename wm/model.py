@@ -94,6 +94,8 @@ class WorkerRecord:
     provider_data: Mapping[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
     version: int = 1
+    last_active: datetime | None = None
+    should_terminate: bool = False
 
 
 @dataclass(frozen=True)

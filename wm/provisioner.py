@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from sqlalchemy import Engine
 
-from wm import estimator, launch_choice
-from wm.db import claims, pool_errors, workers
+from wm import estimator, launch_choice, lifecycle
+from wm.db import claims, pool_errors, scans, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
@@ -174,6 +174,7 @@ class Provisioner:
         outcomes, new_errors = judge_results(provider.id, batches, results)
         workers.record_launches(self.engine, outcomes)
         pool_errors.record_errors(self.engine, new_errors)
+        self._advise_scale_down(pools, demand)
         reports = []
         for plan in plans:
             ids = {i.worker_id for i in plan.intents}
@@ -185,6 +186,26 @@ class Provisioner:
             )
             _export_gauges(plan.report, capacity[plan.report.pool_id])
         return reports
+
+    def _advise_scale_down(
+        self, pools: list[PoolRecord], demand: Mapping[str, QueueCounts]
+    ) -> None:
+        """Flag running workers above each pool's target capacity, for the worker API to serve."""
+        running: dict[str, list] = {p.pool_id: [] for p in pools}
+        for worker in scans.running_workers(self.engine, list(running)):
+            running[worker.pool_id].append(worker)
+        for pool in pools:
+            counts = demand[pool.pool_id]
+            target = estimator.target_capacity(
+                pending=counts.pending,
+                claimed=counts.claimed,
+                min_capacity=pool.min_capacity,
+                max_capacity=pool.max_capacity,
+                scaling_ratio=pool.scaling_ratio,
+            )
+            scans.set_scale_down(
+                self.engine, pool.pool_id, lifecycle.scale_down(running[pool.pool_id], target)
+            )
 
     def _create(self, provider: Provider, batches: list[LaunchBatch]) -> dict[str, LaunchResult]:
         if not batches:

@@ -96,3 +96,9 @@ PROVISION_GAUGES = Gauge(
     "Per pool at its last provisioning pass: pending, capacity to add, capacity by state.",
     ["pool", "measure"],
 )
+SCAN_SECONDS = Histogram(
+    "wm_scan_seconds",
+    "Duration of one scan of one provider region.",
+    ["provider", "region"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)

@@ -98,6 +98,10 @@ workers = Table(
     Column("provider_data", JSONB, nullable=False, server_default="{}"),
     Column("stop_reason", Text, nullable=True),
     Column("version", Integer, nullable=False, server_default="1"),  # optimistic concurrency
+    # When the worker last claimed a task or re-registered: the queue inactivity clock.
+    Column("last_active", DateTime(timezone=True), nullable=True),
+    # Scale-down advice from the provisioner: the pool has more running capacity than it needs.
+    Column("should_terminate", Boolean, nullable=False, server_default="false"),
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],
@@ -114,6 +118,12 @@ workers = Table(
     ),
     Index("ix_workers_batch", "batch_token", "launch_index"),
     Index("ix_workers_cloud_id", "provider_id", "cloud_id"),
+    Index(
+        "ix_workers_stopped_expiry",
+        "provider_id",
+        "last_modified",
+        postgresql_where=text("state = 'stopped'"),
+    ),
 )
 
 worker_pool_errors = Table(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from wm.db.tables import tasks
+from wm.db.tables import tasks, workers
 from wm.model import Task
 
 LIST_LIMIT = 10_000
@@ -99,7 +99,14 @@ def claim_tasks(engine: Engine, pool_id: str, worker_id: str, limit: int = 1) ->
             .values(state="claimed", claimed_by=worker_id, claimed_at=func.now())
             .returning(*tasks.c)
         )
-        return [_task(row) for row in rows]
+        claimed = [_task(row) for row in rows]
+        if claimed:  # the queue inactivity clock restarts
+            conn.execute(
+                update(workers)
+                .where(workers.c.worker_id == worker_id)
+                .values(last_active=func.now())
+            )
+        return claimed
 
 
 def complete_task(engine: Engine, task_id: int, worker_id: str, *, failed: bool = False) -> bool:

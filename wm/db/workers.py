@@ -38,6 +38,8 @@ def worker_from_row(row) -> WorkerRecord:
         provider_data=row.provider_data,
         stop_reason=row.stop_reason,
         version=row.version,
+        last_active=row.last_active,
+        should_terminate=row.should_terminate,
     )
 
 

@@ -217,7 +217,7 @@ class AzureProvider:
         self.deployment_id = deployment_id
         self._config = config
         self._rg = config.resource_group
-        self._gate = gate
+        self.gate = gate
         self._clients = clients
         self._pool = ThreadPoolExecutor(CALL_CONCURRENCY, thread_name_prefix=f"azure-{config.id}")
 
@@ -237,7 +237,7 @@ class AzureProvider:
     def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
         name = vm_name(worker_id)
         try:
-            vm = self._gate.call(
+            vm = self.gate.call(
                 "VirtualMachines_CreateOrUpdate", self._put_vm, name, make_body(worker_id)
             )
         except CloudError as error:
@@ -312,7 +312,7 @@ class AzureProvider:
         items: list[Any] = []
         token: str | None = None
         while True:
-            page, token = self._gate.call(operation, fetch_page, make_pager, token)
+            page, token = self.gate.call(operation, fetch_page, make_pager, token)
             items.extend(page)
             if not token:
                 return items
@@ -345,7 +345,7 @@ class AzureProvider:
                 log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
                 return TerminateResult(ref.worker_id, gone=True)
             if _text(vm.properties.provisioning_state).lower() != "deleting":
-                self._gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+                self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
             return TerminateResult(ref.worker_id, gone=False)
         except CloudError as error:
             return TerminateResult(ref.worker_id, gone=False, error=error)
@@ -367,7 +367,7 @@ class AzureProvider:
             "disk": "Disks_Delete",
         }[kind]
         try:
-            status = self._gate.call(operation, self._delete, kind, name)
+            status = self.gate.call(operation, self._delete, kind, name)
         except CloudError as error:
             if error.code.lower() in IN_USE_CODES:
                 return False
@@ -393,8 +393,8 @@ class AzureProvider:
         get = self._clients.compute.virtual_machines.get
         try:
             if expand:
-                return self._gate.call("VirtualMachines_Get", get, self._rg, name, expand=expand)
-            return self._gate.call("VirtualMachines_Get", get, self._rg, name)
+                return self.gate.call("VirtualMachines_Get", get, self._rg, name, expand=expand)
+            return self.gate.call("VirtualMachines_Get", get, self._rg, name)
         except CloudError as error:
             if error.category is ErrorCategory.NOT_FOUND:
                 return None
@@ -426,7 +426,7 @@ class AzureProvider:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._gate.close()
+        self.gate.close()
         self._clients.close()
 
 

@@ -26,9 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wm.errors import CloudError
+
+if TYPE_CHECKING:
+    from wm.providers.gate import Gate
 
 # Tag (label) keys written on every cloud resource. GCE labels allow [a-z0-9_-] only.
 TAG_DEPLOYMENT = "wm-deployment"
@@ -131,6 +134,7 @@ class Provider(Protocol):
 
     id: str
     regions: tuple[str, ...]
+    gate: Gate  # every SDK call goes through it; its `attempts` count calls per operation
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
         """Ask the cloud for every intent of the batch; one result per intent, in order.

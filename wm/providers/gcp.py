@@ -129,15 +129,11 @@ class GcpProvider:
         self._project = config.project
         self._deployment = _label_value(deployment_id)
         self._instances = instances
-        self._gate = Gate(config.id, config.gate, partial(classify, config.id))
+        self.gate = Gate(config.id, config.gate, partial(classify, config.id))
         self._timeout_s = config.gate.timeout_s
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)
         self._filter = f'labels.{TAG_DEPLOYMENT} = "{self._deployment}"'
-
-    @property
-    def gate(self) -> Gate:
-        return self._gate
 
     # -- create ----------------------------------------------------------------------------------
 
@@ -340,7 +336,7 @@ class GcpProvider:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._gate.close()
+        self.gate.close()
         self._instances.transport.close()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -348,7 +344,7 @@ class GcpProvider:
     def _call(self, operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
         # retry=None: google-api-core would otherwise retry GETs on 503 itself; the gate is the
         # only retry policy.
-        return self._gate.call(operation, fn, retry=None, timeout=self._timeout_s, **kwargs)
+        return self.gate.call(operation, fn, retry=None, timeout=self._timeout_s, **kwargs)
 
     def _each(self, jobs: Iterable[Callable[[], R]]) -> list[R]:
         """Run jobs concurrently; results in order; the first failure raised after all ended."""

@@ -1,3 +1,6 @@
+import select
+import time
+
 import pytest
 
 from tests.support.configs import build, raw
@@ -46,7 +49,10 @@ def test_submitting_tasks_notifies_listeners(engine):
         cursor = raw_conn.cursor()
         cursor.execute(f"LISTEN {task_store.TASKS_CHANNEL}")
         task_store.submit_tasks(engine, "proj/gce", 1, 0.0)
-        raw_conn.poll()
+        deadline = time.monotonic() + 5
+        while not raw_conn.notifies and time.monotonic() < deadline:
+            select.select([raw_conn.driver_connection], [], [], 0.1)
+            raw_conn.driver_connection.poll()
         assert [n.payload for n in raw_conn.notifies] == ["proj/gce"]
     finally:
         raw_conn.close()

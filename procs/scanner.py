@@ -1,0 +1,91 @@
+"""The scanner process: one job per (provider, region), for the clouds it is asked to scan.
+
+`--kind aws` scans only AWS providers (Procfile `scanner-aws`); `--except azure` scans all
+but Azure (the migration path: `scanner` plus `scanner-azure`). Replicas of one scanner type
+split regions between them through `claim_scan`; two never scan the same region at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+
+from procs.runtime import Runtime
+from wm.config import Config, ProviderConfig
+from wm.db import pools as pool_store
+from wm.db import scans
+from wm.pool_sync import plan_sync
+from wm.providers import build_provider
+from wm.scanner import Scanner
+
+HOUSEKEEPING_INTERVAL_S = 600.0
+
+
+def selected(
+    config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
+) -> list[ProviderConfig]:
+    return [
+        p for p in config.providers if (not kinds or p.kind in kinds) and p.kind not in excluded
+    ]
+
+
+def add_jobs(
+    runtime: Runtime, config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
+) -> Callable[[], None]:
+    """Schedule a scan job per (provider, region); return what closes the providers."""
+    chosen = selected(config, kinds, excluded)
+    _ensure_scan_units(runtime, config)
+    providers = {p.id: build_provider(p, config.deployment_id) for p in chosen}
+    scanner = Scanner(
+        runtime.engine,
+        providers,
+        replica=f"{socket.gethostname()}:{os.getpid()}",
+        missing_grace_s=config.intervals.missing_grace_s,
+        orphan_grace_s=config.intervals.orphan_grace_s,
+        stop=runtime.stop,
+    )
+    for provider in chosen:
+        for region in provider.regions:
+            runtime.add_job(
+                f"scan:{provider.id}:{region}",
+                lambda pid=provider.id, r=region: scanner.scan(pid, r),
+                provider.scan_interval_s,
+                provider=provider.id,
+                region=region,
+            )
+        runtime.add_job(
+            f"housekeeping:{provider.id}",
+            lambda pid=provider.id: _housekeeping(runtime, config, pid),
+            HOUSEKEEPING_INTERVAL_S,
+            provider=provider.id,
+        )
+    return lambda: [p.close() for p in providers.values()]
+
+
+def _ensure_scan_units(runtime: Runtime, config: Config) -> None:
+    # A region added to the config gets its claim row even before `wm pools sync` runs.
+    plan = plan_sync(config, [], [], pool_store.load_scan_units(runtime.engine))
+    if plan.scan_units:
+        pool_store.apply_sync(runtime.engine, type(plan)(scan_units=plan.scan_units))
+
+
+def _housekeeping(runtime: Runtime, config: Config, provider_id: str) -> None:
+    scans.expire_stopped(runtime.engine, provider_id, config.retention.stopped_workers_s)
+    scans.expire_pool_errors(runtime.engine, config.retention.pool_errors_s)
+
+
+def main(
+    config: Config,
+    *,
+    kinds: Sequence[str] = (),
+    excluded: Sequence[str] = (),
+    metrics_port: int | None = None,
+) -> int:
+    name = "scanner-" + "-".join(kinds) if kinds else "scanner"
+    runtime = Runtime(name, config)
+    close = add_jobs(runtime, config, kinds, excluded)
+    try:
+        return runtime.run(metrics_port)
+    finally:
+        close()

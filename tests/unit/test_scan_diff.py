@@ -1,0 +1,112 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from wm.model import WorkerRecord
+from wm.providers.base import CloudInstance, WorkerState
+from wm.scan_diff import diff
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+OLD = NOW - timedelta(hours=1)
+R, U, S, X = WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
+
+
+def row(worker_id="w1", state=R, created=OLD, cloud_id="c1", pool="p", **kw) -> WorkerRecord:
+    return WorkerRecord(
+        worker_id=worker_id,
+        pool_id=pool,
+        worker_group="r",
+        provider_id="prov",
+        state=state,
+        capacity=1,
+        launch_config_id="lc",
+        created=created,
+        last_modified=created,
+        idempotency_token="t",
+        cloud_id=cloud_id,
+        **kw,
+    )
+
+
+def vm(worker_id="w1", state=U, cloud_id="c1", **kw) -> CloudInstance:
+    return CloudInstance(worker_id=worker_id, cloud_id=cloud_id, region="r", state=state, **kw)
+
+
+def run(instances, rows, registration=True, **kw):
+    return diff(instances, rows, now=NOW, requires_registration={"p": registration}, **kw)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "row_state", "cloud_state", "registration", "to_state"),
+    [
+        ("booting stays requested", R, R, True, None),
+        ("running cloud waits for registration", R, U, True, None),
+        ("running cloud is running without registration", R, U, False, U),
+        ("pre-empted while booting", R, X, True, S),
+        ("died while running", U, X, True, S),
+        ("cloud shutting it down", U, S, True, S),
+        ("we are deleting it; the cloud still runs it", S, U, True, None),
+        ("running stays running", U, U, True, None),
+    ],
+)
+def test_state_changes(scenario, row_state, cloud_state, registration, to_state):
+    result = run([vm(state=cloud_state, reason="preempted")], [row(state=row_state)], registration)
+    changed = [(c.from_state, c.to_state) for c in result.changes]
+    assert changed == ([] if to_state is None else [(row_state, to_state)]), scenario
+    assert result.seen == ("w1",)
+
+
+def test_a_stopped_cloud_state_is_deleted_and_keeps_the_clouds_reason():
+    result = run([vm(state=X, reason="preempted")], [row(state=U)])
+    assert [c.reason for c in result.changes] == ["preempted"]
+    assert [r.worker_id for r in result.to_terminate] == ["w1"]
+
+
+def test_rows_being_deleted_are_deleted_again_until_gone():
+    result = run([vm(state=U)], [row(state=S)])
+    assert [r.worker_id for r in result.to_terminate] == ["w1"]
+
+
+def test_an_intent_learns_its_cloud_id_from_the_list():
+    result = run([vm(state=R, cloud_id="c9")], [row(cloud_id=None)])
+    assert [(c.worker_id, c.cloud_id) for c in result.changes] == [("w1", "c9")]
+
+
+def test_ec2_instances_match_by_batch_and_launch_index():
+    rows = [
+        row("w1", cloud_id=None, batch_token="b", launch_index=0),
+        row("w2", cloud_id=None, batch_token="b", launch_index=1),
+    ]
+    instances = [vm(None, R, "i-2", batch_token="b", launch_index=1)]
+    result = run(instances, rows)
+    assert [(c.worker_id, c.cloud_id) for c in result.changes] == [("w2", "i-2")]
+    assert [r.worker_id for r in result.missing] == ["w1"]
+
+
+def test_a_row_missing_from_the_list_is_looked_up_only_past_the_grace():
+    fresh = row("w2", created=NOW - timedelta(seconds=5))
+    result = run([], [row("w1"), fresh], missing_grace=timedelta(seconds=30))
+    assert [r.worker_id for r in result.missing] == ["w1"]
+
+
+def test_stopped_rows_are_never_missing():
+    assert run([], [row(state=X)]).missing == ()
+
+
+def test_orphans_are_instances_without_a_live_row_past_the_grace():
+    old_orphan = vm("w-old", cloud_id="c-old", launched_at=NOW - timedelta(minutes=10))
+    young_orphan = vm("w-young", cloud_id="c-young", launched_at=NOW - timedelta(seconds=10))
+    stopped_row = vm("w-stopped", cloud_id="c-s", launched_at=OLD)
+    result = run(
+        [old_orphan, young_orphan, stopped_row],
+        [row("w-stopped", state=X, cloud_id="c-s")],
+        orphan_grace=timedelta(minutes=5),
+    )
+    assert sorted(o.cloud_id for o in result.orphans) == ["c-old", "c-s"]
+
+
+def test_an_orphan_without_a_launch_time_waits_from_when_it_was_first_seen():
+    instance = vm("w-x", cloud_id="c-x")
+    young = run([instance], [], first_seen={"c-x": NOW - timedelta(seconds=1)})
+    old = run([instance], [], first_seen={"c-x": NOW - timedelta(hours=1)})
+    assert (young.orphans, [o.cloud_id for o in old.orphans]) == ((), ["c-x"])

@@ -1,0 +1,126 @@
+"""The scanner's statements: a bounded number per scan, never one per worker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, Integer, Text, column, delete, func, select, update, values
+
+from wm.db.tables import worker_pool_errors, workers
+from wm.db.workers import worker_from_row
+from wm.model import WorkerRecord
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """Move a row, if it is still as it was read (its version), to a new state."""
+
+    worker_id: str
+    version: int
+    state: str
+    cloud_id: str | None = None
+    reason: str | None = None
+
+
+def db_now(engine: Engine) -> datetime:
+    with engine.connect() as conn:
+        return conn.execute(select(func.now())).scalar_one()
+
+
+def live_workers(engine: Engine, provider_id: str, region: str) -> list[WorkerRecord]:
+    """Every non-stopped row of one scan unit, in one query."""
+    query = select(workers).where(
+        workers.c.provider_id == provider_id,
+        workers.c.worker_group == region,
+        workers.c.state != "stopped",
+    )
+    with engine.connect() as conn:
+        return [worker_from_row(row) for row in conn.execute(query)]
+
+
+def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[str]:
+    """One statement for all changes; a row changed since it was read is left alone.
+
+    Returns the ids of the rows that did change.
+    """
+    if not changes:
+        return []
+    data = values(
+        column("worker_id", Text),
+        column("version", Integer),
+        column("state", Text),
+        column("cloud_id", Text),
+        column("reason", Text),
+        name="changes",
+    ).data([(c.worker_id, c.version, c.state, c.cloud_id, c.reason) for c in changes])
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == data.c.worker_id, workers.c.version == data.c.version)
+        .values(
+            state=data.c.state,
+            cloud_id=func.coalesce(workers.c.cloud_id, data.c.cloud_id),
+            stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
+            last_checked=func.now(),
+            last_modified=func.now(),
+            version=workers.c.version + 1,
+        )
+        .returning(workers.c.worker_id)
+    )
+    with engine.begin() as conn:
+        return list(conn.execute(statement).scalars())
+
+
+def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:
+    if not worker_ids:
+        return
+    with engine.begin() as conn:
+        conn.execute(
+            update(workers)
+            .where(workers.c.worker_id.in_(list(worker_ids)))
+            .values(last_checked=func.now())
+        )
+
+
+def expire_stopped(engine: Engine, provider_id: str, older_than_s: float) -> int:
+    """Forget stopped workers after the retention period."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            delete(workers).where(
+                workers.c.provider_id == provider_id,
+                workers.c.state == "stopped",
+                workers.c.last_modified < func.now() - timedelta(seconds=older_than_s),
+            )
+        )
+        return done.rowcount
+
+
+def expire_pool_errors(engine: Engine, older_than_s: float) -> int:
+    with engine.begin() as conn:
+        done = conn.execute(
+            delete(worker_pool_errors).where(
+                worker_pool_errors.c.reported < func.now() - timedelta(seconds=older_than_s)
+            )
+        )
+        return done.rowcount
+
+
+def running_workers(engine: Engine, pool_ids: Sequence[str]) -> list[WorkerRecord]:
+    query = select(workers).where(
+        workers.c.pool_id.in_(list(pool_ids)), workers.c.state == "running"
+    )
+    with engine.connect() as conn:
+        return [worker_from_row(row) for row in conn.execute(query)]
+
+
+def set_scale_down(engine: Engine, pool_id: str, worker_ids: Sequence[str]) -> None:
+    """Exactly these running workers of the pool should terminate; the others should not."""
+    flagged = list(worker_ids)
+    with engine.begin() as conn:
+        conn.execute(
+            update(workers)
+            .where(workers.c.pool_id == pool_id, workers.c.state == "running")
+            .where(workers.c.should_terminate != workers.c.worker_id.in_(flagged))
+            .values(should_terminate=workers.c.worker_id.in_(flagged))
+        )

@@ -1,0 +1,132 @@
+"""What one scan must change: the cloud's list against the database's rows. A pure function.
+
+Rows are matched to instances by worker id, else by EC2's batch tag and launch index, else by
+cloud id. Every outcome is data for the scanner to apply in batched statements:
+
+- seen: the instance was listed; its row may change state (the table below) and records the
+  cloud id if it had none yet (an intent whose create never returned);
+- missing: a row the list did not show, old enough that listing lag is no excuse: look it up;
+- to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
+  already stopping: delete until the cloud confirms nothing is left;
+- orphans: instances with this deployment's tag and no live row, past a grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from wm.model import WorkerRecord
+from wm.providers.base import CloudInstance, WorkerState
+
+MISSING_GRACE = timedelta(seconds=30)  # listing lags creation: a fresh row may not show yet
+ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not be killed
+
+R, U, S, X = WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
+# (row state, cloud state) -> new row state. Registration, not the cloud, moves a worker of a
+# pool that requires it to running; a stopped cloud state means the VM still has resources to
+# delete, so the row goes to stopping and the scanner deletes it.
+TRANSITIONS: dict[tuple[WorkerState, WorkerState], WorkerState] = {
+    (R, R): R,
+    (R, U): R,  # U when the pool does not require registration: see `_next_state`
+    (R, S): S,
+    (R, X): S,
+    (U, R): U,
+    (U, U): U,
+    (U, S): S,
+    (U, X): S,
+    (S, R): S,
+    (S, U): S,
+    (S, S): S,
+    (S, X): S,
+}
+
+
+@dataclass(frozen=True)
+class StateChange:
+    worker_id: str
+    from_state: WorkerState  # the update applies only if the row is still in this state
+    to_state: WorkerState
+    cloud_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ScanDiff:
+    changes: tuple[StateChange, ...]
+    seen: tuple[str, ...]  # worker ids to mark checked
+    missing: tuple[WorkerRecord, ...]
+    to_terminate: tuple[WorkerRecord, ...]  # rows whose cloud resources must be deleted
+    orphans: tuple[CloudInstance, ...]
+
+
+def diff(
+    instances: Sequence[CloudInstance],
+    rows: Sequence[WorkerRecord],
+    *,
+    now: datetime,
+    requires_registration: Mapping[str, bool],
+    missing_grace: timedelta = MISSING_GRACE,
+    orphan_grace: timedelta = ORPHAN_GRACE,
+    first_seen: Mapping[str, datetime] | None = None,
+) -> ScanDiff:
+    by_worker = {r.worker_id: r for r in rows}
+    by_batch = {(r.batch_token, r.launch_index): r for r in rows if r.batch_token is not None}
+    by_cloud = {r.cloud_id: r for r in rows if r.cloud_id}
+    matched: set[str] = set()
+    changes: list[StateChange] = []
+    to_terminate: list[WorkerRecord] = []
+    orphans: list[CloudInstance] = []
+    first_seen = first_seen or {}
+
+    for instance in instances:
+        row = _match(instance, by_worker, by_batch, by_cloud)
+        if row is None or row.state == X:
+            born = instance.launched_at or first_seen.get(instance.cloud_id) or now
+            if now - born >= orphan_grace:
+                orphans.append(instance)
+            continue
+        matched.add(row.worker_id)
+        target = _next_state(row, instance, requires_registration.get(row.pool_id, True))
+        if target != row.state or (row.cloud_id is None and instance.cloud_id):
+            reason = instance.reason if target == S and row.state != S else None
+            changes.append(StateChange(row.worker_id, row.state, target, instance.cloud_id, reason))
+        if target == S:
+            to_terminate.append(row)
+
+    missing = [
+        r
+        for r in rows
+        if r.worker_id not in matched and r.state != X and now - r.created >= missing_grace
+    ]
+    return ScanDiff(
+        changes=tuple(changes),
+        seen=tuple(sorted(matched)),
+        missing=tuple(missing),
+        to_terminate=tuple(to_terminate),
+        orphans=tuple(orphans),
+    )
+
+
+def _match(
+    instance: CloudInstance,
+    by_worker: Mapping[str, WorkerRecord],
+    by_batch: Mapping[tuple[str | None, int | None], WorkerRecord],
+    by_cloud: Mapping[str, WorkerRecord],
+) -> WorkerRecord | None:
+    if instance.worker_id and instance.worker_id in by_worker:
+        return by_worker[instance.worker_id]
+    if instance.batch_token is not None:
+        row = by_batch.get((instance.batch_token, instance.launch_index))
+        if row is not None:
+            return row
+    return by_cloud.get(instance.cloud_id)
+
+
+def _next_state(
+    row: WorkerRecord, instance: CloudInstance, requires_registration: bool
+) -> WorkerState:
+    if row.state == R and instance.state == U and not requires_registration:
+        return U
+    return TRANSITIONS.get((row.state, instance.state), row.state)

@@ -1,0 +1,271 @@
+"""One scan of one (provider, region): keep the database true to the cloud.
+
+The steps of DESIGN.md, each a function: list the deployment's instances (paged, largest page);
+load the unit's live rows (one query); diff; write changes in batched, conditional statements
+(a row that changed since it was read, e.g. a worker that just registered, is left alone);
+look up only what the list did not show; enforce lifecycle deadlines; terminate orphans and
+finish deletions until the cloud confirms nothing is left. A scan costs about
+(pages + missing workers + deletions) calls, never one call per worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine
+
+from wm import lifecycle, scan_diff
+from wm.db import claims, scans
+from wm.db import pools as pool_store
+from wm.db.scans import RowChange
+from wm.model import PoolRecord, WorkerRecord
+from wm.providers.base import CloudInstance, Provider, WorkerRef, WorkerState
+from wm.telemetry import SCAN_SECONDS, log
+
+GONE_FROM_CLOUD = "gone-from-cloud"
+ORPHAN = "orphan"
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    provider: str
+    region: str
+    listed: int
+    changed: int
+    missing: int
+    looked_up: int
+    terminated: int
+    orphans: int
+    api_calls: int
+    duration_s: float
+
+
+@dataclass
+class Scanner:
+    engine: Engine
+    providers: Mapping[str, Provider]
+    replica: str = "scanner"
+    missing_grace_s: float = scan_diff.MISSING_GRACE.total_seconds()
+    orphan_grace_s: float = scan_diff.ORPHAN_GRACE.total_seconds()
+    stop: threading.Event = field(default_factory=threading.Event)
+    # When this process first saw a tagged instance that has no launch time (orphan grace).
+    _first_seen: dict[str, datetime] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def scan(self, provider_id: str, region: str) -> ScanReport | None:
+        """Scan one unit unless another replica is scanning it right now."""
+        with claims.claim_scan(self.engine, provider_id, region, self.replica) as claimed:
+            if not claimed or self.stop.is_set():
+                return None
+            report = self._scan(self.providers[provider_id], region)
+        log("scan", **report.__dict__)
+        SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
+        return report
+
+    def _scan(self, provider: Provider, region: str) -> ScanReport:
+        started = time.monotonic()
+        calls_before = sum(provider.gate.attempts.values())
+        instances = provider.list_instances(region)
+        rows = scans.live_workers(self.engine, provider.id, region)
+        pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
+        now = scans.db_now(self.engine)
+        found = self._diff(instances, rows, pools, now)
+
+        changed = self._apply(found.changes, {r.worker_id: r for r in rows})
+        scans.mark_checked(self.engine, found.seen)
+        gone, found_stopping = self._look_up(provider, found.missing, pools, now)
+        stopping = [*found.to_terminate, *found_stopping]
+        stopping += self._enforce_deadlines(rows, pools, now, skip=gone | _ids(stopping))
+        terminated = self._terminate(provider, stopping)
+        orphans = self._terminate_orphans(provider, region, found.orphans)
+        return ScanReport(
+            provider=provider.id,
+            region=region,
+            listed=len(instances),
+            changed=len(changed),
+            missing=len(found.missing),
+            looked_up=len(found.missing),
+            terminated=terminated,
+            orphans=orphans,
+            api_calls=sum(provider.gate.attempts.values()) - calls_before,
+            duration_s=round(time.monotonic() - started, 3),
+        )
+
+    def _diff(
+        self,
+        instances: Sequence[CloudInstance],
+        rows: Sequence[WorkerRecord],
+        pools: Mapping[str, PoolRecord],
+        now: datetime,
+    ) -> scan_diff.ScanDiff:
+        with self._lock:
+            for instance in instances:
+                if instance.launched_at is None:
+                    self._first_seen.setdefault(instance.cloud_id, now)
+            first_seen = dict(self._first_seen)
+        return scan_diff.diff(
+            instances,
+            rows,
+            now=now,
+            requires_registration={p.pool_id: p.requires_registration for p in pools.values()},
+            missing_grace=timedelta(seconds=self.missing_grace_s),
+            orphan_grace=timedelta(seconds=self.orphan_grace_s),
+            first_seen=first_seen,
+        )
+
+    def _apply(
+        self, changes: Sequence[scan_diff.StateChange], rows: Mapping[str, WorkerRecord]
+    ) -> list[str]:
+        return scans.apply_changes(
+            self.engine,
+            [
+                RowChange(
+                    c.worker_id, rows[c.worker_id].version, c.to_state.value, c.cloud_id, c.reason
+                )
+                for c in changes
+            ],
+        )
+
+    def _look_up(
+        self,
+        provider: Provider,
+        missing: Sequence[WorkerRecord],
+        pools: Mapping[str, PoolRecord],
+        now: datetime,
+    ) -> tuple[set[str], list[WorkerRecord]]:
+        """One targeted look-up for rows the list did not show; stop what is really gone.
+
+        Returns the rows found gone (now stopped) and the rows found whose VM must be deleted.
+        """
+        if not missing:
+            return set(), []
+        found = provider.lookup([_ref(r) for r in missing])
+        # No grace here: these rows are already past it.
+        again = scan_diff.diff(
+            list(found.values()),
+            missing,
+            now=now,
+            requires_registration={p.pool_id: p.requires_registration for p in pools.values()},
+            missing_grace=timedelta(0),
+            orphan_grace=timedelta.max,
+        )
+        self._apply(again.changes, {r.worker_id: r for r in missing})
+        scans.mark_checked(self.engine, again.seen)
+        stopped = scans.apply_changes(
+            self.engine,
+            [
+                RowChange(r.worker_id, r.version, "stopped", reason=_gone_reason(r))
+                for r in again.missing
+            ],
+        )
+        return set(stopped), list(again.to_terminate)
+
+    def _enforce_deadlines(
+        self,
+        rows: Sequence[WorkerRecord],
+        pools: Mapping[str, PoolRecord],
+        now: datetime,
+        skip: set[str],
+    ) -> list[WorkerRecord]:
+        due = [d for d in lifecycle.overdue(rows, pools, now) if d.worker.worker_id not in skip]
+        moved = set(
+            scans.apply_changes(
+                self.engine,
+                [
+                    RowChange(d.worker.worker_id, d.worker.version, "stopping", reason=d.reason)
+                    for d in due
+                ],
+            )
+        )
+        for deadline in due:
+            if deadline.worker.worker_id in moved:
+                worker = deadline.worker
+                log(
+                    "worker-deadline",
+                    worker=worker.worker_id,
+                    pool=worker.pool_id,
+                    reason=deadline.reason,
+                )
+        return [d.worker for d in due if d.worker.worker_id in moved]
+
+    def _terminate(self, provider: Provider, stopping: Sequence[WorkerRecord]) -> int:
+        """Delete; rows the cloud confirms are gone become stopped."""
+        if not stopping:
+            return 0
+        results = provider.terminate([_ref(r) for r in stopping])
+        gone = {t.worker_id for t in results if t.gone}
+        for result in results:
+            if result.error is not None:
+                log(
+                    "terminate-failed",
+                    logging.WARNING,
+                    provider=provider.id,
+                    worker=result.worker_id,
+                    error=str(result.error),
+                )
+        # Versions moved when these rows went to stopping: match on state instead.
+        fresh = {
+            r.worker_id: r
+            for r in scans.live_workers(self.engine, provider.id, stopping[0].worker_group)
+        }
+        changes = [
+            RowChange(w, fresh[w].version, "stopped")
+            for w in gone
+            if w in fresh and fresh[w].state == WorkerState.STOPPING
+        ]
+        scans.apply_changes(self.engine, changes)
+        return len(gone)
+
+    def _terminate_orphans(
+        self, provider: Provider, region: str, orphans: Sequence[CloudInstance]
+    ) -> int:
+        if not orphans:
+            return 0
+        refs = [
+            WorkerRef(
+                o.worker_id or o.cloud_id,
+                region,
+                o.cloud_id,
+                o.batch_token,
+                o.launch_index,
+                dict(o.provider_data),
+            )
+            for o in orphans
+        ]
+        results = provider.terminate(refs)
+        for orphan in orphans:
+            log(
+                "orphan-terminated",
+                logging.WARNING,
+                provider=provider.id,
+                region=region,
+                cloud_id=orphan.cloud_id,
+                worker=orphan.worker_id,
+                pool=orphan.pool_id,
+            )
+        return sum(1 for r in results if r.error is None)
+
+
+def _ref(row: WorkerRecord) -> WorkerRef:
+    return WorkerRef(
+        row.worker_id,
+        row.worker_group,
+        row.cloud_id,
+        row.batch_token,
+        row.launch_index,
+        dict(row.provider_data),
+    )
+
+
+def _ids(rows: Sequence[WorkerRecord]) -> set[str]:
+    return {r.worker_id for r in rows}
+
+
+def _gone_reason(row: WorkerRecord) -> str | None:
+    # A worker we were deleting keeps the reason it was deleted for.
+    return None if row.state == WorkerState.STOPPING else GONE_FROM_CLOUD

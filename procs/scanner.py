@@ -41,6 +41,7 @@ def add_jobs(
         runtime.engine,
         providers,
         replica=f"{socket.gethostname()}:{os.getpid()}",
+        max_scan_s={p.id: p.max_scan_s for p in chosen},
         missing_grace_s=config.intervals.missing_grace_s,
         orphan_grace_s=config.intervals.orphan_grace_s,
         stop=runtime.stop,

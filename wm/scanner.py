@@ -45,11 +45,16 @@ class ScanReport:
     duration_s: float
 
 
+class ScanOverran(Exception):
+    """The scan ran past the provider's maximum scan time and stopped at a safe point."""
+
+
 @dataclass
 class Scanner:
     engine: Engine
     providers: Mapping[str, Provider]
     replica: str = "scanner"
+    max_scan_s: Mapping[str, float] = field(default_factory=dict)  # provider id -> limit
     missing_grace_s: float = scan_diff.MISSING_GRACE.total_seconds()
     orphan_grace_s: float = scan_diff.ORPHAN_GRACE.total_seconds()
     stop: threading.Event = field(default_factory=threading.Event)
@@ -69,6 +74,21 @@ class Scanner:
 
     def _scan(self, provider: Provider, region: str) -> ScanReport:
         started = time.monotonic()
+        limit_s = self.max_scan_s.get(provider.id, float("inf"))
+
+        def safe_point(step: str) -> None:
+            # Each step leaves the database consistent: stopping here loses nothing.
+            if self.stop.is_set() or time.monotonic() - started > limit_s:
+                log(
+                    "scan-abandoned",
+                    logging.WARNING,
+                    provider=provider.id,
+                    region=region,
+                    before=step,
+                    limit_s=limit_s,
+                )
+                raise ScanOverran(f"{provider.id} {region}: stopped before {step}")
+
         calls_before = sum(provider.gate.attempts.values())
         instances = provider.list_instances(region)
         rows = scans.live_workers(self.engine, provider.id, region)
@@ -78,10 +98,13 @@ class Scanner:
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
+        safe_point("look-ups")
         gone, found_stopping = self._look_up(provider, found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
         stopping += self._enforce_deadlines(rows, pools, now, skip=gone | _ids(stopping))
+        safe_point("deletions")
         terminated = self._terminate(provider, stopping)
+        safe_point("orphans")
         orphans = self._terminate_orphans(provider, region, found.orphans)
         return ScanReport(
             provider=provider.id,

@@ -6,6 +6,7 @@ import math
 import threading
 import uuid
 
+import pytest
 from sqlalchemy import event, text
 from werkzeug.test import Client
 
@@ -14,7 +15,8 @@ from tests.fixtures.sim_ec2 import EC2_REGION
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_PROJECT, GCE_ZONE
 from tests.support.configs import build
 from wm.db import pools as pool_store
-from wm.db import tasks
+from wm.db import scans, tasks
+from wm.db.pool_errors import NewPoolError, list_errors, record_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.pool_sync import plan_sync
@@ -27,7 +29,7 @@ from wm.providers.base import (
 )
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanner import Scanner, ScanOverran
 
 IMAGES = {
     "aws": ("m5.large", "ami-0abcdef1234567890"),
@@ -296,3 +298,32 @@ def test_a_region_being_scanned_elsewhere_is_skipped(engine, sim_gce, gcp_provid
         )
         assert scanner_for(engine, gcp_provider).scan(gcp_provider.id, GCE_ZONE) is None
     assert scanner_for(engine, gcp_provider).scan(gcp_provider.id, GCE_OTHER_ZONE) is not None
+
+
+def test_a_scan_past_its_time_limit_stops_at_a_safe_point(engine, sim_gce, gcp_provider):
+    configure(engine, gcp_provider, "gcp", GCE_ZONE)
+    launch(engine, gcp_provider, 2)
+    scanner = Scanner(engine, {gcp_provider.id: gcp_provider}, max_scan_s={gcp_provider.id: 0})
+    with pytest.raises(ScanOverran):
+        scanner.scan(gcp_provider.id, GCE_ZONE)
+    # What the list taught was written before stopping.
+    assert {r.state for r in list_workers(engine)} == {WorkerState.RUNNING}
+
+
+def test_stopped_rows_and_old_errors_expire_after_retention(engine, sim_gce, gcp_provider):
+    configure(engine, gcp_provider, "gcp", GCE_ZONE)
+    launch(engine, gcp_provider, 3)
+    record_errors(engine, [NewPoolError("proj/scan", "quota", "t", "d")] * 2)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET state = 'stopped' WHERE launch_index = 0"))
+        conn.execute(text("UPDATE workers SET last_modified = now() - interval '8 days'"))
+        conn.execute(
+            text(
+                "UPDATE worker_pool_errors SET reported = now() - interval '8 days'"
+                " WHERE error_id = (SELECT min(error_id) FROM worker_pool_errors)"
+            )
+        )
+    week = 7 * 24 * 3600
+    assert scans.expire_stopped(engine, gcp_provider.id, week) == 1
+    assert scans.expire_pool_errors(engine, week) == 1
+    assert len(list_workers(engine)) == 2 and len(list_errors(engine, "proj/scan")) == 1

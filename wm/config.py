@@ -68,12 +68,17 @@ class _ProviderBase(_Frozen):
 
 class AwsProviderConfig(_ProviderBase):
     kind: Literal["aws"]
+    # PEM files of AWS's public certificates for instance identity documents, by region; a
+    # region without one falls back to `identity_certificate`, then to the packaged ones.
+    identity_certificates: Mapping[str, str] = Field(default_factory=dict)
+    identity_certificate: str | None = None
 
 
 class GcpProviderConfig(_ProviderBase):
     kind: Literal["gcp"]
     project: Annotated[str, Field(min_length=1)]
     operation_poll_s: float = Field(1.0, gt=0)  # between zone operation polls
+    identity_jwks: str | None = None  # JWKS file trusted for identity tokens; else Google's keys
 
 
 class AzureProviderConfig(_ProviderBase):
@@ -83,6 +88,7 @@ class AzureProviderConfig(_ProviderBase):
     subnet_id: str | None = None  # full ARM id of the subnet for NICs
     ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
     authority: str | None = None  # Entra ID authority host; the endpoint when simulated
+    identity_roots: tuple[str, ...] = ()  # PEM files of roots trusted for attested data
 
 
 ProviderConfig = Annotated[

@@ -9,7 +9,7 @@ import click
 
 from wm.cli.context import CliContext, UserError
 
-PROCESSES = ("provisioner", "scanner", "all")
+PROCESSES = ("provisioner", "scanner", "web", "all")
 KINDS = ("aws", "gcp", "azure")
 
 
@@ -43,7 +43,7 @@ def run(
     excluded: tuple[str, ...],
     metrics_port: int | None,
 ) -> None:
-    """Run a wm process until SIGTERM: provisioner, scanner, or all of them in one."""
+    """Run a wm process until SIGTERM: provisioner, scanner, web, or all of them in one."""
     config = obj.config()
     if (kinds or excluded) and name not in ("scanner", "all"):
         raise UserError("--kind and --except apply to the scanner only")

@@ -102,6 +102,7 @@ workers = Table(
     Column("last_active", DateTime(timezone=True), nullable=True),
     # Scale-down advice from the provisioner: the pool has more running capacity than it needs.
     Column("should_terminate", Boolean, nullable=False, server_default="false"),
+    Column("secret_hash", Text, nullable=True),  # sha256 of the worker's current secret
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],

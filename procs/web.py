@@ -1,0 +1,50 @@
+"""The web process: the worker API on $PORT (uvicorn), /healthz and /metrics."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from wm.api.app import create_app
+from wm.config import Config
+from wm.db.engine import make_engine
+from wm.errors import WmError
+from wm.telemetry import configure_logging, init_sentry, log
+
+WEB_DB_POOL_SIZE = 10
+SHUTDOWN_GRACE_S = 5
+
+
+def main(config: Config, *, metrics_port: int | None = None) -> int:
+    # /metrics is served by the API itself: metrics_port is not used by this process.
+    from wm.providers import build_verifier
+
+    configure_logging()
+    init_sentry(config.env.sentry_dsn, "web")
+    if not config.env.database_url:
+        raise WmError("DATABASE_URL is not set")
+    engine = make_engine(
+        config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
+    )
+    verifiers = {
+        p.id: build_verifier(p, config.deployment_id, config.web.public_url)
+        for p in config.providers
+    }
+    app = create_app(
+        engine,
+        verifiers,
+        deployment_id=config.deployment_id,
+        audience=config.web.public_url,
+        operator_token=config.env.operator_token,
+    )
+    port = config.env.port or config.web.port
+    log("process-started", process="web", port=port)
+    uvicorn.run(
+        app,
+        host="0.0.0.0",
+        port=port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    engine.dispose()
+    return 0

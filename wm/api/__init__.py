@@ -1,0 +1,1 @@
+"""The worker API: registration with identity proofs, re-registration, removal, operator views."""

@@ -35,6 +35,7 @@ SHUTDOWN_GRACE_S = 8.0  # SIGTERM to exit, within the platform's 10 s
 MAX_CONSECUTIVE_FAILURES = 20
 FIRST_RUN_DELAY_S = 0.2
 EXIT_JOB_FAILURES = 3
+RERUN_DELAY_S = 0.05
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Runtime:
     _scheduler: BackgroundScheduler = field(init=False)
     _health: dict[str, JobHealth] = field(default_factory=dict)
     _running: set[str] = field(default_factory=set)
+    _woken: set[str] = field(default_factory=set)  # woken while running: run again right after
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -82,12 +84,18 @@ class Runtime:
             next_run_time=datetime.now().astimezone() + timedelta(seconds=FIRST_RUN_DELAY_S),
         )
 
-    def wake(self, job_id: str) -> None:
-        """Run a job now instead of at its next interval (skipped if it is running)."""
+    def wake(self, job_id: str, delay_s: float = 0.0) -> None:
+        """Run a job now instead of at its next interval, or right after its current run."""
         if self.stop.is_set():
             return
+        with self._lock:
+            if job_id in self._running:
+                # The running pass may have read the queue before this news: run once more.
+                self._woken.add(job_id)
+                return
         try:
-            self._scheduler.modify_job(job_id, next_run_time=datetime.now().astimezone())
+            when = datetime.now().astimezone() + timedelta(seconds=delay_s)
+            self._scheduler.modify_job(job_id, next_run_time=when)
         except Exception:  # the job is gone: shutting down
             return
 
@@ -151,3 +159,8 @@ class Runtime:
             health.runs += 1
             with self._lock:
                 self._running.discard(job_id)
+                again = job_id in self._woken
+                self._woken.discard(job_id)
+            if again:
+                # After this run is over in the scheduler's books, or it would be skipped.
+                self.wake(job_id, delay_s=RERUN_DELAY_S)

@@ -184,3 +184,21 @@ def test_sigkill_during_the_create_call_adopts_the_vm_it_made(
     restarted.wait_for(lambda: passes(restarted, "azure-sim") >= 5, 30, "more passes")
     assert len(sim_arm.instances()) == 3
     assert len(list_workers(engine, pool_id="proj/crash")) == 3
+
+
+def test_submitted_tasks_wake_the_provisioner_before_its_interval(
+    tmp_path, db_url, engine, sim_gce, stacks
+):
+    gcp = gcp_provider(sim_gce)
+    stack = Stack.write(
+        tmp_path, db_url, [gcp], [pool("proj/wake", gcp)], intervals={"provision_s": 60.0}
+    )
+    stacks.append(stack)
+    stack.sync_pools(engine)
+    process = stack.start("provisioner")
+    process.wait_for(lambda: passes(process, "gcp-sim") >= 1, 30, "the first pass")
+    for _ in range(3):  # several notifications, some while a pass runs
+        tasks.submit_tasks(engine, "proj/wake", 2, 5.0)
+    submitted = time.monotonic()
+    process.wait_for(lambda: len(live(sim_gce)) == 6, 10, "six VMs")
+    assert time.monotonic() - submitted < 5  # not the 60 s interval

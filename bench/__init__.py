@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (not timed tests); see bench/README.md."""

@@ -1,0 +1,1 @@
+"""Baselines the benchmarks compare wm with: small, documented reproductions of older designs."""

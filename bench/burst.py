@@ -1,0 +1,865 @@
+"""Provisioner burst: a burst of tasks at once, wm's provisioner against the old design.
+
+`python -m bench.burst` submits `--tasks` tasks (default 1,000) at once to the builtin queue,
+split over six pools in the production mix (EC2 84 %, Azure 13 %, GCE 3 %), and runs, one after
+the other, each on a fresh database and fresh simulated clouds:
+
+- wm: the real `Provisioner`, one pass per provider in a thread of its own every `--interval-s`,
+  woken at once by the tasks' NOTIFY as the provisioner process is (`--no-wake`: interval only);
+- baseline: `bench.baselines.old_provisioner`, the same passes counting only what a scanner
+  loop (every `--baseline-scan-s`) recorded.
+
+Both launch through the real provider adapters (default gate settings) against SimEc2, SimGce
+and SimArm with `--boot-s` of boot time. Nothing registers the workers, so nothing claims a
+task: that is what a real fleet sees too until its first VM boots, so each side is measured
+from the submission for `--boot-s` seconds (at least MIN_WINDOW_S).
+
+Figures, the same names on both sides (see bench/README.md):
+- submit_to_create_p50_s / _p95_s / _max_s: per task, from the commit of its pool's tasks to
+  the arrival at the simulated cloud of the create call for the VM that covers it (the k-th
+  VM created for a pool covers its k-th task); taken by wrapping each sim's WSGI app;
+- tasks_uncovered: tasks no create call covered within the window (percentiles that fall on
+  one of them are null);
+- peak_capacity_ratio: peak of live (pending or running) VM capacity in the clouds divided by
+  the demand, sampled every SAMPLE_S (1.0 is perfect, above is over-provisioning);
+- peak_counted_ratio: the same for what the provisioner counted (wm: requested + running rows;
+  baseline: the scanner's record);
+- vms_created (and per cloud), create_calls, cloud_api_calls: from the sims' own counts;
+- create_answer_mean_s: how long a sim took to answer a create call;
+- provision_passes, pass_errors.
+
+Results go to stdout (a table, then JSON) and to bench/results/burst.json as
+{"wm": {...}, "baseline": {...}, "ratio": {...}, "params": {...}, "log_warnings": {...}},
+where ratio = baseline / wm for each figure (null where wm's is 0 or either is null).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import math
+import multiprocessing
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import astuple, dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qsl
+
+from sqlalchemy import Engine
+
+from bench.baselines.old_provisioner import OldProvisioner, scan_every
+from wm import config as config_module
+from wm.config import Config
+from wm.db import migrate, workers
+from wm.db import pools as pool_store
+from wm.db import tasks as task_store
+from wm.db.engine import create_database, drop_database, make_engine, with_database
+from wm.db.notify import start_listener
+from wm.db.server import PostgresServer, find_or_start
+from wm.pool_sync import plan_sync
+from wm.providers import build_provider
+from wm.providers.base import TAG_POOL, Provider
+from wm.provisioner import Provisioner
+from wm.queues.builtin import BuiltinQueue
+from wm.sim.arm import SimArm
+from wm.sim.behaviour import Behaviour
+from wm.sim.ec2 import SimEc2
+from wm.sim.gce import SimGce
+from wm.telemetry import JsonLineFormatter
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEPLOYMENT_ID = "wm-bench"
+# (pool id, cloud, share of the burst): EC2 84 %, Azure 13 %, GCE 3 %.
+POOL_MIX = (
+    ("proj-ci/linux-large", "aws", 0.50),
+    ("proj-ci/linux-small", "aws", 0.24),
+    ("proj-ci/linux-gpu", "aws", 0.10),
+    ("proj-ci/win-2022", "azure", 0.10),
+    ("proj-ci/win-11", "azure", 0.03),
+    ("proj-ci/gce-linux", "gcp", 0.03),
+)
+CLOUDS = ("aws", "azure", "gcp")
+PROVIDER_IDS = {"aws": "aws-bench", "gcp": "gcp-bench", "azure": "azure-bench"}
+MACHINES = {  # cloud -> (region or zone, machine type, image)
+    "aws": ("us-east-1", "m5.large", "ami-0abcdef1234567890"),
+    "gcp": ("us-central1-a", "e2-small", "projects/debian-cloud/global/images/family/debian-12"),
+    "azure": ("eastus", "Standard_D2s_v5", "Canonical:ubuntu-24_04-lts:server:latest"),
+}
+AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-0000000be7c4"
+# Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.
+CAPACITY_PER_WORKER = 1
+MAX_CAPACITY_FACTOR = 2  # each pool's max: twice its share of the burst, never binding for wm
+TASK_DURATION_S = 60.0  # recorded on the tasks; nothing runs them here
+SAMPLE_S = 0.25  # capacity sampling period
+MIN_WINDOW_S = 10.0  # shortest measurement window, whatever the boot time
+WARMUP_TICKS = 1.5  # the burst lands half an interval after the second tick
+BASELINE_SCAN_PHASE = 0.5  # the baseline's next scan comes half a scan interval after the burst
+JOIN_TIMEOUT_S = 30.0
+CLOUDS_START_TIMEOUT_S = 60.0
+CREATE_OPERATIONS = frozenset(
+    {"RunInstances", "instances.insert", "instances.bulkInsert", "VirtualMachines_CreateOrUpdate"}
+)
+LIVE_VM_STATES = frozenset({"pending", "running"})
+QUIET_LOGGERS = ("azure", "botocore", "urllib3", "werkzeug", "google")
+
+
+# -- the simulated clouds and what reaches them -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateCall:
+    """One create request as it reached a simulated cloud."""
+
+    at: float  # time.monotonic() on arrival, before the sim's latency and answer
+    pool_id: str | None  # from the request's pool tag
+    vms: int  # instances it asks for (EC2 MaxCount; one elsewhere)
+    key: str  # what makes a repeat of it the same request (client token, VM name)
+    ok: bool  # answered 2xx
+    answered: float  # time.monotonic() when the sim had its answer
+
+
+class CreateRecorder:
+    """A WSGI middleware recording the create calls of one simulated cloud."""
+
+    def __init__(self, cloud: str, app: Callable[..., Any]) -> None:
+        self.cloud = cloud
+        self.calls: list[CreateCall] = []
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        arrived = time.monotonic()
+        parsed = _parse_create(self.cloud, environ)
+        if parsed is None:
+            return self._app(environ, start_response)
+        statuses: list[str] = []
+
+        def capture(status: str, headers: list, exc_info: Any = None) -> Any:
+            statuses.append(status)
+            return start_response(status, headers, exc_info)
+
+        answer = self._app(environ, capture)
+        pool_id, vms, key = parsed
+        ok = bool(statuses) and statuses[-1].startswith("2")
+        with self._lock:
+            self.calls.append(CreateCall(arrived, pool_id, vms, key, ok, time.monotonic()))
+        return answer
+
+
+def _body(environ: dict[str, Any]) -> bytes:
+    """Read the request body and put it back for the sim."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    data = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(data)
+    return data
+
+
+def _parse_create(cloud: str, environ: dict[str, Any]) -> tuple[str | None, int, str] | None:
+    """(pool id, VMs, key) when the request is a create call, else None."""
+    method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+    if cloud == "aws" and method == "POST" and not path.startswith(("/_sim", "/moto-api")):
+        form = dict(parse_qsl(_body(environ).decode(errors="replace")))
+        if form.get("Action") != "RunInstances":
+            return None
+        pool = next(
+            (
+                form.get(key[: -len("Key")] + "Value")
+                for key, value in form.items()
+                if value == TAG_POOL and re.fullmatch(r"TagSpecification\.\d+\.Tag\.\d+\.Key", key)
+            ),
+            None,
+        )
+        return pool, int(form.get("MaxCount", "1")), form.get("ClientToken", "")
+    if cloud == "gcp" and method == "POST" and re.fullmatch(r".*/zones/[^/]+/instances", path):
+        body = json.loads(_body(environ) or b"{}")
+        items = {i.get("key"): i.get("value") for i in body.get("metadata", {}).get("items", [])}
+        pool = items.get(TAG_POOL) or body.get("labels", {}).get(TAG_POOL)
+        return pool, 1, str(body.get("name", ""))
+    vm_path = re.search(r"/providers/microsoft\.compute/virtualmachines/([^/]+)$", path, re.I)
+    if cloud == "azure" and method == "PUT" and vm_path:
+        body = json.loads(_body(environ) or b"{}")
+        return body.get("tags", {}).get(TAG_POOL), 1, vm_path.group(1).lower()
+    return None
+
+
+class SimHost:
+    """The three simulated clouds, each behind a CreateRecorder (runs in the clouds' process)."""
+
+    def __init__(self, boot_s: float, latency_ms: float, stack: contextlib.ExitStack) -> None:
+        makers = {"aws": SimEc2, "azure": SimArm, "gcp": SimGce}
+        self.sims: dict[str, Any] = {}
+        self.recorders: dict[str, CreateRecorder] = {}
+        for cloud in CLOUDS:
+            sim = makers[cloud](Behaviour(boot_s=boot_s, latency_ms=latency_ms)).start()
+            stack.callback(sim.stop)
+            # The one reach into a sim's insides: its werkzeug server's app, wrapped before any
+            # request (wm/sim/wsgi.py: ServerThread._server is a BaseWSGIServer).
+            server = sim._server._server
+            server.app = self.recorders[cloud] = CreateRecorder(cloud, server.app)
+            self.sims[cloud] = sim
+
+    def ready(self) -> dict[str, Any]:
+        endpoints = {cloud: sim.endpoint for cloud, sim in self.sims.items()}
+        return {"endpoints": endpoints, "cert_path": str(self.sims["azure"].cert_path)}
+
+    def live_capacity(self) -> int:
+        return CAPACITY_PER_WORKER * sum(
+            1 for sim in self.sims.values() for vm in sim.instances() if vm.state in LIVE_VM_STATES
+        )
+
+    def vms_created(self) -> dict[str, int]:
+        return {cloud: len(sim.instances()) for cloud, sim in self.sims.items()}
+
+    def counts(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for sim in self.sims.values():
+            total.update(sim.faults.counts())
+        return dict(total)
+
+    def reset_counts(self) -> None:
+        for sim in self.sims.values():
+            sim.faults.reset_counts()
+
+    def create_calls(self) -> list[tuple]:
+        # Plain tuples: a dataclass of a module run as __main__ does not unpickle across processes.
+        return [astuple(call) for r in self.recorders.values() for call in list(r.calls)]
+
+
+def serve_clouds(conn: Connection, boot_s: float, latency_ms: float) -> None:
+    """The clouds' process: start the sims, then answer the benchmark's questions until stop."""
+    with contextlib.ExitStack() as stack:
+        try:
+            host = SimHost(boot_s, latency_ms, stack)
+        except Exception as exc:
+            conn.send({"error": repr(exc)})
+            return
+        conn.send(host.ready())
+        while True:
+            request = conn.recv()
+            if request == "stop":
+                break
+            conn.send(getattr(host, request)())
+    conn.send("stopped")
+
+
+class Clouds:
+    """The simulated clouds in a process of their own, so their work (moto's above all) does not
+    share the benchmark's GIL: the provisioner is measured, not the simulation."""
+
+    def __init__(self, conn: Connection, ready: Mapping[str, Any]) -> None:
+        self.endpoints: dict[str, str] = ready["endpoints"]
+        self.cert_path: str = ready["cert_path"]
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, boot_s: float, latency_ms: float) -> Iterator[Clouds]:
+        context = multiprocessing.get_context("spawn")  # no copy of this process's threads
+        conn, child_conn = context.Pipe()
+        process = context.Process(
+            target=serve_clouds, args=(child_conn, boot_s, latency_ms), name="bench-clouds"
+        )
+        process.start()
+        child_conn.close()
+        try:
+            if not conn.poll(CLOUDS_START_TIMEOUT_S):
+                raise RuntimeError("the simulated clouds did not start")
+            ready = conn.recv()
+            if "error" in ready:
+                raise RuntimeError(f"the simulated clouds did not start: {ready['error']}")
+            yield cls(conn, ready)
+        finally:
+            with contextlib.suppress(OSError, EOFError):
+                conn.send("stop")
+                if conn.poll(JOIN_TIMEOUT_S):
+                    conn.recv()
+            process.join(JOIN_TIMEOUT_S)
+            if process.is_alive():
+                process.terminate()
+                process.join(JOIN_TIMEOUT_S)
+            conn.close()
+
+    def _ask(self, request: str) -> Any:
+        with self._lock:
+            self._conn.send(request)
+            return self._conn.recv()
+
+    def live_capacity(self) -> int:
+        return self._ask("live_capacity")
+
+    def vms_created(self) -> dict[str, int]:
+        return self._ask("vms_created")
+
+    def counts(self) -> dict[str, int]:
+        return self._ask("counts")
+
+    def reset_counts(self) -> None:
+        self._ask("reset_counts")
+
+    def create_calls(self) -> list[CreateCall]:
+        return [CreateCall(*fields) for fields in self._ask("create_calls")]
+
+
+# -- config -------------------------------------------------------------------------------------
+
+
+def split_tasks(total: int) -> dict[str, int]:
+    """Tasks per pool in the production mix, largest remainders first, summing to `total`."""
+    exact = {pool: total * share for pool, _, share in POOL_MIX}
+    counts = {pool: math.floor(value) for pool, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda p: exact[p] - counts[p], reverse=True)
+    for pool in by_remainder[: total - sum(counts.values())]:
+        counts[pool] += 1
+    return counts
+
+
+def bench_config(
+    clouds: Clouds, demand: Mapping[str, int], db_url: str, interval_s: float
+) -> Config:
+    endpoints = clouds.endpoints
+    providers = [
+        {"id": PROVIDER_IDS["aws"], "kind": "aws", "endpoint": endpoints["aws"]},
+        {
+            "id": PROVIDER_IDS["gcp"],
+            "kind": "gcp",
+            "project": "wm-bench",
+            "endpoint": endpoints["gcp"],
+        },
+        {
+            "id": PROVIDER_IDS["azure"],
+            "kind": "azure",
+            "subscription_id": AZURE_SUBSCRIPTION,
+            "resource_group": "wm-bench",
+            "endpoint": endpoints["azure"],
+            "ca_bundle": clouds.cert_path,
+        },
+    ]
+    for provider in providers:
+        provider.update(regions=[MACHINES[provider["kind"]][0]], credentials="simulated")
+    pools = []
+    for pool_id, cloud, _ in POOL_MIX:
+        region, machine_type, image = MACHINES[cloud]
+        pools.append(
+            {
+                "id": pool_id,
+                "provider": PROVIDER_IDS[cloud],
+                "max_capacity": max(MAX_CAPACITY_FACTOR * demand[pool_id], 1),
+                "launch_configs": [
+                    {
+                        "region": region,
+                        "machine_type": machine_type,
+                        "image": image,
+                        "capacity_per_worker": CAPACITY_PER_WORKER,
+                    }
+                ],
+            }
+        )
+    raw = {
+        "deployment_id": DEPLOYMENT_ID,
+        "intervals": {"provision_s": interval_s},
+        "providers": providers,
+        "pools": pools,
+    }
+    return config_module.parse(raw, environ={"DATABASE_URL": db_url}, source="bench/burst.py")
+
+
+def sync_pools(engine: Engine, config: Config) -> None:
+    plan = plan_sync(
+        config,
+        pool_store.load_pools(engine),
+        pool_store.load_launch_configs(engine),
+        pool_store.load_scan_units(engine),
+    )
+    pool_store.apply_sync(engine, plan)
+
+
+# -- the loops ----------------------------------------------------------------------------------
+
+
+class PassLoops:
+    """One thread per provider running passes every `interval_s`, timed as the provisioner
+    process's APScheduler interval jobs (max_instances=1, coalesce) are: a run that falls due
+    while a pass runs is skipped, not queued; `wake` makes a run due now (skipped as well if a
+    pass is running), and the interval restarts from it."""
+
+    def __init__(
+        self,
+        run_pass: Callable[[str], object],
+        provider_ids: list[str],
+        interval_s: float,
+        first_at: float,
+    ) -> None:
+        self.passes: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self._run_pass = run_pass
+        self._interval_s = interval_s
+        self._first_at = first_at
+        self._stop = threading.Event()
+        self._wakes = {pid: threading.Event() for pid in provider_ids}
+        self._woken_at = dict.fromkeys(provider_ids, 0.0)  # monotonic time of the last wake
+        self._threads = [
+            threading.Thread(target=self._loop, args=(pid,), name=f"pass-{pid}", daemon=True)
+            for pid in provider_ids
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def wake(self, provider_id: str) -> None:
+        if provider_id in self._wakes:
+            self._woken_at[provider_id] = time.monotonic()
+            self._wakes[provider_id].set()
+
+    def stop(self) -> list[str]:
+        """Stop and join; return the names of threads that did not end in time."""
+        self._stop.set()
+        for event in self._wakes.values():
+            event.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def _loop(self, provider_id: str) -> None:
+        wake, due = self._wakes[provider_id], self._first_at
+        while not self._stop.is_set():
+            fired = due
+            if wake.wait(max(0.0, due - time.monotonic())):
+                fired = self._woken_at[provider_id]
+            if self._stop.is_set():
+                return
+            wake.clear()
+            try:
+                self._run_pass(provider_id)
+            except Exception:
+                self.errors[provider_id] += 1
+                logging.getLogger("wm").exception("bench-pass-failed")
+            self.passes[provider_id] += 1
+            if wake.is_set():  # woken while the pass ran: that run was skipped, the clock reset
+                wake.clear()
+                fired = self._woken_at[provider_id]
+            due = fired + self._interval_s
+            while due <= time.monotonic():  # runs due while the pass ran were skipped
+                due += self._interval_s
+
+
+@dataclass
+class Peaks:
+    """Sampled every SAMPLE_S: the peaks of cloud and counted capacity."""
+
+    cloud: int = 0
+    counted: int = 0
+    samples: int = 0
+
+    def sample(self, clouds: Clouds, counted: Callable[[], int]) -> None:
+        self.cloud = max(self.cloud, clouds.live_capacity())
+        self.counted = max(self.counted, counted())
+        self.samples += 1
+
+
+@contextlib.contextmanager
+def sampling(clouds: Clouds, counted: Callable[[], int]) -> Iterator[Peaks]:
+    peaks, stop = Peaks(), threading.Event()
+
+    def loop() -> None:
+        while True:
+            peaks.sample(clouds, counted)
+            if stop.wait(SAMPLE_S):
+                return
+
+    thread = threading.Thread(target=loop, name="sampler", daemon=True)
+    thread.start()
+    try:
+        yield peaks
+    finally:
+        stop.set()
+        thread.join(JOIN_TIMEOUT_S)
+    peaks.sample(clouds, counted)  # after every pass ended: what was created in the end
+
+
+# -- the two sides ------------------------------------------------------------------------------
+
+
+class Side(Protocol):
+    def run_pass(self, provider_id: str) -> object: ...
+
+    def counted_capacity(self) -> int: ...
+
+    def start(self, loops: PassLoops) -> None:
+        """Before the burst."""
+        ...
+
+    def submitted(self, at: float) -> None:
+        """Right after the burst was committed."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class WmSide:
+    engine: Engine
+    config: Config
+    providers: Mapping[str, Provider]
+    wake: bool
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _listener: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.provisioner = Provisioner(
+            self.engine,
+            BuiltinQueue(self.engine),
+            self.providers,
+            self._stop,
+            intent_recovery_s=self.config.intervals.intent_recovery_s,
+        )
+        self._pool_ids = [p.id for p in self.config.pools]
+
+    def run_pass(self, provider_id: str) -> object:
+        return self.provisioner.run_pass(provider_id)
+
+    def counted_capacity(self) -> int:
+        capacity = workers.capacity_by_pool(self.engine, self._pool_ids)
+        return sum(c.requested + c.running for c in capacity.values())
+
+    def start(self, loops: PassLoops) -> None:
+        if not self.wake:
+            return
+        provider_of = {p.id: p.provider for p in self.config.pools}
+        self._listener = start_listener(
+            self.engine,
+            task_store.TASKS_CHANNEL,
+            lambda pool_id: loops.wake(provider_of.get(pool_id, "")),
+            self._stop,
+        )
+
+    def submitted(self, at: float) -> None:
+        pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(JOIN_TIMEOUT_S)
+
+
+@dataclass
+class BaselineSide:
+    engine: Engine
+    providers: Mapping[str, Provider]
+    scan_s: float
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _scanner: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.old = OldProvisioner(self.engine, BuiltinQueue(self.engine), self.providers)
+
+    def run_pass(self, provider_id: str) -> object:
+        return self.old.run_pass(provider_id)
+
+    def counted_capacity(self) -> int:
+        return self.old.recorded_capacity()
+
+    def start(self, loops: PassLoops) -> None:
+        self.old.scan()  # the record before the burst: nothing
+
+    def submitted(self, at: float) -> None:
+        first_at = at + BASELINE_SCAN_PHASE * self.scan_s
+        self._scanner = threading.Thread(
+            target=scan_every,
+            args=(self.old, self._stop, first_at, self.scan_s),
+            name="old-scanner",
+            daemon=True,
+        )
+        self._scanner.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._scanner is not None:
+            self._scanner.join(JOIN_TIMEOUT_S)
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunParams:
+    tasks: int
+    boot_s: float
+    interval_s: float
+    baseline_scan_s: float
+    latency_ms: float
+    wake: bool
+
+    @property
+    def window_s(self) -> float:
+        return max(self.boot_s, MIN_WINDOW_S)
+
+
+def run_side(name: str, params: RunParams, server: PostgresServer) -> dict[str, Any]:
+    """Run one side on a fresh database and fresh clouds; return its figures."""
+    demand = split_tasks(params.tasks)
+    database = f"wm_bench_{name}_{uuid.uuid4().hex[:8]}"
+    create_database(server.url, database)
+    with contextlib.ExitStack() as stack:
+        stack.callback(drop_database, server.url, database)
+        db_url = with_database(server.url, database)
+        engine = make_engine(db_url, application_name=f"bench-{name}", pool_size=10)
+        stack.callback(engine.dispose)
+        migrate.upgrade(engine)
+        clouds = stack.enter_context(Clouds.running(params.boot_s, params.latency_ms))
+        config = bench_config(clouds, demand, db_url, params.interval_s)
+        sync_pools(engine, config)
+        providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
+        for provider in providers.values():
+            stack.callback(provider.close)
+            for region in provider.regions:  # clients, connections and tokens made up front
+                provider.list_instances(region)
+        clouds.reset_counts()
+        side: Side = (
+            WmSide(engine, config, providers, params.wake)
+            if name == "wm"
+            else BaselineSide(engine, providers, params.baseline_scan_s)
+        )
+        started = time.monotonic()
+        loops = PassLoops(side.run_pass, list(providers), params.interval_s, started)
+        stack.callback(side.stop)  # on the way out of an error too; both stops are idempotent
+        stack.callback(loops.stop)
+        side.start(loops)
+        loops.start()
+        burst_at = started + WARMUP_TICKS * params.interval_s
+        time.sleep(max(0.0, burst_at - time.monotonic()))
+        passes_before = sum(loops.passes.values())
+        with sampling(clouds, side.counted_capacity) as peaks:
+            submitted = {}
+            for pool_id, count in demand.items():
+                task_store.submit_tasks(engine, pool_id, count, TASK_DURATION_S)
+                submitted[pool_id] = time.monotonic()
+            side.submitted(min(submitted.values()))
+            time.sleep(max(0.0, min(submitted.values()) + params.window_s - time.monotonic()))
+            stuck = loops.stop()
+            side.stop()
+        if stuck:
+            print(f"warning: {name}: threads still running: {stuck}", file=sys.stderr)
+        return figures(
+            clouds,
+            peaks,
+            demand,
+            submitted,
+            passes=sum(loops.passes.values()) - passes_before,
+            errors=sum(loops.errors.values()),
+        )
+
+
+def figures(
+    clouds: Clouds,
+    peaks: Peaks,
+    demand: Mapping[str, int],
+    submitted: Mapping[str, float],
+    *,
+    passes: int,
+    errors: int,
+) -> dict[str, Any]:
+    total = sum(demand.values())
+    calls = clouds.create_calls()
+    latencies = sorted(task_latencies(calls, submitted, demand))
+    counts = clouds.counts()
+    created = clouds.vms_created()
+    return {
+        "submit_to_create_p50_s": _rounded(percentile(latencies, 0.50)),
+        "submit_to_create_p95_s": _rounded(percentile(latencies, 0.95)),
+        "submit_to_create_max_s": _rounded(percentile(latencies, 1.0)),
+        "tasks_uncovered": sum(1 for v in latencies if math.isinf(v)),
+        "peak_capacity_ratio": _rounded(peaks.cloud / total if total else None),
+        "peak_counted_ratio": _rounded(peaks.counted / total if total else None),
+        "vms_created": sum(created.values()),
+        **{f"vms_created_{cloud}": created[cloud] for cloud in CLOUDS},
+        "create_calls": sum(n for op, n in counts.items() if op in CREATE_OPERATIONS),
+        "create_answer_mean_s": _rounded(
+            sum(c.answered - c.at for c in calls) / len(calls) if calls else None
+        ),
+        "cloud_api_calls": sum(counts.values()),
+        "provision_passes": passes,
+        "pass_errors": errors,
+    }
+
+
+def task_latencies(
+    calls: list[CreateCall], submitted: Mapping[str, float], demand: Mapping[str, int]
+) -> list[float]:
+    """Seconds from submission to the create call covering each task; inf where none did."""
+    by_pool: dict[str, list[CreateCall]] = defaultdict(list)
+    seen: set[str] = set()
+    for call in sorted(calls, key=lambda c: c.at):
+        if call.ok and call.pool_id in demand and call.key not in seen:
+            seen.add(call.key)
+            by_pool[call.pool_id].append(call)
+    latencies: list[float] = []
+    for pool_id, wanted in demand.items():
+        covered = 0
+        for call in by_pool[pool_id]:
+            take = min(call.vms, wanted - covered)
+            latencies += [call.at - submitted[pool_id]] * take
+            covered += take
+            if covered == wanted:
+                break
+        latencies += [math.inf] * (wanted - covered)
+    return latencies
+
+
+def percentile(ordered: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of sorted values; None when empty or on an uncovered task."""
+    if not ordered:
+        return None
+    value = ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+    return None if math.isinf(value) else value
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def ratios(wm: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, ours in wm.items():
+        theirs = baseline.get(name)
+        usable = ours not in (None, 0) and theirs is not None
+        out[name] = round(theirs / ours, 3) if usable else None
+    return out
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def table(result: Mapping[str, Any]) -> str:
+    rows = [("figure", "wm", "baseline", "baseline/wm")]
+    for name in result["wm"]:
+        cells = (result["wm"][name], result["baseline"][name], result["ratio"][name])
+        rows.append((name, *("-" if v is None else f"{v:g}" for v in cells)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        row[0].ljust(widths[0])
+        + "".join(c.rjust(w + 2) for c, w in zip(row[1:], widths[1:], strict=True))
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+class EventCounter(logging.Handler):
+    """Counts wm's log lines at WARNING and above, by event."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[f"{record.levelname.lower()}:{getattr(record, 'wm_event', record.msg)}"] += 1
+
+
+@contextlib.contextmanager
+def wm_logging(log_path: Path | None) -> Iterator[EventCounter]:
+    """wm's log lines go to a counter (and a JSON-lines file if asked), not to the terminal."""
+    logger = logging.getLogger("wm")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    counter = EventCounter()
+    logger.handlers[:] = [counter]
+    logger.setLevel(logging.INFO if log_path else logging.WARNING)
+    logger.propagate = False
+    file_handler = None
+    if log_path is not None:
+        file_handler = logging.FileHandler(log_path, mode="w")
+        file_handler.setFormatter(JsonLineFormatter())
+        logger.addHandler(file_handler)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        yield counter
+    finally:
+        if file_handler is not None:
+            file_handler.close()
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.burst", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--tasks", type=int, default=1000, help="tasks in the burst")
+    parser.add_argument("--boot-s", type=float, default=60.0, help="simulated VM boot time")
+    parser.add_argument("--interval-s", type=float, default=2.0, help="provisioning interval")
+    parser.add_argument(
+        "--baseline-scan-s", type=float, default=30.0, help="the baseline scanner's interval"
+    )
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated API latency")
+    parser.add_argument(
+        "--no-wake", dest="wake", action="store_false", help="wm: no NOTIFY wake-up, interval only"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=RESULTS_DIR / "burst.json", help="results file"
+    )
+    parser.add_argument("--log", type=Path, default=None, help="wm's JSON log lines to this file")
+    args = parser.parse_args(argv)
+    if args.tasks < 1 or args.interval_s <= 0 or args.baseline_scan_s <= 0 or args.boot_s < 0:
+        parser.error("--tasks must be >= 1; intervals > 0; --boot-s >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    params = RunParams(
+        args.tasks, args.boot_s, args.interval_s, args.baseline_scan_s, args.latency_ms, args.wake
+    )
+    demand = split_tasks(params.tasks)
+    by_cloud = Counter({cloud: 0 for cloud in CLOUDS})
+    for pool_id, cloud, _ in POOL_MIX:
+        by_cloud[cloud] += demand[pool_id]
+    print(
+        f"burst of {params.tasks} tasks ({', '.join(f'{c} {n}' for c, n in by_cloud.items())}); "
+        f"boot {params.boot_s:g} s, window {params.window_s:g} s, interval "
+        f"{params.interval_s:g} s, wake {'on' if params.wake else 'off'}, baseline scan "
+        f"{params.baseline_scan_s:g} s",
+        file=sys.stderr,
+    )
+    results: dict[str, Any] = {}
+    warnings: dict[str, dict[str, int]] = {}
+    server = find_or_start()
+    try:
+        for name in ("wm", "baseline"):
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            with wm_logging(args.log.with_suffix(f".{name}.log") if args.log else None) as events:
+                results[name] = run_side(name, params, server)
+            warnings[name] = dict(events.counts)
+    finally:
+        server.stop()
+    result = {
+        "wm": results["wm"],
+        "baseline": results["baseline"],
+        "ratio": ratios(results["wm"], results["baseline"]),
+        "params": {
+            **{k: getattr(params, k) for k in RunParams.__dataclass_fields__},
+            "window_s": params.window_s,
+            "tasks_by_pool": demand,
+        },
+        "log_warnings": warnings,
+    }
+    print(table(result))
+    print(json.dumps(result, indent=2))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,7 +36,7 @@ from wm.providers.base import (
     WorkerRef,
 )
 from wm.queues import QueueCounts, QueueSource
-from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log
+from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log
 
 CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
@@ -161,12 +161,27 @@ class Provisioner:
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
         errors = pool_errors.recent_error_counts(self.engine, pool_ids)
-        plans = [
-            plan_pool(
-                pool, configs[pool.pool_id], demand[pool.pool_id], capacity[pool.pool_id], errors
-            )
-            for pool in pools
-        ]
+        plans = []
+        for pool in pools:
+            try:
+                plans.append(
+                    plan_pool(
+                        pool,
+                        configs[pool.pool_id],
+                        demand[pool.pool_id],
+                        capacity[pool.pool_id],
+                        errors,
+                    )
+                )
+            except Exception as exc:  # a bug planning one pool must not starve the others
+                log(
+                    "pool-plan-failed",
+                    logging.ERROR,
+                    exc_info=True,
+                    provider=provider.id,
+                    pool=pool.pool_id,
+                )
+                capture(exc, provider=provider.id, pool=pool.pool_id)
         intents = [i for plan in plans for i in plan.intents]
         workers.insert_intents(self.engine, intents)  # committed before any cloud call
         batches = [b for plan in plans for b in plan.batches]
@@ -384,6 +399,7 @@ def _export_gauges(report: PoolPassReport, capacity: PoolCapacity) -> None:
     for name, value in (
         ("pending", report.pending),
         ("to_add", report.to_add),
+        ("desired", report.existing + report.stopping + report.to_add),
         ("requested", capacity.requested),
         ("running", capacity.running),
         ("stopping", capacity.stopping),

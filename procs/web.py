@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+
 import uvicorn
 
 from wm.api.app import create_app
@@ -38,13 +42,28 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     )
     port = config.env.port or config.web.port
     log("process-started", process="web", port=port)
-    uvicorn.run(
-        app,
-        host="0.0.0.0",
-        port=port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    server = QuietExitServer(
+        uvicorn.Config(
+            app,
+            host="0.0.0.0",
+            port=port,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )
     )
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
+    server.run()
     engine.dispose()
+    log("process-stopped", process="web", exit_code=0)
     return 0
+
+
+class QuietExitServer(uvicorn.Server):
+    """uvicorn re-raises SIGTERM after a graceful shutdown, which makes the exit code -15; a
+    SIGTERM is this process's normal way to stop, so it exits 0 instead."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield

@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.sim_ec2",
     "tests.fixtures.sim_gce",
     "tests.fixtures.sim_arm",
+    "tests.fixtures.identity",
 ]

@@ -9,11 +9,21 @@ not on its own allow-list, and does no expensive work before cheap shape checks 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from wm.errors import WmError
+
+# Real proofs are 1-8 KiB; anything past this is junk, refused before any parsing or crypto.
+MAX_PROOF_CHARS = 64 * 1024
+CLOCK_SKEW_S = 60.0  # tolerated difference between wm's clock and a cloud's
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,9 @@ class ExpectedIdentity:
     cloud_id: str | None  # EC2 instance id, GCE instance id or name, Azure VM resource id
     audience: str  # this deployment's public URL: GCE tokens must be minted for it
     provider_data: Mapping[str, Any] = field(default_factory=dict)  # recorded at launch
+    # When wm wrote the worker's row. The VM was launched after it, so a proof that says it was
+    # made (or its instance started) before it belongs to an older instance. None: not checked.
+    requested_at: datetime | None = None
 
 
 class IdentityRejected(WmError):
@@ -44,3 +57,57 @@ class IdentityVerifier(Protocol):
         """Return if the proof shows the caller is exactly the expected worker; else raise
         IdentityRejected."""
         ...
+
+
+def proof_strings(proof: Any, limits: Mapping[str, int]) -> dict[str, str]:
+    """The proof's fields, exactly those named, each a string within its limit.
+
+    Runs before any decoding or crypto, so junk costs a few comparisons. Reasons never quote
+    the proof: it is attacker-controlled, and it must stay out of logs.
+    """
+    if not isinstance(proof, Mapping):
+        raise IdentityRejected("proof is not an object")
+    if len(proof) != len(limits) or any(name not in proof for name in limits):
+        raise IdentityRejected(f"proof must have exactly the fields {sorted(limits)}")
+    total = 0
+    for name, limit in limits.items():
+        value = proof[name]
+        if not isinstance(value, str):
+            raise IdentityRejected(f"proof field {name} is not a string")
+        if len(value) > limit:
+            raise IdentityRejected(f"proof field {name} is longer than {limit} characters")
+        total += len(value)
+    if total > MAX_PROOF_CHARS:
+        raise IdentityRejected("proof is too large")
+    return {name: proof[name] for name in limits}
+
+
+def decode_base64(text: str, what: str, *, max_bytes: int, urlsafe: bool = False) -> bytes:
+    """Strict base64 (standard, or unpadded base64url); whitespace is dropped because the
+    clouds' metadata services wrap long values in lines."""
+    compact = "".join(text.split())
+    pattern = _BASE64URL if urlsafe else _BASE64
+    if not compact or len(compact) > (max_bytes * 4) // 3 + 4 or not pattern.fullmatch(compact):
+        raise IdentityRejected(f"{what} is not base64 of an acceptable size")
+    try:
+        if urlsafe:
+            return base64.urlsafe_b64decode(compact + "=" * (-len(compact) % 4))
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        raise IdentityRejected(f"{what} is not valid base64") from None
+
+
+def require_equal(claimed: Any, recorded: Any, what: str) -> None:
+    """A claim of the proof must equal what wm recorded; nothing recorded is a rejection too
+    (fail closed: a check that cannot run is not a pass)."""
+    if recorded is None or recorded == "":
+        raise IdentityRejected(f"no {what} recorded for this worker")
+    if not isinstance(claimed, str) or claimed != str(recorded):
+        raise IdentityRejected(f"{what} does not match the worker")
+
+
+def require_not_before_request(moment: datetime, expected: ExpectedIdentity, what: str) -> None:
+    if expected.requested_at is None:
+        return
+    if (expected.requested_at - moment).total_seconds() > CLOCK_SKEW_S:
+        raise IdentityRejected(f"{what} is older than the worker")

@@ -148,6 +148,7 @@ def create_app(
             cloud_id=target.worker.cloud_id,
             audience=audience,
             provider_data=target.worker.provider_data,
+            requested_at=target.worker.created,
         )
         try:
             verifier.verify(body.identity_proof, expected)

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from wm.config import ProviderConfig
 from wm.providers.base import Provider
 
+if TYPE_CHECKING:
+    from wm.identity import IdentityVerifier
+
 # kind -> module; each module exposes `make(config, deployment_id) -> Provider`.
 MODULES = {"aws": "wm.providers.aws", "gcp": "wm.providers.gcp", "azure": "wm.providers.azure"}
+# kind -> module; each exposes `make_verifier(config, deployment_id, audience) -> IdentityVerifier`.
+IDENTITY_MODULES = {
+    "aws": "wm.providers.aws_identity",
+    "gcp": "wm.providers.gcp_identity",
+    "azure": "wm.providers.azure_identity",
+}
 
 
 def build_provider(config: ProviderConfig, deployment_id: str) -> Provider:
     # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
     module = importlib.import_module(MODULES[config.kind])
     return module.make(config, deployment_id)
+
+
+def build_verifier(config: ProviderConfig, deployment_id: str, audience: str) -> IdentityVerifier:
+    """The identity verifier for one provider; its trust anchors are loaded now, so a bad path
+    in the config fails at start-up (ConfigError), not at the first registration."""
+    module = importlib.import_module(IDENTITY_MODULES[config.kind])
+    return module.make_verifier(config, deployment_id, audience)

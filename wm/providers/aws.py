@@ -45,6 +45,7 @@ SIMULATED_ACCESS_KEY_ID = "AKIAWMSIMULATED00000"
 SIMULATED_SECRET_ACCESS_KEY = "wm-simulated-secret-access-key"
 _SESSIONS: dict[str, Any] = {}  # credentials mode -> boto3 session
 _SESSIONS_LOCK = threading.Lock()
+OWNER_KEY = "OwnerId"  # the reservation's account id, copied onto each of its instances
 SPOT_OPTIONS = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
 
 # EC2 instance state name -> wm state. Terminated instances stay listed for about an hour;
@@ -187,7 +188,7 @@ class AwsProvider:
             )
         except CloudError as error:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
-        return self._launch_results(batch, reply.get("Instances", []))
+        return self._launch_results(batch, _with_owner(reply, reply.get("Instances", [])))
 
     def list_instances(self, region: str) -> list[CloudInstance]:
         return [
@@ -283,9 +284,10 @@ class AwsProvider:
                 )
                 results.append(LaunchResult(intent.worker_id, None, error, launch_index=index))
                 continue
-            data = {"availability_zone": raw.get("Placement", {}).get("AvailabilityZone")}
             results.append(
-                LaunchResult(intent.worker_id, raw["InstanceId"], None, index, provider_data=data)
+                LaunchResult(
+                    intent.worker_id, raw["InstanceId"], None, index, provider_data=_identity(raw)
+                )
             )
         return results
 
@@ -344,7 +346,7 @@ class AwsProvider:
         while True:
             page = self.gate.call("DescribeInstances", client.describe_instances, **request)
             for reservation in page.get("Reservations", []):
-                instances += reservation.get("Instances", [])
+                instances += _with_owner(reservation, reservation.get("Instances", []))
             token = page.get("NextToken")
             if not token:
                 return instances
@@ -404,9 +406,7 @@ class AwsProvider:
             batch_token=tags.get(TAG_BATCH),
             launch_index=int(raw["AmiLaunchIndex"]) if "AmiLaunchIndex" in raw else None,
             provider_data={
-                "instance_type": raw.get("InstanceType"),
-                "image_id": raw.get("ImageId"),
-                "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),
+                **_identity(raw),
                 "private_ip": raw.get("PrivateIpAddress"),
                 "spot": raw.get("InstanceLifecycle") == "spot",
                 "ec2_state": raw["State"]["Name"],
@@ -464,6 +464,23 @@ def _session(credentials: str) -> Any:
             session = boto3.session.Session()  # boto3's usual chain: env, files, roles
         _SESSIONS[credentials] = session
     return session
+
+
+def _with_owner(reservation: Mapping[str, Any], instances: list[Any]) -> list[dict[str, Any]]:
+    # EC2 names the account on the reservation, not the instance: carried onto each instance
+    # so that what wm records per worker holds it (identity documents are checked against it).
+    owner = reservation.get("OwnerId")
+    return [{**raw, OWNER_KEY: owner} if owner else raw for raw in instances]
+
+
+def _identity(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What wm records at launch and checks identity documents against (aws_identity.py)."""
+    return {
+        "account_id": raw.get(OWNER_KEY),
+        "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),
+        "image_id": raw.get("ImageId"),
+        "instance_type": raw.get("InstanceType"),
+    }
 
 
 def _tag_filter(key: str, values: Sequence[str]) -> dict[str, Any]:

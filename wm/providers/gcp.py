@@ -167,7 +167,7 @@ class GcpProvider:
             intent.worker_id,
             str(op.target_id),
             launch_index=index,
-            provider_data={"operation": op.name},
+            provider_data={"operation": op.name, **_identity(op.target_id, zone)},
         )
 
     def _adopt(self, zone: str, index: int, intent: LaunchIntent) -> LaunchResult:
@@ -185,7 +185,12 @@ class GcpProvider:
                 operation="instances.insert",
             )
             return self._failed(intent, index, error)
-        return LaunchResult(intent.worker_id, str(instance.id), launch_index=index)
+        return LaunchResult(
+            intent.worker_id,
+            str(instance.id),
+            launch_index=index,
+            provider_data=_identity(instance.id, zone),
+        )
 
     @staticmethod
     def _failed(intent: LaunchIntent, index: int, error: CloudError) -> LaunchResult:
@@ -377,7 +382,12 @@ class GcpProvider:
             launched_at=_timestamp(instance.creation_timestamp),
             reason=_stop_reason(status, spot),
             batch_token=metadata.get(TAG_BATCH) or labels.get(TAG_BATCH),
-            provider_data={"name": instance.name, "status": status, "spot": spot},
+            provider_data={
+                "name": instance.name,
+                "status": status,
+                "spot": spot,
+                **_identity(instance.id, zone),
+            },
         )
 
 
@@ -401,6 +411,11 @@ def request_id(token: str) -> str:
     if parsed is not None and parsed.int != 0:
         return str(parsed)
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
+
+
+def _identity(instance_id: int, zone: str) -> dict[str, str]:
+    """What identity tokens are checked against (gcp_identity.py): the numeric id and zone."""
+    return {"instance_id": str(instance_id), "zone": zone}
 
 
 def _label_value(value: str) -> str:

@@ -16,6 +16,11 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
   (400 PublicIPAddressCannotBeDeleted).
 - Spot eviction shows no status code of its own: a Deallocate-policy VM just turns
   `PowerState/deallocated`, a Delete-policy VM disappears with what it would delete.
+
+Identity: GET /_sim/attested/<vm name>?nonce=... answers {"document", "nonce"}: the VM's
+attested data (IMDS's "signature" field, PKCS#7 signed by a simulated metadata.azure.com leaf
+under a simulated Microsoft root, see wm/sim/attested.py). `identity_trust_path` is the root's
+PEM (the provider config's `identity_roots`); `mint_attested` makes forgeries for tests.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +44,9 @@ from urllib.parse import quote, unquote
 from werkzeug.wrappers import Request, Response
 
 from wm.config import SimCloudConfig
+from wm.sim import attested
 from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.trust import TrustDir
 from wm.sim.wsgi import ServerThread
 
 # ARM chooses VM list page sizes itself (no $top on VM lists); the sim uses this unless
@@ -48,6 +55,7 @@ DEFAULT_PAGE_SIZE = 1000
 TOKEN_PREFIX = "sim-arm."  # any bearer token with this prefix is accepted, across restarts
 TOKEN_LIFETIME_S = 3599
 CERT_VALIDITY_DAYS = 3650
+IDENTITY_TRUST_FILE = "arm-identity-root.pem"
 COMPUTE = "microsoft.compute"
 NETWORK = "microsoft.network"
 VM_TYPE = "Microsoft.Compute/virtualMachines"
@@ -207,6 +215,8 @@ class SimArm:
         self._resources: dict[str, _Resource] = {}
         self._operations: dict[str, _Operation] = {}
         self._server: ServerThread | None = None
+        self._trust = TrustDir(cert_dir, "wm-sim-arm-identity-")
+        self._identity_path: Path | None = None
         self.cert_path: Path | None = None
         self.endpoint = ""
 
@@ -230,6 +240,9 @@ class SimArm:
         if self._tmp:
             self._tmp.cleanup()
             self._tmp = None
+        with self._lock:
+            self._identity_path = None
+        self._trust.cleanup()
 
     def reset(self) -> None:
         """Forget every resource and count; behaviour goes back to what the sim started with."""
@@ -283,6 +296,54 @@ class SimArm:
     def user_data(self, cloud_id_or_name: str) -> str | None:
         with self._lock:
             return self._find(cloud_id_or_name).user_data
+
+    # -- attested data -----------------------------------------------------------------------
+
+    @property
+    def identity_trust_path(self) -> Path:
+        """PEM of the simulated Microsoft root that attested data chains to."""
+        with self._lock:
+            if self._identity_path is None:
+                path = self._trust.path(IDENTITY_TRUST_FILE)
+                path.write_bytes(attested.root_pem())
+                self._identity_path = path
+            return self._identity_path
+
+    def attested_document(self, cloud_id_or_name: str, nonce: str) -> dict[str, str]:
+        """What the VM's worker posts to register: {"document", "nonce"}."""
+        return self.mint_attested(cloud_id_or_name, nonce)
+
+    def mint_attested(
+        self,
+        cloud_id_or_name: str,
+        nonce: str,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        signer: attested.Signer | None = None,
+        created_on: dt.datetime | None = None,
+        lifetime_s: float = attested.DOCUMENT_LIFETIME_S,
+        signed_attributes: bool = False,
+        detached: bool = False,
+    ) -> dict[str, str]:
+        """Attested data of the VM with `changes` to its content, another `signer`, other
+        times, signed attributes or a detached signature: forgeries for tests."""
+        with self._lock:
+            vm = self._find(cloud_id_or_name)
+            if vm.deleted_at is not None or vm.power or vm.failure:
+                raise KeyError(f"VM {cloud_id_or_name!r} is not running: no metadata service")
+            vm_id, subscription = vm.vm_id, vm.id.split("/")[2]
+        content = attested.attested_content(
+            nonce=nonce,
+            vm_id=vm_id,
+            subscription_id=subscription,
+            created_on=created_on,
+            lifetime_s=lifetime_s,
+        )
+        content.update(changes or {})
+        document = attested.sign_attested(
+            content, signer, signed_attributes=signed_attributes, detached=detached
+        )
+        return {"document": document, "nonce": nonce}
 
     def _find(self, cloud_id_or_name: str) -> _Vm:
         self._sweep()
@@ -1006,9 +1067,20 @@ class SimArm:
                 return self._control_vm(lambda: self.fail(body["id"]))
             case "POST", ["reset"]:
                 self.reset()
+            case "GET", ["attested", vm_name]:
+                # Like IMDS: no nonce means the current time stands in for one.
+                nonce = request.args.get("nonce") or str(int(time.time()))
+                return self._control_vm_json(lambda: self.attested_document(vm_name, nonce))
             case _:
                 return _json({"error": f"no control route {request.method} {request.path}"}, 404)
         return _json({"ok": True})
+
+    @staticmethod
+    def _control_vm_json(action: Callable[[], Any]) -> Response:
+        try:
+            return _json(action())
+        except KeyError as exc:
+            return _json({"error": f"no such VM: {exc}"}, 404)
 
     @staticmethod
     def _control_vm(action: Callable[[], None]) -> Response:
@@ -1125,5 +1197,8 @@ def _error(error: ArmError) -> Response:
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimArm:
-    """Start the simulated ARM for `wm sim serve`; its certificate goes into state_dir."""
-    return SimArm(Behaviour.from_config(config), port=config.port, cert_dir=state_dir).start()
+    """Start the simulated ARM for `wm sim serve`; its TLS certificate and the root of its
+    attested data go into state_dir."""
+    sim = SimArm(Behaviour.from_config(config), port=config.port, cert_dir=state_dir).start()
+    _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots
+    return sim

@@ -22,6 +22,11 @@ Control endpoints for other processes live under /_sim/ (see `_control`); they a
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
 forces the outcome of the next requests (`queue_outcomes`). POST /moto-api/reset resets this
 sim only.
+
+Identity: GET /_sim/identity/<instance id> answers {"document", "signature"} for a live
+instance, as its instance metadata service would (instance-identity/document and /signature),
+signed with the sim's own RSA key; `identity_trust_path` is the certificate to trust for it
+(the provider config's `identity_certificate`), and `mint_identity` makes forgeries for tests.
 """
 
 from __future__ import annotations
@@ -34,15 +39,21 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from wm.config import SimCloudConfig
 from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.trust import TrustDir, pem, self_signed, signing_key
 from wm.sim.wsgi import ServerThread
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 FIRST_ACCOUNT_ID = 123456789012  # moto's default account: what `wm sim serve` users see
 DEFAULT_REGION = "us-east-1"
@@ -63,6 +74,10 @@ MOTO_STATES = {
     "stopping": (64, "stopping"),
     "stopped": (80, "stopped"),
 }
+IDENTITY_KEY_NAME = "ec2-identity"
+IDENTITY_TRUST_FILE = "ec2-identity-certificate.pem"
+IDENTITY_DOCUMENT_VERSION = "2017-09-30"
+IDENTITY_STATES = frozenset({"pending", "running", "stopping", "stopped", "shutting-down"})
 SPOT_TERMINATION = ("Server.SpotInstanceTermination", "Spot instance termination")
 INTERNAL_ERROR = ("Server.InternalError", "Internal error")
 
@@ -101,6 +116,7 @@ class SimEc2:
         port: int = 0,
         seed: int | None = None,
         terminated_visible_s: float = TERMINATED_VISIBLE_S,
+        trust_dir: Path | None = None,
     ) -> None:
         self.faults = Faults(behaviour, seed=seed)
         self._initial_behaviour = self.faults.behaviour.as_dict()  # what reset() goes back to
@@ -115,6 +131,8 @@ class SimEc2:
         self._queued: deque[Outcome] = deque()  # outcomes forced on the next requests
         self._moto: WsgiApp | None = None
         self._server: ServerThread | None = None
+        self._trust = TrustDir(trust_dir, "wm-sim-ec2-")
+        self._identity_path: Path | None = None
 
     # --- lifecycle of the sim itself -------------------------------------------------------
 
@@ -132,6 +150,8 @@ class SimEc2:
             self._server = None
         with self._lock:
             self._drop_moto_state()
+            self._identity_path = None
+        self._trust.cleanup()
         _release_account(self.account_id)
 
     @property
@@ -220,6 +240,58 @@ class SimEc2:
         a counted burst (e.g. two throttles, then normal service) without relying on chance."""
         with self._lock:
             self._queued.extend(Outcome(outcome) for outcome in outcomes)
+
+    # --- identity documents ----------------------------------------------------------------
+
+    @property
+    def identity_trust_path(self) -> Path:
+        """PEM of the certificate the sim signs identity documents with."""
+        with self._lock:
+            if self._identity_path is None:
+                path = self._trust.path(IDENTITY_TRUST_FILE)
+                path.write_bytes(pem(_identity_certificate()))
+                self._identity_path = path
+            return self._identity_path
+
+    def identity_document(self, instance_id: str) -> dict[str, Any]:
+        """The instance's identity document fields, as IMDS reports them."""
+        with self._lock:
+            region, inst = self._find(instance_id)
+            if inst.state not in IDENTITY_STATES:
+                raise KeyError(f"instance {instance_id!r} is gone: it has no metadata service")
+            return {
+                "accountId": self.account_id,
+                "architecture": getattr(inst, "architecture", None) or "x86_64",
+                "availabilityZone": inst.placement.zone,
+                "billingProducts": None,
+                "devpayProductCodes": None,
+                "marketplaceProductCodes": None,
+                "imageId": inst.image_id,
+                "instanceId": inst.id,
+                "instanceType": inst.instance_type,
+                "kernelId": None,
+                "pendingTime": inst.launch_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "privateIp": inst.private_ip,
+                "ramdiskId": None,
+                "region": region,
+                "version": IDENTITY_DOCUMENT_VERSION,
+            }
+
+    def identity_proof(self, instance_id: str) -> dict[str, str]:
+        """What the instance's worker posts to register: {"document", "signature"}."""
+        return self.mint_identity(instance_id)
+
+    def mint_identity(
+        self,
+        instance_id: str,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        key: rsa.RSAPrivateKey | None = None,
+    ) -> dict[str, str]:
+        """A proof for the instance with `changes` made to the document before it is signed,
+        signed with `key` instead of the sim's: forgeries for tests."""
+        document = {**self.identity_document(instance_id), **(changes or {})}
+        return sign_identity_document(document, key or signing_key(IDENTITY_KEY_NAME))
 
     # --- the WSGI app ----------------------------------------------------------------------
 
@@ -476,6 +548,8 @@ class SimEc2:
         try:
             body = json.loads(raw) if raw.strip() else {}
             route = (method, path.rstrip("/"))
+            if method == "GET" and path.startswith("/_sim/identity/"):
+                return _json_answer(self.identity_proof(path.removeprefix("/_sim/identity/")))
             if route == ("GET", "/_sim/requests"):
                 return _json_answer(self.faults.counts())
             if route == ("POST", "/_sim/requests/reset"):
@@ -516,8 +590,27 @@ _PHASE_STATES = {
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimEc2:
-    """Start the simulated EC2 for `wm sim serve` (plain http: no certificate to write)."""
-    return SimEc2(Behaviour.from_config(config), port=config.port).start()
+    """Start the simulated EC2 for `wm sim serve` (plain http); the certificate of its identity
+    documents goes into state_dir."""
+    sim = SimEc2(Behaviour.from_config(config), port=config.port, trust_dir=state_dir).start()
+    _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots
+    return sim
+
+
+def sign_identity_document(document: Mapping[str, Any], key: rsa.RSAPrivateKey) -> dict[str, str]:
+    """IMDS's text of the document and its base64 RSA-SHA256 signature (wrapped in lines, as
+    IMDS wraps it)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    text = json.dumps(document, indent=2, separators=(",", " : "))
+    signature = key.sign(text.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return {"document": text, "signature": base64.encodebytes(signature).decode().strip()}
+
+
+@lru_cache(maxsize=1)
+def _identity_certificate() -> x509.Certificate:
+    return self_signed(signing_key(IDENTITY_KEY_NAME), "ec2-identity.wm-sim.invalid")
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
 - throttling is a 403 rateLimitExceeded (or 429), a 5xx is a 503 backendError, and a quota
   failure is either an Operation that is DONE with error QUOTA_EXCEEDED (the default: what GCE
   does for most quota checks on insert) or a synchronous 403 quotaExceeded.
+
+Identity: GET /_sim/identity/<zone>/<name>?audience=... answers {"token"}, the instance
+identity token its metadata server would mint (format=full), an RS256 JWT signed with the sim's
+own key; the JWKS is at GET /_sim/jwks and in the file `identity_trust_path` (the provider
+config's `identity_jwks`); `mint_identity_token` makes forgeries for tests.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
@@ -40,7 +45,11 @@ from werkzeug.wrappers import Request, Response
 
 from wm.config import SimCloudConfig
 from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.trust import TrustDir, signing_key
 from wm.sim.wsgi import ServerThread
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 API = "/compute/v1"
 LIST_PAGE_SIZE_MAX = 500  # GCE's own cap on maxResults
@@ -73,6 +82,12 @@ SIM_STATES = {  # GCE status -> SimVm.state
     "STOPPING": "stopping",
     "TERMINATED": "stopped",
 }
+
+IDENTITY_KEY_NAME = "gce-identity"
+IDENTITY_TRUST_FILE = "gce-identity-jwks.json"
+IDENTITY_ISSUER = "https://accounts.google.com"
+IDENTITY_TOKEN_LIFETIME_S = 3600  # as Google's
+IDENTITY_SERVICE_ACCOUNT_ID = "104200000000000000001"  # the default service account's id
 
 QuotaStyle = Literal["operation", "http"]
 
@@ -178,6 +193,7 @@ class SimGce:
         seed: int | None = None,
         quota_style: QuotaStyle = "operation",
         throttle_status: int = 403,
+        trust_dir: Path | None = None,
     ) -> None:
         self.faults = Faults(behaviour or Behaviour(), seed=seed)
         self.quota_style: QuotaStyle = quota_style
@@ -188,6 +204,8 @@ class SimGce:
         self._state = _State()
         self._ids = itertools.count(1)
         self._server: ServerThread | None = None
+        self._trust = TrustDir(trust_dir, "wm-sim-gce-")
+        self._identity_path: Path | None = None
         self._urls = Map(_rules(), strict_slashes=False)
         self._handlers: dict[str, Callable[..., Response]] = {
             "instances.insert": self._insert,
@@ -210,6 +228,9 @@ class SimGce:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        with self._lock:
+            self._identity_path = None
+        self._trust.cleanup()
 
     @property
     def endpoint(self) -> str:
@@ -268,6 +289,70 @@ class SimGce:
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
 
+    # -- identity tokens -------------------------------------------------------------------------
+
+    @property
+    def identity_trust_path(self) -> Path:
+        """The JWKS file of the keys identity tokens are signed with."""
+        with self._lock:
+            if self._identity_path is None:
+                path = self._trust.path(IDENTITY_TRUST_FILE)
+                path.write_text(json.dumps(identity_jwks()))
+                self._identity_path = path
+            return self._identity_path
+
+    def identity_token(self, zone: str, name: str, audience: str) -> str:
+        """The token the instance's metadata server mints for `audience` (format=full)."""
+        return self.mint_identity_token(zone, name, audience)
+
+    def mint_identity_token(
+        self,
+        zone: str,
+        name: str,
+        audience: str,
+        *,
+        claims: Mapping[str, Any] | None = None,
+        compute_engine: Mapping[str, Any] | None = None,
+        header: Mapping[str, Any] | None = None,
+        key: rsa.RSAPrivateKey | None = None,
+        issued_at: float | None = None,
+        lifetime_s: float = IDENTITY_TOKEN_LIFETIME_S,
+    ) -> str:
+        """A token for the instance with `claims` (top level) and `compute_engine` fields
+        replaced, extra `header` fields, another signing `key` or other times: forgeries."""
+        import jwt
+
+        issued = int(time.time() if issued_at is None else issued_at)
+        engine = {**self._engine_claims(zone, name), **(compute_engine or {})}
+        payload = {
+            "aud": audience,
+            "azp": IDENTITY_SERVICE_ACCOUNT_ID,
+            "exp": int(issued + lifetime_s),
+            "iat": issued,
+            "iss": IDENTITY_ISSUER,
+            "sub": IDENTITY_SERVICE_ACCOUNT_ID,
+            "google": {"compute_engine": engine},
+            **(claims or {}),
+        }
+        signer = key or signing_key(IDENTITY_KEY_NAME)
+        headers = {"kid": _kid(signing_key(IDENTITY_KEY_NAME)), **(header or {})}
+        return jwt.encode(payload, signer, algorithm="RS256", headers=headers)
+
+    def _engine_claims(self, zone: str, name: str) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            for vm in self._live_vms(now):
+                if (vm.zone, vm.name) == (zone, name) and self._status(vm, now) != "TERMINATED":
+                    return {
+                        "instance_creation_timestamp": int(vm.created_wall.timestamp()),
+                        "instance_id": str(vm.id),
+                        "instance_name": vm.name,
+                        "project_id": vm.project,
+                        "project_number": _project_number(vm.project),
+                        "zone": vm.zone,
+                    }
+        raise KeyError(f"{zone}/{name}")
+
     # -- WSGI ------------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -282,7 +367,7 @@ class SimGce:
             response = exc.get_response(environ)
         else:
             if endpoint.startswith("sim."):
-                response = self._control(endpoint, request)
+                response = self._control(endpoint, request, args)
             else:
                 response = self._api(endpoint, request, args)
         return response(environ, start_response)
@@ -661,10 +746,21 @@ class SimGce:
 
     # -- /_sim control endpoints -----------------------------------------------------------------
 
-    def _control(self, endpoint: str, request: Request) -> Response:
+    def _control(
+        self, endpoint: str, request: Request, args: Mapping[str, str] | None = None
+    ) -> Response:
         body = request.get_json(force=True, silent=True) or {}
+        args = args or {}
         try:
             match endpoint:
+                case "sim.identity":
+                    audience = request.args.get("audience", "")
+                    if not audience:
+                        return _json({"error": "audience is required"}, 400)
+                    token = self.identity_token(args["zone"], args["name"], audience)
+                    return _json({"token": token})
+                case "sim.jwks":
+                    return _json(identity_jwks())
                 case "sim.requests":
                     return _json(self.faults.counts())
                 case "sim.requests.reset":
@@ -688,9 +784,29 @@ class SimGce:
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimGce:
-    """Start the simulated GCE for `wm sim serve` (plain http: no certificate to write)."""
-    del state_dir
-    return SimGce(Behaviour.from_config(config), port=config.port).start()
+    """Start the simulated GCE for `wm sim serve` (plain http); the JWKS of its identity tokens
+    goes into state_dir."""
+    sim = SimGce(Behaviour.from_config(config), port=config.port, trust_dir=state_dir).start()
+    _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots
+    return sim
+
+
+def identity_jwks() -> dict[str, Any]:
+    """The public JWKS of the process's GCE identity key, in Google's shape."""
+    import jwt
+
+    key = signing_key(IDENTITY_KEY_NAME)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    return {"keys": [{**jwk, "kid": _kid(key), "alg": "RS256", "use": "sig"}]}
+
+
+def _kid(key: rsa.RSAPrivateKey) -> str:
+    numbers = key.public_key().public_numbers()
+    return hashlib.sha256(f"{numbers.n}:{numbers.e}".encode()).hexdigest()[:40]
+
+
+def _project_number(project: str) -> int:
+    return int(hashlib.sha256(project.encode()).hexdigest()[:11], 16)
 
 
 # -- routing ---------------------------------------------------------------------------------------
@@ -720,6 +836,8 @@ def _rules() -> list[Rule]:
         Rule("/_sim/kill", methods=["POST"], endpoint="sim.kill"),
         Rule("/_sim/remove", methods=["POST"], endpoint="sim.remove"),
         Rule("/_sim/reset", methods=["POST"], endpoint="sim.reset"),
+        Rule("/_sim/identity/<zone>/<name>", methods=["GET"], endpoint="sim.identity"),
+        Rule("/_sim/jwks", methods=["GET"], endpoint="sim.jwks"),
     ]
 
 

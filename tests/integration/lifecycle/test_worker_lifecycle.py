@@ -1,0 +1,157 @@
+"""A worker's whole life on each simulated cloud, driven by the simulated agent over HTTP:
+launched -> registered (running) -> re-registered -> removes itself -> stopped.
+
+Everything real: Postgres, the provisioner pass, the provider SDKs against the simulated
+clouds, the worker API served by uvicorn, the identity verifiers checking proofs the
+simulated clouds signed, and the scanner deleting the VM.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+
+from tests.fixtures.sim_arm import azure_config
+from tests.fixtures.sim_ec2 import aws_config
+from tests.fixtures.sim_gce import gcp_config
+from tests.support.configs import build
+from wm.api.app import create_app
+from wm.db import pools as pool_store
+from wm.db import tasks
+from wm.db.server import free_port
+from wm.db.workers import list_workers
+from wm.pool_sync import plan_sync
+from wm.providers import build_provider, build_verifier
+from wm.providers.base import WorkerState
+from wm.provisioner import Provisioner
+from wm.queues.builtin import BuiltinQueue
+from wm.scanner import Scanner
+from wm.sim.agent import AgentSettings
+from wm.sim.fleet import Fleet
+
+POOL = "proj/life"
+MACHINES = {
+    "aws": ("m5.large", "ami-0abcdef1234567890"),
+    "gcp": ("e2-small", "projects/debian-cloud/global/images/family/debian-12"),
+    "azure": ("Standard_D2s_v5", "Canonical:ubuntu-24_04-lts:server:latest"),
+}
+
+
+@dataclass
+class Cloud:
+    kind: str
+    sim_fixture: str
+
+
+CLOUDS = [Cloud("aws", "sim_ec2"), Cloud("gcp", "sim_gce"), Cloud("azure", "sim_arm")]
+
+
+def provider_config(kind: str, sim):
+    trust = str(sim.identity_trust_path)
+    if kind == "aws":
+        return aws_config(sim.endpoint).model_copy(update={"identity_certificate": trust})
+    if kind == "gcp":
+        return gcp_config(sim.endpoint).model_copy(update={"identity_jwks": trust})
+    return azure_config(sim).model_copy(update={"identity_roots": (trust,)})
+
+
+@pytest.fixture
+def api(engine) -> Iterator[tuple[str, dict]]:
+    """The worker API on a real port; the verifiers are filled in by the test."""
+    verifiers: dict = {}
+    port = free_port()
+    public_url = f"http://127.0.0.1:{port}"
+    app = create_app(
+        engine, verifiers, deployment_id="test-deploy", audience=public_url, operator_token=None
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield public_url, verifiers
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("cloud", CLOUDS, ids=[c.kind for c in CLOUDS])
+def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, cloud):
+    sim = request.getfixturevalue(cloud.sim_fixture)
+    public_url, verifiers = api
+    provider_cfg = provider_config(cloud.kind, sim)
+    machine, image = MACHINES[cloud.kind]
+    region = provider_cfg.regions[0]
+    raw = {
+        "deployment_id": "test-deploy",
+        "web": {"public_url": public_url},
+        "providers": [provider_cfg.model_dump(mode="json", exclude_none=True)],
+        "pools": [
+            {
+                "id": POOL,
+                "provider": provider_cfg.id,
+                "max_capacity": 1,
+                "reregistration_timeout_s": 2.0,  # re-registration within the test
+                "launch_configs": [{"region": region, "machine_type": machine, "image": image}],
+            }
+        ],
+    }
+    config = build(raw)
+    pool_store.apply_sync(engine, plan_sync(config, [], []))
+    verifiers[provider_cfg.id] = build_verifier(provider_cfg, "test-deploy", public_url)
+    provider = build_provider(provider_cfg, "test-deploy")
+    try:
+        tasks.submit_tasks(engine, POOL, 2, 0.2)
+        Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
+        (launched,) = list_workers(engine, pool_id=POOL)
+        assert launched.state == WorkerState.REQUESTED and launched.cloud_id
+
+        running = {vm.cloud_id for vm in sim.instances() if vm.state == "running"}
+        fleet = Fleet(
+            config,
+            engine,
+            public_url,
+            settings=AgentSettings(idle_timeout_s=2.5, should_terminate_every_s=0.5),
+            running_vms=lambda: {provider.id: running},
+        )
+        assert fleet.sync() == 1
+        agent = fleet.agents[launched.worker_id]
+        wait_until(lambda: list_workers(engine)[0].state == WorkerState.RUNNING, 15, "registered")
+        wait_until(lambda: "reregistered" in agent.events, 15, "re-registered")
+        wait_until(lambda: list_workers(engine)[0].state == WorkerState.STOPPING, 20, "removal")
+        assert agent.events.count("task-done") == 2
+        assert agent.events[0] == "registered" and agent.events[-1] == "removed"
+
+        scanner = Scanner(engine, {provider.id: provider}, missing_grace_s=0, orphan_grace_s=0)
+        wait_until(
+            lambda: (
+                scanner.scan(provider.id, region) is not None
+                and list_workers(engine)[0].state == WorkerState.STOPPED
+            ),
+            20,
+            "stopped",
+        )
+        (done,) = list_workers(engine)
+        assert done.stop_reason == "removed-by-worker"
+        assert [vm for vm in sim.instances() if vm.state not in ("gone", "stopped")] == []
+    finally:
+        fleet_stop = locals().get("fleet")
+        if fleet_stop:
+            fleet_stop.stop.set()
+        provider.close()

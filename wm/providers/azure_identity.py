@@ -1,0 +1,373 @@
+"""Azure identity proofs: attested data, a PKCS#7 SignedData signed for metadata.azure.com.
+
+What a worker posts:
+
+    {"document": <the "signature" field of GET /metadata/attested/document?nonce=<nonce>,
+                  base64 DER PKCS#7>,
+     "nonce":    <the nonce it asked for: 1-32 letters and digits>}
+
+The PKCS#7 carries the signed JSON itself ({"nonce", "vmId", "subscriptionId", "timeStamp":
+{"createdOn", "expiresOn"}, ...}); there is no second copy to compare, so what is checked is the
+signed content. Checks, cheapest first: shape and sizes; the DER structure; the content's
+nonce, vmId (recorded by the Azure provider at create), subscription and times; the signer
+certificate's name (metadata.azure.com or one label under it) and dates; the signature over the
+content (or over the signed attributes, whose messageDigest must be the content's); and last the
+chain from the signer to one of `identity_roots`, with intermediates from the PKCS#7. Only when
+those do not complete the chain are the certificates' AIA "CA Issuers" URLs fetched, through
+identity_fetch (AIA_HOSTS only, never an IP literal or a metadata address).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509 import verification
+from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID, NameOID
+
+from wm.config import AzureProviderConfig
+from wm.errors import ConfigError
+from wm.identity import (
+    CLOCK_SKEW_S,
+    ExpectedIdentity,
+    IdentityRejected,
+    decode_base64,
+    proof_strings,
+    require_not_before_request,
+)
+from wm.providers import identity_fetch, pkcs7
+
+DOCUMENT_MAX_CHARS = 48 * 1024  # base64; real documents are 2-8 KiB
+DOCUMENT_MAX_BYTES = 36 * 1024
+CONTENT_MAX_BYTES = 8 * 1024
+NONCE_PATTERN = re.compile(r"[A-Za-z0-9]{1,32}")  # what IMDS accepts as a nonce
+SIGNER_NAME = "metadata.azure.com"
+SIGNER_NAME_PATTERN = re.compile(r"([a-z0-9-]{1,63}\.)?metadata\.azure\.com")
+ATTESTED_MAX_AGE_S = 3600.0  # a document made longer ago is refused even if not expired
+TIMESTAMP_FORMAT = "%m/%d/%y %H:%M:%S %z"  # "11/28/18 06:16:17 -0000", as IMDS writes it
+MAX_CHAIN_DEPTH = 5
+# AIA hosts Microsoft's TLS issuing CAs publish their certificates on.
+AIA_HOSTS = frozenset({"www.microsoft.com", "cacerts.digicert.com"})
+AIA_MAX_FETCHES = 2  # per verification
+AIA_MAX_BYTES = 16 * 1024
+AIA_CACHE_SIZE = 32
+DIGESTS: Mapping[str, type[hashes.HashAlgorithm]] = {
+    "2.16.840.1.101.3.4.2.1": hashes.SHA256,
+    "2.16.840.1.101.3.4.2.2": hashes.SHA384,
+    "2.16.840.1.101.3.4.2.3": hashes.SHA512,
+}
+OID_RSA = "1.2.840.113549.1.1.1"
+# sha*WithRSAEncryption: allowed as the signature algorithm when it names the same digest.
+RSA_WITH: Mapping[str, str] = {
+    "1.2.840.113549.1.1.11": "2.16.840.1.101.3.4.2.1",
+    "1.2.840.113549.1.1.12": "2.16.840.1.101.3.4.2.2",
+    "1.2.840.113549.1.1.13": "2.16.840.1.101.3.4.2.3",
+}
+
+
+@dataclass
+class AiaCache:
+    """Intermediates fetched by URL (only ever URLs on the allow-list)."""
+
+    fetch: identity_fetch.Fetch
+    _certificates: OrderedDict[str, x509.Certificate] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, url: str) -> x509.Certificate:
+        identity_fetch.check_url(url, AIA_HOSTS, ("http",))  # before anything touches the net
+        with self._lock:
+            if url in self._certificates:
+                self._certificates.move_to_end(url)
+                return self._certificates[url]
+        body = self.fetch(url, AIA_MAX_BYTES).body
+        try:
+            certificate = (
+                x509.load_pem_x509_certificate(body)
+                if body.lstrip().startswith(b"-----")
+                else x509.load_der_x509_certificate(body)
+            )
+        except ValueError:
+            raise IdentityRejected("fetched issuer certificate is not a certificate") from None
+        with self._lock:
+            self._certificates[url] = certificate
+            while len(self._certificates) > AIA_CACHE_SIZE:
+                self._certificates.popitem(last=False)
+        return certificate
+
+
+@dataclass(frozen=True)
+class AzureIdentityVerifier:
+    provider_id: str
+    subscription_id: str
+    roots: tuple[x509.Certificate, ...]
+    aia: AiaCache
+
+    def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
+        fields = proof_strings(proof, {"document": DOCUMENT_MAX_CHARS, "nonce": 32})
+        if not NONCE_PATTERN.fullmatch(fields["nonce"]):
+            raise IdentityRejected("nonce is not 1-32 letters and digits")
+        der = decode_base64(fields["document"], "document", max_bytes=DOCUMENT_MAX_BYTES)
+        try:
+            signed = pkcs7.parse_signed_data(der)
+        except pkcs7.Pkcs7Error as exc:
+            raise IdentityRejected(f"document is not PKCS#7 SignedData: {exc}") from None
+        content = _content(signed)
+        now = datetime.now(UTC)
+        check_claims(
+            content,
+            expected,
+            nonce=fields["nonce"],
+            subscription_id=self.subscription_id,
+            now=now,
+        )
+        if len(signed.signers) != 1:
+            raise IdentityRejected("document must have exactly one signer")
+        signer_info = signed.signers[0]
+        certificates = _certificates(signed)
+        signer = _signer_certificate(signer_info, certificates)
+        check_signer(signer, now)
+        check_signature(signer_info, signer, signed.content or b"")
+        intermediates = [c for c in certificates if c is not signer]
+        self._check_chain(signer, intermediates, now)
+
+    def _check_chain(
+        self, signer: x509.Certificate, intermediates: list[x509.Certificate], now: datetime
+    ) -> None:
+        tried: set[str] = set()
+        while True:
+            try:
+                _chain_verifier(self.roots, now).verify(signer, intermediates)
+                return
+            except verification.VerificationError:
+                pass
+            # Only now, with the content, signer name and signature checked, may a URL the
+            # document names be fetched: allow-listed hosts only, a few per document.
+            urls = [u for c in (signer, *intermediates) for u in _issuer_urls(c) if u not in tried]
+            if not urls or len(tried) >= AIA_MAX_FETCHES:
+                raise IdentityRejected("signer does not chain to a trusted root")
+            tried.add(urls[0])
+            intermediates = [*intermediates, self.aia.get(urls[0])]
+
+
+def check_claims(
+    content: Mapping[str, Any],
+    expected: ExpectedIdentity,
+    *,
+    nonce: str,
+    subscription_id: str,
+    now: datetime,
+) -> None:
+    """The signed content is fresh and names exactly this worker's VM."""
+    if content.get("nonce") != nonce:
+        raise IdentityRejected("nonce does not match the proof's")
+    recorded_vm_id = expected.provider_data.get("vmId")
+    if not recorded_vm_id:
+        raise IdentityRejected("no vmId recorded for this worker")
+    if not _same_guid(content.get("vmId"), recorded_vm_id):
+        raise IdentityRejected("vmId does not match the worker")
+    if not _same_guid(content.get("subscriptionId"), subscription_id):
+        raise IdentityRejected("subscription does not match the provider")
+    stamps = content.get("timeStamp")
+    if not isinstance(stamps, Mapping):
+        raise IdentityRejected("document has no timeStamp")
+    created = _timestamp(stamps.get("createdOn"), "createdOn")
+    expires = _timestamp(stamps.get("expiresOn"), "expiresOn")
+    if (now - expires).total_seconds() > CLOCK_SKEW_S:
+        raise IdentityRejected("attested data expired")
+    if (created - now).total_seconds() > CLOCK_SKEW_S:
+        raise IdentityRejected("attested data is from the future")
+    if (now - created).total_seconds() > ATTESTED_MAX_AGE_S:
+        raise IdentityRejected("attested data is too old")
+    require_not_before_request(created, expected, "attested data")
+
+
+def check_signer(signer: x509.Certificate, now: datetime) -> None:
+    """The signer certificate is Azure's metadata service's, and current."""
+    names = [
+        str(a.value).lower() for a in signer.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    ]
+    try:
+        san = signer.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names += [name.lower() for name in san.get_values_for_type(x509.DNSName)]
+    except x509.ExtensionNotFound:
+        pass
+    if not any(SIGNER_NAME_PATTERN.fullmatch(name) for name in names):
+        raise IdentityRejected(f"signer is not {SIGNER_NAME}")
+    if not signer.not_valid_before_utc <= now <= signer.not_valid_after_utc:
+        raise IdentityRejected("signer certificate is expired or not yet valid")
+    try:
+        usage = signer.extensions.get_extension_for_class(x509.KeyUsage).value
+    except x509.ExtensionNotFound:
+        return
+    if not usage.digital_signature:
+        raise IdentityRejected("signer certificate may not sign")
+
+
+def check_signature(info: pkcs7.SignerInfo, signer: x509.Certificate, content: bytes) -> None:
+    """RSA PKCS#1 v1.5 over the content, or over the signed attributes that hash it."""
+    digest = DIGESTS.get(info.digest_oid)
+    if digest is None:
+        raise IdentityRejected("digest algorithm is not SHA-2")
+    if info.signature_oid != OID_RSA and RSA_WITH.get(info.signature_oid) != info.digest_oid:
+        raise IdentityRejected("signature algorithm is not RSA with the named digest")
+    try:
+        key = signer.public_key()
+    except (UnsupportedAlgorithm, ValueError):
+        raise IdentityRejected("signer key is not supported") from None
+    if not isinstance(key, rsa.RSAPublicKey) or key.key_size < 2048:
+        raise IdentityRejected("signer key is not RSA of at least 2048 bits")
+    signed = content
+    if info.signed_attributes is not None:
+        _check_signed_attributes(info.signed_attributes, digest, content)
+        signed = info.signed_attributes
+    try:
+        key.verify(info.signature, signed, padding.PKCS1v15(), digest())
+    except InvalidSignature:
+        raise IdentityRejected("document signature does not verify") from None
+
+
+def make_verifier(
+    config: AzureProviderConfig,
+    deployment_id: str,
+    audience: str,
+    *,
+    fetch: identity_fetch.Fetch = identity_fetch.fetch,
+) -> AzureIdentityVerifier:
+    del deployment_id, audience  # attested data names the VM; the row ties it to the deployment
+    key_path = f"providers.{config.id}.identity_roots"
+    if not config.identity_roots:
+        raise ConfigError([f"{key_path}: required to verify Azure attested data (PEM files)"])
+    roots: list[x509.Certificate] = []
+    for path in config.identity_roots:
+        try:
+            roots += x509.load_pem_x509_certificates(Path(path).read_bytes())
+        except OSError as exc:
+            raise ConfigError([f"{key_path}: cannot read {path}: {exc.strerror}"]) from None
+        except ValueError:
+            raise ConfigError([f"{key_path}: {path} holds no PEM certificate"]) from None
+    return AzureIdentityVerifier(config.id, config.subscription_id, tuple(roots), AiaCache(fetch))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _content(signed: pkcs7.SignedData) -> Mapping[str, Any]:
+    if signed.content_type != pkcs7.OID_DATA or signed.content is None:
+        raise IdentityRejected("document carries no signed data")
+    if len(signed.content) > CONTENT_MAX_BYTES:
+        raise IdentityRejected("signed data is too large")
+    try:
+        content = json.loads(signed.content)
+    except ValueError:
+        raise IdentityRejected("signed data is not JSON") from None
+    if not isinstance(content, dict):
+        raise IdentityRejected("signed data is not a JSON object")
+    return content
+
+
+def _certificates(signed: pkcs7.SignedData) -> list[x509.Certificate]:
+    try:
+        return [x509.load_der_x509_certificate(der) for der in signed.certificates]
+    except ValueError:
+        raise IdentityRejected("document carries a malformed certificate") from None
+
+
+def _signer_certificate(
+    info: pkcs7.SignerInfo, certificates: Sequence[x509.Certificate]
+) -> x509.Certificate:
+    for certificate in certificates:
+        if info.issuer is not None:
+            if (
+                certificate.serial_number == info.serial
+                and certificate.issuer.public_bytes() == info.issuer
+            ):
+                return certificate
+        elif (
+            info.subject_key_id is not None and _subject_key_id(certificate) == info.subject_key_id
+        ):
+            return certificate
+    raise IdentityRejected("document does not carry its signer's certificate")
+
+
+def _subject_key_id(certificate: x509.Certificate) -> bytes | None:
+    try:
+        return certificate.extensions.get_extension_for_class(
+            x509.SubjectKeyIdentifier
+        ).value.digest
+    except x509.ExtensionNotFound:
+        return None
+
+
+def _check_signed_attributes(
+    attributes: bytes, digest: type[hashes.HashAlgorithm], content: bytes
+) -> None:
+    try:
+        types = pkcs7.attribute_values(attributes, pkcs7.OID_CONTENT_TYPE)
+        digests = pkcs7.attribute_values(attributes, pkcs7.OID_MESSAGE_DIGEST)
+        content_type = [pkcs7.oid_of(t) for t in types]
+    except pkcs7.Pkcs7Error as exc:
+        raise IdentityRejected(f"signed attributes are malformed: {exc}") from None
+    if content_type != [pkcs7.OID_DATA]:
+        raise IdentityRejected("signed attributes name another content type")
+    hasher = hashes.Hash(digest())
+    hasher.update(content)
+    if len(digests) != 1 or digests[0].tag != pkcs7.TAG_OCTET_STRING:
+        raise IdentityRejected("signed attributes carry no message digest")
+    if digests[0].value != hasher.finalize():
+        raise IdentityRejected("signed attributes are for other content")
+
+
+def _chain_verifier(roots: Sequence[x509.Certificate], now: datetime) -> Any:
+    # The client verifier checks the path (signatures, dates, CA constraints, key usage of the
+    # CAs); the leaf's own extensions are not held to TLS rules (its name and use are checked
+    # above), since attested data is not a TLS handshake.
+    return (
+        verification.PolicyBuilder()
+        .store(verification.Store(list(roots)))
+        .time(now)
+        .max_chain_depth(MAX_CHAIN_DEPTH)
+        .extension_policies(
+            ca_policy=verification.ExtensionPolicy.webpki_defaults_ca(),
+            ee_policy=verification.ExtensionPolicy.permit_all(),
+        )
+        .build_client_verifier()
+    )
+
+
+def _issuer_urls(certificate: x509.Certificate) -> list[str]:
+    try:
+        access = certificate.extensions.get_extension_for_oid(
+            ExtensionOID.AUTHORITY_INFORMATION_ACCESS
+        ).value
+    except x509.ExtensionNotFound:
+        return []
+    return [
+        d.access_location.value
+        for d in access
+        if d.access_method == AuthorityInformationAccessOID.CA_ISSUERS
+        and isinstance(d.access_location, x509.UniformResourceIdentifier)
+    ]
+
+
+def _same_guid(claimed: Any, recorded: Any) -> bool:
+    return isinstance(claimed, str) and bool(claimed) and claimed.lower() == str(recorded).lower()
+
+
+def _timestamp(value: Any, what: str) -> datetime:
+    if not isinstance(value, str) or len(value) > 40:
+        raise IdentityRejected(f"timeStamp.{what} is missing")
+    try:
+        return datetime.strptime(value, TIMESTAMP_FORMAT)
+    except ValueError:
+        raise IdentityRejected(f"timeStamp.{what} is not a timestamp") from None

@@ -1,0 +1,1 @@
+"""Trust material shipped with wm (public certificates only)."""

@@ -1,0 +1,101 @@
+"""Boot simulated worker agents on the simulated clouds' VMs, as the VMs' images would.
+
+`Fleet.sync()` looks at every worker row that has a cloud id and whose VM the cloud shows
+running, and starts one `WorkerAgent` for it, with a proof fetcher that asks that VM's
+simulated cloud for its identity proof over HTTP (as a worker asks its metadata service).
+The fleet reads worker rows only to know which worker a VM is — what a real VM learns from its
+own metadata (name, tags, or EC2's launch index) — never to decide anything for wm.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import ssl
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from wm.config import Config, ProviderConfig
+from wm.db.workers import list_workers
+from wm.providers.azure import vm_name
+from wm.providers.base import WorkerState
+from wm.queues.builtin import BuiltinQueue
+from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
+
+HTTP_TIMEOUT_S = 10.0
+
+
+def _get_json(url: str, ca_bundle: str | None = None) -> dict[str, Any]:
+    context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
+    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S, context=context) as response:
+        return json.loads(response.read())
+
+
+def proof_fetcher(
+    provider: ProviderConfig, worker_id: str, zone: str, cloud_id: str, audience: str
+) -> Callable[[], dict[str, Any]]:
+    """How the VM asks its (simulated) metadata service for its identity proof."""
+    base = (provider.endpoint or "").rstrip("/")
+    quote = urllib.parse.quote
+    if provider.kind == "aws":
+        return lambda: _get_json(f"{base}/_sim/identity/{quote(cloud_id)}")
+    if provider.kind == "gcp":
+        query = urllib.parse.urlencode({"audience": audience})
+        return lambda: _get_json(f"{base}/_sim/identity/{quote(zone)}/{quote(worker_id)}?{query}")
+
+    def attested() -> dict[str, Any]:
+        nonce = secrets.token_hex(8)
+        url = f"{base}/_sim/attested/{quote(vm_name(worker_id))}?nonce={nonce}"
+        return _get_json(url, getattr(provider, "ca_bundle", None))
+
+    return attested
+
+
+@dataclass
+class Fleet:
+    config: Config
+    engine: Engine
+    api_url: str
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    # provider id -> ids of the VMs that run (booted): from the simulated clouds
+    running_vms: Callable[[], Mapping[str, set[str]]] = lambda: {}
+    agents: dict[str, WorkerAgent] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def sync(self) -> int:
+        """Start an agent for every booted VM that has none yet; return how many started."""
+        booted = self.running_vms()
+        started = 0
+        queue = BuiltinQueue(self.engine)
+        for row in list_workers(self.engine, state=WorkerState.REQUESTED):
+            if row.worker_id in self.agents or not row.cloud_id:
+                continue
+            if row.cloud_id not in booted.get(row.provider_id, set()):
+                continue
+            provider = self.config.provider(row.provider_id)
+            agent = WorkerAgent(
+                api_url=self.api_url,
+                identity=AgentIdentity(
+                    row.pool_id, row.provider_id, row.worker_group, row.worker_id
+                ),
+                fetch_proof=proof_fetcher(
+                    provider,
+                    row.worker_id,
+                    row.worker_group,
+                    row.cloud_id,
+                    self.config.web.public_url,
+                ),
+                queue=queue,
+                settings=self.settings,
+                stop=self.stop,
+            )
+            self.agents[row.worker_id] = agent
+            run_in_thread(agent)
+            started += 1
+        return started

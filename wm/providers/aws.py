@@ -260,9 +260,18 @@ class AwsProvider:
                 {"ResourceType": "volume", "Tags": tag_list},
             ],
         }
-        if spec.worker_config:
-            # botocore base64-encodes RunInstances UserData itself.
-            request["UserData"] = json.dumps(dict(spec.worker_config), sort_keys=True)
+        # One user data for the whole call: a worker finds its own id at its launch index
+        # (IMDS meta-data/ami-launch-index). botocore base64-encodes UserData itself.
+        user_data = {
+            "worker_config": dict(spec.worker_config),
+            "wm": {
+                "deployment_id": self.deployment_id,
+                "pool_id": batch.pool_id,
+                "provider_id": self.id,
+                "worker_ids": [intent.worker_id for intent in batch.intents],
+            },
+        }
+        request["UserData"] = json.dumps(user_data, sort_keys=True)
         if spec.spot:
             request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": SPOT_OPTIONS}
         return request

@@ -419,7 +419,11 @@ def test_spot_tags_and_user_data_reach_the_cloud(sim_ec2: SimEc2, aws_provider: 
     )["Volumes"]
 
     assert instance["InstanceLifecycle"] == "spot"
-    assert json.loads(base64.b64decode(user_data["UserData"]["Value"])) == {"queue": "linux-large"}
+    decoded = json.loads(base64.b64decode(user_data["UserData"]["Value"]))
+    assert decoded["worker_config"] == {"queue": "linux-large"}
+    # The worker finds its own id at its launch index.
+    assert decoded["wm"]["worker_ids"] == [result.worker_id]
+    assert decoded["wm"]["provider_id"] == aws_provider.id
     tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
     assert {k: tags[k] for k in (TAG_DEPLOYMENT, TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)} == {
         TAG_DEPLOYMENT: EC2_DEPLOYMENT,

@@ -97,17 +97,19 @@ def test_a_failing_slow_azure_leaves_aws_and_gcp_scans_alone(
     tasks.submit_tasks(engine, "proj/z", 4, 5.0)
     Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
     provider.close()
-    sim_arm.faults.behaviour.update(latency_ms=3000, failure_rate=0.5)
+    sim_arm.faults.behaviour.update(latency_ms=20_000, failure_rate=0.5)  # the storm
 
     process = stack.start("scanner")
     process.wait_for(
         lambda: process.events("cloud-api-paused") and process.events("cloud-api-resumed"),
-        60,
+        150,
         "Azure paused and resumed",
     )
     fast = [s for s in scans(process) if s["provider"] in ("aws-sim", "gcp-sim")]
     assert len(fast) >= 10
-    assert max(s["duration_s"] for s in fast) < 1.0
+    durations = sorted(s["duration_s"] for s in fast)
+    # Normal: a fraction of a second, far from Azure's 20 s calls (and load-tolerant).
+    assert durations[len(durations) // 2] < 0.5 and durations[-1] < 3.0
     assert {e["provider"] for e in process.events("cloud-api-paused")} == {"azure-sim"}
     rows = list_workers(engine, pool_id="proj/z")
     assert len(rows) == 4 and all(r.state != WorkerState.STOPPED for r in rows)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from wm.config import LaunchConfig, PoolConfig
-from wm.providers.base import WorkerState
+from wm.providers.base import LaunchSpec, WorkerState
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,19 @@ class LaunchConfigRecord:
             worker_config=dict(lc.worker_config),
             weight=lc.weight,
             max_capacity=lc.max_capacity,
+        )
+
+    def spec(self) -> LaunchSpec:
+        """What a provider needs to launch a worker of this config."""
+        return LaunchSpec(
+            launch_config_id=self.launch_config_id,
+            region=self.region,
+            machine_type=self.machine_type,
+            image=self.image,
+            capacity_per_worker=self.capacity_per_worker,
+            public_ip=self.public_ip,
+            spot=self.spot,
+            worker_config=dict(self.worker_config),
         )
 
 

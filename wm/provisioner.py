@@ -31,7 +31,6 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
-    LaunchSpec,
     Provider,
     WorkerRef,
 )
@@ -326,24 +325,11 @@ def _batch(
     ]
     batch = LaunchBatch(
         pool_id=pool.pool_id,
-        spec=spec_of(lc),
+        spec=lc.spec(),
         intents=tuple(LaunchIntent(r.worker_id, r.idempotency_token) for r in rows),
         batch_token=batch_token,
     )
     return rows, batch
-
-
-def spec_of(lc: LaunchConfigRecord) -> LaunchSpec:
-    return LaunchSpec(
-        launch_config_id=lc.launch_config_id,
-        region=lc.region,
-        machine_type=lc.machine_type,
-        image=lc.image,
-        capacity_per_worker=lc.capacity_per_worker,
-        public_ip=lc.public_ip,
-        spot=lc.spot,
-        worker_config=dict(lc.worker_config),
-    )
 
 
 def _create_batch(provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:

@@ -20,7 +20,6 @@ from sqlalchemy import Engine
 from wm import config as config_module
 from wm.config import Config
 from wm.db import pools as pool_store
-from wm.pool_sync import plan_sync
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"
@@ -163,14 +162,7 @@ class Stack:
         return config_module.load(self.path, environ={"DATABASE_URL": self.db_url})
 
     def sync_pools(self, engine: Engine) -> None:
-        config = self.config()
-        plan = plan_sync(
-            config,
-            pool_store.load_pools(engine),
-            pool_store.load_launch_configs(engine),
-            pool_store.load_scan_units(engine),
-        )
-        pool_store.apply_sync(engine, plan)
+        pool_store.sync_from_config(engine, self.config())
 
     def start(self, *args: str) -> WmProcess:
         process = WmProcess.start(["run", *args], self.path, self.db_url)

@@ -7,7 +7,6 @@ import click
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
 from wm.db import pool_errors
 from wm.db import pools as pool_store
-from wm.pool_sync import plan_sync
 
 
 @click.group("config")
@@ -49,13 +48,7 @@ def pools() -> None:
 @click.pass_obj
 def sync(obj: CliContext, dry_run: bool) -> None:
     """Make the database's pools match the config, in one transaction."""
-    config, engine = obj.config(), obj.engine()
-    plan = plan_sync(
-        config,
-        pool_store.load_pools(engine),
-        pool_store.load_launch_configs(engine),
-        pool_store.load_scan_units(engine),
-    )
+    plan = pool_store.sync_from_config(obj.engine(), obj.config(), apply=False)
     if plan.empty:
         click.echo("pools already match the config: nothing to do")
         return
@@ -64,7 +57,7 @@ def sync(obj: CliContext, dry_run: bool) -> None:
     if dry_run:
         click.echo("dry run: nothing changed")
         return
-    pool_store.apply_sync(engine, plan)
+    pool_store.apply_sync(obj.engine(), plan)
     click.echo(f"applied {len(plan.lines)} change(s)")
 
 

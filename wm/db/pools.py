@@ -8,6 +8,7 @@ from datetime import timedelta
 from sqlalchemy import Engine, and_, case, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert
 
+from wm.config import Config
 from wm.db.tables import (
     launch_configs,
     scan_units,
@@ -17,7 +18,7 @@ from wm.db.tables import (
     workers,
 )
 from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus
-from wm.pool_sync import SyncPlan
+from wm.pool_sync import SyncPlan, plan_sync
 
 ERRORS_WINDOW = timedelta(hours=1)
 
@@ -127,6 +128,16 @@ def apply_sync(engine: Engine, plan: SyncPlan) -> None:
                 insert(scan_units).on_conflict_do_nothing(),
                 [{"provider_id": p, "region": r} for p, r in plan.scan_units],
             )
+
+
+def sync_from_config(engine: Engine, config: Config, *, apply: bool = True) -> SyncPlan:
+    """Plan what the config changes in the database, and apply it unless asked not to."""
+    plan = plan_sync(
+        config, load_pools(engine), load_launch_configs(engine), load_scan_units(engine)
+    )
+    if apply and not plan.empty:
+        apply_sync(engine, plan)
+    return plan
 
 
 def pool_statuses(engine: Engine, pool_id: str | None = None) -> list[PoolStatus]:

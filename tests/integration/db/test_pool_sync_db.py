@@ -7,14 +7,7 @@ from wm.pool_sync import plan_sync
 
 
 def sync(engine, config):
-    plan = plan_sync(
-        config,
-        store.load_pools(engine),
-        store.load_launch_configs(engine),
-        store.load_scan_units(engine),
-    )
-    store.apply_sync(engine, plan)
-    return plan
+    return store.sync_from_config(engine, config)
 
 
 def test_sync_twice_changes_nothing_the_second_time(engine):

@@ -115,3 +115,27 @@ def test_a_failing_slow_azure_leaves_aws_and_gcp_scans_alone(
     assert len(rows) == 4 and all(r.state != WorkerState.STOPPED for r in rows)
     _, took = process.terminate()
     assert took < 10
+
+
+def test_run_all_provisions_and_scans_in_one_process(tmp_path, db_url, engine, sim_gce, stacks):
+    gcp = gcp_provider(sim_gce, scan_interval_s=0.5)
+    stack = Stack.write(
+        tmp_path,
+        db_url,
+        [gcp],
+        [pool("proj/all", gcp, requires_registration=False)],
+        intervals={"provision_s": 0.5},
+    )
+    stacks.append(stack)
+    stack.sync_pools(engine)
+    tasks.submit_tasks(engine, "proj/all", 3, 5.0)
+    process = stack.start("all")
+
+    def running() -> bool:
+        rows = list_workers(engine, pool_id="proj/all")
+        return len(rows) == 3 and all(r.state == WorkerState.RUNNING for r in rows)
+
+    process.wait_for(running, 30, "three running workers")
+    assert process.events("provision-pass") and process.events("scan")
+    code, took = process.terminate()
+    assert code == 0 and took < 10

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -69,9 +70,20 @@ class Runtime:
         self._scheduler.add_listener(self._on_overrun, EVENT_JOB_MAX_INSTANCES)
 
     def add_job(
-        self, job_id: str, fn: Callable[[], object], interval_s: float, **tags: str
+        self,
+        job_id: str,
+        fn: Callable[[], object],
+        interval_s: float,
+        *,
+        spread: bool = False,
+        **tags: str,
     ) -> None:
-        """Run fn every interval on an executor of its own; tags go on its Sentry events."""
+        """Run fn every interval on an executor of its own; tags go on its Sentry events.
+
+        `spread` starts the job at a random point of its first interval, so that replicas
+        whose jobs compete for the same claims win different ones and share the work.
+        """
+        first_run_s = FIRST_RUN_DELAY_S + (random.uniform(0, interval_s) if spread else 0.0)
         self._health[job_id] = JobHealth()
         self._scheduler.add_executor(ThreadPoolExecutor(1), alias=job_id)
         self._scheduler.add_job(
@@ -81,7 +93,7 @@ class Runtime:
             id=job_id,
             executor=job_id,
             seconds=interval_s,
-            next_run_time=datetime.now().astimezone() + timedelta(seconds=FIRST_RUN_DELAY_S),
+            next_run_time=datetime.now().astimezone() + timedelta(seconds=first_run_s),
         )
 
     def wake(self, job_id: str, delay_s: float = 0.0) -> None:

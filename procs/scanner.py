@@ -20,6 +20,9 @@ from wm.providers import build_provider
 from wm.scanner import Scanner
 
 HOUSEKEEPING_INTERVAL_S = 600.0
+# A region whose scan started less than this share of its interval ago is left to the replica
+# that scanned it: each region is scanned about once per interval however many replicas run.
+SCAN_GAP_FRACTION = 0.5
 
 
 def selected(
@@ -42,6 +45,7 @@ def add_jobs(
         providers,
         replica=f"{socket.gethostname()}:{os.getpid()}",
         max_scan_s={p.id: p.max_scan_s for p in chosen},
+        min_gap_s={p.id: p.scan_interval_s * SCAN_GAP_FRACTION for p in chosen},
         missing_grace_s=config.intervals.missing_grace_s,
         orphan_grace_s=config.intervals.orphan_grace_s,
         stop=runtime.stop,
@@ -52,6 +56,7 @@ def add_jobs(
                 f"scan:{provider.id}:{region}",
                 lambda pid=provider.id, r=region: scanner.scan(pid, r),
                 provider.scan_interval_s,
+                spread=True,
                 provider=provider.id,
                 region=region,
             )

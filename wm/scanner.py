@@ -55,6 +55,8 @@ class Scanner:
     providers: Mapping[str, Provider]
     replica: str = "scanner"
     max_scan_s: Mapping[str, float] = field(default_factory=dict)  # provider id -> limit
+    # provider id -> least time between two scans of one region, by any replica
+    min_gap_s: Mapping[str, float] = field(default_factory=dict)
     missing_grace_s: float = scan_diff.MISSING_GRACE.total_seconds()
     orphan_grace_s: float = scan_diff.ORPHAN_GRACE.total_seconds()
     stop: threading.Event = field(default_factory=threading.Event)
@@ -64,7 +66,8 @@ class Scanner:
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
-        with claims.claim_scan(self.engine, provider_id, region, self.replica) as claimed:
+        gap_s = self.min_gap_s.get(provider_id, 0.0)
+        with claims.claim_scan(self.engine, provider_id, region, self.replica, gap_s) as claimed:
             if not claimed or self.stop.is_set():
                 return None
             report = self._scan(self.providers[provider_id], region)

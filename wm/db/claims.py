@@ -73,16 +73,25 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
 
 
 @contextlib.contextmanager
-def claim_scan(engine: Engine, provider_id: str, region: str, replica: str) -> Iterator[bool]:
-    """Claim one (provider, region) scan; yields False when another replica is scanning it."""
+def claim_scan(
+    engine: Engine, provider_id: str, region: str, replica: str, min_gap_s: float = 0.0
+) -> Iterator[bool]:
+    """Claim one (provider, region) scan; yields False when another replica is scanning it,
+    or when a scan of it started less than `min_gap_s` ago (a peer already scanned it this
+    interval, so replicas share the regions instead of each scanning every one).
+    """
     with engine.connect() as conn, conn.begin():
         row = conn.execute(
-            select(scan_units.c.region)
+            select(scan_units.c.last_scan_started, func.now())
             .where(scan_units.c.provider_id == provider_id, scan_units.c.region == region)
             .with_for_update(skip_locked=True, key_share=True)
         ).first()
         if row is None:
             CLAIMS_BUSY.labels("scan").inc()
+            yield False
+            return
+        last_started, now = row
+        if last_started is not None and (now - last_started).total_seconds() < min_gap_s:
             yield False
             return
         where = (scan_units.c.provider_id == provider_id) & (scan_units.c.region == region)

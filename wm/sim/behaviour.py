@@ -37,6 +37,9 @@ class Behaviour:
     hang_s: float = 0.0
     # Operations faults apply to; empty means all. Latency applies to every operation.
     fault_operations: tuple[str, ...] = ()
+    # "random": each call draws its fate; "even": the draws follow a low-discrepancy sequence,
+    # so the rates hold exactly over any run of calls and a scenario repeats call for call.
+    fault_spread: str = "random"
 
     @classmethod
     def from_config(cls, config: SimCloudConfig) -> Behaviour:
@@ -48,6 +51,8 @@ class Behaviour:
         unknown = set(changes) - known
         if unknown:
             raise ValueError(f"unknown behaviour keys: {sorted(unknown)}")
+        if changes.get("fault_spread", "random") not in FAULT_SPREADS:
+            raise ValueError(f"fault_spread must be one of {list(FAULT_SPREADS)}")
         for key, value in changes.items():
             setattr(self, key, tuple(value) if key == "fault_operations" else value)
 
@@ -67,6 +72,11 @@ class SimVm:
     spot: bool
 
 
+FAULT_SPREADS = ("random", "even")
+WEYL_FATE = (5**0.5 - 1) / 2  # the golden ratio's fraction
+WEYL_HANG = 2**0.5 - 1
+
+
 class Outcome(StrEnum):
     OK = "ok"
     THROTTLE = "throttle"
@@ -81,13 +91,20 @@ class Faults:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._calls = 0  # position in the "even" sequence
 
     def before(self, operation: str) -> Outcome:
         b = self.behaviour
         with self._lock:
             self._counts[operation] += 1
-            draw = self._rng.random()
-            hang = self._rng.random() < b.hang_rate
+            if b.fault_spread == "even":
+                # Weyl sequences: evenly spread in [0, 1), starting at 0 (a fault first).
+                draw = (self._calls * WEYL_FATE) % 1.0
+                hang = (self._calls * WEYL_HANG) % 1.0 < b.hang_rate
+                self._calls += 1
+            else:
+                draw = self._rng.random()
+                hang = self._rng.random() < b.hang_rate
             latency_s = max(0.0, b.latency_ms + (self._rng.random() * 2 - 1) * b.latency_jitter_ms)
         time.sleep(latency_s / 1000)
         if b.fault_operations and operation not in b.fault_operations:
@@ -105,8 +122,10 @@ class Faults:
             return dict(self._counts)
 
     def reset_counts(self) -> None:
+        """Zero the request counts and restart the "even" fault sequence."""
         with self._lock:
             self._counts.clear()
+            self._calls = 0
 
 
 def lifecycle_state(

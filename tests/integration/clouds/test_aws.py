@@ -145,14 +145,17 @@ def test_a_batch_of_one_also_carries_its_worker_tag(aws_provider: AwsProvider):
 def test_instances_boot_then_terminate_through_stopping_to_gone(
     sim_ec2: SimEc2, aws_provider: AwsProvider
 ):
-    # Scenario: instances take 0.3 s to boot and 0.3 s to delete.
-    sim_ec2.faults.behaviour.update(boot_s=0.3, delete_s=0.3)
+    # Scenario: instances take an hour to boot and an hour to delete. The simulated cloud reads
+    # these times whenever it is asked, so shortening them later moves the clock on for every
+    # instance without the test racing a timer.
+    behaviour = sim_ec2.faults.behaviour
+    behaviour.update(boot_s=3600, delete_s=3600)
     launched = batch(2)
     results = aws_provider.create(launched)
 
     # Pending at first: still `requested` for wm.
     assert {i.state for i in aws_provider.list_instances(EC2_REGION)} == {WorkerState.REQUESTED}
-    time.sleep(0.35)
+    behaviour.update(boot_s=0)
     assert {i.state for i in aws_provider.list_instances(EC2_REGION)} == {WorkerState.RUNNING}
 
     # Action: terminate. The cloud says shutting-down: not gone yet.
@@ -161,7 +164,7 @@ def test_instances_boot_then_terminate_through_stopping_to_gone(
     assert {i.state for i in aws_provider.list_instances(EC2_REGION)} == {WorkerState.STOPPING}
     assert {vm.state for vm in sim_ec2.instances()} == {"stopping"}
 
-    time.sleep(0.35)
+    behaviour.update(delete_s=0)
     # Terminating again costs only a look-up: the cloud already shows them terminated.
     second = aws_provider.terminate(refs(launched, results))
     assert [(t.gone, t.error) for t in second] == [(True, None), (True, None)]

@@ -41,16 +41,13 @@ import io
 import json
 import logging
 import math
-import multiprocessing
 import re
 import sys
 import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl
@@ -58,15 +55,32 @@ from urllib.parse import parse_qsl
 from sqlalchemy import Engine
 
 from bench.baselines.old_provisioner import OldProvisioner, scan_every
-from wm import config as config_module
+from bench.common import (
+    CLOUDS,
+    DEPLOYMENT_ID,
+    JOIN_TIMEOUT_S,
+    MACHINES,
+    POOL_MIX,
+    PROVIDER_IDS,
+    RESULTS_DIR,
+    CloudProcess,
+    emit,
+    fresh_database,
+    parse_config,
+    provider_entries,
+    ratios,
+    rounded,
+    split_by_share,
+    sync_pools,
+    table,
+    wm_logging,
+    wrap_app,
+)
 from wm.config import Config
-from wm.db import migrate, workers
-from wm.db import pools as pool_store
 from wm.db import tasks as task_store
-from wm.db.engine import create_database, drop_database, make_engine, with_database
+from wm.db import workers
 from wm.db.notify import start_listener
 from wm.db.server import PostgresServer, find_or_start
-from wm.pool_sync import plan_sync
 from wm.providers import build_provider
 from wm.providers.base import TAG_POOL, Provider
 from wm.provisioner import Provisioner
@@ -75,27 +89,7 @@ from wm.sim.arm import SimArm
 from wm.sim.behaviour import Behaviour
 from wm.sim.ec2 import SimEc2
 from wm.sim.gce import SimGce
-from wm.telemetry import JsonLineFormatter
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEPLOYMENT_ID = "wm-bench"
-# (pool id, cloud, share of the burst): EC2 84 %, Azure 13 %, GCE 3 %.
-POOL_MIX = (
-    ("proj-ci/linux-large", "aws", 0.50),
-    ("proj-ci/linux-small", "aws", 0.24),
-    ("proj-ci/linux-gpu", "aws", 0.10),
-    ("proj-ci/win-2022", "azure", 0.10),
-    ("proj-ci/win-11", "azure", 0.03),
-    ("proj-ci/gce-linux", "gcp", 0.03),
-)
-CLOUDS = ("aws", "azure", "gcp")
-PROVIDER_IDS = {"aws": "aws-bench", "gcp": "gcp-bench", "azure": "azure-bench"}
-MACHINES = {  # cloud -> (region or zone, machine type, image)
-    "aws": ("us-east-1", "m5.large", "ami-0abcdef1234567890"),
-    "gcp": ("us-central1-a", "e2-small", "projects/debian-cloud/global/images/family/debian-12"),
-    "azure": ("eastus", "Standard_D2s_v5", "Canonical:ubuntu-24_04-lts:server:latest"),
-}
-AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-0000000be7c4"
 # Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.
 CAPACITY_PER_WORKER = 1
 MAX_CAPACITY_FACTOR = 2  # each pool's max: twice its share of the burst, never binding for wm
@@ -104,13 +98,10 @@ SAMPLE_S = 0.25  # capacity sampling period
 MIN_WINDOW_S = 10.0  # shortest measurement window, whatever the boot time
 WARMUP_TICKS = 1.5  # the burst lands half an interval after the second tick
 BASELINE_SCAN_PHASE = 0.5  # the baseline's next scan comes half a scan interval after the burst
-JOIN_TIMEOUT_S = 30.0
-CLOUDS_START_TIMEOUT_S = 60.0
 CREATE_OPERATIONS = frozenset(
     {"RunInstances", "instances.insert", "instances.bulkInsert", "VirtualMachines_CreateOrUpdate"}
 )
 LIVE_VM_STATES = frozenset({"pending", "running"})
-QUIET_LOGGERS = ("azure", "botocore", "urllib3", "werkzeug", "google")
 
 
 # -- the simulated clouds and what reaches them -------------------------------------------------
@@ -202,10 +193,7 @@ class SimHost:
         for cloud in CLOUDS:
             sim = makers[cloud](Behaviour(boot_s=boot_s, latency_ms=latency_ms)).start()
             stack.callback(sim.stop)
-            # The one reach into a sim's insides: its werkzeug server's app, wrapped before any
-            # request (wm/sim/wsgi.py: ServerThread._server is a BaseWSGIServer).
-            server = sim._server._server
-            server.app = self.recorders[cloud] = CreateRecorder(cloud, server.app)
+            self.recorders[cloud] = wrap_app(sim, lambda app, c=cloud: CreateRecorder(c, app))
             self.sims[cloud] = sim
 
     def ready(self) -> dict[str, Any]:
@@ -235,80 +223,23 @@ class SimHost:
         return [astuple(call) for r in self.recorders.values() for call in list(r.calls)]
 
 
-def serve_clouds(conn: Connection, boot_s: float, latency_ms: float) -> None:
-    """The clouds' process: start the sims, then answer the benchmark's questions until stop."""
-    with contextlib.ExitStack() as stack:
-        try:
-            host = SimHost(boot_s, latency_ms, stack)
-        except Exception as exc:
-            conn.send({"error": repr(exc)})
-            return
-        conn.send(host.ready())
-        while True:
-            request = conn.recv()
-            if request == "stop":
-                break
-            conn.send(getattr(host, request)())
-    conn.send("stopped")
-
-
-class Clouds:
-    """The simulated clouds in a process of their own, so their work (moto's above all) does not
-    share the benchmark's GIL: the provisioner is measured, not the simulation."""
-
-    def __init__(self, conn: Connection, ready: Mapping[str, Any]) -> None:
-        self.endpoints: dict[str, str] = ready["endpoints"]
-        self.cert_path: str = ready["cert_path"]
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    @classmethod
-    @contextlib.contextmanager
-    def running(cls, boot_s: float, latency_ms: float) -> Iterator[Clouds]:
-        context = multiprocessing.get_context("spawn")  # no copy of this process's threads
-        conn, child_conn = context.Pipe()
-        process = context.Process(
-            target=serve_clouds, args=(child_conn, boot_s, latency_ms), name="bench-clouds"
-        )
-        process.start()
-        child_conn.close()
-        try:
-            if not conn.poll(CLOUDS_START_TIMEOUT_S):
-                raise RuntimeError("the simulated clouds did not start")
-            ready = conn.recv()
-            if "error" in ready:
-                raise RuntimeError(f"the simulated clouds did not start: {ready['error']}")
-            yield cls(conn, ready)
-        finally:
-            with contextlib.suppress(OSError, EOFError):
-                conn.send("stop")
-                if conn.poll(JOIN_TIMEOUT_S):
-                    conn.recv()
-            process.join(JOIN_TIMEOUT_S)
-            if process.is_alive():
-                process.terminate()
-                process.join(JOIN_TIMEOUT_S)
-            conn.close()
-
-    def _ask(self, request: str) -> Any:
-        with self._lock:
-            self._conn.send(request)
-            return self._conn.recv()
+class Clouds(CloudProcess):
+    """The burst's SimHost in a process of its own (bench.common.CloudProcess)."""
 
     def live_capacity(self) -> int:
-        return self._ask("live_capacity")
+        return self.ask("live_capacity")
 
     def vms_created(self) -> dict[str, int]:
-        return self._ask("vms_created")
+        return self.ask("vms_created")
 
     def counts(self) -> dict[str, int]:
-        return self._ask("counts")
+        return self.ask("counts")
 
     def reset_counts(self) -> None:
-        self._ask("reset_counts")
+        self.ask("reset_counts")
 
     def create_calls(self) -> list[CreateCall]:
-        return [CreateCall(*fields) for fields in self._ask("create_calls")]
+        return [CreateCall(*fields) for fields in self.ask("create_calls")]
 
 
 # -- config -------------------------------------------------------------------------------------
@@ -316,37 +247,13 @@ class Clouds:
 
 def split_tasks(total: int) -> dict[str, int]:
     """Tasks per pool in the production mix, largest remainders first, summing to `total`."""
-    exact = {pool: total * share for pool, _, share in POOL_MIX}
-    counts = {pool: math.floor(value) for pool, value in exact.items()}
-    by_remainder = sorted(exact, key=lambda p: exact[p] - counts[p], reverse=True)
-    for pool in by_remainder[: total - sum(counts.values())]:
-        counts[pool] += 1
-    return counts
+    return split_by_share(total, {pool: share for pool, _, share in POOL_MIX})
 
 
 def bench_config(
     clouds: Clouds, demand: Mapping[str, int], db_url: str, interval_s: float
 ) -> Config:
-    endpoints = clouds.endpoints
-    providers = [
-        {"id": PROVIDER_IDS["aws"], "kind": "aws", "endpoint": endpoints["aws"]},
-        {
-            "id": PROVIDER_IDS["gcp"],
-            "kind": "gcp",
-            "project": "wm-bench",
-            "endpoint": endpoints["gcp"],
-        },
-        {
-            "id": PROVIDER_IDS["azure"],
-            "kind": "azure",
-            "subscription_id": AZURE_SUBSCRIPTION,
-            "resource_group": "wm-bench",
-            "endpoint": endpoints["azure"],
-            "ca_bundle": clouds.cert_path,
-        },
-    ]
-    for provider in providers:
-        provider.update(regions=[MACHINES[provider["kind"]][0]], credentials="simulated")
+    providers = provider_entries(clouds.endpoints, clouds.cert_path)
     pools = []
     for pool_id, cloud, _ in POOL_MIX:
         region, machine_type, image = MACHINES[cloud]
@@ -371,17 +278,7 @@ def bench_config(
         "providers": providers,
         "pools": pools,
     }
-    return config_module.parse(raw, environ={"DATABASE_URL": db_url}, source="bench/burst.py")
-
-
-def sync_pools(engine: Engine, config: Config) -> None:
-    plan = plan_sync(
-        config,
-        pool_store.load_pools(engine),
-        pool_store.load_launch_configs(engine),
-        pool_store.load_scan_units(engine),
-    )
-    pool_store.apply_sync(engine, plan)
+    return parse_config(raw, db_url, "bench/burst.py")
 
 
 # -- the loops ----------------------------------------------------------------------------------
@@ -610,15 +507,9 @@ class RunParams:
 def run_side(name: str, params: RunParams, server: PostgresServer) -> dict[str, Any]:
     """Run one side on a fresh database and fresh clouds; return its figures."""
     demand = split_tasks(params.tasks)
-    database = f"wm_bench_{name}_{uuid.uuid4().hex[:8]}"
-    create_database(server.url, database)
     with contextlib.ExitStack() as stack:
-        stack.callback(drop_database, server.url, database)
-        db_url = with_database(server.url, database)
-        engine = make_engine(db_url, application_name=f"bench-{name}", pool_size=10)
-        stack.callback(engine.dispose)
-        migrate.upgrade(engine)
-        clouds = stack.enter_context(Clouds.running(params.boot_s, params.latency_ms))
+        engine, db_url = stack.enter_context(fresh_database(server, name, pool_size=10))
+        clouds = stack.enter_context(Clouds.running(SimHost, params.boot_s, params.latency_ms))
         config = bench_config(clouds, demand, db_url, params.interval_s)
         sync_pools(engine, config)
         providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
@@ -677,16 +568,16 @@ def figures(
     counts = clouds.counts()
     created = clouds.vms_created()
     return {
-        "submit_to_create_p50_s": _rounded(percentile(latencies, 0.50)),
-        "submit_to_create_p95_s": _rounded(percentile(latencies, 0.95)),
-        "submit_to_create_max_s": _rounded(percentile(latencies, 1.0)),
+        "submit_to_create_p50_s": rounded(percentile(latencies, 0.50)),
+        "submit_to_create_p95_s": rounded(percentile(latencies, 0.95)),
+        "submit_to_create_max_s": rounded(percentile(latencies, 1.0)),
         "tasks_uncovered": sum(1 for v in latencies if math.isinf(v)),
-        "peak_capacity_ratio": _rounded(peaks.cloud / total if total else None),
-        "peak_counted_ratio": _rounded(peaks.counted / total if total else None),
+        "peak_capacity_ratio": rounded(peaks.cloud / total if total else None),
+        "peak_counted_ratio": rounded(peaks.counted / total if total else None),
         "vms_created": sum(created.values()),
         **{f"vms_created_{cloud}": created[cloud] for cloud in CLOUDS},
         "create_calls": sum(n for op, n in counts.items() if op in CREATE_OPERATIONS),
-        "create_answer_mean_s": _rounded(
+        "create_answer_mean_s": rounded(
             sum(c.answered - c.at for c in calls) / len(calls) if calls else None
         ),
         "cloud_api_calls": sum(counts.values()),
@@ -726,69 +617,7 @@ def percentile(ordered: list[float], q: float) -> float | None:
     return None if math.isinf(value) else value
 
 
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
-def ratios(wm: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for name, ours in wm.items():
-        theirs = baseline.get(name)
-        usable = ours not in (None, 0) and theirs is not None
-        out[name] = round(theirs / ours, 3) if usable else None
-    return out
-
-
 # -- output -------------------------------------------------------------------------------------
-
-
-def table(result: Mapping[str, Any]) -> str:
-    rows = [("figure", "wm", "baseline", "baseline/wm")]
-    for name in result["wm"]:
-        cells = (result["wm"][name], result["baseline"][name], result["ratio"][name])
-        rows.append((name, *("-" if v is None else f"{v:g}" for v in cells)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        row[0].ljust(widths[0])
-        + "".join(c.rjust(w + 2) for c, w in zip(row[1:], widths[1:], strict=True))
-        for row in rows
-    ]
-    return "\n".join(lines)
-
-
-class EventCounter(logging.Handler):
-    """Counts wm's log lines at WARNING and above, by event."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.counts[f"{record.levelname.lower()}:{getattr(record, 'wm_event', record.msg)}"] += 1
-
-
-@contextlib.contextmanager
-def wm_logging(log_path: Path | None) -> Iterator[EventCounter]:
-    """wm's log lines go to a counter (and a JSON-lines file if asked), not to the terminal."""
-    logger = logging.getLogger("wm")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    counter = EventCounter()
-    logger.handlers[:] = [counter]
-    logger.setLevel(logging.INFO if log_path else logging.WARNING)
-    logger.propagate = False
-    file_handler = None
-    if log_path is not None:
-        file_handler = logging.FileHandler(log_path, mode="w")
-        file_handler.setFormatter(JsonLineFormatter())
-        logger.addHandler(file_handler)
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        yield counter
-    finally:
-        if file_handler is not None:
-            file_handler.close()
-        logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -853,11 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "log_warnings": warnings,
     }
-    print(table(result))
-    print(json.dumps(result, indent=2))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}", file=sys.stderr)
+    emit(result, table(result), args.output)
     return 0
 
 

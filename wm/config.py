@@ -181,6 +181,31 @@ class SimConfig(_Frozen):
     state_dir: str = ".wm-sim"  # certificates and endpoints of `wm sim serve`
 
 
+class DemoConfig(_Frozen):
+    """`wm demo`: the workload it drives and how the simulated workers behave (compressed time)."""
+
+    minutes: float = Field(3.0, gt=0)  # how long tasks keep arriving
+    workload: Literal["steady-burst", "steady", "burst"] = "steady-burst"
+    tasks_per_minute: float = Field(60.0, ge=0)  # the steady stream, over all pools
+    burst_tasks: int = Field(160, ge=0)  # arriving at once, a third of the way in
+    task_s: tuple[float, float] = (5.0, 20.0)  # task durations, uniform in this range
+    # Shares of the work per cloud kind, split over that kind's pools by max capacity.
+    cloud_shares: Mapping[str, float] = Field(
+        default_factory=lambda: {"aws": 0.84, "azure": 0.13, "gcp": 0.03}
+    )
+    idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
+    drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most
+    sample_s: float = Field(1.0, gt=0)  # how often the demo samples the pools and the clouds
+    seed: int = 1  # task durations and arrival jitter repeat from run to run
+
+    @field_validator("task_s")
+    @classmethod
+    def _ordered(cls, task_s: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < task_s[0] <= task_s[1]:
+            raise ValueError("must be [shortest, longest] with 0 < shortest <= longest")
+        return task_s
+
+
 class Environment(_Frozen):
     """What comes from the environment: secrets and platform settings."""
 
@@ -207,6 +232,7 @@ class Config(_Frozen):
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
     sim: SimConfig = SimConfig()
+    demo: DemoConfig = DemoConfig()
     providers: tuple[ProviderConfig, ...] = ()
     pools: tuple[PoolConfig, ...] = ()
     env: Environment = Environment()
@@ -239,6 +265,15 @@ def environment_from(environ: Mapping[str, str]) -> Environment:
         taskcluster_client_id=environ.get("TASKCLUSTER_CLIENT_ID") or None,
         taskcluster_access_token=environ.get("TASKCLUSTER_ACCESS_TOKEN") or None,
     )
+
+
+def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -> dict[str, str]:
+    """The environment for a child process wm starts: this process's, with `overrides`, and
+    `prepend_path` put first on PATH (where the child finds `wm`)."""
+    environ = {**os.environ, **overrides}
+    if prepend_path:
+        environ["PATH"] = prepend_path + os.pathsep + os.environ.get("PATH", "")
+    return environ
 
 
 def config_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:

@@ -5,7 +5,8 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 
 - seen: the instance was listed; its row may change state (the table below) and records the
   cloud id if it had none yet (an intent whose create never returned);
-- missing: a row the list did not show, old enough that listing lag is no excuse: look it up;
+- missing: a row the list did not show, old enough that listing lag is no excuse (or being
+  deleted, where it is none): look it up;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period.
@@ -95,10 +96,14 @@ def diff(
         if target == S:
             to_terminate.append(row)
 
+    # Listing lag excuses a fresh VM's absence, not that of one we are deleting: a stopping
+    # row the list no longer shows is looked up at once, so its capacity stops counting.
     missing = [
         r
         for r in rows
-        if r.worker_id not in matched and r.state != X and now - r.created >= missing_grace
+        if r.worker_id not in matched
+        and r.state != X
+        and (r.state == S or now - r.created >= missing_grace)
     ]
     return ScanDiff(
         changes=tuple(changes),

@@ -89,6 +89,12 @@ def test_a_row_missing_from_the_list_is_looked_up_only_past_the_grace():
     assert [r.worker_id for r in result.missing] == ["w1"]
 
 
+def test_a_row_being_deleted_and_no_longer_listed_is_looked_up_at_once():
+    just_removed = row("w1", state=S, created=NOW - timedelta(seconds=5))
+    result = run([], [just_removed], missing_grace=timedelta(seconds=30))
+    assert [r.worker_id for r in result.missing] == ["w1"]
+
+
 def test_stopped_rows_are_never_missing():
     assert run([], [row(state=X)]).missing == ()
 

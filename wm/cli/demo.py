@@ -1,38 +1,98 @@
-"""`wm demo`: the whole set-up on this machine, then the state of every pool."""
+"""`wm demo`: the whole system on simulated clouds, with a live view, a report and a plot."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-from wm.cli.context import CliContext
+from wm.cli.context import CliContext, UserError
 from wm.db.server import postgres
+
+DEFAULT_OUT = "demo-out"
+INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
 
 
 @click.command()
+@click.option(
+    "--minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="How long tasks keep arriving (default: the config's demo.minutes, 3).",
+)
+@click.option(
+    "--workload",
+    type=click.Choice(["steady-burst", "steady", "burst"]),
+    default=None,
+    help="A steady stream plus a burst (default), the stream alone, or the burst alone.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="Where report.json, report.png and the processes' logs go.",
+)
+@click.option(
+    "--procfile",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default="Procfile",
+    show_default=True,
+    help="The processes to run.",
+)
+@click.option(
+    "--live/--no-live",
+    default=None,
+    help="Redraw a table in place (default when the output is a terminal).",
+)
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """Find or start Postgres, migrate, check the config, sync its pools, show `wm status`.
+def demo(
+    ctx: click.Context,
+    minutes: float | None,
+    workload: str | None,
+    out_dir: Path,
+    procfile: Path,
+    live: bool | None,
+) -> None:
+    """Run every Procfile process against the simulated clouds and drive a workload.
 
-    Uses DATABASE_URL when set; otherwise a throwaway local PostgreSQL removed at exit.
+    Uses DATABASE_URL when set; otherwise a throwaway local PostgreSQL removed at exit. Tasks
+    arrive (a steady stream and a burst, 84 % EC2, 13 % Azure, 3 % GCE), simulated workers boot,
+    register, run them and leave; at the end the summary is printed and report.json and
+    report.png are written to --out. Exits 0 only when every task ran, no process crashed and
+    nothing was left in the clouds.
     """
-    from wm.cli.db import upgrade
-    from wm.cli.pools import check, sync
-    from wm.cli.status import status
+    try:
+        from rich.console import Console
+
+        from wm.sim.demo import Demo, DemoRun, interrupted_by_sigterm
+    except ImportError as exc:
+        raise UserError(
+            f"the demo needs the simulator's packages ({exc.name} is missing): "
+            "pip install -e '.[sim]'"
+        ) from None
 
     obj: CliContext = ctx.obj
-    click.echo("== checking the config")
-    ctx.invoke(check, as_json=False)
-    with postgres() as server:
-        click.echo(f"== PostgreSQL from {server.origin}")
-        obj.engine(server.url)
-        click.echo("== migrating the database")
-        ctx.invoke(upgrade)
-        click.echo("== syncing pools from the config")
-        ctx.invoke(sync, dry_run=False)
-        click.echo("== wm status")
-        ctx.invoke(status, pool_id=None, as_json=False)
-        obj.close()
-    click.echo(
-        "== done. The processes that launch and scan workers arrive with the provisioner and "
-        "scanner issues; until then the demo stops after showing the pools."
-    )
+    config = obj.config()
+    overrides = {k: v for k, v in {"minutes": minutes, "workload": workload}.items() if v}
+    settings = config.demo.model_copy(update=overrides)
+    console = Console()
+    with interrupted_by_sigterm():
+        try:
+            with postgres() as server:
+                console.print(f"== PostgreSQL from {server.origin}", highlight=False)
+                run = DemoRun(
+                    config_path=Path(config.source),
+                    procfile=procfile,
+                    database_url=server.url,
+                    out_dir=out_dir,
+                    demo=settings,
+                    live=console.is_terminal if live is None else live,
+                )
+                code = Demo(run, console).run()
+        except KeyboardInterrupt:
+            console.print("== interrupted: every process was stopped")
+            sys.exit(INTERRUPTED_EXIT)
+    sys.exit(code)

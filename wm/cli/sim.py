@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+from dataclasses import asdict
+from pathlib import Path
 
 import click
 
@@ -24,9 +27,17 @@ def sim() -> None:
     type=click.Choice(list(SIM_MODULES)),
     help="Only these clouds (default: all three).",
 )
+@click.option(
+    "--endpoints-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the endpoints as JSON to this file once every cloud answers.",
+)
 @json_option
 @click.pass_obj
-def serve(obj: CliContext, kinds: tuple[str, ...], as_json: bool) -> None:
+def serve(
+    obj: CliContext, kinds: tuple[str, ...], endpoints_file: Path | None, as_json: bool
+) -> None:
     """Serve the simulated clouds on the ports of the config's [sim] section until stopped.
 
     Prints each endpoint (and, for Azure, the certificate to trust), then runs until SIGTERM
@@ -36,6 +47,11 @@ def serve(obj: CliContext, kinds: tuple[str, ...], as_json: bool) -> None:
     kinds = kinds or tuple(SIM_MODULES)
     sims = start_all(config, kinds)
     endpoints = describe(kinds, sims)
+    if endpoints_file is not None:
+        # Written whole, then renamed: a reader never sees half a file.
+        partial = endpoints_file.with_name(endpoints_file.name + ".partial")
+        partial.write_text(json.dumps([asdict(e) for e in endpoints], indent=2))
+        partial.replace(endpoints_file)
     if as_json:
         echo_json(endpoints)
     else:

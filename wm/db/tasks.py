@@ -43,7 +43,11 @@ def submit_tasks(engine: Engine, pool_id: str, count: int, duration_s: float) ->
 
 
 def list_tasks(
-    engine: Engine, *, pool_id: str | None = None, state: str | None = None, limit: int = LIST_LIMIT
+    engine: Engine,
+    *,
+    pool_id: str | None = None,
+    state: str | None = None,
+    limit: int | None = LIST_LIMIT,  # None: every row
 ) -> list[Task]:
     query = select(tasks).order_by(tasks.c.task_id).limit(limit)
     if pool_id is not None:

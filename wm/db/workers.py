@@ -48,7 +48,7 @@ def list_workers(
     *,
     pool_id: str | None = None,
     state: WorkerState | None = None,
-    limit: int = LIST_LIMIT,
+    limit: int | None = LIST_LIMIT,  # None: every row
 ) -> list[WorkerRecord]:
     query = select(workers).order_by(workers.c.created, workers.c.worker_id).limit(limit)
     if pool_id is not None:

@@ -10,6 +10,7 @@ exercised end to end.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import urllib.error
@@ -19,12 +20,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from wm.model import Task
 from wm.queues.builtin import BuiltinQueue
 from wm.telemetry import log
 
 HTTP_TIMEOUT_S = 10.0
 REREGISTER_AT_FRACTION = 0.5  # of the secret's lifetime
 POLL_S = 0.5
+ATTEMPTS = 8  # per request, and for the identity proof
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 10.0
+RETRIED_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # 0: no answer at all
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class AgentIdentity:
     provider_id: str
     worker_group: str
     worker_id: str
+    capacity: int = 1  # tasks it runs at once (its launch config's capacity per worker)
 
 
 @dataclass
@@ -40,6 +47,8 @@ class AgentSettings:
     idle_timeout_s: float = 30.0  # remove itself when no task came for this long
     should_terminate_every_s: float = 5.0
     time_scale: float = 1.0  # task durations are multiplied by this (compressed demos)
+    poll_s: float = POLL_S  # between claims while it has room for more tasks
+    attempts: int = ATTEMPTS  # tries per API request (and for the identity proof)
 
 
 @dataclass
@@ -60,32 +69,49 @@ class WorkerAgent:
             return
         idle_since = time.monotonic()
         next_check = time.monotonic() + self.settings.should_terminate_every_s
+        running: list[tuple[float, Task]] = []  # (when it is done, task)
         while not self.stop.is_set():
             self._reregister_if_due()
-            tasks = self.queue.claim(self.identity.pool_id, self.identity.worker_id)
-            if tasks:
-                for task in tasks:
-                    self.stop.wait(task.duration_s * self.settings.time_scale)
-                    self.queue.complete(task.task_id, self.identity.worker_id)
-                    self.events.append("task-done")
-                idle_since = time.monotonic()
+            now = time.monotonic()
+            for done_at, task in [r for r in running if r[0] <= now]:
+                running.remove((done_at, task))
+                self.queue.complete(task.task_id, self.identity.worker_id)
+                self.events.append("task-done")
+            room = self.identity.capacity - len(running)
+            if room > 0:
+                for task in self.queue.claim(self.identity.pool_id, self.identity.worker_id, room):
+                    running.append((now + task.duration_s * self.settings.time_scale, task))
+            if running:
+                idle_since = now
+                self.stop.wait(min(self.settings.poll_s, min(r[0] for r in running) - now))
                 continue
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + self.settings.should_terminate_every_s
+            if now >= next_check:
+                next_check = now + self.settings.should_terminate_every_s
                 if self._should_terminate():
                     break
-            if time.monotonic() - idle_since > self.settings.idle_timeout_s:
+            if now - idle_since > self.settings.idle_timeout_s:
                 self.events.append("idle")
                 break
-            self.stop.wait(POLL_S)
+            self.stop.wait(self.settings.poll_s)
         if not self.stop.is_set():
             self._remove()
 
     def _register(self) -> bool:
-        try:
-            proof = self.fetch_proof()
-        except OSError as error:  # the metadata service did not answer
-            log("agent-proof-unavailable", worker=self.identity.worker_id, error=str(error))
+        proof = None
+        for attempt in range(1, self.settings.attempts + 1):
+            try:
+                proof = self.fetch_proof()
+                break
+            except OSError as error:  # the metadata service did not answer (yet)
+                log(
+                    "agent-proof-unavailable",
+                    worker=self.identity.worker_id,
+                    error=str(error),
+                    attempt=attempt,
+                )
+                if self.stop.wait(self._backoff_s(attempt)):
+                    return False
+        if proof is None:
             self.events.append("proof-unavailable")
             return False
         body = {
@@ -143,6 +169,23 @@ class WorkerAgent:
         return f"/api/v1/workers/{i.pool_id}/{i.worker_group}/{i.worker_id}"
 
     def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        """One API request, retried as a real worker retries: on no answer, 429 (after its
+        Retry-After) and 5xx, with backoff, a bounded number of times."""
+        for attempt in range(1, self.settings.attempts + 1):
+            status, reply, retry_after_s = self._call_once(method, path, body)
+            if status not in RETRIED_STATUSES or attempt == self.settings.attempts:
+                return status, reply
+            self.events.append(f"retry:{status}")
+            if self.stop.wait(max(retry_after_s, self._backoff_s(attempt))):
+                break
+        return status, reply
+
+    def _backoff_s(self, attempt: int) -> float:
+        # Full jitter, so a boot storm's retries spread out instead of coming back together.
+        ceiling = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
+        return random.uniform(0, ceiling)
+
+    def _call_once(self, method: str, path: str, body: dict | None) -> tuple[int, dict, float]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.api_url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
@@ -150,14 +193,16 @@ class WorkerAgent:
             request.add_header("Authorization", f"Bearer {self._secret}")
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                return response.status, json.loads(response.read() or b"{}")
+                return response.status, json.loads(response.read() or b"{}"), 0.0
         except urllib.error.HTTPError as error:
+            retry_after = error.headers.get("Retry-After", "")
+            retry_after_s = float(retry_after) if retry_after.isdigit() else 0.0
             try:
-                return error.code, json.loads(error.read() or b"{}")
+                return error.code, json.loads(error.read() or b"{}"), retry_after_s
             except json.JSONDecodeError:
-                return error.code, {}
+                return error.code, {}, retry_after_s
         except OSError:
-            return 0, {}
+            return 0, {}, 0.0
 
 
 def run_in_thread(agent: WorkerAgent) -> threading.Thread:

@@ -9,12 +9,9 @@ own metadata (name, tags, or EC2's launch index) — never to decide anything fo
 
 from __future__ import annotations
 
-import json
 import secrets
-import ssl
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,14 +24,7 @@ from wm.providers.azure import vm_name
 from wm.providers.base import WorkerState
 from wm.queues.builtin import BuiltinQueue
 from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
-
-HTTP_TIMEOUT_S = 10.0
-
-
-def _get_json(url: str, ca_bundle: str | None = None) -> dict[str, Any]:
-    context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
-    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S, context=context) as response:
-        return json.loads(response.read())
+from wm.sim.control import get_json
 
 
 def proof_fetcher(
@@ -44,15 +34,15 @@ def proof_fetcher(
     base = (provider.endpoint or "").rstrip("/")
     quote = urllib.parse.quote
     if provider.kind == "aws":
-        return lambda: _get_json(f"{base}/_sim/identity/{quote(cloud_id)}")
+        return lambda: get_json(f"{base}/_sim/identity/{quote(cloud_id)}")
     if provider.kind == "gcp":
         query = urllib.parse.urlencode({"audience": audience})
-        return lambda: _get_json(f"{base}/_sim/identity/{quote(zone)}/{quote(worker_id)}?{query}")
+        return lambda: get_json(f"{base}/_sim/identity/{quote(zone)}/{quote(worker_id)}?{query}")
 
     def attested() -> dict[str, Any]:
         nonce = secrets.token_hex(8)
         url = f"{base}/_sim/attested/{quote(vm_name(worker_id))}?nonce={nonce}"
-        return _get_json(url, getattr(provider, "ca_bundle", None))
+        return get_json(url, getattr(provider, "ca_bundle", None))
 
     return attested
 
@@ -82,7 +72,7 @@ class Fleet:
             agent = WorkerAgent(
                 api_url=self.api_url,
                 identity=AgentIdentity(
-                    row.pool_id, row.provider_id, row.worker_group, row.worker_id
+                    row.pool_id, row.provider_id, row.worker_group, row.worker_id, row.capacity
                 ),
                 fetch_proof=proof_fetcher(
                     provider,

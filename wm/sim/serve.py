@@ -24,6 +24,24 @@ class SimEndpoint:
     kind: str
     endpoint: str
     cert_path: str | None  # the PEM to trust, for clouds served over https
+    identity_trust_path: str | None = None  # what verifies its workers' identity proofs
+
+    def provider_settings(self) -> dict[str, Any]:
+        """The config keys that point a provider of this kind at this simulated cloud."""
+        settings: dict[str, Any] = {"endpoint": self.endpoint, "credentials": "simulated"}
+        trust = self.identity_trust_path
+        match self.kind:
+            case "aws":
+                settings["identity_certificate"] = trust
+            case "gcp":
+                settings["identity_jwks"] = trust
+            case "azure":
+                settings |= {
+                    "ca_bundle": self.cert_path,
+                    "authority": self.endpoint,
+                    "identity_roots": [trust],
+                }
+        return {key: value for key, value in settings.items() if value is not None}
 
 
 def start_all(config: Config, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> list[Any]:
@@ -43,6 +61,11 @@ def start_all(config: Config, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> li
 
 def describe(kinds: tuple[str, ...], sims: list[Any]) -> list[SimEndpoint]:
     return [
-        SimEndpoint(kind, sim.endpoint, str(getattr(sim, "cert_path", "") or "") or None)
+        SimEndpoint(
+            kind,
+            sim.endpoint,
+            str(getattr(sim, "cert_path", "") or "") or None,
+            str(sim.identity_trust_path),
+        )
         for kind, sim in zip(kinds, sims, strict=True)
     ]

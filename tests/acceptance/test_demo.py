@@ -1,0 +1,180 @@
+"""`wm demo` end to end, as a new user runs it: every Procfile process, the simulated clouds,
+a short workload, the report and the plot; and Ctrl-C in the middle leaves nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+REPO = Path(__file__).resolve().parents[2]
+FIGURES = (
+    "tasks_submitted",
+    "tasks_completed",
+    "task_wait_p50_s",
+    "task_wait_p95_s",
+    "registration_p95_s",
+    "peak_capacity_over_demand",
+    "scan_api_calls",
+    "scan_duration_p95_s",
+    "leaked_vms",
+    "crashed_processes",
+)
+FAST = {"scan_interval_s": 1.0, "gate": {"backoff_base_s": 0.05, "backoff_max_s": 0.2}}
+
+
+def short_demo_config(path: Path, **demo: object) -> Path:
+    """A pool on each cloud, fast clouds and intervals, a workload of a few seconds."""
+    launch = {
+        "aws": {
+            "region": "us-east-1",
+            "machine_type": "m5.large",
+            "image": "ami-0123456789abcdef0",
+        },
+        "gcp": {
+            "region": "us-central1-a",
+            "machine_type": "e2-small",
+            "image": "projects/debian-cloud/global/images/family/debian-12",
+        },
+        "azure": {
+            "region": "eastus",
+            "machine_type": "Standard_D2s_v5",
+            "image": "Canonical:ubuntu-24_04-lts:server:latest",
+        },
+    }
+    config = {
+        "deployment_id": "wm-demo-test",
+        "intervals": {"provision_s": 1.0},
+        "providers": [
+            {"id": "aws-sim", "kind": "aws", "regions": ["us-east-1"], **FAST},
+            {
+                "id": "gcp-sim",
+                "kind": "gcp",
+                "project": "demo",
+                "regions": ["us-central1-a"],
+                "operation_poll_s": 0.05,
+                **FAST,
+            },
+            {
+                "id": "azure-sim",
+                "kind": "azure",
+                "subscription_id": "00000000-0000-0000-0000-0000000000de",
+                "resource_group": "demo",
+                "regions": ["eastus"],
+                **FAST,
+            },
+        ],
+        "pools": [
+            {
+                "id": f"demo/{kind}",
+                "provider": f"{kind}-sim",
+                "max_capacity": 20,
+                "registration_timeout_s": 60,
+                "launch_configs": [launch[kind]],
+            }
+            for kind in ("aws", "gcp", "azure")
+        ],
+        "sim": {
+            "aws": {"boot_s": 1.0},
+            "gcp": {"boot_s": 1.0},
+            "azure": {"boot_s": 1.5, "delete_s": 0.5},
+        },
+        "demo": {
+            "minutes": 0.15,
+            "tasks_per_minute": 60,
+            "burst_tasks": 20,
+            "task_s": [1.0, 3.0],
+            # Every cloud gets work, whatever its share would round to.
+            "cloud_shares": {"aws": 0.6, "azure": 0.25, "gcp": 0.15},
+            "idle_timeout_s": 2.0,
+            "drain_timeout_s": 60.0,
+            "sample_s": 0.5,
+            **demo,
+        },
+    }
+    path.write_text(tomli_w.dumps(config))
+    return path
+
+
+def start_demo(tmp_path: Path, db_url: str, config: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "DATABASE_URL": db_url, "WM_CONFIG": str(config)}
+    env.pop("SENTRY_DSN", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "wm", "demo", "--out", str(tmp_path / "out"), "--no-live"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def processes_of(run_dir: Path) -> list[str]:
+    """Command lines of processes still running with this run's config (its children)."""
+    marker = str(run_dir / "out" / "config.toml")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker.encode() in environ:
+                found.append(cmdline)
+    return found
+
+
+def test_a_short_demo_runs_every_process_and_reports_a_healthy_run(tmp_path, db_url):
+    config = short_demo_config(tmp_path / "config.toml")
+
+    demo = start_demo(tmp_path, db_url, config)
+    output, _ = demo.communicate(timeout=240)
+
+    assert demo.returncode == 0, output
+    assert "healthy" in output
+    out = tmp_path / "out"
+    report = json.loads((out / "report.json").read_text())
+    assert report["healthy"] and report["problems"] == []
+    for scope in (report["run"], *report["clouds"].values()):
+        assert set(FIGURES) <= set(scope)
+    run = report["run"]
+    assert run["tasks_submitted"] > 20 and run["tasks_completed"] == run["tasks_submitted"]
+    assert run["leaked_vms"] == 0 and run["crashed_processes"] == 0
+    for cloud, figures in report["clouds"].items():
+        # Every cloud launched workers that registered and ran tasks, and was scanned.
+        assert figures["tasks_completed"] > 0, cloud
+        assert figures["registration_p95_s"] is not None, cloud
+        assert figures["scans"] > 0 and figures["scan_api_calls"] >= 1, cloud
+    # No launch for demand that was already covered.
+    assert run["peak_capacity_over_demand"] <= 1.0
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Each Procfile process ran as an OS process of its own and logged there.
+    for name in ("web", "provisioner", "scanner-aws", "scanner-gcp", "scanner-azure"):
+        assert (out / "logs" / f"{name}.log").stat().st_size > 0, name
+    assert processes_of(tmp_path) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopping_the_demo_midway_stops_everything_it_started(tmp_path, db_url, signum):
+    config = short_demo_config(tmp_path / "config.toml", minutes=5.0)
+    demo = start_demo(tmp_path, db_url, config)
+    log = tmp_path / "out" / "logs" / "web.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline:
+        assert demo.poll() is None, demo.stdout.read() if demo.stdout else ""
+        time.sleep(0.2)
+
+    demo.send_signal(signum)
+    output, _ = demo.communicate(timeout=60)
+
+    assert demo.returncode == 130, output
+    assert "interrupted" in output
+    assert processes_of(tmp_path) == []

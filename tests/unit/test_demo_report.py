@@ -1,0 +1,140 @@
+"""The demo's figures: percentiles, over-provisioning, per cloud, and what makes a run unhealthy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from wm.model import Task, WorkerRecord
+from wm.providers.base import WorkerState
+from wm.sim.report import PoolSample, RunFacts, Sample, ScanSample, build, peak_ratio, percentile
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([], 50, None),
+        ([3.0], 95, 3.0),
+        ([1, 2, 3, 4], 50, 2),
+        ([1, 2, 3, 4], 95, 4),
+        (list(range(1, 101)), 95, 95),
+    ],
+)
+def test_nearest_rank_percentiles(values, q, expected):
+    assert percentile(values, q) == expected
+
+
+def sample(t_s: float, **pools: tuple[int, int, int, int, int]) -> Sample:
+    return Sample(t_s, {p: PoolSample(*v) for p, v in pools.items()}, {})
+
+
+@pytest.mark.parametrize(
+    ("samples", "pools", "expected"),
+    [
+        # Capacity follows demand exactly: 1.0.
+        ([sample(0, a=(10, 0, 0, 0, 0)), sample(1, a=(0, 10, 0, 10, 0))], ["a"], 1.0),
+        # Twice the workers the tasks needed: 2.0.
+        ([sample(0, a=(5, 0, 10, 0, 0))], ["a"], 2.0),
+        # Pools peaking at different times: each pool's peak counts once (not their sum at
+        # one moment), so idle workers waiting to time out are not over-provisioning.
+        (
+            [
+                sample(0, a=(4, 0, 4, 0, 0), b=(0, 0, 0, 0, 0)),
+                sample(1, a=(0, 0, 0, 4, 0), b=(4, 0, 4, 0, 0)),
+            ],
+            ["a", "b"],
+            1.0,
+        ),
+        # Stopping capacity is not capacity; no demand: no figure.
+        ([sample(0, a=(0, 0, 0, 0, 3))], ["a"], None),
+        # Only the pools asked about.
+        ([sample(0, a=(2, 0, 2, 0, 0), b=(1, 0, 9, 0, 0))], ["a"], 1.0),
+    ],
+)
+def test_peak_capacity_over_demand(samples, pools, expected):
+    assert peak_ratio(samples, pools) == expected
+
+
+def task(task_id: int, pool: str, wait_s: float | None, state: str = "completed") -> Task:
+    claimed = T0 + timedelta(seconds=wait_s) if wait_s is not None else None
+    return Task(task_id, pool, state, 5.0, T0, claimed_at=claimed)
+
+
+def worker(worker_id: str, pool: str, registered_after_s: float | None) -> WorkerRecord:
+    registered = T0 + timedelta(seconds=registered_after_s) if registered_after_s else None
+    return WorkerRecord(
+        worker_id=worker_id,
+        pool_id=pool,
+        worker_group="r",
+        provider_id="p",
+        state=WorkerState.STOPPED,
+        capacity=1,
+        launch_config_id="lc",
+        created=T0,
+        last_modified=T0,
+        idempotency_token="t",
+        registered_at=registered,
+    )
+
+
+def facts(**changes) -> RunFacts:
+    base = dict(
+        pool_clouds={"ec2": "aws", "win": "azure"},
+        samples=[
+            Sample(
+                0,
+                {"ec2": PoolSample(2, 0, 2, 0, 0), "win": PoolSample(1, 0, 1, 0, 0)},
+                {"aws": 10, "azure": 30, "gcp": 0},
+            )
+        ],
+        tasks=[task(1, "ec2", 2.0), task(2, "ec2", 4.0), task(3, "win", 10.0)],
+        workers=[worker("w1", "ec2", 6.0), worker("w2", "win", 20.0)],
+        scans=[ScanSample("aws", "aws-1", "r", 2, 0.1), ScanSample("azure", "az", "r", 5, 1.5)],
+        leaked_vms={},
+        live_rows={},
+        crashed={},
+        submitted={"ec2": 2, "win": 1},
+    )
+    return RunFacts(**(base | changes))
+
+
+def test_a_clean_run_is_healthy_with_figures_for_the_run_and_each_cloud():
+    report = build(facts())
+
+    assert report["healthy"] and report["problems"] == []
+    run, aws, azure = report["run"], report["clouds"]["aws"], report["clouds"]["azure"]
+    assert (run["tasks_submitted"], run["tasks_completed"]) == (3, 3)
+    assert (aws["task_wait_p50_s"], aws["task_wait_p95_s"]) == (2.0, 4.0)
+    assert azure["registration_p95_s"] == 20.0
+    assert (aws["scan_api_calls"], azure["scan_duration_p95_s"]) == (2.0, 1.5)
+    assert (run["cloud_api_calls"], aws["cloud_api_calls"]) == (40, 10)
+    assert report["clouds"]["gcp"]["tasks_submitted"] == 0
+    assert report["clouds"]["gcp"]["task_wait_p95_s"] is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        (
+            {"tasks": [task(1, "ec2", 2.0), task(2, "ec2", None, "pending")]},
+            "tasks did not complete",
+        ),
+        ({"crashed": {"scanner-azure": "azure"}}, "processes crashed: scanner-azure"),
+        ({"leaked_vms": {"aws": 2}}, "2 VMs were left"),
+        ({"live_rows": {"azure": 1}}, "1 workers were not stopped"),
+    ],
+)
+def test_what_makes_a_run_unhealthy_is_said_in_words(changes, problem):
+    report = build(facts(**changes))
+    assert not report["healthy"]
+    assert any(problem in p for p in report["problems"]), report["problems"]
+
+
+def test_a_crash_counts_for_its_cloud_and_for_the_run():
+    report = build(facts(crashed={"scanner-azure": "azure", "web": ""}))
+    assert report["run"]["crashed_processes"] == 2
+    assert report["clouds"]["azure"]["crashed_processes"] == 2  # its scanner, and the web
+    assert report["clouds"]["aws"]["crashed_processes"] == 1

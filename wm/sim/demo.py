@@ -1,0 +1,461 @@
+"""`wm demo`: every Procfile process against the simulated clouds, a workload, a report.
+
+The steps, each a method: write an effective config (the user's, with the simulated clouds on
+free ports, the web process on a free port, no metrics ports that would collide); start the
+clouds (`wm sim serve`, a process of its own); run the Procfile's release phase, then every
+other Procfile process, as separate OS processes; drive the workload into the builtin queue
+while simulated worker agents boot on the VMs the clouds run (they register through the web
+process, run tasks, and remove themselves when idle); sample the pools and the clouds every
+`sample_s`; after the workload, wait for the fleet to drain; stop everything; write
+report.json and report.png. Healthy means every task ran, no process crashed, and no VM or
+live worker row was left at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+import sys
+import time
+import tomllib
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from rich.console import Console
+from sqlalchemy import Engine
+
+from wm import config as config_module
+from wm.config import Config, DemoConfig, child_environment
+from wm.db import tasks as task_store
+from wm.db.engine import make_engine
+from wm.db.pools import pool_statuses
+from wm.db.server import free_port
+from wm.db.workers import list_workers
+from wm.errors import WmError
+from wm.providers.base import TAG_DEPLOYMENT, WorkerState
+from wm.sim import report as report_module
+from wm.sim.agent import AgentSettings
+from wm.sim.control import LIVE_VM_STATES, SimClient
+from wm.sim.fleet import Fleet
+from wm.sim.live import LiveState, LiveView, PoolRow
+from wm.sim.plot import write_png
+from wm.sim.report import PoolSample, RunFacts, Sample, ScanSample
+from wm.sim.serve import SimEndpoint
+from wm.sim.supervisor import Supervisor, read_procfile
+from wm.sim.workload import Arrival, PoolShare, schedule
+from wm.telemetry import JsonLineFormatter
+
+CLOUDS_PROCESS = "clouds"
+RELEASE = "release"
+START_TIMEOUT_S = 60.0
+AGENT_POLL_S = 1.0  # simulated workers look for tasks this often when they have room
+AGENT_SHOULD_TERMINATE_EVERY_S = 5.0
+DEMO_DB_POOL_SIZE = 10
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """What one `wm demo` was asked to do."""
+
+    config_path: Path  # the user's config
+    procfile: Path
+    database_url: str
+    out_dir: Path
+    demo: DemoConfig  # the config's [demo] section with the command line's overrides
+    live: bool  # redraw a table in place (a terminal) or print progress lines
+
+
+@dataclass
+class Progress:
+    """What the run has seen so far."""
+
+    started: float = field(default_factory=time.monotonic)
+    samples: list[Sample] = field(default_factory=list)
+    submitted: dict[str, int] = field(default_factory=dict)
+    vms: dict[str, list[Any]] = field(default_factory=dict)  # cloud kind -> its SimVms
+    drained: bool = False
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+
+class Demo:
+    def __init__(self, run: DemoRun, console: Console) -> None:
+        self.run_spec = run
+        self.console = console
+        self.logs = run.out_dir / "logs"
+        self.effective_path = run.out_dir / "config.toml"
+        self.supervisor: Supervisor | None = None
+        self.config: Config | None = None
+        self.clouds: dict[str, SimClient] = {}
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the whole demo; return 0 when it was healthy, 1 otherwise."""
+        spec = self.run_spec
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        entries = read_procfile(spec.procfile)
+        raw = tomllib.loads(spec.config_path.read_text())
+        web_port = free_port()
+        self.supervisor = Supervisor(entries, self._environment(web_port), self.logs, Path.cwd())
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_own_log(self.logs / "demo.log"))
+            stack.callback(self.supervisor.stop)
+            endpoints = self._start_clouds(raw)
+            self.config = self._write_config(raw, endpoints, web_port)
+            self._say(f"clouds: {', '.join(f'{e.kind} {e.endpoint}' for e in endpoints)}")
+            self._say("release phase: " + self.supervisor.entry(RELEASE).command)
+            self.supervisor.run_once(RELEASE)
+            for entry in entries:
+                if entry.name != RELEASE:
+                    self.supervisor.start(entry.name)
+            self._say("processes: " + ", ".join(e.name for e in entries if e.name != RELEASE))
+            self._wait_for_web()
+            engine = make_engine(
+                spec.database_url, application_name="wm-demo", pool_size=DEMO_DB_POOL_SIZE
+            )
+            stack.callback(engine.dispose)
+            progress = Progress()
+            fleet = self._fleet(engine, progress)
+            stack.callback(fleet.stop.set)
+            self._drive(engine, fleet, progress)
+            facts = self._facts(engine, progress)
+        report = report_module.build(facts)
+        self._write_report(report)
+        self._summarise(report)
+        return 0 if report["healthy"] else 1
+
+    def _drive(self, engine: Engine, fleet: Fleet, progress: Progress) -> None:
+        """Submit the workload, boot workers, sample, until drained or out of time."""
+        assert self.config is not None
+        demo = self.run_spec.demo
+        arrivals = schedule(self._pool_shares(), demo)
+        workload_s = demo.minutes * 60
+        next_arrival = 0
+        with LiveView(self.console, live=self.run_spec.live) as view:
+            while True:
+                tick = time.monotonic()
+                elapsed = progress.elapsed_s
+                while next_arrival < len(arrivals) and arrivals[next_arrival].at_s <= elapsed:
+                    self._submit(engine, arrivals[next_arrival], progress)
+                    next_arrival += 1
+                statuses = self._sample(engine, progress)
+                fleet.sync()
+                phase = "workload" if elapsed < workload_s else "draining"
+                view.update(self._live_state(engine, progress, statuses, phase, len(fleet.agents)))
+                if self.supervisor and self.supervisor.crashes():
+                    self._say("a process crashed: stopping the run")
+                    return
+                if phase == "draining" and next_arrival == len(arrivals):
+                    if self._drained(progress, statuses):
+                        progress.drained = True
+                        return
+                    if elapsed > workload_s + demo.drain_timeout_s:
+                        self._say(f"not drained {demo.drain_timeout_s:g}s after the workload")
+                        return
+                time.sleep(max(0.0, demo.sample_s - (time.monotonic() - tick)))
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _environment(self, web_port: int) -> dict[str, str]:
+        overrides = {
+            "DATABASE_URL": self.run_spec.database_url,
+            "WM_CONFIG": str(self.effective_path.resolve()),
+            "PORT": str(web_port),
+            "WM_OPERATOR_TOKEN": secrets.token_urlsafe(24),
+            "PYTHONUNBUFFERED": "1",
+            # The simulated clouds get fake credentials; never ask a metadata service.
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "NO_GCE_CHECK": "true",
+        }
+        return child_environment(overrides, prepend_path=str(Path(sys.executable).parent))
+
+    def _start_clouds(self, raw: dict[str, Any]) -> list[SimEndpoint]:
+        """`wm sim serve` on free ports, in a process of its own; wait for its endpoints."""
+        assert self.supervisor is not None
+        sim = dict(raw.get("sim", {}))
+        for kind in report_module.CLOUDS:
+            sim[kind] = {**sim.get(kind, {}), "port": 0}
+        sim["state_dir"] = str((self.run_spec.out_dir / "sim").resolve())
+        self._write_toml({**raw, "sim": sim})
+        endpoints_file = self.run_spec.out_dir / "endpoints.json"
+        endpoints_file.unlink(missing_ok=True)
+        process = self.supervisor.start(
+            CLOUDS_PROCESS, f"wm sim serve --endpoints-file {endpoints_file}"
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not endpoints_file.exists():
+            if process.popen.poll() is not None or time.monotonic() > deadline:
+                raise WmError(f"the simulated clouds did not start:\n{process.tail()}")
+            time.sleep(0.1)
+        endpoints = [SimEndpoint(**e) for e in json.loads(endpoints_file.read_text())]
+        self.clouds = {e.kind: SimClient(e.kind, e.endpoint, e.cert_path) for e in endpoints}
+        return endpoints
+
+    def _write_config(
+        self, raw: dict[str, Any], endpoints: list[SimEndpoint], web_port: int
+    ) -> Config:
+        """The user's config pointed at this run's clouds and web port; validated."""
+        by_kind = {e.kind: e for e in endpoints}
+        providers = []
+        for provider in raw.get("providers", []):
+            endpoint = by_kind.get(provider.get("kind"))
+            if endpoint is None:
+                raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
+            providers.append({**provider, **endpoint.provider_settings()})
+        effective = {
+            **_read_toml(self.effective_path),
+            "providers": providers,
+            "web": {**raw.get("web", {}), "port": web_port},
+            # Every process would serve metrics on the same port: the demo reads the clouds'
+            # own request counts and the processes' log lines instead.
+            "metrics": {"port": 0},
+            "demo": self.run_spec.demo.model_dump(mode="json"),
+        }
+        effective["web"]["public_url"] = f"http://127.0.0.1:{web_port}"
+        self._write_toml(effective)
+        return config_module.load(
+            self.effective_path, environ={"DATABASE_URL": self.run_spec.database_url}
+        )
+
+    def _write_toml(self, data: Mapping[str, Any]) -> None:
+        self.effective_path.write_text(
+            "# Written by `wm demo` for this run: the config it was given, pointed at the\n"
+            "# simulated clouds and the web process it started.\n" + tomli_w.dumps(dict(data))
+        )
+
+    def _wait_for_web(self) -> None:
+        assert self.config is not None and self.supervisor is not None
+        url = self.config.web.public_url + "/healthz"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+            if crashes := self.supervisor.crashes():
+                raise WmError(
+                    f"{crashes[0].name} exited ({crashes[0].exit_code}):\n{crashes[0].tail}"
+                )
+            time.sleep(0.2)
+        raise WmError(f"the web process did not answer {url} within {START_TIMEOUT_S:g}s")
+
+    def _fleet(self, engine: Engine, progress: Progress) -> Fleet:
+        assert self.config is not None
+        kinds = {p.id: p.kind for p in self.config.providers}
+
+        def running_vms() -> dict[str, set[str]]:
+            return {
+                provider_id: {
+                    vm.cloud_id for vm in progress.vms.get(kind, []) if vm.state == "running"
+                }
+                for provider_id, kind in kinds.items()
+            }
+
+        settings = AgentSettings(
+            idle_timeout_s=self.run_spec.demo.idle_timeout_s,
+            should_terminate_every_s=AGENT_SHOULD_TERMINATE_EVERY_S,
+            poll_s=AGENT_POLL_S,
+        )
+        return Fleet(
+            self.config, engine, self.config.web.public_url, settings, running_vms=running_vms
+        )
+
+    def _pool_shares(self) -> list[PoolShare]:
+        assert self.config is not None
+        kinds = {p.id: p.kind for p in self.config.providers}
+        return [PoolShare(p.id, kinds[p.provider], p.max_capacity) for p in self.config.pools]
+
+    # -- while it runs -------------------------------------------------------------------------
+
+    def _submit(self, engine: Engine, arrival: Arrival, progress: Progress) -> None:
+        task_store.submit_tasks(engine, arrival.pool_id, arrival.count, arrival.duration_s)
+        progress.submitted[arrival.pool_id] = (
+            progress.submitted.get(arrival.pool_id, 0) + arrival.count
+        )
+
+    def _sample(self, engine: Engine, progress: Progress) -> list[Any]:
+        statuses = pool_statuses(engine)
+        calls = {}
+        for kind, client in self.clouds.items():
+            progress.vms[kind] = self._own(client.instances())
+            calls[kind] = sum(client.request_counts().values())
+        progress.samples.append(
+            Sample(
+                t_s=progress.elapsed_s,
+                pools={
+                    s.pool_id: PoolSample(s.pending, s.claimed, s.requested, s.running, s.stopping)
+                    for s in statuses
+                },
+                api_calls=calls,
+            )
+        )
+        return statuses
+
+    def _own(self, vms: list[Any]) -> list[Any]:
+        assert self.config is not None
+        return [vm for vm in vms if vm.tags.get(TAG_DEPLOYMENT) == self.config.deployment_id]
+
+    def _live_state(
+        self, engine: Engine, progress: Progress, statuses: list[Any], phase: str, agents: int
+    ) -> LiveState:
+        assert self.config is not None and self.supervisor is not None
+        done = task_store.count_by_state(engine)
+        clouds = self._pool_clouds()
+        crashed = {c.name: f"crashed ({c.exit_code})" for c in self.supervisor.crashes()}
+        return LiveState(
+            elapsed_s=progress.elapsed_s,
+            phase=phase,
+            pools=[
+                PoolRow(
+                    s.pool_id,
+                    clouds.get(s.pool_id, "-"),
+                    s.pending,
+                    s.claimed,
+                    s.requested,
+                    s.running,
+                    s.stopping,
+                    done.get((s.pool_id, "completed"), 0),
+                    s.errors_last_hour,
+                )
+                for s in statuses
+            ],
+            api_calls=progress.samples[-1].api_calls if progress.samples else {},
+            agents=agents,
+            processes={name: crashed.get(name, "running") for name in self.supervisor.processes},
+        )
+
+    def _drained(self, progress: Progress, statuses: list[Any]) -> bool:
+        busy = any(
+            s.pending or s.claimed or s.requested or s.running or s.stopping for s in statuses
+        )
+        live_vms = any(vm.state in LIVE_VM_STATES for vms in progress.vms.values() for vm in vms)
+        return not busy and not live_vms
+
+    def _pool_clouds(self) -> dict[str, str]:
+        assert self.config is not None
+        kinds = {p.id: p.kind for p in self.config.providers}
+        return {p.id: kinds[p.provider] for p in self.config.pools}
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def _facts(self, engine: Engine, progress: Progress) -> RunFacts:
+        """Read what the report needs before the clouds and the processes are stopped."""
+        assert self.config is not None and self.supervisor is not None
+        kinds = {p.id: p.kind for p in self.config.providers}
+        scans = [
+            ScanSample(
+                cloud=kinds.get(line["provider"], ""),
+                provider=line["provider"],
+                region=line["region"],
+                api_calls=int(line["api_calls"]),
+                duration_s=float(line["duration_s"]),
+            )
+            for process in self.supervisor.processes.values()
+            for line in process.events("scan")
+        ]
+        for kind, client in self.clouds.items():
+            progress.vms[kind] = self._own(client.instances())
+        workers = list_workers(engine, limit=None)
+        live_rows: dict[str, int] = {}
+        for worker in workers:
+            if worker.state != WorkerState.STOPPED:
+                kind = kinds.get(worker.provider_id, "")
+                live_rows[kind] = live_rows.get(kind, 0) + 1
+        return RunFacts(
+            pool_clouds=self._pool_clouds(),
+            samples=progress.samples,
+            tasks=task_store.list_tasks(engine, limit=None),
+            workers=workers,
+            scans=scans,
+            leaked_vms={
+                kind: sum(1 for vm in vms if vm.state in LIVE_VM_STATES)
+                for kind, vms in progress.vms.items()
+            },
+            live_rows=live_rows,
+            crashed={c.name: _cloud_of(c.name) for c in self.supervisor.crashes()},
+            submitted=dict(progress.submitted),
+            drained=progress.drained,
+        )
+
+    def _write_report(self, report: dict[str, Any]) -> None:
+        out = self.run_spec.out_dir
+        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_png(report, out / "report.png")
+
+    def _summarise(self, report: dict[str, Any]) -> None:
+        from rich.table import Table
+
+        table = Table(title="wm demo: summary")
+        table.add_column("figure")
+        for column in ("run", *report["clouds"]):
+            table.add_column(column, justify="right")
+        for name, value in report["run"].items():
+            row = [value, *(report["clouds"][c][name] for c in report["clouds"])]
+            table.add_row(name, *("-" if v is None else f"{v:g}" for v in row))
+        self.console.print(table)
+        out = self.run_spec.out_dir
+        self.console.print(f"report: {out}/report.json, {out}/report.png; logs: {self.logs}")
+        if report["healthy"]:
+            self.console.print(
+                "[green]healthy[/green]: every task ran, nothing crashed, "
+                "nothing was left in the clouds"
+            )
+        else:
+            for problem in report["problems"]:
+                self.console.print(f"[red]unhealthy[/red]: {problem}")
+
+    def _say(self, message: str) -> None:
+        self.console.print(f"== {message}", highlight=False)
+
+
+def _cloud_of(process_name: str) -> str:
+    """The cloud a Procfile process serves (scanner-aws -> aws), or "" for all of them."""
+    return next((kind for kind in report_module.CLOUDS if process_name.endswith(kind)), "")
+
+
+@contextlib.contextmanager
+def _own_log(path: Path) -> Iterator[None]:
+    """The demo process's own log lines (its simulated workers') go to a file, not the screen."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a")
+    handler.setFormatter(JsonLineFormatter())
+    logger = logging.getLogger("wm")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        handler.close()
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+@contextlib.contextmanager
+def interrupted_by_sigterm() -> Iterator[None]:
+    """SIGTERM stops the demo as Ctrl-C does: everything it started is stopped on the way out."""
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,123 @@
+"""report.png: the demo run at a glance (matplotlib, no screen needed).
+
+One panel per pool: capacity by state (requested, running, stopping) stacked, pending and
+claimed tasks as lines. Below them, per cloud: how long tasks waited and workers took to
+register, and what one scan cost.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+STATE_COLOURS = {"requested": "#f2b134", "running": "#4a9c5d", "stopping": "#b0b0b0"}
+CLOUD_COLOURS = {"aws": "#ff9900", "azure": "#0078d4", "gcp": "#34a853"}
+
+
+def write_png(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pools = list(report["timeline"]["pools"])
+    columns = 2
+    pool_rows = max(1, math.ceil(len(pools) / columns))
+    figure, axes = plt.subplots(
+        pool_rows + 1, columns, figsize=(13, 3.2 * (pool_rows + 1)), squeeze=False
+    )
+    times = report["timeline"]["t_s"]
+    for index, pool in enumerate(pools):
+        _pool_panel(axes[index // columns][index % columns], pool, report, times)
+    for index in range(len(pools), pool_rows * columns):
+        axes[index // columns][index % columns].axis("off")
+    _latency_panel(axes[pool_rows][0], report)
+    _scan_panel(axes[pool_rows][1], report)
+    run = report["run"]
+    verdict = "healthy" if report["healthy"] else "UNHEALTHY: " + "; ".join(report["problems"])
+    figure.suptitle(
+        f"wm demo: {run['tasks_completed']}/{run['tasks_submitted']} tasks, "
+        f"{run['workers_launched']} workers, peak capacity / demand "
+        f"{_fmt(run['peak_capacity_over_demand'])}, {run['leaked_vms']} VMs leaked ({verdict})",
+        fontsize=12,
+    )
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def _pool_panel(ax: Any, pool: str, report: dict[str, Any], times: list[float]) -> None:
+    series = report["timeline"]["pools"][pool]
+    states = list(STATE_COLOURS)
+    ax.stackplot(
+        times,
+        *(series[s] for s in states),
+        labels=[f"{s} capacity" for s in states],
+        colors=[STATE_COLOURS[s] for s in states],
+        alpha=0.8,
+    )
+    ax.plot(times, series["pending"], color="#c0392b", linewidth=1.5, label="pending tasks")
+    ax.plot(times, series["claimed"], color="#2c3e50", linewidth=1, label="running tasks")
+    cloud = report["pool_clouds"][pool]
+    ax.set_title(f"{pool} ({cloud})", fontsize=10)
+    ax.set_xlabel("seconds")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.margins(x=0)
+
+
+def _latency_panel(ax: Any, report: dict[str, Any]) -> None:
+    measures = [
+        ("task_wait_p50_s", "task wait p50"),
+        ("task_wait_p95_s", "task wait p95"),
+        ("registration_p50_s", "registration p50"),
+        ("registration_p95_s", "registration p95"),
+    ]
+    clouds = list(report["clouds"])
+    width = 0.8 / len(clouds)
+    for offset, cloud in enumerate(clouds):
+        values = [report["clouds"][cloud][key] or 0 for key, _ in measures]
+        xs = [i + offset * width for i in range(len(measures))]
+        ax.bar(xs, values, width, label=cloud, color=CLOUD_COLOURS.get(cloud))
+    ax.set_xticks([i + width * (len(clouds) - 1) / 2 for i in range(len(measures))])
+    ax.set_xticklabels([label for _, label in measures], fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.set_title("waiting: task submitted to claimed, launch to registered", fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def _scan_panel(ax: Any, report: dict[str, Any]) -> None:
+    ax.axis("off")
+    rows = [
+        [
+            cloud,
+            str(figures["scans"]),
+            _fmt(figures["scan_api_calls"]),
+            _fmt(figures["scan_duration_p95_s"]),
+            str(figures["cloud_api_calls"]),
+            _fmt(figures["peak_capacity_over_demand"]),
+        ]
+        for cloud, figures in report["clouds"].items()
+    ]
+    table = ax.table(
+        cellText=rows,
+        colLabels=[
+            "cloud",
+            "scans",
+            "API calls / scan",
+            "scan p95 (s)",
+            "API calls",
+            "peak cap / demand",
+        ],
+        loc="center",
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(9)
+    table.auto_set_column_width(col=list(range(len(rows[0]) if rows else 0)))
+    table.scale(1, 1.6)
+    ax.set_title("scans and cloud API calls", fontsize=10)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"

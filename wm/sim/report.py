@@ -1,0 +1,179 @@
+"""The demo's figures, from what it sampled and what the database and the logs hold (pure).
+
+Every figure exists for the whole run and for each cloud, under the same names:
+tasks_submitted, tasks_completed, task_wait_p50_s / _p95_s (submission to claim),
+registration_p50_s / _p95_s (launch to registration), peak_capacity_over_demand (peak of
+requested + running capacity over the peak of pending + claimed tasks, per pool, summed:
+above 1 is over-provisioning), scan_api_calls (mean API calls per scan), scan_duration_p95_s, scans,
+cloud_api_calls (every request the simulated cloud counted), leaked_vms and
+crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from wm.model import Task, WorkerRecord
+
+CLOUDS = ("aws", "azure", "gcp")
+
+
+@dataclass(frozen=True)
+class PoolSample:
+    pending: int
+    claimed: int
+    requested: int  # capacity, not workers
+    running: int
+    stopping: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The state of the run at one moment."""
+
+    t_s: float  # seconds since the workload started
+    pools: Mapping[str, PoolSample]
+    api_calls: Mapping[str, int]  # cloud kind -> requests its sim counted so far
+
+
+@dataclass(frozen=True)
+class ScanSample:
+    """One `scan` log line of a scanner process."""
+
+    cloud: str
+    provider: str
+    region: str
+    api_calls: int
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything the report is computed from."""
+
+    pool_clouds: Mapping[str, str]  # pool id -> cloud kind
+    samples: Sequence[Sample]
+    tasks: Sequence[Task]
+    workers: Sequence[WorkerRecord]
+    scans: Sequence[ScanSample]
+    leaked_vms: Mapping[str, int]  # cloud kind -> VMs still in the cloud at the end
+    live_rows: Mapping[str, int]  # cloud kind -> worker rows not stopped at the end
+    crashed: Mapping[str, str]  # process name -> cloud kind it serves ("" for all)
+    submitted: Mapping[str, int] = field(default_factory=dict)  # pool id -> tasks submitted
+    drained: bool = True  # every task done and every worker gone before the drain timeout
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return round(ordered[rank - 1], 3)
+
+
+def peak_ratio(samples: Sequence[Sample], pool_ids: Iterable[str]) -> float | None:
+    """Over-provisioning of these pools: the sum of each pool's peak requested + running
+    capacity over the sum of each pool's peak pending + claimed tasks.
+
+    Peaks are taken per pool because pools peak at different times: a pool whose work is done
+    keeps its idle workers until they time out, which is not launching beyond demand.
+    """
+    peak_capacity: dict[str, int] = {}
+    peak_demand: dict[str, int] = {}
+    for sample in samples:
+        for pool, s in sample.pools.items():
+            peak_capacity[pool] = max(peak_capacity.get(pool, 0), s.requested + s.running)
+            peak_demand[pool] = max(peak_demand.get(pool, 0), s.pending + s.claimed)
+    chosen = set(pool_ids)
+    capacity = sum(v for pool, v in peak_capacity.items() if pool in chosen)
+    demand = sum(v for pool, v in peak_demand.items() if pool in chosen)
+    return round(capacity / demand, 3) if demand else None
+
+
+def figures(facts: RunFacts, cloud: str | None = None) -> dict[str, Any]:
+    """The figures for one cloud, or for the whole run (cloud None)."""
+    pools = {p for p, c in facts.pool_clouds.items() if cloud is None or c == cloud}
+    tasks = [t for t in facts.tasks if t.pool_id in pools]
+    workers = [w for w in facts.workers if w.pool_id in pools]
+    scans = [s for s in facts.scans if cloud is None or s.cloud == cloud]
+    waits = [(t.claimed_at - t.created).total_seconds() for t in tasks if t.claimed_at]
+    registrations = [
+        (w.registered_at - w.created).total_seconds() for w in workers if w.registered_at
+    ]
+    clouds = CLOUDS if cloud is None else (cloud,)
+    last_calls = facts.samples[-1].api_calls if facts.samples else {}
+    return {
+        "tasks_submitted": sum(n for p, n in facts.submitted.items() if p in pools),
+        "tasks_completed": sum(1 for t in tasks if t.state == "completed"),
+        "task_wait_p50_s": percentile(waits, 50),
+        "task_wait_p95_s": percentile(waits, 95),
+        "workers_launched": len(workers),
+        "registration_p50_s": percentile(registrations, 50),
+        "registration_p95_s": percentile(registrations, 95),
+        "peak_capacity_over_demand": peak_ratio(facts.samples, pools),
+        "scans": len(scans),
+        "scan_api_calls": round(sum(s.api_calls for s in scans) / len(scans), 3) if scans else None,
+        "scan_duration_p95_s": percentile([s.duration_s for s in scans], 95),
+        "cloud_api_calls": sum(last_calls.get(c, 0) for c in clouds),
+        "leaked_vms": sum(facts.leaked_vms.get(c, 0) for c in clouds),
+        "crashed_processes": sum(
+            1 for kind in facts.crashed.values() if cloud is None or kind in ("", cloud)
+        ),
+    }
+
+
+def problems(facts: RunFacts, run: Mapping[str, Any]) -> list[str]:
+    """What made the run unhealthy, in words; empty when it was healthy."""
+    found = []
+    if run["tasks_completed"] < run["tasks_submitted"]:
+        found.append(
+            f"{run['tasks_submitted'] - run['tasks_completed']} of {run['tasks_submitted']} "
+            "tasks did not complete"
+        )
+    if facts.crashed:
+        found.append(f"processes crashed: {', '.join(sorted(facts.crashed))}")
+    if run["leaked_vms"]:
+        found.append(f"{run['leaked_vms']} VMs were left in the clouds at the end")
+    live = sum(facts.live_rows.values())
+    if live:
+        found.append(f"{live} workers were not stopped at the end")
+    if not facts.drained and not found:
+        found.append("the run did not drain before its timeout")
+    return found
+
+
+def timeline(facts: RunFacts) -> dict[str, Any]:
+    """Per pool, the sampled series (for the plot and for anyone reading report.json)."""
+    times = [round(s.t_s, 2) for s in facts.samples]
+    series: dict[str, dict[str, list[int]]] = {}
+    for pool in facts.pool_clouds:
+        empty = PoolSample(0, 0, 0, 0, 0)
+        rows = [s.pools.get(pool, empty) for s in facts.samples]
+        series[pool] = {
+            name: [getattr(r, name) for r in rows]
+            for name in ("pending", "claimed", "requested", "running", "stopping")
+        }
+    return {"t_s": times, "pools": series}
+
+
+def build(facts: RunFacts) -> dict[str, Any]:
+    """The whole report, as report.json holds it."""
+    run = figures(facts)
+    found = problems(facts, run)
+    return {
+        "healthy": not found,
+        "problems": found,
+        "run": run,
+        "clouds": {cloud: figures(facts, cloud) for cloud in CLOUDS},
+        "pools": {
+            pool: {"peak_capacity_over_demand": peak_ratio(facts.samples, [pool])}
+            for pool in facts.pool_clouds
+        },
+        "pool_clouds": dict(facts.pool_clouds),
+        "crashed": sorted(facts.crashed),
+        "timeline": timeline(facts),
+    }

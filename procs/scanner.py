@@ -17,6 +17,7 @@ from wm.db import pools as pool_store
 from wm.db import scans
 from wm.pool_sync import plan_sync
 from wm.providers import build_provider
+from wm.queues import build_queue
 from wm.scanner import Scanner
 
 HOUSEKEEPING_INTERVAL_S = 600.0
@@ -49,6 +50,7 @@ def add_jobs(
         missing_grace_s=config.intervals.missing_grace_s,
         orphan_grace_s=config.intervals.orphan_grace_s,
         stop=runtime.stop,
+        queue=build_queue(config, runtime.engine),
     )
     for provider in chosen:
         for region in provider.regions:

@@ -169,6 +169,8 @@ class SimCloudConfig(_Frozen):
     delete_s: float = Field(0.0, ge=0)  # delete issued to gone
     failure_rate: float = Field(0.0, ge=0, le=1)  # share of calls answered with a 5xx
     fault_spread: Literal["random", "even"] = "random"  # even: rates exact, runs repeatable
+    preempt_share: float = Field(0.0, ge=0, le=1)  # share of spot VMs pre-empted / evicted
+    preempt_within_s: float = Field(60.0, ge=0)  # ... at a uniform moment this long after boot
     throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
     quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
     page_size_max: int | None = Field(None, ge=1)  # cap on list page size

@@ -24,7 +24,7 @@ class LaunchOption:
     capacity_per_worker: int
     max_capacity: int | None  # per-config ceiling, None for none
     current_capacity: int  # capacity of this config's non-stopped workers
-    recent_errors: int = 0  # pool errors blamed on this config in the last hour
+    recent_errors: int = 0  # pool errors and pre-emptions of this config in the last hour
 
 
 @dataclass(frozen=True)

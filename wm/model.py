@@ -109,6 +109,15 @@ class WorkerRecord:
     version: int = 1
     last_active: datetime | None = None
     should_terminate: bool = False
+    # When it passed each stage of its life (None: not yet, or not known).
+    demand_at: datetime | None = None
+    accepted_at: datetime | None = None
+    cloud_running_at: datetime | None = None
+    first_claimed_at: datetime | None = None
+    stopping_at: datetime | None = None
+    delete_called_at: datetime | None = None
+    stopped_at: datetime | None = None
+    preempted_at: datetime | None = None
 
 
 @dataclass(frozen=True)

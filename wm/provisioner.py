@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
@@ -35,7 +36,7 @@ from wm.providers.base import (
     WorkerRef,
 )
 from wm.queues import QueueCounts, QueueSource
-from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log
+from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, STAGE_SECONDS, capture, log
 
 CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
@@ -159,7 +160,10 @@ class Provisioner:
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
+        # Recent errors and pre-emptions both make a launch config weigh less for a while.
         errors = pool_errors.recent_error_counts(self.engine, pool_ids)
+        for key, lost in workers.recent_preemption_counts(self.engine, pool_ids).items():
+            errors[key] = errors.get(key, 0) + lost
         plans = []
         for pool in pools:
             try:
@@ -183,10 +187,13 @@ class Provisioner:
                 capture(exc, provider=provider.id, pool=pool.pool_id)
         intents = [i for plan in plans for i in plan.intents]
         workers.insert_intents(self.engine, intents)  # committed before any cloud call
+        requested = time.monotonic()
+        _observe_demand(provider.id, intents)
         batches = [b for plan in plans for b in plan.batches]
         results = self._create(provider, batches)
         outcomes, new_errors = judge_results(provider.id, batches, results)
         workers.record_launches(self.engine, outcomes)
+        _observe_accepted(provider.id, intents, outcomes, time.monotonic() - requested)
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, demand)
         reports = []
@@ -293,7 +300,7 @@ def plan_pool(
         lc = by_id[allocation.launch_config_id]
         for start in range(0, allocation.workers, CREATE_BATCH_MAX):
             count = min(CREATE_BATCH_MAX, allocation.workers - start)
-            batch_intents, batch = _batch(pool, lc, count)
+            batch_intents, batch = _batch(pool, lc, count, demand.oldest_pending_at)
             intents += batch_intents
             batches.append(batch)
     return PoolPlan(report, tuple(intents), tuple(batches))
@@ -305,7 +312,7 @@ def new_worker_id() -> str:
 
 
 def _batch(
-    pool: PoolRecord, lc: LaunchConfigRecord, count: int
+    pool: PoolRecord, lc: LaunchConfigRecord, count: int, demand_at: datetime | None = None
 ) -> tuple[list[NewWorker], LaunchBatch]:
     batch_token = uuid.uuid4().hex
     rows = [
@@ -320,6 +327,7 @@ def _batch(
             batch_token=batch_token,
             launch_index=index,
             expires_in_s=pool.registration_timeout_s,
+            demand_at=demand_at,
         )
         for index in range(count)
     ]
@@ -379,6 +387,32 @@ def judge_results(
                 )
             )
     return outcomes, new_errors
+
+
+def _observe_demand(provider_id: str, intents: Sequence[NewWorker]) -> None:
+    """Task pending -> capacity requested: how old the oldest pending task was at launch."""
+    now = datetime.now(UTC)
+    for intent in intents:
+        if intent.demand_at is not None:
+            seconds = max(0.0, (now - intent.demand_at).total_seconds())
+            STAGE_SECONDS.labels(intent.pool_id, provider_id, "pending_to_requested").observe(
+                seconds
+            )
+
+
+def _observe_accepted(
+    provider_id: str,
+    intents: Sequence[NewWorker],
+    outcomes: Sequence[LaunchOutcome],
+    seconds: float,
+) -> None:
+    """Capacity requested -> cloud accepted, for the workers the cloud took."""
+    pools = {i.worker_id: i.pool_id for i in intents}
+    for outcome in outcomes:
+        if outcome.cloud_id is not None and outcome.worker_id in pools:
+            STAGE_SECONDS.labels(
+                pools[outcome.worker_id], provider_id, "requested_to_accepted"
+            ).observe(seconds)
 
 
 def _export_gauges(report: PoolPassReport, capacity: PoolCapacity) -> None:

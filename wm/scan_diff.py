@@ -9,7 +9,9 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
   deleted, where it is none): look it up;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
-- orphans: instances with this deployment's tag and no live row, past a grace period.
+- orphans: instances with this deployment's tag and no live row, past a grace period;
+- cloud_running: rows whose VM the cloud runs, seen so for the first time (a stage's end);
+- a change to stopping says whether the cloud pre-empted the VM (its tasks go back).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class StateChange:
     to_state: WorkerState
     cloud_id: str | None = None
     reason: str | None = None
+    preempted: bool = False  # the cloud took it back: its tasks go back to the queue
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class ScanDiff:
     missing: tuple[WorkerRecord, ...]
     to_terminate: tuple[WorkerRecord, ...]  # rows whose cloud resources must be deleted
     orphans: tuple[CloudInstance, ...]
+    cloud_running: tuple[WorkerRecord, ...] = ()  # rows whose VM runs, first seen so now
 
 
 def diff(
@@ -79,6 +83,7 @@ def diff(
     changes: list[StateChange] = []
     to_terminate: list[WorkerRecord] = []
     orphans: list[CloudInstance] = []
+    cloud_running: list[WorkerRecord] = []
     first_seen = first_seen or {}
 
     for instance in instances:
@@ -89,10 +94,21 @@ def diff(
                 orphans.append(instance)
             continue
         matched.add(row.worker_id)
+        if instance.state == U and row.cloud_running_at is None and row.state != S:
+            cloud_running.append(row)
         target = _next_state(row, instance, requires_registration.get(row.pool_id, True))
         if target != row.state or (row.cloud_id is None and instance.cloud_id):
-            reason = instance.reason if target == S and row.state != S else None
-            changes.append(StateChange(row.worker_id, row.state, target, instance.cloud_id, reason))
+            lost = target == S and row.state != S
+            changes.append(
+                StateChange(
+                    row.worker_id,
+                    row.state,
+                    target,
+                    instance.cloud_id,
+                    instance.reason if lost else None,
+                    preempted=lost and instance.preempted,
+                )
+            )
         if target == S:
             to_terminate.append(row)
 
@@ -111,6 +127,7 @@ def diff(
         missing=tuple(missing),
         to_terminate=tuple(to_terminate),
         orphans=tuple(orphans),
+        cloud_running=tuple(cloud_running),
     )
 
 

@@ -19,15 +19,19 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from wm import lifecycle, scan_diff
+from wm import lifecycle, scan_diff, stages
 from wm.db import claims, scans
 from wm.db import pools as pool_store
 from wm.db.scans import RowChange
 from wm.model import PoolRecord, WorkerRecord
 from wm.providers.base import CloudInstance, Provider, WorkerRef, WorkerState
-from wm.telemetry import SCAN_SECONDS, log
+from wm.queues import QueueSource
+from wm.telemetry import SCAN_SECONDS, STAGE_SECONDS, WORKERS_PREEMPTED, log
 
 GONE_FROM_CLOUD = "gone-from-cloud"
+# Stages whose end another process writes (the web process, a worker's claim): the scan that
+# follows observes them, once.
+WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 ORPHAN = "orphan"
 
 
@@ -41,6 +45,7 @@ class ScanReport:
     looked_up: int
     terminated: int
     orphans: int
+    preempted: int
     api_calls: int
     duration_s: float
 
@@ -60,22 +65,25 @@ class Scanner:
     missing_grace_s: float = scan_diff.MISSING_GRACE.total_seconds()
     orphan_grace_s: float = scan_diff.ORPHAN_GRACE.total_seconds()
     stop: threading.Event = field(default_factory=threading.Event)
+    # Where the tasks of pre-empted workers go back to pending (None: nowhere to put them).
+    queue: QueueSource | None = None
     # When this process first saw a tagged instance that has no launch time (orphan grace).
     _first_seen: dict[str, datetime] = field(default_factory=dict)
+    _preempted: dict[str, int] = field(default_factory=dict)  # provider id -> workers, ever
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
         gap_s = self.min_gap_s.get(provider_id, 0.0)
-        with claims.claim_scan(self.engine, provider_id, region, self.replica, gap_s) as claimed:
-            if not claimed or self.stop.is_set():
+        with claims.claim_scan(self.engine, provider_id, region, self.replica, gap_s) as claim:
+            if claim is None or self.stop.is_set():
                 return None
-            report = self._scan(self.providers[provider_id], region)
+            report = self._scan(self.providers[provider_id], region, claim)
         log("scan", **report.__dict__)
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
 
-    def _scan(self, provider: Provider, region: str) -> ScanReport:
+    def _scan(self, provider: Provider, region: str, claim: claims.ScanClaim) -> ScanReport:
         started = time.monotonic()
         limit_s = self.max_scan_s.get(provider.id, float("inf"))
 
@@ -98,13 +106,18 @@ class Scanner:
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
         now = scans.db_now(self.engine)
         found = self._diff(instances, rows, pools, now)
+        preempted_before = self._preempted.get(provider.id, 0)
 
-        changed = self._apply(found.changes, {r.worker_id: r for r in rows})
+        changed = self._apply(provider, found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
+        self._stamp_cloud_running(provider, found.cloud_running)
+        # Stages whose end another process wrote since the last scan of this unit: each is
+        # observed once, by whichever replica scans next.
+        _observe(provider.id, rows, claim.previous_start, claim.started, WINDOW_STAGES)
         safe_point("look-ups")
         gone, found_stopping = self._look_up(provider, found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
-        stopping += self._enforce_deadlines(rows, pools, now, skip=gone | _ids(stopping))
+        stopping += self._enforce_deadlines(provider, rows, pools, now, skip=gone | _ids(stopping))
         safe_point("deletions")
         terminated = self._terminate(provider, stopping)
         safe_point("orphans")
@@ -118,6 +131,7 @@ class Scanner:
             looked_up=len(found.missing),
             terminated=terminated,
             orphans=orphans,
+            preempted=self._preempted.get(provider.id, 0) - preempted_before,
             api_calls=sum(provider.gate.attempts.values()) - calls_before,
             duration_s=round(time.monotonic() - started, 3),
         )
@@ -145,17 +159,66 @@ class Scanner:
         )
 
     def _apply(
-        self, changes: Sequence[scan_diff.StateChange], rows: Mapping[str, WorkerRecord]
+        self,
+        provider: Provider,
+        changes: Sequence[scan_diff.StateChange],
+        rows: Mapping[str, WorkerRecord],
     ) -> list[str]:
-        return scans.apply_changes(
-            self.engine,
+        changed = self._change(
+            provider,
             [
                 RowChange(
-                    c.worker_id, rows[c.worker_id].version, c.to_state.value, c.cloud_id, c.reason
+                    c.worker_id,
+                    rows[c.worker_id].version,
+                    c.to_state.value,
+                    c.cloud_id,
+                    c.reason,
+                    c.preempted,
                 )
                 for c in changes
             ],
         )
+        return [w.worker_id for w in changed]
+
+    def _change(self, provider: Provider, changes: Sequence[RowChange]) -> list[WorkerRecord]:
+        """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
+        deletion finished."""
+        changed = scans.apply_changes(self.engine, changes)
+        preempted = {c.worker_id for c in changes if c.preempted}
+        lost = [w for w in changed if w.worker_id in preempted]
+        if lost:
+            self._lost_to_preemption(provider, lost)
+        now = scans.db_now(self.engine) if changed else None
+        for worker in changed:
+            if worker.state == WorkerState.STOPPED and worker.delete_called_at and now:
+                seconds = (now - worker.delete_called_at).total_seconds()
+                _observe_stage(worker, provider.id, "delete_to_gone", seconds)
+        return changed
+
+    def _lost_to_preemption(self, provider: Provider, lost: Sequence[WorkerRecord]) -> None:
+        """The cloud took these VMs back: their tasks go back to the queue at once (which wakes
+        the provisioners), and they stop counting as capacity, so replacements follow."""
+        released = self.queue.release([w.worker_id for w in lost]) if self.queue else 0
+        with self._lock:
+            self._preempted[provider.id] = self._preempted.get(provider.id, 0) + len(lost)
+        for worker in lost:
+            WORKERS_PREEMPTED.labels(worker.pool_id, provider.id).inc()
+            log(
+                "worker-preempted",
+                logging.WARNING,
+                provider=provider.id,
+                pool=worker.pool_id,
+                worker=worker.worker_id,
+                launch_config=worker.launch_config_id,
+                reason=worker.stop_reason,
+            )
+        log("preempted-tasks-released", provider=provider.id, workers=len(lost), tasks=released)
+
+    def _stamp_cloud_running(self, provider: Provider, rows: Sequence[WorkerRecord]) -> None:
+        for worker in scans.mark_cloud_running(self.engine, [r.worker_id for r in rows]):
+            if worker.accepted_at and worker.cloud_running_at and worker.registered_at is None:
+                seconds = (worker.cloud_running_at - worker.accepted_at).total_seconds()
+                _observe_stage(worker, provider.id, "accepted_to_running", seconds)
 
     def _look_up(
         self,
@@ -180,34 +243,36 @@ class Scanner:
             missing_grace=timedelta(0),
             orphan_grace=timedelta.max,
         )
-        self._apply(again.changes, {r.worker_id: r for r in missing})
+        self._apply(provider, again.changes, {r.worker_id: r for r in missing})
         scans.mark_checked(self.engine, again.seen)
-        stopped = scans.apply_changes(
-            self.engine,
+        stopped = self._change(
+            provider,
             [
                 RowChange(r.worker_id, r.version, "stopped", reason=_gone_reason(r))
                 for r in again.missing
             ],
         )
-        return set(stopped), list(again.to_terminate)
+        return {w.worker_id for w in stopped}, list(again.to_terminate)
 
     def _enforce_deadlines(
         self,
+        provider: Provider,
         rows: Sequence[WorkerRecord],
         pools: Mapping[str, PoolRecord],
         now: datetime,
         skip: set[str],
     ) -> list[WorkerRecord]:
         due = [d for d in lifecycle.overdue(rows, pools, now) if d.worker.worker_id not in skip]
-        moved = set(
-            scans.apply_changes(
-                self.engine,
+        moved = {
+            w.worker_id
+            for w in self._change(
+                provider,
                 [
                     RowChange(d.worker.worker_id, d.worker.version, "stopping", reason=d.reason)
                     for d in due
                 ],
             )
-        )
+        }
         for deadline in due:
             if deadline.worker.worker_id in moved:
                 worker = deadline.worker
@@ -224,6 +289,10 @@ class Scanner:
         if not stopping:
             return 0
         results = provider.terminate([_ref(r) for r in stopping])
+        for worker in scans.mark_delete_called(self.engine, [r.worker_id for r in stopping]):
+            if worker.stopping_at and worker.delete_called_at:
+                seconds = (worker.delete_called_at - worker.stopping_at).total_seconds()
+                _observe_stage(worker, provider.id, "decided_to_delete", seconds)
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
             if result.error is not None:
@@ -244,7 +313,7 @@ class Scanner:
             for w in gone
             if w in fresh and fresh[w].state == WorkerState.STOPPING
         ]
-        scans.apply_changes(self.engine, changes)
+        self._change(provider, changes)
         return len(gone)
 
     def _terminate_orphans(
@@ -275,6 +344,23 @@ class Scanner:
                 pool=orphan.pool_id,
             )
         return sum(1 for r in results if r.error is None)
+
+
+def _observe(
+    provider_id: str,
+    rows: Sequence[WorkerRecord],
+    after: datetime | None,
+    until: datetime,
+    names: Sequence[str],
+) -> None:
+    """Observe the stages of these rows that ended in (after, until]."""
+    for row in rows:
+        for name, seconds in stages.ended_between(row, after, until, names).items():
+            _observe_stage(row, provider_id, name, seconds)
+
+
+def _observe_stage(worker: WorkerRecord, provider_id: str, stage: str, seconds: float) -> None:
+    STAGE_SECONDS.labels(worker.pool_id, provider_id, stage).observe(max(0.0, seconds))
 
 
 def _ref(row: WorkerRecord) -> WorkerRef:

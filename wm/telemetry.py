@@ -102,3 +102,15 @@ SCAN_SECONDS = Histogram(
     ["provider", "region"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
 )
+
+STAGE_SECONDS = Histogram(
+    "wm_worker_stage_seconds",
+    "How long workers took for each stage of their life (wm/stages.py): launch and removal.",
+    ["pool", "provider", "stage"],
+    buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
+)
+WORKERS_PREEMPTED = Counter(
+    "wm_workers_preempted_total",
+    "Workers whose VM the cloud took back (spot interruption, pre-emption, eviction).",
+    ["pool", "provider"],
+)

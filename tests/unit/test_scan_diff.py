@@ -116,3 +116,34 @@ def test_an_orphan_without_a_launch_time_waits_from_when_it_was_first_seen():
     young = run([instance], [], first_seen={"c-x": NOW - timedelta(seconds=1)})
     old = run([instance], [], first_seen={"c-x": NOW - timedelta(hours=1)})
     assert (young.orphans, [o.cloud_id for o in old.orphans]) == ((), ["c-x"])
+
+
+def test_a_pre_emption_is_marked_on_the_change_that_stops_the_worker():
+    result = run(
+        [vm("w1", X, "c1", reason="spot", preempted=True), vm("w2", X, "c2", reason="died")],
+        [row("w1", U, cloud_id="c1"), row("w2", U, cloud_id="c2")],
+    )
+    assert {(c.worker_id, c.preempted) for c in result.changes} == {("w1", True), ("w2", False)}
+
+
+def test_a_row_already_stopping_is_not_pre_empted_again():
+    result = run([vm(state=X, preempted=True)], [row(state=S)])
+    assert result.changes == ()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "row_state", "cloud_state", "already", "first_seen_running"),
+    [
+        ("booted, waiting for registration", R, U, False, True),
+        ("registered before any scan saw it", U, U, False, True),
+        ("seen running before", R, U, True, False),
+        ("still booting", R, R, False, False),
+        ("being deleted", S, U, False, False),
+    ],
+)
+def test_the_first_scan_that_sees_a_vm_run_says_so(
+    scenario, row_state, cloud_state, already, first_seen_running
+):
+    stamped = {"cloud_running_at": OLD} if already else {}
+    result = run([vm(state=cloud_state)], [row(state=row_state, **stamped)])
+    assert bool(result.cloud_running) is first_seen_running, scenario

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Connection, Engine, any_, func, literal, or_, select, update
 
@@ -72,11 +73,19 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
         yield PoolClaims(provider_id, pool_ids, conn)
 
 
+@dataclass(frozen=True)
+class ScanClaim:
+    """A (provider, region) this replica scans until the block ends."""
+
+    started: datetime  # this scan's start, by the database's clock
+    previous_start: datetime | None  # the last scan's, by any replica: what this one follows
+
+
 @contextlib.contextmanager
 def claim_scan(
     engine: Engine, provider_id: str, region: str, replica: str, min_gap_s: float = 0.0
-) -> Iterator[bool]:
-    """Claim one (provider, region) scan; yields False when another replica is scanning it,
+) -> Iterator[ScanClaim | None]:
+    """Claim one (provider, region) scan; yields None when another replica is scanning it,
     or when a scan of it started less than `min_gap_s` ago (a peer already scanned it this
     interval, so replicas share the regions instead of each scanning every one).
     """
@@ -88,11 +97,11 @@ def claim_scan(
         ).first()
         if row is None:
             CLAIMS_BUSY.labels("scan").inc()
-            yield False
+            yield None
             return
         last_started, now = row
         if last_started is not None and (now - last_started).total_seconds() < min_gap_s:
-            yield False
+            yield None
             return
         where = (scan_units.c.provider_id == provider_id) & (scan_units.c.region == region)
         conn.execute(
@@ -100,5 +109,5 @@ def claim_scan(
             .where(where)
             .values(last_scan_started=func.now(), last_scan_by=replica)
         )
-        yield True
+        yield ScanClaim(started=now, previous_start=last_started)
         conn.execute(update(scan_units).where(where).values(last_scan_finished=func.now()))

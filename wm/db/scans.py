@@ -6,7 +6,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, Integer, Text, column, delete, func, select, update, values
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Engine,
+    Integer,
+    Text,
+    case,
+    column,
+    delete,
+    func,
+    select,
+    update,
+    values,
+)
 
 from wm.db.tables import worker_pool_errors, workers
 from wm.db.workers import worker_from_row
@@ -22,6 +35,7 @@ class RowChange:
     state: str
     cloud_id: str | None = None
     reason: str | None = None
+    preempted: bool = False  # stamp preempted_at: the cloud took the VM back
 
 
 def db_now(engine: Engine) -> datetime:
@@ -40,10 +54,10 @@ def live_workers(engine: Engine, provider_id: str, region: str) -> list[WorkerRe
         return [worker_from_row(row) for row in conn.execute(query)]
 
 
-def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[str]:
+def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRecord]:
     """One statement for all changes; a row changed since it was read is left alone.
 
-    Returns the ids of the rows that did change.
+    Returns the rows that did change, as they are now.
     """
     if not changes:
         return []
@@ -53,8 +67,9 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[str]:
         column("state", Text),
         column("cloud_id", Text),
         column("reason", Text),
+        column("preempted", Boolean),
         name="changes",
-    ).data([(c.worker_id, c.version, c.state, c.cloud_id, c.reason) for c in changes])
+    ).data([(c.worker_id, c.version, c.state, c.cloud_id, c.reason, c.preempted) for c in changes])
     statement = (
         update(workers)
         .where(workers.c.worker_id == data.c.worker_id, workers.c.version == data.c.version)
@@ -62,14 +77,43 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[str]:
             state=data.c.state,
             cloud_id=func.coalesce(workers.c.cloud_id, data.c.cloud_id),
             stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
+            preempted_at=case(
+                (data.c.preempted, func.coalesce(workers.c.preempted_at, func.now())),
+                else_=workers.c.preempted_at,
+            ),
             last_checked=func.now(),
             last_modified=func.now(),
             version=workers.c.version + 1,
         )
-        .returning(workers.c.worker_id)
+        .returning(*workers.c)
     )
     with engine.begin() as conn:
-        return list(conn.execute(statement).scalars())
+        return [worker_from_row(row) for row in conn.execute(statement)]
+
+
+def mark_cloud_running(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+    """The cloud runs these workers' VMs: stamp the first time a scan saw it. Returns the
+    rows stamped now (each row once, ever)."""
+    return _stamp_once(engine, worker_ids, workers.c.cloud_running_at)
+
+
+def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+    """A delete was sent for these workers' VMs: stamp the first one. Returns the rows
+    stamped now (each row once, ever)."""
+    return _stamp_once(engine, worker_ids, workers.c.delete_called_at)
+
+
+def _stamp_once(engine: Engine, worker_ids: Sequence[str], stamp: Column) -> list[WorkerRecord]:
+    if not worker_ids:
+        return []
+    with engine.begin() as conn:
+        rows = conn.execute(
+            update(workers)
+            .where(workers.c.worker_id.in_(list(worker_ids)), stamp.is_(None))
+            .values({stamp.name: func.now()})
+            .returning(*workers.c)
+        )
+        return [worker_from_row(row) for row in rows]
 
 
 def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:

@@ -103,6 +103,15 @@ workers = Table(
     # Scale-down advice from the provisioner: the pool has more running capacity than it needs.
     Column("should_terminate", Boolean, nullable=False, server_default="false"),
     Column("secret_hash", Text, nullable=True),  # sha256 of the worker's current secret
+    # When it passed each stage (migration 0004; stopping_at and stopped_at come from a trigger).
+    Column("demand_at", DateTime(timezone=True), nullable=True),  # oldest task it covers
+    Column("accepted_at", DateTime(timezone=True), nullable=True),  # the cloud took the create
+    Column("cloud_running_at", DateTime(timezone=True), nullable=True),  # first seen running
+    Column("first_claimed_at", DateTime(timezone=True), nullable=True),
+    Column("stopping_at", DateTime(timezone=True), nullable=True),  # removal decided
+    Column("delete_called_at", DateTime(timezone=True), nullable=True),
+    Column("stopped_at", DateTime(timezone=True), nullable=True),  # nothing left in the cloud
+    Column("preempted_at", DateTime(timezone=True), nullable=True),  # the cloud took it back
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],
@@ -118,6 +127,13 @@ workers = Table(
         postgresql_where=text("state <> 'stopped'"),
     ),
     Index("ix_workers_batch", "batch_token", "launch_index"),
+    Index(
+        "ix_workers_preempted",
+        "pool_id",
+        "launch_config_id",
+        "preempted_at",
+        postgresql_where=text("preempted_at IS NOT NULL"),
+    ),
     Index("ix_workers_cloud_id", "provider_id", "cloud_id"),
     Index(
         "ix_workers_stopped_expiry",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
@@ -68,22 +69,46 @@ def count_by_state(engine: Engine) -> dict[tuple[str, str], int]:
         return {(row[0], row[1]): row[2] for row in rows}
 
 
-def queue_counts(engine: Engine, pool_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """(pending, claimed) per pool, in one query; pools without tasks are (0, 0)."""
+def queue_counts(
+    engine: Engine, pool_ids: Sequence[str]
+) -> dict[str, tuple[int, int, datetime | None]]:
+    """(pending, claimed, when the oldest pending task arrived) per pool, in one query; pools
+    without tasks are (0, 0, None)."""
+    pending = tasks.c.state == "pending"
     query = (
         select(
             tasks.c.pool_id,
-            func.count().filter(tasks.c.state == "pending"),
+            func.count().filter(pending),
             func.count().filter(tasks.c.state == "claimed"),
+            func.min(tasks.c.created).filter(pending),
         )
         .where(tasks.c.pool_id.in_(list(pool_ids)), tasks.c.state.in_(("pending", "claimed")))
         .group_by(tasks.c.pool_id)
     )
-    counts = dict.fromkeys(pool_ids, (0, 0))
+    counts: dict[str, tuple[int, int, datetime | None]] = dict.fromkeys(pool_ids, (0, 0, None))
     with engine.connect() as conn:
-        for pool_id, pending, claimed in conn.execute(query):
-            counts[pool_id] = (pending, claimed)
+        for pool_id, n_pending, n_claimed, oldest in conn.execute(query):
+            counts[pool_id] = (n_pending, n_claimed, oldest)
     return counts
+
+
+def release_tasks(engine: Engine, worker_ids: Sequence[str]) -> int:
+    """Tasks claimed by these (lost) workers go back to pending, in one statement; the
+    provisioners listening are woken for each pool that has work again."""
+    if not worker_ids:
+        return 0
+    with engine.begin() as conn:
+        pools = list(
+            conn.execute(
+                update(tasks)
+                .where(tasks.c.claimed_by.in_(list(worker_ids)), tasks.c.state == "claimed")
+                .values(state="pending", claimed_by=None, claimed_at=None)
+                .returning(tasks.c.pool_id)
+            ).scalars()
+        )
+        for pool_id in sorted(set(pools)):
+            conn.execute(select(func.pg_notify(TASKS_CHANNEL, pool_id)))
+        return len(pools)
 
 
 def claim_tasks(engine: Engine, pool_id: str, worker_id: str, limit: int = 1) -> list[Task]:
@@ -108,7 +133,10 @@ def claim_tasks(engine: Engine, pool_id: str, worker_id: str, limit: int = 1) ->
             conn.execute(
                 update(workers)
                 .where(workers.c.worker_id == worker_id)
-                .values(last_active=func.now())
+                .values(
+                    last_active=func.now(),
+                    first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
+                )
             )
         return claimed
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Text, column, func, insert, select, update, values
@@ -40,6 +40,14 @@ def worker_from_row(row) -> WorkerRecord:
         version=row.version,
         last_active=row.last_active,
         should_terminate=row.should_terminate,
+        demand_at=row.demand_at,
+        accepted_at=row.accepted_at,
+        cloud_running_at=row.cloud_running_at,
+        first_claimed_at=row.first_claimed_at,
+        stopping_at=row.stopping_at,
+        delete_called_at=row.delete_called_at,
+        stopped_at=row.stopped_at,
+        preempted_at=row.preempted_at,
     )
 
 
@@ -73,6 +81,7 @@ class NewWorker:
     batch_token: str
     launch_index: int
     expires_in_s: float  # registration deadline from now
+    demand_at: datetime | None = None  # when the oldest pending task it is launched for arrived
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,7 @@ def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> None:
                     "batch_token": i.batch_token,
                     "launch_index": i.launch_index,
                     "expires": now + timedelta(seconds=i.expires_in_s),
+                    "demand_at": i.demand_at,
                 }
                 for i in intents
             ],
@@ -173,6 +183,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                 .values(
                     cloud_id=data.c.cloud_id,
                     provider_data=workers.c.provider_data.op("||")(data.c.provider_data),
+                    accepted_at=func.coalesce(workers.c.accepted_at, func.now()),
                     last_modified=func.now(),
                     version=workers.c.version + 1,
                 )
@@ -221,3 +232,22 @@ def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id:
     )
     with engine.connect() as conn:
         return set(conn.execute(query).scalars())
+
+
+PREEMPTION_WINDOW = timedelta(hours=1)
+
+
+def recent_preemption_counts(
+    engine: Engine, pool_ids: Sequence[str], window: timedelta = PREEMPTION_WINDOW
+) -> dict[tuple[str, str], int]:
+    """Workers the cloud took back per (pool, launch config) within the window."""
+    query = (
+        select(workers.c.pool_id, workers.c.launch_config_id, func.count())
+        .where(
+            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.preempted_at > func.now() - window,
+        )
+        .group_by(workers.c.pool_id, workers.c.launch_config_id)
+    )
+    with engine.connect() as conn:
+        return {(pool, lc): n for pool, lc, n in conn.execute(query)}

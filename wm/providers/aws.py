@@ -46,6 +46,10 @@ SIMULATED_SECRET_ACCESS_KEY = "wm-simulated-secret-access-key"
 _SESSIONS: dict[str, Any] = {}  # credentials mode -> boto3 session
 _SESSIONS_LOCK = threading.Lock()
 OWNER_KEY = "OwnerId"  # the reservation's account id, copied onto each of its instances
+# StateReason codes of a spot instance that EC2 took back.
+SPOT_INTERRUPTION_CODES = frozenset(
+    {"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"}
+)
 SPOT_OPTIONS = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
 
 # EC2 instance state name -> wm state. Terminated instances stay listed for about an hour;
@@ -412,6 +416,7 @@ class AwsProvider:
             launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
             launched_at=raw.get("LaunchTime"),
             reason=state_reason.get("Code") or None,
+            preempted=state_reason.get("Code") in SPOT_INTERRUPTION_CODES,
             batch_token=tags.get(TAG_BATCH),
             launch_index=int(raw["AmiLaunchIndex"]) if "AmiLaunchIndex" in raw else None,
             provider_data={

@@ -412,6 +412,7 @@ class AzureProvider:
         provisioning = provisioning or _text(props.provisioning_state)
         state = worker_state(self.id, provisioning, power)
         spot = _text(props.priority).lower() == "spot"
+        reason = stop_reason(state, power, failure, spot)
         return CloudInstance(
             worker_id=tags.get(TAG_WORKER),
             cloud_id=vm.id,
@@ -420,7 +421,8 @@ class AzureProvider:
             pool_id=tags.get(TAG_POOL),
             launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
             launched_at=props.time_created,
-            reason=stop_reason(state, power, failure, spot),
+            reason=reason,
+            preempted=reason == REASON_SPOT_EVICTED,
             provider_data=_vm_data(vm),
         )
 

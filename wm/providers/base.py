@@ -103,6 +103,7 @@ class CloudInstance:
     launch_config_id: str | None = None
     launched_at: datetime | None = None
     reason: str | None = None  # why it stopped, when the cloud says (pre-emption, spot eviction)
+    preempted: bool = False  # the cloud took it back (spot interruption, pre-emption, eviction)
     # EC2 tags a whole RunInstances call at once: its batch tag and the instance's launch index
     # map it to its row where no per-instance worker tag exists.
     batch_token: str | None = None

@@ -381,6 +381,7 @@ class GcpProvider:
             launch_config_id=metadata.get(TAG_LAUNCH_CONFIG) or labels.get(TAG_LAUNCH_CONFIG),
             launched_at=_timestamp(instance.creation_timestamp),
             reason=_stop_reason(status, spot),
+            preempted=_stop_reason(status, spot) == REASON_PREEMPTED,
             batch_token=metadata.get(TAG_BATCH) or labels.get(TAG_BATCH),
             provider_data={
                 "name": instance.name,

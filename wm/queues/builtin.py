@@ -22,7 +22,13 @@ class BuiltinQueue:
             raw = task_store.queue_counts(self._engine, pool_ids)
         except SQLAlchemyError as exc:
             raise QueueUnavailable(f"builtin queue: {exc.__class__.__name__}") from exc
-        return {pool: QueueCounts(pending, claimed) for pool, (pending, claimed) in raw.items()}
+        return {
+            pool: QueueCounts(pending, claimed, oldest)
+            for pool, (pending, claimed, oldest) in raw.items()
+        }
+
+    def release(self, worker_ids: Sequence[str]) -> int:
+        return task_store.release_tasks(self._engine, worker_ids)
 
     def claim(self, pool_id: str, worker_id: str, limit: int = 1) -> list[Task]:
         return task_store.claim_tasks(self._engine, pool_id, worker_id, limit)

@@ -57,6 +57,10 @@ class TaskclusterQueue:
             raise QueueUnavailable(f"taskcluster queue: {str(exc).splitlines()[0]}") from exc
         return {pool_id: raw.get(queue, QueueCounts(0, 0)) for queue, pool_id in by_queue.items()}
 
+    def release(self, worker_ids: Sequence[str]) -> int:
+        # The queue itself resolves a lost worker's runs (claim-expired) and retries them.
+        return 0
+
     def _batch(self, queues: list[str]) -> dict[str, QueueCounts] | None:
         found: dict[str, QueueCounts] = {}
         for start in range(0, len(queues), BATCH_MAX_QUEUES):

@@ -25,6 +25,7 @@ PEM (the provider config's `identity_roots`); `mint_attested` makes forgeries fo
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import ipaddress
@@ -45,7 +46,7 @@ from werkzeug.wrappers import Request, Response
 
 from wm.config import SimCloudConfig
 from wm.sim import attested
-from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wm.sim.trust import TrustDir
 from wm.sim.wsgi import ServerThread
 
@@ -206,6 +207,7 @@ class SimArm:
         seed: int | None = None,
     ) -> None:
         self.faults = Faults(behaviour, seed=seed)
+        self.preemptions = Preemptions(self.faults)
         self._initial = Behaviour(**self.faults.behaviour.as_dict())
         self._port = port
         self._cert_dir = cert_dir
@@ -250,12 +252,14 @@ class SimArm:
             self._vms.clear()
             self._resources.clear()
             self._operations.clear()
+        self.preemptions.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
 
     # -- what tests and leak checks see ------------------------------------------------------
 
     def instances(self) -> list[SimVm]:
+        self._preempt_due()
         with self._lock:
             self._sweep()
             return [self._sim_vm(vm) for vm in self._vms.values()]
@@ -276,6 +280,12 @@ class SimArm:
                 self._drop_vm(_key(vm.id))
             else:
                 vm.power = "deallocated" if vm.spot else "stopped"
+
+    def _preempt_due(self) -> None:
+        """Evict the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        for vm_id in self.preemptions.due():
+            with contextlib.suppress(KeyError):
+                self.kill(vm_id, "evicted")
 
     def fail(
         self,
@@ -356,6 +366,7 @@ class SimArm:
     # -- WSGI --------------------------------------------------------------------------------
 
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        self._preempt_due()
         request = Request(environ)
         try:
             response = self._dispatch(request)
@@ -592,6 +603,8 @@ class SimArm:
         self._attach_network(vm, rid)
         self._attach_os_disk(vm, rid)
         self._vms[_key(rid)] = vm
+        if vm.spot:
+            self.preemptions.schedule(vm.id, time.monotonic() + vm.boot_s)
         return vm, 201
 
     def _update_vm(self, vm: _Vm, body: dict[str, Any], digest: str) -> _Vm:

@@ -40,6 +40,8 @@ class Behaviour:
     # "random": each call draws its fate; "even": the draws follow a low-discrepancy sequence,
     # so the rates hold exactly over any run of calls and a scenario repeats call for call.
     fault_spread: str = "random"
+    preempt_share: float = 0.0  # share of spot VMs the cloud pre-empts (EC2/GCE) or evicts
+    preempt_within_s: float = 60.0  # ... at a uniform moment this long after they boot
 
     @classmethod
     def from_config(cls, config: SimCloudConfig) -> Behaviour:
@@ -75,6 +77,36 @@ class SimVm:
 FAULT_SPREADS = ("random", "even")
 WEYL_FATE = (5**0.5 - 1) / 2  # the golden ratio's fraction
 WEYL_HANG = 2**0.5 - 1
+
+
+class Preemptions:
+    """The spot VMs a simulated cloud will pre-empt, and when: each sim schedules its new spot
+    VMs here and, before answering any request, pre-empts those whose time has come, so what
+    a client sees never depends on a background thread's timing."""
+
+    def __init__(self, faults: Faults) -> None:
+        self._faults = faults
+        self._due: dict[str, float] = {}  # VM key -> monotonic time
+        self._lock = threading.Lock()
+
+    def schedule(self, key: str, booted_at: float) -> None:
+        at = self._faults.preempt_at(booted_at)
+        if at is not None:
+            with self._lock:
+                self._due[key] = at
+
+    def due(self, now: float | None = None) -> list[str]:
+        """Keys whose pre-emption is due, each returned once."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            ready = [key for key, at in self._due.items() if at <= now]
+            for key in ready:
+                del self._due[key]
+        return ready
+
+    def clear(self) -> None:
+        with self._lock:
+            self._due.clear()
 
 
 class Outcome(StrEnum):
@@ -116,6 +148,18 @@ class Faults:
         if draw < b.throttle_rate + b.failure_rate:
             return Outcome.FAIL
         return Outcome.OK
+
+    def preempt_at(self, booted_at: float) -> float | None:
+        """When a new spot VM that boots at `booted_at` (monotonic) will be pre-empted; None
+        for the VMs the cloud leaves alone. Draws from the faults' generator, so a seeded
+        sim pre-empts the same VMs every run."""
+        b = self.behaviour
+        if b.preempt_share <= 0:
+            return None
+        with self._lock:
+            chosen = self._rng.random() < b.preempt_share
+            after_s = self._rng.random() * b.preempt_within_s
+        return booted_at + after_s if chosen else None
 
     def counts(self) -> dict[str, int]:
         with self._lock:

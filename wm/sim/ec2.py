@@ -32,6 +32,7 @@ signed with the sim's own RSA key; `identity_trust_path` is the certificate to t
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import re
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from wm.config import SimCloudConfig
-from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wm.sim.trust import TrustDir, pem, self_signed, signing_key
 from wm.sim.wsgi import ServerThread
 
@@ -119,6 +120,7 @@ class SimEc2:
         trust_dir: Path | None = None,
     ) -> None:
         self.faults = Faults(behaviour, seed=seed)
+        self.preemptions = Preemptions(self.faults)
         self._initial_behaviour = self.faults.behaviour.as_dict()  # what reset() goes back to
         self.terminated_visible_s = terminated_visible_s
         self.account_id = _claim_account()
@@ -165,12 +167,14 @@ class SimEc2:
         with self._lock:
             self._drop_moto_state()
             self._queued.clear()
+        self.preemptions.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial_behaviour)
 
     # --- inspection and out-of-band events -------------------------------------------------
 
     def instances(self) -> list[SimVm]:
+        self._preempt_due()
         with self._lock:
             self._sync(time.monotonic())
             return [_sim_vm(region, inst) for region, inst in self._all_instances()]
@@ -199,6 +203,12 @@ class SimEc2:
             if final == "terminated":
                 life.deleted_at = life.deleted_at or now
                 life.gone_at = life.gone_at or now
+
+    def _preempt_due(self) -> None:
+        """Pre-empt the spot instances whose time has come (Behaviour.preempt_share)."""
+        for instance_id in self.preemptions.due():
+            with contextlib.suppress(KeyError):
+                self.kill(instance_id, "preempted")
 
     def remove(self, cloud_id_or_name: str) -> None:
         """The instance vanishes, as if deleted by hand long ago: no describe shows it again."""
@@ -296,6 +306,7 @@ class SimEc2:
     # --- the WSGI app ----------------------------------------------------------------------
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        self._preempt_due()
         path = environ.get("PATH_INFO", "")
         if path.startswith("/_sim/"):
             return _respond(start_response, self._control(environ, path))
@@ -506,6 +517,8 @@ class SimEc2:
             if life is None:
                 self._seq += 1
                 life = self._life[inst.id] = _Life(self._seq, now)
+                if inst.lifecycle == "spot":
+                    self.preemptions.schedule(inst.id, now + behaviour.boot_s)
             if life.pinned is not None and inst.state != life.pinned:
                 life.pinned = None  # changed through the API since (e.g. StartInstances)
             if life.pinned is None:

@@ -25,6 +25,7 @@ config's `identity_jwks`); `mint_identity_token` makes forgeries for tests.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import itertools
 import json
@@ -44,7 +45,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from wm.config import SimCloudConfig
-from wm.sim.behaviour import Behaviour, Faults, Outcome, SimVm, lifecycle_state
+from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wm.sim.trust import TrustDir, signing_key
 from wm.sim.wsgi import ServerThread
 
@@ -196,6 +197,7 @@ class SimGce:
         trust_dir: Path | None = None,
     ) -> None:
         self.faults = Faults(behaviour or Behaviour(), seed=seed)
+        self.preemptions = Preemptions(self.faults)
         self.quota_style: QuotaStyle = quota_style
         self.throttle_status = throttle_status  # 403 (GCE's usual) or 429
         self._initial = (self.faults.behaviour.as_dict(), quota_style, throttle_status)
@@ -249,6 +251,7 @@ class SimGce:
 
     def instances(self) -> list[SimVm]:
         """Every VM held, including ones being deleted (for leak checks)."""
+        self._preempt_due()
         now = time.monotonic()
         with self._lock:
             out = []
@@ -275,6 +278,12 @@ class SimGce:
             op = self._new_op(vm.project, vm.zone, op_type, vm, done_at=time.monotonic())
             op.status_message = reason
 
+    def _preempt_due(self) -> None:
+        """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        for vm_id in self.preemptions.due():
+            with contextlib.suppress(KeyError):
+                self.kill(vm_id, "preempted")
+
     def remove(self, cloud_id_or_name: str) -> None:
         """The VM vanishes, as if deleted by hand."""
         with self._lock:
@@ -286,6 +295,7 @@ class SimGce:
         behaviour, self.quota_style, self.throttle_status = self._initial
         with self._lock:
             self._state = _State()
+        self.preemptions.clear()
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
 
@@ -356,6 +366,7 @@ class SimGce:
     # -- WSGI ------------------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        self._preempt_due()
         request = Request(environ)
         try:
             endpoint, args = self._urls.bind_to_environ(environ).match()
@@ -420,6 +431,8 @@ class SimGce:
             else:
                 self._state.vms[(project, zone, vm.name)] = vm
                 boot_s = self.faults.behaviour.boot_s
+                if vm.spot:
+                    self.preemptions.schedule(str(vm.id), now + boot_s)
                 op = self._new_op(project, zone, "insert", vm, done_at=now + boot_s)
             if request_id:
                 self._state.request_ids[(project, request_id)] = op

@@ -11,12 +11,12 @@ crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from wm.model import Task, WorkerRecord
+from wm.stages import percentile
 
 CLOUDS = ("aws", "azure", "gcp")
 
@@ -64,15 +64,6 @@ class RunFacts:
     crashed: Mapping[str, str]  # process name -> cloud kind it serves ("" for all)
     submitted: Mapping[str, int] = field(default_factory=dict)  # pool id -> tasks submitted
     drained: bool = True  # every task done and every worker gone before the drain timeout
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None without values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return round(ordered[rank - 1], 3)
 
 
 def peak_ratio(samples: Sequence[Sample], pool_ids: Iterable[str]) -> float | None:

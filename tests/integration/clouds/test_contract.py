@@ -44,13 +44,14 @@ def cloud(request):
     return spec, sim, provider
 
 
-def make_batch(provider, spec: Cloud, count: int) -> LaunchBatch:
+def make_batch(provider, spec: Cloud, count: int, *, spot: bool = False) -> LaunchBatch:
     launch = LaunchSpec(
         launch_config_id="lc-contract",
         region=provider.regions[0],
         machine_type=spec.machine_type,
         image=spec.image,
         capacity_per_worker=1,
+        spot=spot,
     )
     intents = tuple(LaunchIntent(new_worker_id(), str(uuid.uuid4())) for _ in range(count))
     return LaunchBatch("proj/contract", launch, intents, batch_token=uuid.uuid4().hex)
@@ -105,3 +106,27 @@ def test_create_list_lookup_terminate_round_trip(cloud):
     assert [
         i for i in provider.list_instances(batch.spec.region) if i.state != WorkerState.STOPPED
     ] == []
+
+
+def test_the_cloud_pre_empts_a_share_of_spot_vms_and_the_list_says_so(cloud):
+    spec, sim, provider = cloud
+    # Every spot VM is taken back at once; on-demand VMs are never touched.
+    sim.faults.behaviour.update(preempt_share=1.0, preempt_within_s=0.0)
+    spot = make_batch(provider, spec, 2, spot=True)
+    on_demand = make_batch(provider, spec, 1)
+    provider.create(spot)
+    provider.create(on_demand)
+
+    listed = {
+        owner_of(i, spot) or owner_of(i, on_demand): i
+        for i in provider.list_instances(spot.spec.region)
+    }
+
+    for intent in spot.intents:
+        instance = listed[intent.worker_id]
+        assert instance.preempted and instance.reason, instance
+        assert instance.state in (WorkerState.STOPPING, WorkerState.STOPPED)
+    (kept,) = [listed[i.worker_id] for i in on_demand.intents]
+    assert not kept.preempted and kept.state in (WorkerState.REQUESTED, WorkerState.RUNNING)
+    # Nothing was pre-empted twice or left scheduled.
+    assert sim.preemptions.due() == []

@@ -28,7 +28,39 @@ def test_builtin_counts_pending_and_claimed_per_pool(engine):
     queue = BuiltinQueue(engine)
     task_store.submit_tasks(engine, "proj/linux", 5, 1.0)
     queue.claim("proj/linux", "w1", limit=2)
-    assert queue.counts(POOLS) == {"proj/linux": QueueCounts(3, 2), "proj/gce": QueueCounts(0, 0)}
+
+    counts = queue.counts(POOLS)
+
+    first = task_store.list_tasks(engine, pool_id="proj/linux")[0]
+    assert counts == {
+        "proj/linux": QueueCounts(3, 2, first.created),
+        "proj/gce": QueueCounts(0, 0),
+    }
+
+
+def test_builtin_release_puts_a_lost_workers_tasks_back_and_wakes_provisioners(engine):
+    queue = BuiltinQueue(engine)
+    task_store.submit_tasks(engine, "proj/linux", 4, 1.0)
+    queue.claim("proj/linux", "lost", limit=2)
+    queue.claim("proj/linux", "alive", limit=1)
+    raw_conn = engine.raw_connection()
+    try:
+        raw_conn.set_isolation_level(0)
+        raw_conn.cursor().execute(f"LISTEN {task_store.TASKS_CHANNEL}")
+
+        assert queue.release(["lost", "never-existed"]) == 2
+
+        deadline = time.monotonic() + 5
+        while not raw_conn.notifies and time.monotonic() < deadline:
+            select.select([raw_conn.driver_connection], [], [], 0.1)
+            raw_conn.driver_connection.poll()
+        assert [n.payload for n in raw_conn.notifies] == ["proj/linux"]
+    finally:
+        raw_conn.close()
+    counts = queue.counts(["proj/linux"])["proj/linux"]
+    assert (counts.pending, counts.claimed) == (3, 1)
+    assert {t.claimed_by for t in task_store.list_tasks(engine, state="claimed")} == {"alive"}
+    assert queue.release([]) == 0
 
 
 def test_builtin_claims_never_hand_one_task_to_two_workers(engine):

@@ -1,0 +1,120 @@
+"""The stages of a worker's life, and how long each took (pure).
+
+Launch: task pending -> capacity requested -> cloud accepted -> cloud running -> registered ->
+first task claimed. Removal: decided -> delete call -> gone. Each stage runs between two
+points, read from a worker row's timestamps (wm/db/tables.py). "Cloud running" is when a scan
+first saw the cloud run the VM, or the registration if that came first: a worker that
+registers proves its VM runs, and a scan may not have looked yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from wm.model import WorkerRecord
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    label: str
+    start: str  # a point (see POINTS)
+    end: str
+
+
+# point -> the WorkerRecord fields it is the earliest of
+POINTS: Mapping[str, tuple[str, ...]] = {
+    "demand": ("demand_at",),
+    "requested": ("created",),
+    "accepted": ("accepted_at",),
+    "cloud_running": ("cloud_running_at", "registered_at"),
+    "registered": ("registered_at",),
+    "first_claim": ("first_claimed_at",),
+    "removal_decided": ("stopping_at",),
+    "delete_call": ("delete_called_at",),
+    "gone": ("stopped_at",),
+}
+
+STAGES: tuple[Stage, ...] = (
+    Stage("pending_to_requested", "task pending -> capacity requested", "demand", "requested"),
+    Stage("requested_to_accepted", "capacity requested -> cloud accepted", "requested", "accepted"),
+    Stage("accepted_to_running", "cloud accepted -> cloud running", "accepted", "cloud_running"),
+    Stage("running_to_registered", "cloud running -> registered", "cloud_running", "registered"),
+    Stage("registered_to_claim", "registered -> first task claimed", "registered", "first_claim"),
+    Stage("decided_to_delete", "removal decided -> delete call", "removal_decided", "delete_call"),
+    Stage("delete_to_gone", "delete call -> gone", "delete_call", "gone"),
+)
+STAGE_NAMES = tuple(s.name for s in STAGES)
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    stage: str
+    count: int
+    p50_s: float | None
+    p95_s: float | None
+
+
+def point(worker: WorkerRecord, name: str) -> datetime | None:
+    values = [getattr(worker, f) for f in POINTS[name] if getattr(worker, f) is not None]
+    return min(values) if values else None
+
+
+def durations(worker: WorkerRecord) -> dict[str, float]:
+    """Seconds spent in each stage this worker has passed (never negative)."""
+    out = {}
+    for stage in STAGES:
+        start, end = point(worker, stage.start), point(worker, stage.end)
+        if start is not None and end is not None:
+            out[stage.name] = max(0.0, (end - start).total_seconds())
+    return out
+
+
+def ended_between(
+    worker: WorkerRecord, after: datetime | None, until: datetime, stages: Iterable[str]
+) -> dict[str, float]:
+    """The given stages of this worker that ended in (after, until], with their seconds."""
+    chosen = set(stages)
+    out = {}
+    for stage in STAGES:
+        if stage.name not in chosen:
+            continue
+        end = point(worker, stage.end)
+        if end is not None and (after is None or end > after) and end <= until:
+            seconds = durations(worker).get(stage.name)
+            if seconds is not None:
+                out[stage.name] = seconds
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100), rounded to milliseconds; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1], 3)
+
+
+def summarise(workers: Iterable[WorkerRecord]) -> dict[str, StageSummary]:
+    """Per stage: how many workers passed it and the p50 / p95 of how long it took."""
+    seen: dict[str, list[float]] = {name: [] for name in STAGE_NAMES}
+    for worker in workers:
+        for name, seconds in durations(worker).items():
+            seen[name].append(seconds)
+    return {
+        name: StageSummary(name, len(values), percentile(values, 50), percentile(values, 95))
+        for name, values in seen.items()
+    }
+
+
+def slowest(summary: Mapping[str, StageSummary]) -> StageSummary | None:
+    """The stage with the highest p95: where a pool's latency goes."""
+    timed = [s for s in summary.values() if s.p95_s is not None]
+    return max(timed, key=lambda s: s.p95_s or 0.0) if timed else None
+
+
+def label(name: str) -> str:
+    return next(s.label for s in STAGES if s.name == name)

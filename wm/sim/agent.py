@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,6 +62,7 @@ class WorkerAgent:
     stop: threading.Event = field(default_factory=threading.Event)
     events: list[str] = field(default_factory=list)  # what happened, for tests and reports
     retries: int = 0  # calls repeated after a 429, a 503 or no answer
+    answers: Counter[int] = field(default_factory=Counter)  # HTTP status (0: none) -> times
     _secret: str | None = None
     _expires_at: float = 0.0
 
@@ -158,6 +160,7 @@ class WorkerAgent:
         give_up_at = time.monotonic() + self.settings.give_up_s
         while True:
             status, reply, retry_after_s = self._call_once(method, path, body)
+            self.answers[status] += 1
             if status not in RETRY_STATUSES or self.stop.is_set():
                 return status, reply
             delay_s = min(retry_after_s or DEFAULT_RETRY_AFTER_S, MAX_RETRY_AFTER_S)

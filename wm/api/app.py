@@ -355,7 +355,7 @@ def _worker_view(worker) -> dict:
 def _what_is_wrong(error: Mapping) -> str:
     if error["type"] == "string_pattern_mismatch":  # ids: ID_PATTERN
         return "must not contain control characters"
-    return str(error["msg"])
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _problem(

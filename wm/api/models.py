@@ -13,7 +13,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"  # no control characters
 ID_MAX_CHARS = 200
@@ -25,20 +25,24 @@ class _Body(BaseModel):
 
 
 def unstorable(value: Any) -> str | None:
-    """Why Postgres could not store `value` as text or JSONB, or None. Never quotes it.
-    Iterative: a body nested as deep as the JSON parser allows must not exhaust the stack."""
-    pending = [value]
+    """Why Postgres could not store `value` as text or JSONB (naming where inside it), or None.
+    Never quotes the value. Iterative: a body nested as deep as the JSON parser allows must not
+    exhaust the stack."""
+    pending: list[tuple[str, Any]] = [("", value)]
     while pending:
-        item = pending.pop()
+        where, item = pending.pop()
+        at = f" (at {where})" if where else ""
         if isinstance(item, str) and "\x00" in item:
-            return "text must not contain NUL characters"
+            return f"text must not contain NUL characters{at}"
         if isinstance(item, float) and not math.isfinite(item):
-            return "numbers must be finite"
+            return f"numbers must be finite{at}"
         if isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
+            for key, inner in item.items():
+                if "\x00" in key:
+                    return f"keys must not contain NUL characters{at}"
+                pending.append((f"{where}.{key}" if where else key, inner))
         elif isinstance(item, list):
-            pending.extend(item)
+            pending.extend((f"{where}[{i}]", inner) for i, inner in enumerate(item))
     return None
 
 
@@ -81,13 +85,13 @@ class WorkerErrorReport(_Body):
     description: str = Field(default="", max_length=10_000)
     extra: dict[str, Any] = Field(default_factory=dict)
 
-    @model_validator(mode="before")
+    @field_validator("title", "description", "extra")
     @classmethod
-    def _storable(cls, data: Any) -> Any:
-        problem = unstorable(data)
+    def _storable(cls, value: Any) -> Any:
+        problem = unstorable(value)
         if problem:
             raise ValueError(problem)
-        return data
+        return value
 
 
 class Problem(_Body):

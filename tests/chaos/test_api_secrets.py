@@ -8,7 +8,12 @@ stored as its hash, and neither may appear in a log line.
 
 from __future__ import annotations
 
+import gzip
+import http.server
 import json
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -247,3 +252,58 @@ def test_request_models_keep_secrets_and_proofs_out_of_their_reprs():
     )
     for shown in (repr(body), str(body), repr(register), str(register)):
         assert secret not in shown and "proof-value-for-repr" not in shown
+
+
+SENTRY_PROBE = """
+import sys
+import sentry_sdk
+from wm.telemetry import capture, init_sentry
+
+init_sentry(sys.argv[1], "web")
+
+
+def verify(document, signature):
+    secret = "SECRET-MARKER"
+    raise ValueError("a verifier bug")
+
+
+try:
+    verify("PROOF-MARKER-DOCUMENT", "PROOF-MARKER-SIGNATURE")
+except ValueError as exc:
+    capture(exc, route="/api/v1/workers/register")
+sentry_sdk.flush(timeout=10)
+"""
+
+
+def test_an_error_sent_to_sentry_carries_no_proof_or_secret(tmp_path):
+    """Sentry shows a stack's local variables unless told not to; wm's frames hold proofs and
+    secrets under names its scrubber does not know. A real event, to a local listener."""
+    received: list[bytes] = []
+
+    class Sentry(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            received.append(body)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sentry)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        dsn = f"http://publickey@127.0.0.1:{server.server_address[1]}/1"
+        done = subprocess.run(
+            [sys.executable, "-c", SENTRY_PROBE, dsn], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    sent = b"".join(received)
+    assert b"a verifier bug" in sent and b"verify" in sent  # the event, with its stack
+    assert b"PROOF-MARKER" not in sent and b"SECRET-MARKER" not in sent

@@ -28,9 +28,7 @@ from tests.support.api_stack import (
     OPERATOR_TOKEN,
     POOLS,
     ApiStack,
-    api_stack,
-    database,
-    running_clouds,
+    module_api,
 )
 from tests.support.stack import REPO
 from wm.api.app import MAX_BODY_BYTES
@@ -43,11 +41,8 @@ OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("bad-input"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("bad-input")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 

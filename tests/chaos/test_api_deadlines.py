@@ -24,9 +24,7 @@ from sqlalchemy import Engine, text
 from tests.support.api_stack import (
     ApiStack,
     Reply,
-    api_stack,
-    database,
-    running_clouds,
+    module_api,
     secret_hash,
 )
 from wm.db.engine import make_engine
@@ -40,11 +38,8 @@ DEADLINE_MARGIN_S = 2.0  # from setting a deadline to the registration that must
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("deadlines"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("deadlines")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 

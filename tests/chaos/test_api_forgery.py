@@ -31,11 +31,9 @@ from tests.support.api_stack import (
     KINDS,
     ApiStack,
     Listener,
-    api_stack,
-    database,
     in_parallel,
     listener,
-    running_clouds,
+    module_api,
     secret_hash,
 )
 from wm.model import WorkerRecord
@@ -50,11 +48,8 @@ NONCE = "a1b2c3d4e5f6"
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("forgery"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("forgery")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 

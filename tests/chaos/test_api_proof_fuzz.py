@@ -29,7 +29,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from tests.support.api_stack import ApiStack, api_stack, database, running_clouds
+from tests.support.api_stack import ApiStack, module_api
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerRecord
 from wm.providers import build_verifier
@@ -47,11 +47,8 @@ NONCE = "f00d"
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("fuzz"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 

@@ -25,9 +25,7 @@ from tests.support.api_stack import (
     OPERATOR_TOKEN,
     POOLS,
     ApiStack,
-    api_stack,
-    database,
-    running_clouds,
+    module_api,
     secret_hash,
 )
 from wm.api.models import RegisterRequest, ReregisterRequest
@@ -38,11 +36,8 @@ REREGISTER = "/api/v1/workers/reregister"
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("secrets"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("secrets")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 

@@ -34,10 +34,8 @@ from procs.web import WEB_DB_POOL_SIZE
 from tests.support.api_stack import (
     ApiStack,
     Reply,
-    api_stack,
-    database,
     http_call,
-    running_clouds,
+    module_api,
 )
 from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S
 from wm.db.engine import POOL_MAX_OVERFLOW
@@ -72,11 +70,8 @@ LONG = Storm(genuine=2000, window_s=60.0, junk=1000)
 
 @pytest.fixture(scope="module")
 def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
-    with (
-        database(pg_server.url, template_db) as url,
-        running_clouds(sim_arm_server) as sims,
-        api_stack(tmp_path_factory.mktemp("storm"), url, sims) as stack,
-    ):
+    tmp = tmp_path_factory.mktemp("storm")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
         yield stack
 
 
@@ -331,24 +326,16 @@ def test_the_issues_boot_storm_2000_workers_in_60_s(api: ApiStack):
     check_storm(api, LONG, run_storm(api, LONG))
 
 
-def waiting_for_locks(api: ApiStack) -> int:
+def web_backends(api: ApiStack, *, waiting_for_a_lock: bool = False) -> int:
+    """The web process's connections to the database (those waiting for a lock only)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = 'wm-web'"
+    )
+    if waiting_for_a_lock:
+        query += " AND wait_event_type = 'Lock'"
     with api.engine.connect() as conn:
-        return conn.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = 'wm-web' AND wait_event_type = 'Lock'"
-            )
-        ).scalar_one()
-
-
-def web_connections(api: ApiStack) -> int:
-    with api.engine.connect() as conn:
-        return conn.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = 'wm-web'"
-            )
-        ).scalar_one()
+        return conn.execute(text(query)).scalar_one()
 
 
 def test_a_full_api_sheds_the_next_request_at_once_with_retry_after(api: ApiStack):
@@ -369,9 +356,11 @@ def test_a_full_api_sheds_the_next_request_at_once_with_retry_after(api: ApiStac
         for thread in threads:
             thread.start()
         deadline = time.monotonic() + 30
-        while waiting_for_locks(api) < WEB_DB_POOL_SIZE and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            if web_backends(api, waiting_for_a_lock=True) == WEB_DB_POOL_SIZE:
+                break
             time.sleep(0.02)
-        assert waiting_for_locks(api) == WEB_DB_POOL_SIZE
+        assert web_backends(api, waiting_for_a_lock=True) == WEB_DB_POOL_SIZE
 
         shed = api.register(late, proofs[late.worker_id])
         assert shed.status == 429 and shed.headers["retry-after"] == str(RETRY_AFTER_S)
@@ -380,7 +369,7 @@ def test_a_full_api_sheds_the_next_request_at_once_with_retry_after(api: ApiStac
         assert api.call("GET", path + "/should-terminate").status == 429
         assert http_call(api.base_url, "GET", "/healthz").status == 200
         assert http_call(api.base_url, "GET", "/metrics").status == 200
-        assert web_connections(api) <= WEB_CONNECTIONS_MAX
+        assert web_backends(api) <= WEB_CONNECTIONS_MAX
         holder.rollback()
     for thread in threads:
         thread.join(timeout=30)

@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,17 +28,11 @@ from tests.support.stack import Stack, WmProcess, aws_provider, azure_provider, 
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.pools import load_launch_configs, load_pools
 from wm.db.server import free_port
-from wm.db.workers import (
-    LaunchOutcome,
-    NewWorker,
-    insert_intents,
-    list_workers,
-    record_launches,
-)
+from wm.db.workers import LaunchOutcome, insert_intents, list_workers, record_launches
 from wm.model import WorkerRecord
 from wm.providers import build_provider
-from wm.providers.base import LaunchBatch, LaunchIntent, Provider
-from wm.provisioner import new_worker_id
+from wm.providers.base import Provider
+from wm.provisioner import _batch as provisioner_batch
 from wm.sim.arm import SimArm
 from wm.sim.ec2 import SimEc2
 from wm.sim.fleet import proof_fetcher
@@ -110,36 +104,17 @@ class ApiStack:
         how many a pass launches depends on every earlier scenario of the module.)"""
         pool = next(p for p in load_pools(self.engine) if p.pool_id == POOLS[kind])
         (lc,) = [c for c in load_launch_configs(self.engine) if c.pool_id == pool.pool_id]
-        batch_token = uuid.uuid4().hex
-        intents = [
-            NewWorker(
-                worker_id=new_worker_id(),
-                pool_id=pool.pool_id,
-                worker_group=lc.region,
-                provider_id=pool.provider_id or "",
-                capacity=lc.capacity_per_worker,
-                launch_config_id=lc.launch_config_id,
-                idempotency_token=str(uuid.uuid4()),
-                batch_token=batch_token,
-                launch_index=index,
-                expires_in_s=registration_timeout_s or pool.registration_timeout_s,
-            )
-            for index in range(count)
-        ]
-        insert_intents(self.engine, intents)
-        batch = LaunchBatch(
-            pool.pool_id,
-            lc.spec(),
-            tuple(LaunchIntent(i.worker_id, i.idempotency_token) for i in intents),
-            batch_token,
-        )
+        rows, batch = provisioner_batch(pool, lc, count)  # the provisioner's own ids and tokens
+        if registration_timeout_s is not None:
+            rows = [replace(r, expires_in_s=registration_timeout_s) for r in rows]
+        insert_intents(self.engine, rows)
         results = self.providers[kind].create(batch)
         assert all(r.cloud_id and r.error is None for r in results), results
         record_launches(
             self.engine,
             [LaunchOutcome(r.worker_id, r.cloud_id, dict(r.provider_data)) for r in results],
         )
-        wanted = {i.worker_id for i in intents}
+        wanted = {r.worker_id for r in rows}
         launched = [
             w for w in list_workers(self.engine, pool_id=pool.pool_id) if w.worker_id in wanted
         ]
@@ -298,6 +273,19 @@ def api_stack(
         for provider in built.values():
             provider.close()
         engine.dispose()
+
+
+@contextlib.contextmanager
+def module_api(
+    pg_server_url: str, template: str, arm: SimArm, tmp: Path, **changes: Any
+) -> Iterator[ApiStack]:
+    """All of it for one test module: its own database, fresh clouds, `wm run web`."""
+    with (
+        database(pg_server_url, template) as url,
+        running_clouds(arm) as sims,
+        api_stack(tmp, url, sims, **changes) as stack,
+    ):
+        yield stack
 
 
 @contextlib.contextmanager

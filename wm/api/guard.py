@@ -36,7 +36,7 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 API_REQUESTS = Counter("wm_api_requests_total", "Worker API requests.", ["route", "status"])
-SHED = "shed"  # the route label of requests answered 429 before routing
+UNMATCHED = "unmatched"  # the route label of requests answered before any route matched
 
 
 class BodyTooLarge(HTTPException):
@@ -73,7 +73,7 @@ class Guard:
         length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await self._answer(send, 413, "too-large", BodyTooLarge(self.max_body_bytes).detail)
-            API_REQUESTS.labels(SHED, "413").inc()
+            API_REQUESTS.labels(UNMATCHED, "413").inc()
             return
         if scope["path"] in self.exempt_paths:
             await self._handle(scope, receive, send)
@@ -86,7 +86,7 @@ class Guard:
                 "too many requests at once; retry after the Retry-After delay",
                 headers=[(b"retry-after", str(self.retry_after_s).encode())],
             )
-            API_REQUESTS.labels(SHED, "429").inc()
+            API_REQUESTS.labels(UNMATCHED, "429").inc()
             return
         self.in_flight += 1
         try:
@@ -122,7 +122,7 @@ class Guard:
             status = 500
             _report(scope, exc)
             await self._answer(send, 500, "internal-error", "the server failed; retry later")
-        path = getattr(scope.get("route"), "path", "unmatched")
+        path = getattr(scope.get("route"), "path", UNMATCHED)
         API_REQUESTS.labels(path, str(status)).inc()
         log(
             "api-request",
@@ -165,7 +165,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 def _report(scope: Scope, exc: Exception) -> None:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown"
-    route = getattr(scope.get("route"), "path", "unmatched")
+    route = getattr(scope.get("route"), "path", UNMATCHED)
     # The type and the place, never str(exc): messages can quote a request's values.
     log("api-error", logging.ERROR, route=route, error=type(exc).__name__, where=where)
     capture(exc, route=route)

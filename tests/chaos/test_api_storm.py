@@ -16,8 +16,10 @@ lock) to show the exact 429 answer.
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
+import socket
 import statistics
 import threading
 import time
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import text
@@ -36,8 +39,9 @@ from tests.support.api_stack import (
     Reply,
     http_call,
     module_api,
+    serving,
 )
-from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S
+from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S, create_app
 from wm.db.engine import POOL_MAX_OVERFLOW
 from wm.model import WorkerRecord
 from wm.queues.builtin import BuiltinQueue
@@ -50,6 +54,7 @@ BATCH_SPREAD_S = 0.1
 WEB_CONNECTIONS_MAX = WEB_DB_POOL_SIZE + POOL_MAX_OVERFLOW
 SAMPLE_S = 0.05
 JUNK_STATUSES = {400, 403, 404, 409, 413, 429}
+STALL_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -376,3 +381,41 @@ def test_a_full_api_sheds_the_next_request_at_once_with_retry_after(api: ApiStac
 
     assert sorted(r.status for r in replies.values()) == [200] * WEB_DB_POOL_SIZE
     assert api.register(late, proofs[late.worker_id]).status == 200
+
+
+def stall(base_url: str) -> socket.socket:
+    """Send a registration's headers and the first byte of its body, then nothing more."""
+    parts = urlsplit(base_url)
+    client = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    client.sendall(
+        b"POST /api/v1/workers/register HTTP/1.1\r\nHost: wm\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n{"
+    )
+    return client
+
+
+def test_clients_that_stall_their_body_are_cut_off_and_free_their_place(engine):
+    """A client that sends headers and then stalls holds a place in flight; enough of them
+    would shed every genuine worker. Each is answered 408 once its body is late, and the
+    places come back. (The app over real HTTP, with a short body deadline.)"""
+    app = create_app(
+        engine, {}, deployment_id="d", audience="http://a", operator_token=None,
+        max_in_flight=2, body_timeout_s=STALL_TIMEOUT_S,
+    )  # fmt: skip
+    with serving(app) as base_url:
+        stalled = [stall(base_url) for _ in range(2)]
+        probe = "/api/v1/workers/p/g/w/should-terminate"
+        statuses = []
+        for _ in range(50):  # the stalled pair fills the two places: the probe is shed
+            statuses.append(http_call(base_url, "GET", probe).status)
+            if statuses[-1] == 429:
+                break
+            time.sleep(0.02)
+        assert statuses[-1] == 429, statuses
+        for client in stalled:
+            answer = http.client.HTTPResponse(client)
+            answer.begin()
+            assert answer.status == 408
+            assert json.loads(answer.read())["code"] == "body-timeout"
+            client.close()
+        assert http_call(base_url, "GET", probe).status == 403  # served again: bad-secret

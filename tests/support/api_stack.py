@@ -15,6 +15,7 @@ import json
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -373,3 +374,25 @@ def listener() -> Iterator[Listener]:
         stop.set()
         thread.join(timeout=5)
         server.close()
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn on a real port, in this process; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -50,6 +50,7 @@ MAX_BODY_BYTES = 64 * 1024
 # request in flight never waits for a connection.
 MAX_IN_FLIGHT = 10
 RETRY_AFTER_S = 2
+BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB: far longer than any client needs
 RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
 EXEMPT_FROM_SHEDDING = ("/healthz", "/metrics")  # probes must see a busy process alive
 PROOF_REJECTED = Problem(code="identity-rejected", message="the identity proof was not accepted")
@@ -60,6 +61,7 @@ HTTP_CODES = {
     400: "bad-request",
     404: "not-found",
     405: "method-not-allowed",
+    408: "body-timeout",
     413: "too-large",
 }
 # Path parameters: the same rules as ids in bodies (no control characters, bounded).
@@ -80,6 +82,7 @@ def create_app(
     audience: str,
     operator_token: str | None,
     max_in_flight: int = MAX_IN_FLIGHT,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
     app = FastAPI(
         title="wm worker API",
@@ -92,6 +95,7 @@ def create_app(
         max_in_flight=max_in_flight,
         max_body_bytes=MAX_BODY_BYTES,
         retry_after_s=RETRY_AFTER_S,
+        body_timeout_s=body_timeout_s,
         exempt_paths=EXEMPT_FROM_SHEDDING,
     )
 

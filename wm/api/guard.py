@@ -7,7 +7,10 @@
   never waits for a connection. Health and metrics are exempt: a platform probing a busy
   process must see it alive.
 - Bounded bodies: a declared Content-Length over the limit is refused before reading, and a
-  body sent without one (chunked) is cut off once it passes the limit: 413 either way.
+  body sent without one (chunked) is cut off once it passes the limit: 413 either way. A body
+  must also arrive within `body_timeout_s` (408 otherwise): a client that sends its headers and
+  then trickles or stalls would hold a place in flight for ever, and a handful of them would
+  shed every genuine worker.
 - Nothing unexpected escapes: an error no handler answered becomes a 500 Problem, logged by
   its type and place only (never its message, which may quote a request) and sent to Sentry.
 
@@ -17,6 +20,7 @@ received and answer before the application starts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -47,6 +51,13 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"bodies are limited to {limit} bytes")
 
 
+class BodyTimeout(HTTPException):
+    """Raised from `receive` when a body is not all there by its deadline."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(408, f"the body did not arrive within {timeout_s:g} seconds")
+
+
 class Guard:
     def __init__(
         self,
@@ -55,9 +66,11 @@ class Guard:
         max_in_flight: int,
         max_body_bytes: int,
         retry_after_s: int,
+        body_timeout_s: float,
         exempt_paths: Collection[str],
     ) -> None:
         self.app = app
+        self.body_timeout_s = body_timeout_s
         self.max_in_flight = max_in_flight
         self.max_body_bytes = max_body_bytes
         self.retry_after_s = retry_after_s
@@ -97,15 +110,23 @@ class Guard:
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         received = 0
+        body_complete = False
         status = 0
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_complete
+            if body_complete:  # what comes after the body (a disconnect) has no deadline
+                return await receive()
+            remaining_s = started + self.body_timeout_s - time.monotonic()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(remaining_s, 0.0))
+            except TimeoutError:
+                raise BodyTimeout(self.body_timeout_s) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
                     raise BodyTooLarge(self.max_body_bytes)
+                body_complete = not message.get("more_body", False)
             return message
 
         async def watched_send(message: Message) -> None:

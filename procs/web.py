@@ -14,6 +14,9 @@ from wm.db.engine import make_engine
 from wm.errors import WmError
 from wm.telemetry import configure_logging, init_sentry, log
 
+# Connections kept open; the engine may open POOL_MAX_OVERFLOW more (health checks). API
+# requests in flight are bounded by the same number (more are shed with 429), so a request in
+# flight never queues for a connection and a boot storm never grows the database's load.
 WEB_DB_POOL_SIZE = 10
 SHUTDOWN_GRACE_S = 5
 
@@ -39,6 +42,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         deployment_id=config.deployment_id,
         audience=config.web.public_url,
         operator_token=config.env.operator_token,
+        max_in_flight=WEB_DB_POOL_SIZE,
     )
     port = config.env.port or config.web.port
     log("process-started", process="web", port=port)

@@ -15,6 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -28,6 +29,8 @@ SECRET_KEY_PATTERN = re.compile(
 NOT_SECRET_KEYS = frozenset({"credentials"})
 ID_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,62}$"
 PROVIDER_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,37}$"
+MAX_PORT = 65535
+DATABASE_SCHEMES = frozenset({"postgres", "postgresql"})  # postgres://: Heroku-style platforms
 
 
 class _Frozen(BaseModel):
@@ -261,7 +264,7 @@ def environment_from(environ: Mapping[str, str]) -> Environment:
     return Environment(
         database_url=environ.get("DATABASE_URL") or None,
         sentry_dsn=environ.get("SENTRY_DSN") or None,
-        port=int(port) if port and port.isdigit() else None,
+        port=int(port) if port and port.isdigit() and 0 < int(port) <= MAX_PORT else None,
         operator_token=environ.get("WM_OPERATOR_TOKEN") or None,
         taskcluster_root_url=environ.get("TASKCLUSTER_ROOT_URL") or None,
         taskcluster_client_id=environ.get("TASKCLUSTER_CLIENT_ID") or None,
@@ -278,6 +281,23 @@ def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -
     return environ
 
 
+def environment_problems(environ: Mapping[str, str]) -> list[str]:
+    """Malformed platform settings, named. A typo here must stop a process at start, not make
+    it listen on another port or fail at its first query with a driver's traceback."""
+    problems = []
+    port = environ.get("PORT")
+    if port and not (port.isdigit() and 0 < int(port) <= MAX_PORT):
+        problems.append(f"PORT (environment): must be a port number 1-{MAX_PORT}, not {port!r}")
+    url = environ.get("DATABASE_URL")
+    if url and urlsplit(url).scheme.split("+")[0] not in DATABASE_SCHEMES:
+        # Never quoted: the URL may hold the database password.
+        problems.append(
+            "DATABASE_URL (environment): must be a PostgreSQL URL "
+            "(postgresql://user:password@host:port/database)"
+        )
+    return problems
+
+
 def config_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     return Path(explicit or environ.get("WM_CONFIG") or DEFAULT_CONFIG_PATH)
@@ -288,9 +308,13 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     environ = os.environ if environ is None else environ
     file = config_path(str(path) if path else None, environ)
     try:
-        raw = tomllib.loads(file.read_text())
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(["file not found (set --config or WM_CONFIG)"], str(file)) from None
+    except OSError as exc:  # a directory, no permission...
+        raise ConfigError([f"cannot read it: {exc.strerror}"], str(file)) from None
+    except UnicodeDecodeError:
+        raise ConfigError(["not UTF-8 text (TOML files must be UTF-8)"], str(file)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"not valid TOML: {exc}"], str(file)) from None
     return parse(raw, environ=environ, source=str(file))
@@ -298,6 +322,7 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
 
 def parse(raw: Mapping[str, Any], *, environ: Mapping[str, str], source: str) -> Config:
     problems = secret_key_problems(raw) + cross_reference_problems(raw)
+    problems += environment_problems(environ)
     if "env" in raw or "source" in raw:
         problems.append("env, source: not settable in the file")
     data = {k: v for k, v in raw.items() if k not in ("env", "source")}

@@ -71,7 +71,11 @@ def init_sentry(dsn: str | None, process: str) -> None:
         return
     import sentry_sdk
 
-    sentry_sdk.init(dsn=dsn, server_name=process, send_default_pii=False)
+    # No local variables in stack traces: wm's frames hold identity proofs, worker secrets and
+    # cloud credentials under names Sentry's scrubber does not know (document, signature...).
+    sentry_sdk.init(
+        dsn=dsn, server_name=process, send_default_pii=False, include_local_variables=False
+    )
     sentry_sdk.set_tag("process", process)
 
 

@@ -3,25 +3,31 @@
 Worker endpoints: register (identity proof), re-register and everything after it with the
 worker's own secret. Operator endpoints: a bearer token from the environment. Bodies are never
 logged: they hold proofs and secrets. Every error is a `Problem` with a stable code; identity
-rejections all get the same body so a forger learns nothing from it.
+rejections all get the same body so a forger learns nothing from it. Load shedding, body limits
+and the last-resort error answer are the guard's (wm/api/guard.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
+import traceback
 from collections.abc import Mapping
+from typing import Annotated
 
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException
 
 from wm.api import auth
+from wm.api.guard import Guard
 from wm.api.models import (
+    ID_MAX_CHARS,
+    ID_PATTERN,
     Problem,
     RegisterRequest,
     RegisterResponse,
@@ -37,13 +43,29 @@ from wm.db.pool_errors import NewPoolError
 from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity, IdentityRejected, IdentityVerifier
 from wm.providers.base import WorkerState
-from wm.telemetry import log
+from wm.telemetry import capture, log
 
 MAX_BODY_BYTES = 64 * 1024
-MAX_IN_FLIGHT = 32  # requests handled at once (under the thread pool's 40); more get 429
+# API requests handled at once; more get 429. procs/web.py passes its database pool's size, so a
+# request in flight never waits for a connection.
+MAX_IN_FLIGHT = 10
 RETRY_AFTER_S = 2
-API_REQUESTS = Counter("wm_api_requests_total", "Worker API requests.", ["route", "status"])
+BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB: far longer than any client needs
+RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
+EXEMPT_FROM_SHEDDING = ("/healthz", "/metrics")  # probes must see a busy process alive
 PROOF_REJECTED = Problem(code="identity-rejected", message="the identity proof was not accepted")
+# Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
+# Any other database error is a bug, answered 500 by the guard.
+DATABASE_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
+HTTP_CODES = {
+    400: "bad-request",
+    404: "not-found",
+    405: "method-not-allowed",
+    408: "body-timeout",
+    413: "too-large",
+}
+# Path parameters: the same rules as ids in bodies (no control characters, bounded).
+PathId = Annotated[str, Path(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)]
 
 
 class ApiError(Exception):
@@ -59,6 +81,8 @@ def create_app(
     deployment_id: str,
     audience: str,
     operator_token: str | None,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
     app = FastAPI(
         title="wm worker API",
@@ -66,31 +90,14 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
-
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        started = time.monotonic()
-        length = request.headers.get("content-length")
-        if length and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _problem(413, "too-large", f"bodies are limited to {MAX_BODY_BYTES} bytes")
-        if in_flight.locked():
-            response = _problem(429, "busy", "too many requests at once; retry shortly")
-            response.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return response
-        async with in_flight:
-            response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        API_REQUESTS.labels(path, str(response.status_code)).inc()
-        log(
-            "api-request",
-            method=request.method,
-            route=path,
-            status=response.status_code,
-            duration_s=round(time.monotonic() - started, 4),
-        )
-        return response
+    app.add_middleware(
+        Guard,
+        max_in_flight=max_in_flight,
+        max_body_bytes=MAX_BODY_BYTES,
+        retry_after_s=RETRY_AFTER_S,
+        body_timeout_s=body_timeout_s,
+        exempt_paths=EXEMPT_FROM_SHEDDING,
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
@@ -100,15 +107,27 @@ def create_app(
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         # Name the fields, never echo their values (they may hold proofs or secrets).
         fields = [
-            f"{format_key_path([p for p in e['loc'] if p != 'body'])}: {e['msg']}"
+            f"{format_key_path([p for p in e['loc'] if p != 'body'])}: {_what_is_wrong(e)}"
             for e in exc.errors()
         ]
         return _problem(400, "bad-request", "; ".join(fields))
 
-    @app.exception_handler(SQLAlchemyError)
-    async def database_down(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+        # Starlette's own answers (unknown route, wrong method, a body that is not JSON, a body
+        # over the limit) in the same Problem shape as every other error.
+        code = HTTP_CODES.get(exc.status_code, "error")
+        message = "the body is not valid JSON" if exc.status_code == 400 else str(exc.detail)
+        return _problem(exc.status_code, code, message, exc.headers)
+
+    async def database_down(_request: Request, exc: Exception) -> JSONResponse:
         log("api-database-error", logging.ERROR, error=type(exc).__name__)
-        return _problem(503, "unavailable", "the database is unavailable; retry shortly")
+        return _problem(
+            503, "unavailable", "the database is unavailable; retry shortly", RETRY_AFTER
+        )
+
+    for error_type in DATABASE_DOWN:
+        app.add_exception_handler(error_type, database_down)
 
     @app.post(
         "/api/v1/workers/register",
@@ -160,6 +179,20 @@ def create_app(
                 provider=body.provider_id,
                 reason=rejected.reason,
             )
+            raise ApiError(403, PROOF_REJECTED.code, PROOF_REJECTED.message) from None
+        except Exception as exc:
+            # A verifier bug met input it did not expect. Fail closed, with the same answer as
+            # any rejection (a 500 would tell a forger it reached somewhere new), and report it.
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            log(
+                "identity-verifier-failed",
+                logging.ERROR,
+                worker=body.worker_id,
+                provider=body.provider_id,
+                error=type(exc).__name__,
+                where=f"{where.filename}:{where.lineno}",
+            )
+            capture(exc, provider=body.provider_id)
             raise ApiError(403, PROOF_REJECTED.code, PROOF_REJECTED.message) from None
         secret = auth.new_secret()
         expires = registration.register(
@@ -217,7 +250,7 @@ def create_app(
         response_model=ShouldTerminateResponse,
     )
     def should_terminate(
-        pool_id: str, group: str, worker_id: str, authorization: str | None = Header(None)
+        pool_id: PathId, group: PathId, worker_id: PathId, authorization: str | None = Header(None)
     ) -> ShouldTerminateResponse:
         """Whether the worker should shut down (the pool has more capacity than it needs)."""
         worker = worker_from_secret(pool_id, group, worker_id, authorization)
@@ -228,7 +261,7 @@ def create_app(
 
     @app.delete("/api/v1/workers/{pool_id:path}/{group}/{worker_id}", status_code=202)
     def remove(
-        pool_id: str, group: str, worker_id: str, authorization: str | None = Header(None)
+        pool_id: PathId, group: PathId, worker_id: PathId, authorization: str | None = Header(None)
     ) -> dict[str, str]:
         """Remove a worker (the worker itself, or an operator): it stops and its VM is deleted."""
         token = auth.bearer(authorization)
@@ -246,7 +279,7 @@ def create_app(
 
     @app.post("/api/v1/pools/{pool_id:path}/errors", status_code=201)
     def report_error(
-        pool_id: str, body: WorkerErrorReport, authorization: str | None = Header(None)
+        pool_id: PathId, body: WorkerErrorReport, authorization: str | None = Header(None)
     ) -> dict[str, str]:
         """A worker reports an error; it shows in `wm pools errors POOL`."""
         secret = auth.bearer(authorization)
@@ -267,7 +300,8 @@ def create_app(
                     description=body.description,
                     provider_id=worker.provider_id,
                     launch_config_id=worker.launch_config_id,
-                    extra={"worker_id": worker.worker_id, **body.extra},
+                    # The worker's id last: a report cannot name another worker as its sender.
+                    extra={**body.extra, "worker_id": worker.worker_id},
                 )
             ],
         )
@@ -286,14 +320,14 @@ def create_app(
         return [s.__dict__ for s in pool_store.pool_statuses(engine)]
 
     @app.get("/api/v1/pools/{pool_id:path}/workers")
-    def pool_workers(pool_id: str, authorization: str | None = Header(None)) -> list[dict]:
+    def pool_workers(pool_id: PathId, authorization: str | None = Header(None)) -> list[dict]:
         """Workers of one pool (operators)."""
         require_operator(authorization)
         _known_pool(pool_id)
         return [_worker_view(w) for w in list_workers(engine, pool_id=pool_id)]
 
     @app.get("/api/v1/pools/{pool_id:path}/errors")
-    def errors(pool_id: str, authorization: str | None = Header(None)) -> list[dict]:
+    def errors(pool_id: PathId, authorization: str | None = Header(None)) -> list[dict]:
         """Recent errors of one pool (operators)."""
         require_operator(authorization)
         _known_pool(pool_id)
@@ -322,5 +356,17 @@ def _worker_view(worker) -> dict:
     return view
 
 
-def _problem(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(Problem(code=code, message=message).model_dump(), status_code=status)
+def _what_is_wrong(error: Mapping) -> str:
+    if error["type"] == "string_pattern_mismatch":  # ids: ID_PATTERN
+        return "must not contain control characters"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _problem(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        Problem(code=code, message=message).model_dump(),
+        status_code=status,
+        headers=dict(headers or {}),
+    )

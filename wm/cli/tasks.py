@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
@@ -14,6 +16,13 @@ def tasks() -> None:
     """Tasks of the builtin queue."""
 
 
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    # FloatRange lets NaN through (every comparison with it is false), and Postgres stores it.
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
+
+
 @tasks.command()
 @click.argument("pool_id")
 @click.option("--count", type=click.IntRange(min=1, max=100_000), required=True)
@@ -21,6 +30,7 @@ def tasks() -> None:
     "--duration",
     "duration_s",
     type=click.FloatRange(min=0, max=86_400),
+    callback=_finite,
     default=10.0,
     show_default=True,
     help="Seconds each task runs on a simulated worker.",
@@ -49,7 +59,11 @@ def submit(obj: CliContext, pool_id: str, count: int, duration_s: float, as_json
 @click.pass_obj
 def list_command(obj: CliContext, pool_id: str | None, state: str | None, as_json: bool) -> None:
     """Tasks, oldest first."""
-    found = task_store.list_tasks(obj.engine(), pool_id=pool_id, state=state)
+    engine = obj.engine()
+    if pool_id is not None and not any(p.pool_id == pool_id for p in pool_store.load_pools(engine)):
+        # An empty list would read as "no tasks": a mistyped pool must say so.
+        raise UserError(f"no pool {pool_id!r} in the database")
+    found = task_store.list_tasks(engine, pool_id=pool_id, state=state)
     if as_json:
         echo_json(found)
         return

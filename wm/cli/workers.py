@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from wm.cli.context import CliContext, echo_json, echo_table, json_option
+from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
+from wm.db.pools import load_pools
 from wm.db.workers import list_workers
 from wm.providers.base import WorkerState
 
@@ -26,7 +27,11 @@ def workers() -> None:
 @click.pass_obj
 def list_command(obj: CliContext, pool_id: str | None, state: str | None, as_json: bool) -> None:
     """Workers with their state, cloud id and, for stopped ones, why they stopped."""
-    found = list_workers(obj.engine(), pool_id=pool_id, state=WorkerState(state) if state else None)
+    engine = obj.engine()
+    if pool_id is not None and not any(p.pool_id == pool_id for p in load_pools(engine)):
+        # An empty list would read as "no workers": a mistyped pool must say so.
+        raise UserError(f"no pool {pool_id!r} in the database")
+    found = list_workers(engine, pool_id=pool_id, state=WorkerState(state) if state else None)
     if as_json:
         echo_json(found)
         return

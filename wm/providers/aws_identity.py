@@ -31,6 +31,7 @@ from wm.config import AwsProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
+    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -72,6 +73,7 @@ class AwsIdentityVerifier:
         # Claims first: they cost nothing, and a proof for no waiting worker never reaches RSA.
         check_claims(document, expected)
         key = self._key(expected.region)
+        SIGNATURE_CHECKS.labels(self.provider_id).inc()
         try:
             key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
         except InvalidSignature:

@@ -40,6 +40,7 @@ from wm.config import AzureProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
+    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -137,6 +138,7 @@ class AzureIdentityVerifier:
         certificates = _certificates(signed)
         signer = _signer_certificate(signer_info, certificates)
         check_signer(signer, now)
+        SIGNATURE_CHECKS.labels(self.provider_id).inc()
         check_signature(signer_info, signer, signed.content or b"")
         intermediates = [c for c in certificates if c is not signer]
         self._check_chain(signer, intermediates, now)
@@ -151,6 +153,8 @@ class AzureIdentityVerifier:
                 return
             except verification.VerificationError:
                 pass
+            except ValueError:  # a certificate the path builder cannot read
+                raise IdentityRejected("a certificate of the chain is malformed") from None
             # Only now, with the content, signer name and signature checked, may a URL the
             # document names be fetched: allow-listed hosts only, a few per document.
             urls = [u for c in (signer, *intermediates) for u in _issuer_urls(c) if u not in tried]
@@ -278,9 +282,20 @@ def _content(signed: pkcs7.SignedData) -> Mapping[str, Any]:
 
 def _certificates(signed: pkcs7.SignedData) -> list[x509.Certificate]:
     try:
-        return [x509.load_der_x509_certificate(der) for der in signed.certificates]
-    except ValueError:
+        return [_parsed(x509.load_der_x509_certificate(der)) for der in signed.certificates]
+    except Exception:  # see _parsed: whatever the type, it means a junk certificate
         raise IdentityRejected("document carries a malformed certificate") from None
+
+
+def _parsed(certificate: x509.Certificate) -> x509.Certificate:
+    # `cryptography` parses names and extensions lazily, on first use, and a corrupt one raises
+    # from wherever that is (the signer's name check, the chain builder...) one of many types
+    # (ValueError, TypeError, InvalidVersion, DuplicateExtension...). Parse them all now, so a
+    # corrupt certificate is one rejection here and never an unexpected error (a 500) later.
+    _ = (certificate.subject, certificate.issuer, certificate.extensions)
+    for extension in certificate.extensions:
+        _ = extension.value
+    return certificate
 
 
 def _signer_certificate(

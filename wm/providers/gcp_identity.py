@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
+    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -101,6 +102,7 @@ class GcpIdentityVerifier:
         claims = _json_segment(segments[1], "token claims", PAYLOAD_MAX_BYTES)
         decode_base64(segments[2], "token signature", max_bytes=SIGNATURE_MAX_BYTES, urlsafe=True)
         check_claims(claims, expected, project=self.project, audience=self.audience)
+        SIGNATURE_CHECKS.labels(self.provider_id).inc()
         key = self._key(kid)
         try:
             # PyJWT re-checks the signature and the registered claims on the same bytes.

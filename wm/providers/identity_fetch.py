@@ -19,7 +19,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from prometheus_client import Counter
+
 from wm.identity import IdentityRejected
+from wm.telemetry import log
 
 FETCH_TIMEOUT_S = 5.0
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
@@ -39,12 +42,26 @@ class Fetched:
 Fetch = Callable[[str, int], Fetched]  # (checked url, max bytes) -> response
 
 
+# refused: a URL stopped before any I/O; fetched / failed: a GET to an allowed host.
+FETCHES = Counter(
+    "wm_identity_fetches_total", "URLs identity verifiers asked to fetch, by outcome.", ["outcome"]
+)
+
+
 class FetchRefused(IdentityRejected):
     """A URL was refused or its fetch failed; nothing was trusted from it."""
 
 
 def check_url(url: str, allowed_hosts: Collection[str], schemes: Collection[str]) -> str:
     """The host of a URL wm may fetch; FetchRefused (before any I/O) for any other URL."""
+    try:
+        return _check_url(url, allowed_hosts, schemes)
+    except FetchRefused as refused:
+        _refused(refused)
+        raise
+
+
+def _check_url(url: str, allowed_hosts: Collection[str], schemes: Collection[str]) -> str:
     if not isinstance(url, str) or len(url) > 2048 or any(ord(c) < 0x21 for c in url):
         raise FetchRefused("certificate or key URL is malformed")
     try:
@@ -70,7 +87,11 @@ def fetch(url: str, max_bytes: int) -> Fetched:
     """GET a URL that `check_url` accepted, from a public address of its host."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    address = _public_address(host, DEFAULT_PORTS[parts.scheme])
+    try:
+        address = _public_address(host, DEFAULT_PORTS[parts.scheme])
+    except FetchRefused as refused:
+        _refused(refused)
+        raise
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     connection: http.client.HTTPConnection
     if parts.scheme == "https":
@@ -85,11 +106,23 @@ def fetch(url: str, max_bytes: int) -> Fetched:
         body = response.read(max_bytes + 1)
         if len(body) > max_bytes:
             raise FetchRefused("fetched body is too large")
+        FETCHES.labels("fetched").inc()
+        log("identity-fetched", host=host)
         return Fetched(body, {k.lower(): v for k, v in response.getheaders()})
     except (OSError, http.client.HTTPException):
+        FETCHES.labels("failed").inc()
         raise FetchRefused("fetch failed") from None
+    except FetchRefused:
+        FETCHES.labels("failed").inc()
+        raise
     finally:
         connection.close()
+
+
+def _refused(refused: FetchRefused) -> None:
+    FETCHES.labels("refused").inc()
+    # The reason only: the URL is the attacker's text.
+    log("identity-fetch-refused", reason=refused.reason)
 
 
 def _is_ip_literal(host: str) -> bool:

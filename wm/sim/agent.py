@@ -5,6 +5,10 @@ the metadata service), registers, then claims and runs builtin-queue tasks, re-r
 before its secret expires, polls should-terminate, and removes itself when told to or when
 idle past `idle_timeout_s`. Every step goes through the real API, so the whole lifecycle is
 exercised end to end.
+
+Like a real agent in a boot storm, it retries what the API sheds (429) or cannot do right now
+(503, or no answer at all): after the Retry-After delay the API asked for, plus random jitter
+so that the workers refused together do not all come back together, until `give_up_s`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,10 +32,9 @@ from wm.telemetry import log
 HTTP_TIMEOUT_S = 10.0
 REREGISTER_AT_FRACTION = 0.5  # of the secret's lifetime
 POLL_S = 0.5
-ATTEMPTS = 8  # per request, and for the identity proof
-BACKOFF_BASE_S = 0.5
-BACKOFF_MAX_S = 10.0
-RETRIED_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # 0: no answer at all
+RETRY_STATUSES = frozenset({0, 429, 503})  # 0: no answer (refused, reset, timed out)
+DEFAULT_RETRY_AFTER_S = 1.0  # when the answer names no delay
+MAX_RETRY_AFTER_S = 60.0  # a delay asked for is honoured up to this
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,8 @@ class AgentSettings:
     idle_timeout_s: float = 30.0  # remove itself when no task came for this long
     should_terminate_every_s: float = 5.0
     time_scale: float = 1.0  # task durations are multiplied by this (compressed demos)
+    give_up_s: float = 600.0  # a call shed or failed for this long is given up
     poll_s: float = POLL_S  # between claims while it has room for more tasks
-    attempts: int = ATTEMPTS  # tries per API request (and for the identity proof)
 
 
 @dataclass
@@ -60,12 +64,14 @@ class WorkerAgent:
     settings: AgentSettings = field(default_factory=AgentSettings)
     stop: threading.Event = field(default_factory=threading.Event)
     events: list[str] = field(default_factory=list)  # what happened, for tests and reports
+    retries: int = 0  # calls repeated after a 429, a 503 or no answer
+    answers: Counter[int] = field(default_factory=Counter)  # HTTP status (0: none) -> times
     _secret: str | None = None
     _expires_at: float = 0.0
 
     def run(self) -> None:
         """Register, work, and leave; returns when the worker has removed itself or is stopped."""
-        if not self._register():
+        if not self.register():
             return
         idle_since = time.monotonic()
         next_check = time.monotonic() + self.settings.should_terminate_every_s
@@ -96,21 +102,9 @@ class WorkerAgent:
         if not self.stop.is_set():
             self._remove()
 
-    def _register(self) -> bool:
-        proof = None
-        for attempt in range(1, self.settings.attempts + 1):
-            try:
-                proof = self.fetch_proof()
-                break
-            except OSError as error:  # the metadata service did not answer (yet)
-                log(
-                    "agent-proof-unavailable",
-                    worker=self.identity.worker_id,
-                    error=str(error),
-                    attempt=attempt,
-                )
-                if self.stop.wait(self._backoff_s(attempt)):
-                    return False
+    def register(self) -> bool:
+        """Fetch the proof and register (retrying what the API sheds); True once registered."""
+        proof = self._fetch_proof()
         if proof is None:
             self.events.append("proof-unavailable")
             return False
@@ -134,6 +128,21 @@ class WorkerAgent:
         self._accept_secret(reply)
         self.events.append("registered")
         return True
+
+    def _fetch_proof(self) -> dict[str, Any] | None:
+        """The identity proof from the metadata service, retried while it does not answer (a
+        VM's metadata service can lag its boot), up to give_up_s."""
+        give_up_at = time.monotonic() + self.settings.give_up_s
+        while not self.stop.is_set():
+            try:
+                return self.fetch_proof()
+            except OSError as error:
+                log("agent-proof-unavailable", worker=self.identity.worker_id, error=str(error))
+                delay_s = DEFAULT_RETRY_AFTER_S * (1.0 + random.random())
+                if time.monotonic() + delay_s > give_up_at:
+                    return None
+                self.stop.wait(delay_s)
+        return None
 
     def _reregister_if_due(self) -> None:
         if time.monotonic() < self._expires_at:
@@ -169,23 +178,23 @@ class WorkerAgent:
         return f"/api/v1/workers/{i.pool_id}/{i.worker_group}/{i.worker_id}"
 
     def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        """One API request, retried as a real worker retries: on no answer, 429 (after its
-        Retry-After) and 5xx, with backoff, a bounded number of times."""
-        for attempt in range(1, self.settings.attempts + 1):
+        """One API call, repeated while the API sheds it or does not answer, up to give_up_s."""
+        give_up_at = time.monotonic() + self.settings.give_up_s
+        while True:
             status, reply, retry_after_s = self._call_once(method, path, body)
-            if status not in RETRIED_STATUSES or attempt == self.settings.attempts:
+            self.answers[status] += 1
+            if status not in RETRY_STATUSES or self.stop.is_set():
                 return status, reply
-            self.events.append(f"retry:{status}")
-            if self.stop.wait(max(retry_after_s, self._backoff_s(attempt))):
-                break
-        return status, reply
+            delay_s = min(retry_after_s or DEFAULT_RETRY_AFTER_S, MAX_RETRY_AFTER_S)
+            delay_s *= 1.0 + random.random()  # jitter: spread the workers refused together
+            if time.monotonic() + delay_s > give_up_at:
+                return status, reply
+            self.retries += 1
+            self.stop.wait(delay_s)
 
-    def _backoff_s(self, attempt: int) -> float:
-        # Full jitter, so a boot storm's retries spread out instead of coming back together.
-        ceiling = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
-        return random.uniform(0, ceiling)
-
-    def _call_once(self, method: str, path: str, body: dict | None) -> tuple[int, dict, float]:
+    def _call_once(
+        self, method: str, path: str, body: dict | None
+    ) -> tuple[int, dict, float | None]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.api_url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
@@ -193,16 +202,22 @@ class WorkerAgent:
             request.add_header("Authorization", f"Bearer {self._secret}")
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                return response.status, json.loads(response.read() or b"{}"), 0.0
+                return response.status, json.loads(response.read() or b"{}"), None
         except urllib.error.HTTPError as error:
-            retry_after = error.headers.get("Retry-After", "")
-            retry_after_s = float(retry_after) if retry_after.isdigit() else 0.0
+            retry_after_s = _seconds(error.headers.get("Retry-After"))
             try:
                 return error.code, json.loads(error.read() or b"{}"), retry_after_s
             except json.JSONDecodeError:
                 return error.code, {}, retry_after_s
         except OSError:
-            return 0, {}, 0.0
+            return 0, {}, None
+
+
+def _seconds(header: str | None) -> float | None:
+    """Retry-After as delay-seconds (what wm sends); anything else: no delay named."""
+    if header is None or not header.strip().isdigit():
+        return None
+    return float(header.strip())
 
 
 def run_in_thread(agent: WorkerAgent) -> threading.Thread:

@@ -1,0 +1,304 @@
+"""Re-registration abuse and where secrets go, against the real web process (issue 9, item 13).
+
+Wrong, old, malformed and borrowed secrets, stopped and expired workers: always a 4xx, never a
+5xx, and nothing changes. Then the whole database and everything the web process logged are
+searched for every secret it handed out and every proof it was sent: a secret may only ever be
+stored as its hash, and neither may appear in a log line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from tests.support.api_stack import (
+    KINDS,
+    OPERATOR_TOKEN,
+    POOLS,
+    ApiStack,
+    module_api,
+    secret_hash,
+)
+from wm.api.models import RegisterRequest, ReregisterRequest
+from wm.model import WorkerRecord
+
+REREGISTER = "/api/v1/workers/reregister"
+
+
+@pytest.fixture(scope="module")
+def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[ApiStack]:
+    tmp = tmp_path_factory.mktemp("secrets")
+    with module_api(pg_server.url, template_db, sim_arm_server, tmp) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def handed_out() -> dict[str, list[str]]:
+    """Every secret the API handed out and every proof it was sent in this module."""
+    return {"secrets": [], "proofs": []}
+
+
+def registered(api: ApiStack, kind: str, handed_out: dict) -> tuple[WorkerRecord, str]:
+    (worker,) = api.launch(kind, 1)
+    proof = api.proof(worker)
+    handed_out["proofs"].extend(str(v) for v in proof.values() if len(str(v)) > 40)
+    reply = api.register(worker, proof)
+    assert reply.status == 200, reply.body
+    secret = reply.json()["secret"]
+    handed_out["secrets"].append(secret)
+    return worker, secret
+
+
+def reregister_body(worker: WorkerRecord, secret: Any, **changes: Any) -> dict[str, Any]:
+    body = {
+        "pool_id": worker.pool_id,
+        "worker_group": worker.worker_group,
+        "worker_id": worker.worker_id,
+        "secret": secret,
+    }
+    body.update(changes)
+    return body
+
+
+def worker_path(worker: WorkerRecord) -> str:
+    return f"/api/v1/workers/{worker.pool_id}/{worker.worker_group}/{worker.worker_id}"
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def unchanged(api: ApiStack, worker: WorkerRecord, before: dict[str, Any]) -> bool:
+    return api.row(worker.worker_id) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reregistration_abuse_is_always_4xx_and_changes_nothing(
+    api: ApiStack, kind: str, handed_out: dict
+):
+    worker, secret = registered(api, kind, handed_out)
+    other, other_secret = registered(api, kind, handed_out)
+    before = api.row(worker.worker_id)
+    another_pool = next(pool for other_kind, pool in POOLS.items() if other_kind != kind)
+    abuse = {
+        "wrong secret": reregister_body(worker, "not-the-secret"),
+        "another worker's secret": reregister_body(worker, other_secret),
+        "the operator token": reregister_body(worker, OPERATOR_TOKEN),
+        "the secret's hash": reregister_body(worker, secret_hash(secret)),
+        "secret with a space": reregister_body(worker, f" {secret}"),
+        "empty secret": reregister_body(worker, ""),
+        "oversized secret": reregister_body(worker, secret * 10),
+        "secret as a number": reregister_body(worker, 12345),
+        "secret as null": reregister_body(worker, None),
+        "secret as a list": reregister_body(worker, [secret]),
+        "secret with NUL": reregister_body(worker, secret + "\x00"),
+        "no secret": {k: v for k, v in reregister_body(worker, secret).items() if k != "secret"},
+        "right secret, another pool": reregister_body(worker, secret, pool_id=another_pool),
+        "right secret, unknown pool": reregister_body(worker, secret, pool_id="no/such"),
+        "right secret, another group": reregister_body(worker, secret, worker_group="elsewhere"),
+        "right secret, another worker": reregister_body(other, secret),
+        "right secret, unknown worker": reregister_body(worker, secret, worker_id="wnobody"),
+        "an extra field": {**reregister_body(worker, secret), "state": "running"},
+    }
+    for scenario, body in abuse.items():
+        reply = api.post(REREGISTER, body)
+        assert 400 <= reply.status < 500, (scenario, reply.status, reply.body)
+        assert "secret" not in reply.json() or reply.status != 200, scenario
+        assert unchanged(api, worker, before), scenario
+    raw_abuse = {
+        "not JSON": b"{secret",
+        "JSON array": b"[]",
+        "invalid UTF-8": b'{"secret": "\xff"}',
+        "deeply nested": b'{"secret": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    }
+    for scenario, raw in raw_abuse.items():
+        reply = api.post(REREGISTER, None, raw=raw)
+        assert reply.status == 400, (scenario, reply.body)
+    assert unchanged(api, worker, before)
+    # And the worker's own secret still works (the abuse did not lock it out).
+    fine = api.post(REREGISTER, reregister_body(worker, secret))
+    assert fine.status == 200
+    handed_out["secrets"].append(fine.json()["secret"])
+
+
+def test_an_old_secret_stops_working_once_rotated(api: ApiStack, handed_out: dict):
+    worker, first = registered(api, "aws", handed_out)
+    rotated = api.post(REREGISTER, reregister_body(worker, first))
+    assert rotated.status == 200
+    second = rotated.json()["secret"]
+    handed_out["secrets"].append(second)
+    before = api.row(worker.worker_id)
+    assert before["secret_hash"] == secret_hash(second) != secret_hash(first)
+
+    old = api.post(REREGISTER, reregister_body(worker, first))
+    assert (old.status, old.json()["code"]) == (403, "bad-secret")
+    for method, path in (
+        ("GET", worker_path(worker) + "/should-terminate"),
+        ("DELETE", worker_path(worker)),
+    ):
+        reply = api.call(method, path, headers=bearer(first))
+        assert (reply.status, reply.json()["code"]) == (403, "bad-secret"), path
+    assert unchanged(api, worker, before)
+
+
+def test_a_stopped_worker_cannot_reregister_or_act(api: ApiStack, handed_out: dict):
+    worker, secret = registered(api, "gcp", handed_out)
+    assert api.call("DELETE", worker_path(worker), headers=bearer(secret)).status == 202
+    stopping = api.row(worker.worker_id)
+    assert stopping["state"] == "stopping" and stopping["secret_hash"] is None
+
+    assert api.post(REREGISTER, reregister_body(worker, secret)).status == 403
+    for method, path, body in (
+        ("GET", worker_path(worker) + "/should-terminate", None),
+        ("DELETE", worker_path(worker), None),
+        ("POST", f"/api/v1/pools/{worker.pool_id}/errors", {"worker_id": worker.worker_id}),
+    ):
+        reply = api.call(method, path, body, headers=bearer(secret))
+        assert 400 <= reply.status < 500, (path, reply.status)
+    assert api.row(worker.worker_id) == stopping
+
+
+def test_a_worker_past_its_reregistration_deadline_cannot_reregister(
+    api: ApiStack, handed_out: dict
+):
+    worker, secret = registered(api, "azure", handed_out)
+    with api.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE workers SET expires = now() - interval '1 second' WHERE worker_id = :w"),
+            {"w": worker.worker_id},
+        )
+    before = api.row(worker.worker_id)
+    reply = api.post(REREGISTER, reregister_body(worker, secret))
+    assert (reply.status, reply.json()["code"]) == (403, "bad-secret")
+    assert unchanged(api, worker, before)
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "bearer " + "x" * 4000,
+        "Bearer \u00e9\u00e8",
+        "Bearer a b c",
+    ],
+)
+def test_malformed_authorization_headers_are_4xx(
+    api: ApiStack, handed_out: dict, authorization: str
+):
+    worker, _secret = registered(api, "aws", handed_out)
+    before = api.row(worker.worker_id)
+    headers = {"Authorization": authorization.encode("utf-8").decode("latin-1")}
+    for method, path, body in (
+        ("GET", worker_path(worker) + "/should-terminate", None),
+        ("DELETE", worker_path(worker), None),
+        (
+            "POST",
+            f"/api/v1/pools/{worker.pool_id}/errors",
+            {"worker_id": worker.worker_id, "title": "x"},
+        ),
+        ("GET", "/api/v1/pools", None),
+    ):
+        reply = api.call(method, path, body, headers=headers)
+        assert 400 <= reply.status < 500, (path, reply.status, reply.body)
+    assert unchanged(api, worker, before)
+
+
+def test_secrets_and_proofs_are_never_stored_in_clear_nor_logged(api: ApiStack, handed_out: dict):
+    # Runs last in this module: everything above has been handed out and sent by now.
+    secrets, proofs = handed_out["secrets"], handed_out["proofs"]
+    assert len(secrets) >= 10 and len(proofs) >= 5
+    stored = api.all_stored_text()
+    logged = api.log_text()
+    assert len(logged.splitlines()) > 50  # the process did log every request
+    for secret in secrets:
+        assert secret not in stored and secret not in logged
+    for proof in proofs:
+        assert proof not in stored and proof not in logged
+        assert proof[:60] not in logged  # not even a prefix of a document or token
+    with api.engine.connect() as conn:
+        hashes = conn.execute(
+            text("SELECT secret_hash FROM workers WHERE secret_hash IS NOT NULL")
+        ).scalars()
+        assert {h for h in hashes} <= {secret_hash(s) for s in secrets}
+    for line in logged.splitlines():
+        if line.startswith("{"):
+            fields = json.loads(line)
+            assert not {"secret", "identity_proof", "authorization"} & set(fields)
+
+
+def test_request_models_keep_secrets_and_proofs_out_of_their_reprs():
+    # A traceback's locals and a Sentry event show objects by their repr.
+    secret, proof = "s3cr3t-value-for-repr", {"token": "proof-value-for-repr"}
+    body = ReregisterRequest(pool_id="p", worker_group="g", worker_id="w", secret=secret)
+    register = RegisterRequest(
+        pool_id="p", provider_id="x", worker_group="g", worker_id="w", identity_proof=proof
+    )
+    for shown in (repr(body), str(body), repr(register), str(register)):
+        assert secret not in shown and "proof-value-for-repr" not in shown
+
+
+SENTRY_PROBE = """
+import sys
+import sentry_sdk
+from wm.telemetry import capture, init_sentry
+
+init_sentry(sys.argv[1], "web")
+
+
+def verify(document, signature):
+    secret = "SECRET-MARKER"
+    raise ValueError("a verifier bug")
+
+
+try:
+    verify("PROOF-MARKER-DOCUMENT", "PROOF-MARKER-SIGNATURE")
+except ValueError as exc:
+    capture(exc, route="/api/v1/workers/register")
+sentry_sdk.flush(timeout=10)
+"""
+
+
+def test_an_error_sent_to_sentry_carries_no_proof_or_secret(tmp_path):
+    """Sentry shows a stack's local variables unless told not to; wm's frames hold proofs and
+    secrets under names its scrubber does not know. A real event, to a local listener."""
+    received: list[bytes] = []
+
+    class Sentry(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            received.append(body)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sentry)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        dsn = f"http://publickey@127.0.0.1:{server.server_address[1]}/1"
+        done = subprocess.run(
+            [sys.executable, "-c", SENTRY_PROBE, dsn], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    sent = b"".join(received)
+    assert b"a verifier bug" in sent and b"verify" in sent  # the event, with its stack
+    assert b"PROOF-MARKER" not in sent and b"SECRET-MARKER" not in sent

@@ -1,0 +1,398 @@
+"""The worker API as it runs in production, for chaos tests: `wm run web` as an OS process on a
+real Postgres, trusting the three simulated clouds' identity keys, with VMs those clouds really
+launched (the real providers, driven by the real provisioner pass) waiting to register.
+
+The web process is started once per test module (start-up costs about a second); each scenario
+launches its own workers, so scenarios never share a worker row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import Engine, text
+
+from tests.support.stack import Stack, WmProcess, aws_provider, azure_provider, gcp_provider, pool
+from wm.db.engine import create_database, drop_database, make_engine, with_database
+from wm.db.pools import load_launch_configs, load_pools
+from wm.db.server import free_port
+from wm.db.workers import LaunchOutcome, insert_intents, list_workers, record_launches
+from wm.model import WorkerRecord
+from wm.providers import build_provider
+from wm.providers.base import Provider
+from wm.provisioner import _batch as provisioner_batch
+from wm.sim.arm import SimArm
+from wm.sim.ec2 import SimEc2
+from wm.sim.fleet import proof_fetcher
+from wm.sim.gce import SimGce
+
+KINDS = ("aws", "gcp", "azure")
+POOLS = {"aws": "chaos/aws", "gcp": "chaos/gcp", "azure": "chaos/azure"}
+OPERATOR_TOKEN = "operator-token-for-chaos-tests"
+HTTP_TIMEOUT_S = 30.0
+WEB_START_S = 60.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http_call(
+    base_url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    raw: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = HTTP_TIMEOUT_S,
+) -> Reply:
+    """One request on a fresh connection, as a booting VM makes it; never raises on 4xx/5xx."""
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    try:
+        connection.request(method, path, body=data, headers=sent)
+        response = connection.getresponse()
+        return Reply(
+            response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        )
+    finally:
+        connection.close()
+
+
+@dataclass
+class ApiStack:
+    """The web process, its database and the clouds its workers run on."""
+
+    stack: Stack
+    web: WmProcess
+    base_url: str
+    engine: Engine
+    sims: Mapping[str, Any]  # kind -> SimEc2 / SimGce / SimArm
+    providers: Mapping[str, Provider] = field(default_factory=dict)  # kind -> real provider
+
+    # -- workers --------------------------------------------------------------------------
+
+    def launch(
+        self, kind: str, count: int, *, registration_timeout_s: float | None = None
+    ) -> list[WorkerRecord]:
+        """`count` new workers of the kind's pool, launched in the provisioner's order: intent
+        rows committed first, then the cloud's create through the real provider, then the cloud
+        ids and launch data recorded. Returns the rows, requested and waiting to register.
+
+        (Not a provisioner pass: its estimator counts requested workers as idle capacity, so
+        how many a pass launches depends on every earlier scenario of the module.)"""
+        pool = next(p for p in load_pools(self.engine) if p.pool_id == POOLS[kind])
+        (lc,) = [c for c in load_launch_configs(self.engine) if c.pool_id == pool.pool_id]
+        rows, batch = provisioner_batch(pool, lc, count)  # the provisioner's own ids and tokens
+        if registration_timeout_s is not None:
+            rows = [replace(r, expires_in_s=registration_timeout_s) for r in rows]
+        insert_intents(self.engine, rows)
+        results = self.providers[kind].create(batch)
+        assert all(r.cloud_id and r.error is None for r in results), results
+        record_launches(
+            self.engine,
+            [LaunchOutcome(r.worker_id, r.cloud_id, dict(r.provider_data)) for r in results],
+        )
+        wanted = {r.worker_id for r in rows}
+        launched = [
+            w for w in list_workers(self.engine, pool_id=pool.pool_id) if w.worker_id in wanted
+        ]
+        assert len(launched) == count and all(w.cloud_id for w in launched)
+        return launched
+
+    def proof(self, worker: WorkerRecord) -> dict[str, Any]:
+        """The worker's genuine proof, fetched from its cloud's (simulated) metadata service over
+        HTTP, exactly as the simulated agent fetches it."""
+        config = self.stack.config()
+        fetch = proof_fetcher(
+            config.provider(worker.provider_id),
+            worker.worker_id,
+            worker.worker_group,
+            worker.cloud_id or "",
+            config.web.public_url,
+        )
+        return fetch()
+
+    def register_body(self, worker: WorkerRecord, proof: Any) -> dict[str, Any]:
+        return {
+            "pool_id": worker.pool_id,
+            "provider_id": worker.provider_id,
+            "worker_group": worker.worker_group,
+            "worker_id": worker.worker_id,
+            "identity_proof": proof,
+        }
+
+    def register(self, worker: WorkerRecord, proof: Any) -> Reply:
+        return self.post("/api/v1/workers/register", self.register_body(worker, proof))
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> Reply:
+        return http_call(self.base_url, "POST", path, body, **kwargs)
+
+    def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        return http_call(self.base_url, method, path, body, **kwargs)
+
+    # -- what the database and the process show ----------------------------------------------
+
+    def row(self, worker_id: str) -> dict[str, Any]:
+        """The worker's whole row, every column, as Postgres holds it."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT * FROM workers WHERE worker_id = :w"), {"w": worker_id}
+            ).mappings()
+            return dict(found.one())
+
+    def all_stored_text(self) -> str:
+        """Every row of every table as text: what a secret or a proof must never be found in."""
+        with self.engine.connect() as conn:
+            tables = conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            ).scalars()
+            dumps = [
+                conn.execute(
+                    text(f"SELECT coalesce(string_agg(t::text, E'\\n'), '') FROM \"{name}\" t")
+                ).scalar_one()
+                for name in list(tables)
+            ]
+        return "\n".join(dumps)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of a counter's samples from the web process's /metrics (0 when absent)."""
+        reply = self.call("GET", "/metrics")
+        assert reply.status == 200
+        total = 0.0
+        for line in reply.body.decode().splitlines():
+            match = re.fullmatch(rf"{re.escape(name)}(?:\{{(.*)\}})? (\S+)", line)
+            if not match:
+                continue
+            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(match.group(2))
+        return total
+
+    def log_text(self) -> str:
+        return "".join(self.web.raw)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return self.web.events(name)
+
+
+def secret_hash(secret: str) -> str:
+    """How a secret is stored: its SHA-256 (wm/api/auth.py); recomputed here, not imported, so a
+    change in what is stored shows up as a failing test."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def provider_entries(sims: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The three providers, each trusting its simulated cloud's identity keys, as the demo's
+    config.toml trusts them."""
+    return [
+        aws_provider(sims["aws"], identity_certificate=str(sims["aws"].identity_trust_path)),
+        gcp_provider(sims["gcp"], identity_jwks=str(sims["gcp"].identity_trust_path)),
+        azure_provider(sims["azure"], identity_roots=[str(sims["azure"].identity_trust_path)]),
+    ]
+
+
+@contextlib.contextmanager
+def database(pg_server_url: str, template: str) -> Iterator[str]:
+    """A database of the module's own, copied from the migrated template."""
+    name = f"wm_chaos_{uuid.uuid4().hex[:12]}"
+    create_database(pg_server_url, name, template=template)
+    try:
+        yield with_database(pg_server_url, name)
+    finally:
+        drop_database(pg_server_url, name)
+
+
+@contextlib.contextmanager
+def running_clouds(arm: SimArm) -> Iterator[dict[str, Any]]:
+    """Fresh simulated EC2 and GCE, and the session's ARM server reset (its TLS set-up is
+    made once per session)."""
+    ec2, gce = SimEc2(seed=20261202).start(), SimGce(seed=20261202).start()
+    arm.reset()
+    try:
+        yield {"aws": ec2, "gcp": gce, "azure": arm}
+    finally:
+        arm.reset()
+        gce.stop()
+        ec2.stop()
+
+
+@contextlib.contextmanager
+def api_stack(
+    tmp: Path,
+    db_url: str,
+    sims: Mapping[str, Any],
+    *,
+    max_capacity: int = 5000,
+    pool_changes: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[ApiStack]:
+    """Write the config, sync its pools, start `wm run web` and wait until it is healthy."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    providers = provider_entries(sims)
+    pools = [
+        pool(POOLS[p["kind"]], p, max_capacity=max_capacity, **(pool_changes or {}))
+        for p in providers
+    ]
+    stack = Stack.write(tmp, db_url, providers, pools, web={"port": port, "public_url": base_url})
+    engine = make_engine(db_url, application_name="chaos-test")
+    stack.sync_pools(engine)
+    config = stack.config()
+    built = {p.kind: build_provider(p, config.deployment_id) for p in config.providers}
+    process_env = {"WM_OPERATOR_TOKEN": OPERATOR_TOKEN, **(env or {})}
+    with _environment(process_env):
+        web = stack.start("web")
+    api = ApiStack(stack, web, base_url, engine, sims, built)
+    try:
+        web.wait_for(lambda: _healthy(base_url), WEB_START_S, "the web process to answer")
+        yield api
+    finally:
+        stack.stop_all()
+        for provider in built.values():
+            provider.close()
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def module_api(
+    pg_server_url: str, template: str, arm: SimArm, tmp: Path, **changes: Any
+) -> Iterator[ApiStack]:
+    """All of it for one test module: its own database, fresh clouds, `wm run web`."""
+    with (
+        database(pg_server_url, template) as url,
+        running_clouds(arm) as sims,
+        api_stack(tmp, url, sims, **changes) as stack,
+    ):
+        yield stack
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    # WmProcess.start copies os.environ: set what the platform would set, then restore.
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _healthy(base_url: str) -> bool:
+    try:
+        return http_call(base_url, "GET", "/healthz", timeout_s=2).status == 200
+    except OSError:
+        return False
+
+
+def in_parallel(count: int, action: Callable[[int], Any]) -> list[Any]:
+    """Run `action(i)` for i in range(count) on `count` threads released at the same moment."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            results[index] = action(index)
+        except Exception as exc:  # kept, so the test shows what a client saw
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+@dataclass
+class Listener:
+    """A real HTTP server on 127.0.0.1 that counts every connection made to it: where a forged
+    proof's URLs point, so that "nothing was fetched" is seen on the wire."""
+
+    host_port: str
+    connections: list[str]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host_port}"
+
+
+@contextlib.contextmanager
+def listener() -> Iterator[Listener]:
+    import socket
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.05)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, address = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            seen.append(f"{address[0]}:{address[1]}")
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield Listener(f"127.0.0.1:{server.getsockname()[1]}", seen)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn on a real port, in this process; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,192 @@
+"""What every request of the web process passes before the API sees it.
+
+- Load shedding: at most `max_in_flight` API requests are handled at once; the next one is
+  answered 429 with Retry-After at once, before its body is read, so a boot storm costs a
+  refused request a few microseconds and never a queue that grows until clients time out.
+  `max_in_flight` is at most the database pool's size (procs/web.py), so a request in flight
+  never waits for a connection. Health and metrics are exempt: a platform probing a busy
+  process must see it alive.
+- Bounded bodies: a declared Content-Length over the limit is refused before reading, and a
+  body sent without one (chunked) is cut off once it passes the limit: 413 either way. A body
+  must also arrive within `body_timeout_s` (408 otherwise): a client that sends its headers and
+  then trickles or stalls would hold a place in flight for ever, and a handful of them would
+  shed every genuine worker.
+- Nothing unexpected escapes: an error no handler answered becomes a 500 Problem, logged by
+  its type and place only (never its message, which may quote a request) and sent to Sentry.
+
+It is plain ASGI, not a `BaseHTTPMiddleware`, so that it can count a streamed body as it is
+received and answer before the application starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from typing import Any
+
+from prometheus_client import Counter
+from starlette.exceptions import HTTPException
+
+from wm.api.models import Problem
+from wm.telemetry import capture, log
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+API_REQUESTS = Counter("wm_api_requests_total", "Worker API requests.", ["route", "status"])
+UNMATCHED = "unmatched"  # the route label of requests answered before any route matched
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from `receive` once a body passes the limit. An HTTPException, because FastAPI
+    re-raises those from its body reader (any other error there becomes a 400)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"bodies are limited to {limit} bytes")
+
+
+class BodyTimeout(HTTPException):
+    """Raised from `receive` when a body is not all there by its deadline."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(408, f"the body did not arrive within {timeout_s:g} seconds")
+
+
+class Guard:
+    def __init__(
+        self,
+        app: Asgi,
+        *,
+        max_in_flight: int,
+        max_body_bytes: int,
+        retry_after_s: int,
+        body_timeout_s: float,
+        exempt_paths: Collection[str],
+    ) -> None:
+        self.app = app
+        self.body_timeout_s = body_timeout_s
+        self.max_in_flight = max_in_flight
+        self.max_body_bytes = max_body_bytes
+        self.retry_after_s = retry_after_s
+        self.exempt_paths = frozenset(exempt_paths)
+        # One event loop runs every request: a plain counter, checked and changed with no
+        # await in between, is exact.
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = _header(scope, b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            await self._answer(send, 413, "too-large", BodyTooLarge(self.max_body_bytes).detail)
+            API_REQUESTS.labels(UNMATCHED, "413").inc()
+            return
+        if scope["path"] in self.exempt_paths:
+            await self._handle(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            await self._answer(
+                send,
+                429,
+                "busy",
+                "too many requests at once; retry after the Retry-After delay",
+                headers=[(b"retry-after", str(self.retry_after_s).encode())],
+            )
+            API_REQUESTS.labels(UNMATCHED, "429").inc()
+            return
+        self.in_flight += 1
+        try:
+            await self._handle(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.monotonic()
+        received = 0
+        body_complete = False
+        status = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received, body_complete
+            if body_complete:  # what comes after the body (a disconnect) has no deadline
+                return await receive()
+            remaining_s = started + self.body_timeout_s - time.monotonic()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(remaining_s, 0.0))
+            except TimeoutError:
+                raise BodyTimeout(self.body_timeout_s) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+                body_complete = not message.get("more_body", False)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, watched_send)
+        except Exception as exc:
+            if status:  # the answer already started: nothing more can be said
+                raise
+            status = 500
+            _report(scope, exc)
+            await self._answer(send, 500, "internal-error", "the server failed; retry later")
+        path = getattr(scope.get("route"), "path", UNMATCHED)
+        API_REQUESTS.labels(path, str(status)).inc()
+        log(
+            "api-request",
+            method=scope["method"],
+            route=path,
+            status=status,
+            duration_s=round(time.monotonic() - started, 4),
+        )
+
+    @staticmethod
+    async def _answer(
+        send: Send,
+        status: int,
+        code: str,
+        message: str,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        body = Problem(code=code, message=message).model_dump_json().encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *(headers or []),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1").strip()
+    return None
+
+
+def _report(scope: Scope, exc: Exception) -> None:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown"
+    route = getattr(scope.get("route"), "path", UNMATCHED)
+    # The type and the place, never str(exc): messages can quote a request's values.
+    log("api-error", logging.ERROR, route=route, error=type(exc).__name__, where=where)
+    capture(exc, route=route)

@@ -201,6 +201,10 @@ class DemoConfig(_Frozen):
     idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
     drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most
     sample_s: float = Field(1.0, gt=0)  # how often the demo samples the pools and the clouds
+    # Spot: when above 0, every launch config runs on spot VMs and each cloud pre-empts this
+    # share of them, at a uniform moment within preempt_within_s of their boot.
+    preempt_share: float = Field(0.0, ge=0, le=1)
+    preempt_within_s: float = Field(30.0, ge=0)
     seed: int = 1  # task durations and arrival jitter repeat from run to run
 
     @field_validator("task_s")

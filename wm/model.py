@@ -143,6 +143,7 @@ class Task:
     claimed_by: str | None = None
     claimed_at: datetime | None = None
     completed_at: datetime | None = None
+    requeued_at: datetime | None = None  # when its worker was lost and it went back to pending
 
 
 @dataclass(frozen=True)

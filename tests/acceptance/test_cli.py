@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from wm.db import pools as pool_store
+from wm.db.workers import NewWorker, insert_intents
+
 REPO = Path(__file__).resolve().parents[2]
 WM = [sys.executable, "-m", "wm"]
 TABLES = ("worker_pools", "launch_configs", "workers", "worker_pool_errors", "tasks", "scan_units")
@@ -129,3 +132,45 @@ def test_every_command_has_help():
     ):
         done = run_wm(*args, "--help")
         assert done.returncode == 0 and "Usage:" in done.stdout, args
+
+
+def test_status_shows_each_pools_slowest_stage_and_every_stage_of_one_pool(
+    example_config, db_url, engine
+):
+    assert run_wm("pools", "sync", db_url=db_url, config=example_config).returncode == 0
+    (lc_id,) = [
+        lc.launch_config_id
+        for lc in pool_store.load_launch_configs(engine)
+        if lc.pool_id == "proj-ci/azure-win"
+    ]
+    insert_intents(
+        engine,
+        [
+            NewWorker(
+                "w-slow", "proj-ci/azure-win", "eastus", "azure-sim", 1, lc_id, "t", "b", 0, 60
+            )
+        ],
+    )
+    with engine.begin() as conn:  # booted slowly: 90 s from accepted to running
+        conn.execute(
+            text(
+                "UPDATE workers SET accepted_at = created + interval '2 seconds', "
+                "cloud_running_at = created + interval '92 seconds', "
+                "registered_at = created + interval '95 seconds' WHERE worker_id = 'w-slow'"
+            )
+        )
+
+    overview = run_wm("status", db_url=db_url, config=example_config)
+    one = run_wm("status", "--pool", "proj-ci/azure-win", db_url=db_url, config=example_config)
+    as_json = run_wm("status", "--json", db_url=db_url, config=example_config)
+
+    assert overview.returncode == one.returncode == as_json.returncode == 0, one.stderr
+    line = next(x for x in overview.stdout.splitlines() if x.startswith("proj-ci/azure-win"))
+    assert "cloud accepted -> cloud running (90.0 s)" in line
+    slowest = next(x for x in one.stdout.splitlines() if "<- slowest" in x)
+    assert slowest.startswith("cloud accepted -> cloud running")
+    assert "registered -> first task claimed" in one.stdout
+    pools = {p["pool_id"]: p for p in json.loads(as_json.stdout)}
+    stages = {s["stage"]: s for s in pools["proj-ci/azure-win"]["stages"]}
+    assert stages["accepted_to_running"]["p95_s"] == 90.0
+    assert stages["running_to_registered"]["p95_s"] == 3.0

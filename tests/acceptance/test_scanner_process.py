@@ -158,6 +158,8 @@ def test_run_all_provisions_and_scans_in_one_process(tmp_path, db_url, engine, s
         return len(rows) == 3 and all(r.state == WorkerState.RUNNING for r in rows)
 
     process.wait_for(running, 30, "three running workers")
-    assert process.events("provision-pass") and process.events("scan")
+    # The scan that saw them run logs its line once it is over.
+    process.wait_for(lambda: process.events("scan"), 10, "the scan's log line")
+    assert process.events("provision-pass")
     code, took = process.terminate()
     assert code == 0 and took < 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -139,3 +140,39 @@ def test_a_crash_counts_for_its_cloud_and_for_the_run():
     assert report["run"]["crashed_processes"] == 2
     assert report["clouds"]["azure"]["crashed_processes"] == 2  # its scanner, and the web
     assert report["clouds"]["aws"]["crashed_processes"] == 1
+
+
+def test_pre_emptions_count_with_the_time_until_their_tasks_ran_again():
+    lost = replace(worker("w1", "ec2", 5.0), preempted_at=T0 + timedelta(seconds=30))
+    requeued = replace(
+        task(1, "ec2", 40.0), requeued_at=T0 + timedelta(seconds=30)
+    )  # back to pending at 30 s, claimed again at 40 s
+    replacement = replace(worker("w2", "ec2", 38.0), created=T0 + timedelta(seconds=31))
+    later = replace(worker("w3", "ec2", 90.0), created=T0 + timedelta(seconds=80))
+    lost_win = replace(worker("w4", "win", 5.0), preempted_at=T0 + timedelta(seconds=40))
+    never_ran = replace(task(3, "win", None, "pending"), requeued_at=T0 + timedelta(seconds=40))
+
+    report = build(
+        facts(
+            workers=[lost, replacement, later, lost_win],
+            tasks=[requeued, task(2, "ec2", 4.0), never_ran],
+        )
+    )
+
+    aws, azure, run = report["clouds"]["aws"], report["clouds"]["azure"], report["run"]
+    assert (aws["preemptions"], aws["preempted_tasks"], aws["replacements"]) == (1, 1, 1)
+    assert aws["replace_p95_s"] == 10.0
+    assert (azure["preemptions"], azure["preempted_tasks"], azure["replace_p95_s"]) == (1, 1, None)
+    assert (run["preemptions"], run["replacements"]) == (2, 1)
+
+
+def test_each_pool_shows_its_slowest_stage():
+    slow = replace(
+        worker("w1", "win", 50.0), accepted_at=T0 + timedelta(seconds=1)
+    )  # registered 50 s after launch, accepted after 1 s: the boot is the slow part
+
+    report = build(facts(workers=[slow]))
+
+    assert report["pools"]["win"]["slowest_stage"]["stage"] == "accepted_to_running"
+    assert report["pools"]["ec2"]["slowest_stage"] is None
+    assert report["stages"]["azure"]["accepted_to_running"]["p95_s"] == 49.0

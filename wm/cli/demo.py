@@ -43,6 +43,13 @@ INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
     help="The processes to run.",
 )
 @click.option(
+    "--preempt",
+    "preempt_share",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Run every pool on spot VMs and have the clouds pre-empt this share of them.",
+)
+@click.option(
     "--live/--no-live",
     default=None,
     help="Redraw a table in place (default when the output is a terminal).",
@@ -54,6 +61,7 @@ def demo(
     workload: str | None,
     out_dir: Path,
     procfile: Path,
+    preempt_share: float | None,
     live: bool | None,
 ) -> None:
     """Run every Procfile process against the simulated clouds and drive a workload.
@@ -76,7 +84,8 @@ def demo(
 
     obj: CliContext = ctx.obj
     config = obj.config()
-    overrides = {k: v for k, v in {"minutes": minutes, "workload": workload}.items() if v}
+    asked = {"minutes": minutes, "workload": workload, "preempt_share": preempt_share}
+    overrides = {k: v for k, v in asked.items() if v is not None}
     settings = config.demo.model_copy(update=overrides)
     console = Console()
     with interrupted_by_sigterm():

@@ -169,6 +169,8 @@ tasks = Table(
     Column("claimed_at", DateTime(timezone=True), nullable=True),
     Column("claimed_by", Text, nullable=True),
     Column("completed_at", DateTime(timezone=True), nullable=True),
+    # When it last went back to pending because its worker was lost (pre-empted).
+    Column("requeued_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(f"state IN {TASK_STATES!r}", name="state"),
     Index("ix_tasks_pool_state", "pool_id", "state"),
 )

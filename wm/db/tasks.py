@@ -25,6 +25,7 @@ def _task(row) -> Task:
         claimed_by=row.claimed_by,
         claimed_at=row.claimed_at,
         completed_at=row.completed_at,
+        requeued_at=row.requeued_at,
     )
 
 
@@ -102,7 +103,7 @@ def release_tasks(engine: Engine, worker_ids: Sequence[str]) -> int:
             conn.execute(
                 update(tasks)
                 .where(tasks.c.claimed_by.in_(list(worker_ids)), tasks.c.state == "claimed")
-                .values(state="pending", claimed_by=None, claimed_at=None)
+                .values(state="pending", claimed_by=None, claimed_at=None, requeued_at=func.now())
                 .returning(tasks.c.pool_id)
             ).scalars()
         )

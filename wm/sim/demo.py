@@ -125,7 +125,7 @@ class Demo:
             stack.callback(engine.dispose)
             progress = Progress()
             fleet = self._fleet(engine, progress)
-            stack.callback(fleet.stop.set)
+            stack.callback(fleet.halt)
             self._drive(engine, fleet, progress)
             facts = self._facts(engine, progress)
         report = report_module.build(facts)
@@ -182,8 +182,14 @@ class Demo:
         """`wm sim serve` on free ports, in a process of its own; wait for its endpoints."""
         assert self.supervisor is not None
         sim = dict(raw.get("sim", {}))
+        demo = self.run_spec.demo
+        spot = (
+            {"preempt_share": demo.preempt_share, "preempt_within_s": demo.preempt_within_s}
+            if demo.preempt_share > 0
+            else {}
+        )
         for kind in report_module.CLOUDS:
-            sim[kind] = {**sim.get(kind, {}), "port": 0}
+            sim[kind] = {**sim.get(kind, {}), **spot, "port": 0}
         sim["state_dir"] = str((self.run_spec.out_dir / "sim").resolve())
         self._write_toml({**raw, "sim": sim})
         endpoints_file = self.run_spec.out_dir / "endpoints.json"
@@ -211,9 +217,16 @@ class Demo:
             if endpoint is None:
                 raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
             providers.append({**provider, **endpoint.provider_settings()})
+        pools = raw.get("pools", [])
+        if self.run_spec.demo.preempt_share > 0:
+            pools = [
+                {**p, "launch_configs": [{**lc, "spot": True} for lc in p["launch_configs"]]}
+                for p in pools
+            ]
         effective = {
             **_read_toml(self.effective_path),
             "providers": providers,
+            "pools": pools,
             "web": {**raw.get("web", {}), "port": web_port},
             # Every process would serve metrics on the same port: the demo reads the clouds'
             # own request counts and the processes' log lines instead.
@@ -329,6 +342,9 @@ class Demo:
             ],
             api_calls=progress.samples[-1].api_calls if progress.samples else {},
             agents=agents,
+            preempted=sum(
+                len(p.events("worker-preempted")) for p in self.supervisor.processes.values()
+            ),
             processes={name: crashed.get(name, "running") for name in self.supervisor.processes},
         )
 

@@ -2,7 +2,8 @@
 
 `Fleet.sync()` looks at every worker row that has a cloud id and whose VM the cloud shows
 running, and starts one `WorkerAgent` for it, with a proof fetcher that asks that VM's
-simulated cloud for its identity proof over HTTP (as a worker asks its metadata service).
+simulated cloud for its identity proof over HTTP (as a worker asks its metadata service); an
+agent whose VM stops running ends with it.
 The fleet reads worker rows only to know which worker a VM is — what a real VM learns from its
 own metadata (name, tags, or EC2's launch index) — never to decide anything for wm.
 """
@@ -57,10 +58,20 @@ class Fleet:
     running_vms: Callable[[], Mapping[str, set[str]]] = lambda: {}
     agents: dict[str, WorkerAgent] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
+    _vms: dict[str, tuple[str, str]] = field(default_factory=dict)  # worker -> (provider, VM)
 
     def sync(self) -> int:
-        """Start an agent for every booted VM that has none yet; return how many started."""
+        """Start an agent for every booted VM that has none yet, and end the agents whose VM
+        no longer runs (pre-empted, killed: a worker dies with its VM, mid-task, without a
+        goodbye); return how many started."""
         booted = self.running_vms()
+        if self.stop.is_set():
+            self.halt()
+            return 0
+        for worker_id, (provider_id, cloud_id) in list(self._vms.items()):
+            if cloud_id not in booted.get(provider_id, set()):
+                self.agents[worker_id].stop.set()
+                del self._vms[worker_id]
         started = 0
         queue = BuiltinQueue(self.engine)
         for row in list_workers(self.engine, state=WorkerState.REQUESTED):
@@ -83,9 +94,15 @@ class Fleet:
                 ),
                 queue=queue,
                 settings=self.settings,
-                stop=self.stop,
             )
             self.agents[row.worker_id] = agent
+            self._vms[row.worker_id] = (row.provider_id, row.cloud_id)
             run_in_thread(agent)
             started += 1
         return started
+
+    def halt(self) -> None:
+        """Stop every agent (the demo is over)."""
+        self.stop.set()
+        for agent in self.agents.values():
+            agent.stop.set()

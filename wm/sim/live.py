@@ -36,6 +36,7 @@ class LiveState:
     pools: Sequence[PoolRow]
     api_calls: Mapping[str, int]  # cloud -> requests its sim counted
     agents: int  # simulated workers started so far
+    preempted: int  # workers the clouds took back, as the scanners logged them
     processes: Mapping[str, str]  # process name -> running / crashed (exit code)
 
 
@@ -87,7 +88,10 @@ def render(state: LiveState) -> Group:
     )
     return Group(
         table,
-        Text(f"cloud API calls: {calls}    simulated workers started: {state.agents}"),
+        Text(
+            f"cloud API calls: {calls}    simulated workers started: {state.agents}"
+            f"    pre-empted: {state.preempted}"
+        ),
         Text(f"processes: {processes}", style="dim"),
     )
 
@@ -103,5 +107,6 @@ def plain_line(state: LiveState) -> str:
         f"[{state.elapsed_s:5.0f} s {state.phase}] pending {pending}, capacity requested "
         f"{requested} / running {running} / stopping {stopping}, tasks done {done}, "
         f"API calls {sum(state.api_calls.values())}"
+        + (f", pre-empted {state.preempted}" if state.preempted else "")
         + (f", CRASHED: {', '.join(crashed)}" if crashed else "")
     )

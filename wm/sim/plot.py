@@ -39,7 +39,14 @@ def write_png(report: dict[str, Any], path: Path) -> None:
     figure.suptitle(
         f"wm demo: {run['tasks_completed']}/{run['tasks_submitted']} tasks, "
         f"{run['workers_launched']} workers, peak capacity / demand "
-        f"{_fmt(run['peak_capacity_over_demand'])}, {run['leaked_vms']} VMs leaked ({verdict})",
+        f"{_fmt(run['peak_capacity_over_demand'])}, {run['leaked_vms']} VMs leaked"
+        + (
+            f", {run['preemptions']} pre-empted ({run['replacements']} replaced, p95 "
+            f"{_fmt(run['replace_p95_s'])} s)"
+            if run["preemptions"]
+            else ""
+        )
+        + f" ({verdict})",
         fontsize=12,
     )
     figure.tight_layout()
@@ -61,7 +68,11 @@ def _pool_panel(ax: Any, pool: str, report: dict[str, Any], times: list[float]) 
     ax.plot(times, series["pending"], color="#c0392b", linewidth=1.5, label="pending tasks")
     ax.plot(times, series["claimed"], color="#2c3e50", linewidth=1, label="running tasks")
     cloud = report["pool_clouds"][pool]
-    ax.set_title(f"{pool} ({cloud})", fontsize=10)
+    slowest = report["pools"][pool]["slowest_stage"]
+    title = f"{pool} ({cloud})"
+    if slowest:
+        title += f"\nslowest stage: {slowest['label']}, p95 {_fmt(slowest['p95_s'])} s"
+    ax.set_title(title, fontsize=9)
     ax.set_xlabel("seconds")
     ax.legend(fontsize=7, loc="upper right")
     ax.margins(x=0)

@@ -5,16 +5,21 @@ tasks_submitted, tasks_completed, task_wait_p50_s / _p95_s (submission to claim)
 registration_p50_s / _p95_s (launch to registration), peak_capacity_over_demand (peak of
 requested + running capacity over the peak of pending + claimed tasks, per pool, summed:
 above 1 is over-provisioning), scan_api_calls (mean API calls per scan), scan_duration_p95_s, scans,
-cloud_api_calls (every request the simulated cloud counted), leaked_vms and
-crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
+cloud_api_calls (every request the simulated cloud counted), preemptions, preempted_tasks
+(tasks a lost worker gave back), replacements (workers launched while such a task waited) and
+replace_p50_s / _p95_s (from a task's return to the queue until it ran again),
+leaked_vms and crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
+Beside them: latency by stage per cloud, and each pool's slowest stage (wm/stages.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from wm import stages
 from wm.model import Task, WorkerRecord
 from wm.stages import percentile
 
@@ -97,6 +102,7 @@ def figures(facts: RunFacts, cloud: str | None = None) -> dict[str, Any]:
     ]
     clouds = CLOUDS if cloud is None else (cloud,)
     last_calls = facts.samples[-1].api_calls if facts.samples else {}
+    replace_s, launched = replacements(tasks, workers)
     return {
         "tasks_submitted": sum(n for p, n in facts.submitted.items() if p in pools),
         "tasks_completed": sum(1 for t in tasks if t.state == "completed"),
@@ -110,11 +116,55 @@ def figures(facts: RunFacts, cloud: str | None = None) -> dict[str, Any]:
         "scan_api_calls": round(sum(s.api_calls for s in scans) / len(scans), 3) if scans else None,
         "scan_duration_p95_s": percentile([s.duration_s for s in scans], 95),
         "cloud_api_calls": sum(last_calls.get(c, 0) for c in clouds),
+        "preemptions": sum(1 for w in workers if w.preempted_at),
+        "preempted_tasks": sum(1 for t in tasks if t.requeued_at),
+        "replacements": launched,
+        "replace_p50_s": percentile(replace_s, 50),
+        "replace_p95_s": percentile(replace_s, 95),
         "leaked_vms": sum(facts.leaked_vms.get(c, 0) for c in clouds),
         "crashed_processes": sum(
             1 for kind in facts.crashed.values() if cloud is None or kind in ("", cloud)
         ),
     }
+
+
+def replacements(tasks: Sequence[Task], workers: Sequence[WorkerRecord]) -> tuple[list[float], int]:
+    """What pre-emptions cost: for each task a lost worker gave back, seconds from then until
+    it ran again (on a replacement or on an idle worker); and how many workers its pool
+    launched while such a task waited (the replacements)."""
+    times = []
+    waits: dict[str, list[tuple[datetime, datetime]]] = {}
+    for task in tasks:
+        if task.requeued_at is None:
+            continue
+        claimed = (
+            task.claimed_at if task.claimed_at and task.claimed_at >= task.requeued_at else None
+        )
+        if claimed is not None:
+            times.append((claimed - task.requeued_at).total_seconds())
+        end = claimed or datetime.max.replace(tzinfo=task.requeued_at.tzinfo)
+        waits.setdefault(task.pool_id, []).append((task.requeued_at, end))
+    launched = sum(
+        1
+        for w in workers
+        if any(start <= w.created <= end for start, end in waits.get(w.pool_id, []))
+    )
+    return times, launched
+
+
+def stage_figures(workers: Sequence[WorkerRecord]) -> dict[str, dict[str, Any]]:
+    """Per stage: workers that passed it, p50 and p95 seconds."""
+    return {
+        name: {"workers": s.count, "p50_s": s.p50_s, "p95_s": s.p95_s}
+        for name, s in stages.summarise(workers).items()
+    }
+
+
+def slowest_stage(workers: Sequence[WorkerRecord]) -> dict[str, Any] | None:
+    found = stages.slowest(stages.summarise(workers))
+    if found is None:
+        return None
+    return {"stage": found.stage, "label": stages.label(found.stage), "p95_s": found.p95_s}
 
 
 def problems(facts: RunFacts, run: Mapping[str, Any]) -> list[str]:
@@ -151,6 +201,10 @@ def timeline(facts: RunFacts) -> dict[str, Any]:
     return {"t_s": times, "pools": series}
 
 
+def _cloud(facts: RunFacts, worker: WorkerRecord) -> str:
+    return facts.pool_clouds.get(worker.pool_id, "")
+
+
 def build(facts: RunFacts) -> dict[str, Any]:
     """The whole report, as report.json holds it."""
     run = figures(facts)
@@ -160,8 +214,15 @@ def build(facts: RunFacts) -> dict[str, Any]:
         "problems": found,
         "run": run,
         "clouds": {cloud: figures(facts, cloud) for cloud in CLOUDS},
+        "stages": {
+            cloud: stage_figures([w for w in facts.workers if _cloud(facts, w) == cloud])
+            for cloud in CLOUDS
+        },
         "pools": {
-            pool: {"peak_capacity_over_demand": peak_ratio(facts.samples, [pool])}
+            pool: {
+                "peak_capacity_over_demand": peak_ratio(facts.samples, [pool]),
+                "slowest_stage": slowest_stage([w for w in facts.workers if w.pool_id == pool]),
+            }
             for pool in facts.pool_clouds
         },
         "pool_clouds": dict(facts.pool_clouds),

@@ -153,5 +153,5 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
     finally:
         fleet_stop = locals().get("fleet")
         if fleet_stop:
-            fleet_stop.stop.set()
+            fleet_stop.halt()
         provider.close()

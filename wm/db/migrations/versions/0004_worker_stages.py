@@ -1,4 +1,5 @@
-"""When each worker passed each stage of its life, for latency by stage and pre-emptions.
+"""When each worker passed each stage of its life, for latency by stage and pre-emptions;
+when a task went back to pending because its worker was lost.
 
 demand_at (the oldest pending task it was launched for), accepted_at (the cloud took the
 create), cloud_running_at (a scan first saw the cloud run it), first_claimed_at, and for its
@@ -47,6 +48,7 @@ $$ LANGUAGE plpgsql
 
 
 def upgrade() -> None:
+    op.add_column("tasks", sa.Column("requeued_at", sa.DateTime(timezone=True), nullable=True))
     for name in STAGE_COLUMNS:
         op.add_column("workers", sa.Column(name, sa.DateTime(timezone=True), nullable=True))
     op.create_index(
@@ -68,3 +70,4 @@ def downgrade() -> None:
     op.drop_index("ix_workers_preempted", table_name="workers")
     for name in reversed(STAGE_COLUMNS):
         op.drop_column("workers", name)
+    op.drop_column("tasks", "requeued_at")

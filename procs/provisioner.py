@@ -20,7 +20,9 @@ def job_id(provider_id: str) -> str:
 
 def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     """Schedule a provisioning job per provider; return what closes the providers."""
-    providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
+    providers = {
+        p.id: build_provider(p, config.deployment_id, runtime.engine) for p in config.providers
+    }
     provisioner = Provisioner(
         runtime.engine,
         build_queue(config, runtime.engine),

@@ -51,6 +51,34 @@ class GateConfig(_Frozen):
     pause_s: float = Field(30.0, ge=0)  # how long the provider stays paused
 
 
+class BudgetLimit(_Frozen):
+    """One of a cloud account's API rate limits, as a token bucket shared by every process."""
+
+    burst: float = Field(gt=0)  # bucket size
+    per_s: float = Field(gt=0)  # refill rate
+
+
+# The clouds' published defaults, per call class (EC2 per account and region: RunInstances'
+# resource bucket counts instances; ARM per principal and subscription; GCE per project, its
+# per-minute quotas as buckets). A provider's `budgets` overrides any of them.
+PUBLISHED_BUDGETS: Mapping[str, Mapping[str, BudgetLimit]] = {
+    "aws": {
+        "run-instances": BudgetLimit(burst=1000, per_s=2),
+        "mutating": BudgetLimit(burst=200, per_s=5),
+        "describe": BudgetLimit(burst=100, per_s=20),
+    },
+    "azure": {
+        "write": BudgetLimit(burst=200, per_s=10),
+        "delete": BudgetLimit(burst=200, per_s=10),
+        "read": BudgetLimit(burst=250, per_s=25),
+    },
+    "gcp": {
+        "write": BudgetLimit(burst=1500, per_s=25),
+        "read": BudgetLimit(burst=1500, per_s=25),
+    },
+}
+
+
 class _ProviderBase(_Frozen):
     id: Annotated[str, Field(pattern=PROVIDER_ID_PATTERN)]
     regions: Annotated[tuple[str, ...], Field(min_length=1)]  # scan units: regions, or zones on GCE
@@ -60,6 +88,19 @@ class _ProviderBase(_Frozen):
     max_scan_s: float = Field(300.0, gt=0)  # a scan running longer than this is abandoned
     provision_interval_s: float | None = Field(None, gt=0)  # defaults to intervals.provision_s
     gate: GateConfig = GateConfig()
+    # The cloud account whose API limits this provider shares with every process and with
+    # other providers naming the same account (default: the provider's own id).
+    account: Annotated[str, Field(min_length=1)] | None = None
+    budgets: Mapping[str, BudgetLimit] = Field(default_factory=dict)  # call class -> limit
+    shared_budget: bool = True  # processes with a database draw from the shared budget
+
+    @property
+    def budget_account(self) -> str:
+        return self.account or self.id
+
+    def budget_limits(self) -> dict[str, BudgetLimit]:
+        """The published limits of this provider's cloud, with the config's overrides."""
+        return {**PUBLISHED_BUDGETS[self.kind], **self.budgets}  # type: ignore[attr-defined]
 
     @field_validator("regions")
     @classmethod
@@ -412,6 +453,14 @@ def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
     for index, provider in enumerate(_list(raw.get("providers"))):
         if not isinstance(provider, Mapping):
             continue
+        known = PUBLISHED_BUDGETS.get(str(provider.get("kind")), {})
+        budgets = provider.get("budgets")
+        for call_class in budgets if isinstance(budgets, Mapping) and known else ():
+            if call_class not in known:
+                problems.append(
+                    f"providers[{index}].budgets.{call_class}: unknown call class; "
+                    f"one of {sorted(known)}"
+                )
         pid = provider.get("id")
         if pid in regions_by_provider:
             problems.append(f"providers[{index}].id: duplicate provider id {pid!r}")

@@ -118,3 +118,9 @@ WORKERS_PREEMPTED = Counter(
     "Workers whose VM the cloud took back (spot interruption, pre-emption, eviction).",
     ["pool", "provider"],
 )
+API_BUDGET_WAIT_SECONDS = Histogram(
+    "wm_api_budget_wait_seconds",
+    "How long calls waited for their account's shared API budget before leaving.",
+    ["provider"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)

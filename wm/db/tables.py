@@ -185,3 +185,22 @@ scan_units = Table(
     Column("last_scan_finished", DateTime(timezone=True), nullable=True),
     Column("last_scan_by", Text, nullable=True),
 )
+
+# One token bucket per (cloud account, scope, call class), shared by every process and
+# replica: taken from in one statement (wm/db/budgets.py). Scope is a region where the
+# cloud limits per region, "*" where it limits the whole account.
+api_budgets = Table(
+    "api_budgets",
+    metadata,
+    Column("account", Text, primary_key=True),
+    Column("scope", Text, primary_key=True),
+    Column("call_class", Text, primary_key=True),
+    Column("tokens", Float, nullable=False),  # negative: a debt that callers wait out
+    Column("burst", Float, nullable=False),
+    Column("per_s", Float, nullable=False),
+    # The cloud throttled us anyway: the bucket works at this share of its size and rate,
+    # until shrink_until, then recovers gradually (like TCP's congestion window).
+    Column("shrink", Float, nullable=False, server_default="1"),
+    Column("shrink_until", DateTime(timezone=True), nullable=True),
+    Column("updated", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -9,6 +9,8 @@ from wm.config import ProviderConfig
 from wm.providers.base import Provider
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from wm.identity import IdentityVerifier
 
 # kind -> module; each module exposes `make(config, deployment_id) -> Provider`.
@@ -21,10 +23,21 @@ IDENTITY_MODULES = {
 }
 
 
-def build_provider(config: ProviderConfig, deployment_id: str) -> Provider:
+def build_provider(
+    config: ProviderConfig, deployment_id: str, engine: Engine | None = None
+) -> Provider:
+    """The provider for one config entry; with `engine`, its calls also draw from the
+    account's API budget shared by every process (wm/budget.py)."""
     # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
     module = importlib.import_module(MODULES[config.kind])
-    return module.make(config, deployment_id)
+    provider = module.make(config, deployment_id)
+    if engine is not None and config.shared_budget:
+        from wm.budget import SharedBudget
+
+        provider.gate.use_budget(
+            SharedBudget(engine, config.id, config.budget_account, config.budget_limits())
+        )
+    return provider
 
 
 def build_verifier(config: ProviderConfig, deployment_id: str, audience: str) -> IdentityVerifier:

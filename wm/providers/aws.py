@@ -33,7 +33,7 @@ from wm.providers.base import (
     WorkerRef,
     WorkerState,
 )
-from wm.providers.gate import Gate
+from wm.providers.gate import Draw, Gate
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
@@ -188,7 +188,11 @@ class AwsProvider:
             if existing:
                 return self._launch_results(batch, existing)
             reply = self.gate.call(
-                "RunInstances", self._client(region).run_instances, **self._run_request(batch)
+                "RunInstances",
+                self._client(region).run_instances,
+                # EC2's request bucket, and its resource bucket, which counts instances.
+                spend=(Draw(region, "mutating"), Draw(region, "run-instances", len(batch.intents))),
+                **self._run_request(batch),
             )
         except CloudError as error:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
@@ -357,7 +361,12 @@ class AwsProvider:
         instances: list[dict[str, Any]] = []
         request: dict[str, Any] = {"Filters": filters, "MaxResults": LIST_PAGE_SIZE}
         while True:
-            page = self.gate.call("DescribeInstances", client.describe_instances, **request)
+            page = self.gate.call(
+                "DescribeInstances",
+                client.describe_instances,
+                spend=(Draw(region, "describe"),),
+                **request,
+            )
             for reservation in page.get("Reservations", []):
                 instances += _with_owner(reservation, reservation.get("Instances", []))
             token = page.get("NextToken")
@@ -370,7 +379,10 @@ class AwsProvider:
         client = self._client(region)
         try:
             reply = self.gate.call(
-                "TerminateInstances", client.terminate_instances, InstanceIds=ids
+                "TerminateInstances",
+                client.terminate_instances,
+                spend=(Draw(region, "mutating"),),
+                InstanceIds=ids,
             )
         except CloudError as error:
             if error.category is ErrorCategory.NOT_FOUND:

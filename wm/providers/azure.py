@@ -109,11 +109,24 @@ IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"}
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+# ARM's limits per principal and subscription: which of its buckets each operation draws from.
+CALL_CLASSES = {
+    "VirtualMachines_CreateOrUpdate": ("write",),
+    "VirtualMachines_Delete": ("delete",),
+    "NetworkInterfaces_Delete": ("delete",),
+    "PublicIPAddresses_Delete": ("delete",),
+    "Disks_Delete": ("delete",),
+    "VirtualMachines_Get": ("read",),
+    "VirtualMachines_List": ("read",),
+    "VirtualMachines_ListAll": ("read",),
+}
+
+
 def make(config: AzureProviderConfig, deployment_id: str) -> AzureProvider:
     if config.credentials == "simulated" and not config.endpoint:
         # Fake credentials must never be sent to the real Entra ID / ARM.
         raise ConfigError([f"providers.{config.id}.endpoint: required with simulated credentials"])
-    gate = Gate(config.id, config.gate, partial(classify, config.id))
+    gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
     return AzureProvider(config, deployment_id, gate, AzureClients(config))
 
 

@@ -17,9 +17,10 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from wm.config import GateConfig
@@ -60,6 +61,28 @@ class TokenBucket:
 
 
 Classifier = Callable[[BaseException], CloudError]
+ACCOUNT_WIDE = "*"  # the scope of a limit that covers the whole account, not one region
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What one call spends from its account's API budget: `cost` of one call class."""
+
+    scope: str  # the region the cloud limits per, or ACCOUNT_WIDE
+    call_class: str  # e.g. "describe", "mutating", "run-instances" (config.PUBLISHED_BUDGETS)
+    cost: float = 1.0  # requests, or instances for EC2's RunInstances bucket
+
+
+class Budget(Protocol):
+    """An API budget shared by every process that calls the same cloud account (wm/budget.py)."""
+
+    def take(self, draws: Sequence[Draw]) -> float:
+        """Spend the draws; return the seconds to wait before the call may leave."""
+        ...
+
+    def throttled(self, draws: Sequence[Draw]) -> None:
+        """The cloud throttled a call that drew these: shrink their buckets for a while."""
+        ...
 
 
 class Gate:
@@ -73,8 +96,13 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
+        classes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.provider_id = provider_id
+        # operation -> the call classes it draws from, account-wide (a call's `spend` may say
+        # otherwise); None of a budget until `use_budget`.
+        self._classes = classes or {}
+        self.budget: Budget | None = None
         self.config = config
         self._classify = classify
         self._limiter = limiter or TokenBucket(config.calls_per_s, config.burst, clock)
@@ -96,15 +124,35 @@ class Gate:
     def paused(self) -> bool:
         return self._clock() < self._paused_until
 
-    def call(self, operation: str, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
-        """Run one SDK call under the gate's limits; raise CloudError when it finally fails."""
+    def use_budget(self, budget: Budget) -> None:
+        """Draw every call from this shared budget too (the per-process bucket still holds)."""
+        self.budget = budget
+
+    def call(
+        self,
+        operation: str,
+        fn: Callable[..., T],
+        /,
+        *args: object,
+        spend: Sequence[Draw] | None = None,
+        **kwargs: object,
+    ) -> T:
+        """Run one SDK call under the gate's limits; raise CloudError when it finally fails.
+
+        `spend` is what the call costs from the account's shared budget; by default one of each
+        class its operation draws from, account-wide.
+        """
+        if spend is None:
+            spend = tuple(Draw(ACCOUNT_WIDE, c) for c in self._classes.get(operation, ()))
         attempt = 0
         while True:
             attempt += 1
             self._refuse_if_paused(operation)
             try:
-                return self._attempt(operation, fn, args, kwargs)
+                return self._attempt(operation, fn, args, kwargs, spend)
             except CloudError as error:
+                if error.category is ErrorCategory.THROTTLED and self.budget and spend:
+                    self.budget.throttled(spend)
                 if not error.retryable or attempt >= self.config.max_attempts:
                     raise
                 self._sleep(self._backoff_s(attempt, error))
@@ -112,8 +160,17 @@ class Gate:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _attempt(self, operation: str, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+    def _attempt(
+        self,
+        operation: str,
+        fn: Callable[..., T],
+        args: tuple,
+        kwargs: dict,
+        spend: Sequence[Draw] = (),
+    ) -> T:
         wait_s = self._limiter.take(operation)
+        if self.budget is not None and spend:
+            wait_s = max(wait_s, self.budget.take(spend))
         if wait_s > 0:
             self._sleep(wait_s)
         with self._slots:

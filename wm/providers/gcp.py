@@ -98,6 +98,16 @@ OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
 }
 
 
+# GCE's per-project rate quotas: which each operation counts against.
+CALL_CLASSES = {
+    "instances.insert": ("write",),
+    "instances.delete": ("write",),
+    "instances.get": ("read",),
+    "instances.list": ("read",),
+    "instances.aggregatedList": ("read",),
+}
+
+
 def make(config: GcpProviderConfig, deployment_id: str) -> GcpProvider:
     """Build the provider with its SDK client and gate (wm/providers/__init__.py calls this)."""
     return GcpProvider(config, deployment_id, _instances_client(config))
@@ -129,7 +139,7 @@ class GcpProvider:
         self._project = config.project
         self._deployment = _label_value(deployment_id)
         self._instances = instances
-        self.gate = Gate(config.id, config.gate, partial(classify, config.id))
+        self.gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
         self._timeout_s = config.gate.timeout_s
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)

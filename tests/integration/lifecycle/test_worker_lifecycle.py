@@ -107,7 +107,9 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
                 "id": POOL,
                 "provider": provider_cfg.id,
                 "max_capacity": 1,
-                "reregistration_timeout_s": 2.0,  # re-registration within the test
+                # Re-registration within the test, at half the secret's life, with room to spare
+                # on a loaded machine before the secret expires.
+                "reregistration_timeout_s": 4.0,
                 "launch_configs": [{"region": region, "machine_type": machine, "image": image}],
             }
         ],
@@ -127,7 +129,7 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
             config,
             engine,
             public_url,
-            settings=AgentSettings(idle_timeout_s=2.5, should_terminate_every_s=0.5),
+            settings=AgentSettings(idle_timeout_s=4.5, should_terminate_every_s=0.5),
             running_vms=lambda: {provider.id: running},
         )
         assert fleet.sync() == 1

@@ -1,0 +1,181 @@
+"""The shared API budget on real Postgres: atomic takes, debts, refills, shrinking on throttles,
+and the local allowance that spares most calls a round trip."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, text
+
+from wm.budget import ALLOWANCE_SHARE, SharedBudget
+from wm.config import BudgetLimit, GateConfig
+from wm.db import budgets as store
+from wm.db.budgets import BucketKey
+from wm.errors import CloudError, ErrorCategory
+from wm.providers.gate import Draw, Gate
+
+KEY = BucketKey("123456789012", "us-east-1", "describe")
+
+
+def bucket(engine, burst: float = 100, per_s: float = 0.001, key: BucketKey = KEY) -> BucketKey:
+    store.ensure_buckets(engine, {key: (burst, per_s)})
+    return key
+
+
+def age(engine, seconds: float, key: BucketKey = KEY) -> None:
+    """Move the bucket's last update back in time: as if `seconds` had passed."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE api_budgets SET updated = updated - make_interval(secs => :s) "
+                "WHERE account = :a AND scope = :r AND call_class = :c"
+            ),
+            {"s": seconds, "a": key.account, "r": key.scope, "c": key.call_class},
+        )
+
+
+def test_a_take_gets_its_cost_and_a_small_allowance_when_the_bucket_has_plenty(engine):
+    bucket(engine)
+
+    taken = store.take(engine, KEY, cost=1, chunk=5)
+
+    assert taken.granted == 5 and taken.tokens == pytest.approx(95, abs=0.01)
+    assert taken.wait_s == 0
+
+
+def test_a_short_bucket_goes_into_debt_and_the_caller_waits_it_out(engine):
+    bucket(engine, burst=10, per_s=2)
+
+    taken = store.take(engine, KEY, cost=30, chunk=30)
+
+    assert taken.granted == 30
+    assert taken.tokens == pytest.approx(-20, abs=0.01)
+    assert taken.wait_s == pytest.approx(10, abs=0.02)  # 20 tokens at 2 a second
+
+
+def test_the_bucket_refills_by_elapsed_time_up_to_its_size(engine):
+    bucket(engine, burst=10, per_s=2)
+    store.take(engine, KEY, cost=10, chunk=10)
+
+    age(engine, 3)  # 6 tokens back
+    assert store.take(engine, KEY, cost=1, chunk=1).tokens == pytest.approx(5, abs=0.05)
+    age(engine, 3600)  # never more than the bucket holds
+    assert store.take(engine, KEY, cost=1, chunk=1).tokens == pytest.approx(9, abs=0.05)
+
+
+def test_concurrent_takes_never_lose_an_update(engine):
+    bucket(engine, burst=100, per_s=0.0001)
+    threads = [
+        threading.Thread(target=lambda: [store.take(engine, KEY, 1, 1) for _ in range(40)])
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    final = store.take(engine, KEY, 0, 0)
+    assert final.tokens == pytest.approx(100 - 8 * 40, abs=0.1)
+
+
+def test_a_throttle_shrinks_the_bucket_for_a_while_once_per_burst_then_it_recovers(engine):
+    bucket(engine, burst=100, per_s=10)
+
+    first = store.shrink(engine, KEY, 0.5, timedelta(seconds=30))
+    again = store.shrink(engine, KEY, 0.5, timedelta(seconds=30))  # the same burst of 429s
+
+    assert (first, again) == (0.5, None)
+    held = store.take(engine, KEY, 0, 0)
+    assert held.tokens < 0.5 and held.rate_per_s == pytest.approx(5)  # credit cancelled
+    with engine.begin() as conn:  # the hold is over, and 10 s have passed since
+        conn.execute(text("UPDATE api_budgets SET shrink_until = now() - interval '1 second'"))
+    age(engine, 10)
+    recovered = store.take(engine, KEY, 0, 0)
+    assert 5 < recovered.rate_per_s <= 10
+
+
+def test_a_missing_bucket_is_none_and_ensure_keeps_limits_up_to_date(engine):
+    assert store.take(engine, KEY, 1, 1) is None
+    bucket(engine, burst=10, per_s=1)
+    store.take(engine, KEY, 4, 4)
+    bucket(engine, burst=50, per_s=5)  # the config changed: size and rate follow
+    taken = store.take(engine, KEY, 0, 0)
+    assert taken.rate_per_s == 5 and taken.tokens == pytest.approx(6, abs=0.1)
+
+
+class Statements:
+    def __init__(self, engine) -> None:
+        self.count = 0
+        event.listen(engine, "before_cursor_execute", self._count)
+
+    def _count(self, *args) -> None:
+        self.count += 1
+
+
+def shared(engine, **limits: BudgetLimit) -> SharedBudget:
+    return SharedBudget(engine, "aws-a", KEY.account, limits)
+
+
+def test_most_calls_spend_a_local_allowance_without_a_round_trip(engine):
+    limit = BudgetLimit(burst=1000, per_s=100)
+    budget = shared(engine, describe=limit)
+    statements = Statements(engine)
+    draw = Draw(KEY.scope, "describe")
+
+    waits = [budget.take([draw]) for _ in range(100)]
+
+    assert waits == [0.0] * 100
+    chunk = limit.burst * ALLOWANCE_SHARE
+    # A missing bucket costs one failed take and an insert, once; then one take per chunk.
+    assert statements.count <= 2 + 100 / chunk + 1
+    assert store.take(engine, KEY, 0, 0).tokens == pytest.approx(1000 - 100, abs=chunk + 1)
+
+
+def test_classes_the_cloud_does_not_limit_cost_nothing(engine):
+    budget = shared(engine, describe=BudgetLimit(burst=10, per_s=1))
+    statements = Statements(engine)
+    assert budget.take([Draw(KEY.scope, "no-such-class")]) == 0.0
+    assert statements.count == 0
+
+
+def test_a_throttled_call_shrinks_the_shared_bucket_and_says_so(engine, caplog):
+    budget = shared(engine, describe=BudgetLimit(burst=100, per_s=10))
+    draw = Draw(KEY.scope, "describe")
+    budget.take([draw])
+
+    with caplog.at_level(logging.WARNING, logger="wm"):
+        budget.throttled([draw])
+
+    shrunk = [r for r in caplog.records if getattr(r, "wm_event", "") == "api-budget-shrunk"]
+    assert [r.wm_fields["share"] for r in shrunk] == [0.5]
+    # The allowance taken before the throttle is dropped: the next call asks the bucket.
+    assert budget.take([draw]) > 0
+
+
+def test_the_gate_waits_out_the_budget_and_shrinks_it_on_a_throttle(engine):
+    budget = shared(engine, **{"run-instances": BudgetLimit(burst=10, per_s=5)})
+    slept: list[float] = []
+    gate = Gate(
+        "aws-a", GateConfig(max_attempts=2, backoff_base_s=0), _classify, sleep=slept.append
+    )
+    gate.use_budget(budget)
+    spend = [Draw(KEY.scope, "run-instances", 30)]
+
+    assert gate.call("RunInstances", lambda: "ok", spend=spend) == "ok"
+    assert slept and slept[-1] == pytest.approx(4, abs=0.1)  # 20 instances of debt at 5/s
+
+    def throttled() -> None:
+        raise CloudError("aws-a", ErrorCategory.THROTTLED, "RequestLimitExceeded", "slow down")
+
+    with pytest.raises(CloudError):
+        gate.call("RunInstances", throttled, spend=spend)
+    row = store.take(engine, BucketKey(KEY.account, KEY.scope, "run-instances"), 0, 0)
+    assert row.rate_per_s == pytest.approx(2.5)
+    gate.close()
+
+
+def _classify(exc: BaseException) -> CloudError:
+    return CloudError("aws-a", ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))

@@ -1,0 +1,129 @@
+"""One API budget per cloud account, shared by every process and replica through Postgres.
+
+The clouds rate-limit per account (and region), not per process: a provisioner and two
+scanners each keeping their own token bucket would together exceed the limit and be
+throttled. Each (account, scope, call class) is one bucket row (wm/db/budgets.py). A call
+takes its cost from it in one statement before it leaves; if the bucket is short, the call
+waits out the debt, so calls leave at the bucket's pace whichever process makes them. Most
+calls take no database round trip: a take may bring back a small local allowance (a few
+percent of the bucket), spent by the next calls of this process, and dropped if unused for a
+few seconds. A throttling answer from the cloud shrinks the bucket for everyone for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from wm.config import BudgetLimit
+from wm.db import budgets as store
+from wm.db.budgets import BucketKey
+from wm.providers.gate import Draw
+from wm.telemetry import API_BUDGET_WAIT_SECONDS, log
+
+ALLOWANCE_SHARE = 0.02  # of a bucket, taken ahead for this process's next calls
+ALLOWANCE_TTL_S = 2.0  # an allowance unused this long is dropped (other processes need it)
+SEND_MARGIN_S = 0.02  # after a wait: the cloud's clock may run a little behind ours
+SHRINK_FACTOR = 0.5
+SHRINK_HOLD = timedelta(seconds=30)
+
+
+@dataclass
+class _Allowance:
+    tokens: float = 0.0
+    taken_at: float = 0.0
+
+
+@dataclass
+class SharedBudget:
+    """The Budget a provider's gate draws from (wm/providers/gate.py), for one account."""
+
+    engine: Engine
+    provider_id: str
+    account: str
+    limits: Mapping[str, BudgetLimit]  # call class -> published or configured limit
+    clock: Callable[[], float] = time.monotonic
+    _known: set[BucketKey] = field(default_factory=set)
+    _allowances: dict[BucketKey, _Allowance] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, draws: Sequence[Draw]) -> float:
+        """Spend the draws; return how long to wait before the call may leave."""
+        wait_s = 0.0
+        for draw in draws:
+            limit = self.limits.get(draw.call_class)
+            if limit is None:
+                continue  # a class this cloud does not limit
+            key = BucketKey(self.account, draw.scope, draw.call_class)
+            if self._spend_allowance(key, draw.cost):
+                continue
+            wait_s = max(wait_s, self._take(key, limit, draw.cost))
+        if wait_s > 0:
+            API_BUDGET_WAIT_SECONDS.labels(self.provider_id).observe(wait_s)
+            return wait_s + SEND_MARGIN_S
+        return 0.0
+
+    def throttled(self, draws: Sequence[Draw]) -> None:
+        """The cloud throttled a call that drew these: shrink those buckets for everyone."""
+        for draw in draws:
+            if draw.call_class not in self.limits:
+                continue
+            key = BucketKey(self.account, draw.scope, draw.call_class)
+            with self._lock:
+                self._allowances.pop(key, None)
+            try:
+                share = store.shrink(self.engine, key, SHRINK_FACTOR, SHRINK_HOLD)
+            except SQLAlchemyError:
+                continue  # the budget is advisory: a database hiccup must not fail the call
+            if share is not None:
+                log(
+                    "api-budget-shrunk",
+                    logging.WARNING,
+                    provider=self.provider_id,
+                    account=self.account,
+                    scope=draw.scope,
+                    call_class=draw.call_class,
+                    share=round(share, 3),
+                    hold_s=SHRINK_HOLD.total_seconds(),
+                )
+
+    def _spend_allowance(self, key: BucketKey, cost: float) -> bool:
+        with self._lock:
+            allowance = self._allowances.get(key)
+            if allowance is None or self.clock() - allowance.taken_at > ALLOWANCE_TTL_S:
+                self._allowances.pop(key, None)
+                return False
+            if allowance.tokens < cost:
+                return False
+            allowance.tokens -= cost
+            return True
+
+    def _take(self, key: BucketKey, limit: BudgetLimit, cost: float) -> float:
+        chunk = max(cost, limit.burst * ALLOWANCE_SHARE)
+        try:
+            taken = store.take(self.engine, key, cost, chunk)
+            if taken is None:  # first use of this bucket by anyone
+                store.ensure_buckets(self.engine, {key: (limit.burst, limit.per_s)})
+                taken = store.take(self.engine, key, cost, chunk)
+        except SQLAlchemyError as error:
+            # Advisory: without the database the gate's own per-process bucket still holds.
+            log(
+                "api-budget-unavailable",
+                logging.WARNING,
+                provider=self.provider_id,
+                error=type(error).__name__,
+            )
+            return 0.0
+        if taken is None:
+            return 0.0
+        if taken.granted > cost:
+            with self._lock:
+                self._allowances[key] = _Allowance(taken.granted - cost, self.clock())
+        return taken.wait_s

@@ -83,7 +83,7 @@ class Provisioner:
             current = [p for p in pools if p.provider_id == provider_id and not p.removed]
             draining = [p.pool_id for p in pools if p not in current]
             claim.drop_previous_provider(self._drained(draining, provider_id))
-            reports = self._provision(provider, current, configs, recovered)
+            reports = self._provision(claim, provider, current, configs, recovered)
         duration_s = time.monotonic() - started
         for report in reports:
             log(
@@ -149,6 +149,7 @@ class Provisioner:
 
     def _provision(
         self,
+        claim: claims.PoolClaims,
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
@@ -182,7 +183,7 @@ class Provisioner:
                 )
                 capture(exc, provider=provider.id, pool=pool.pool_id)
         intents = [i for plan in plans for i in plan.intents]
-        workers.insert_intents(self.engine, intents)  # committed before any cloud call
+        claim.commit_intents(intents)  # committed before any cloud call, or the pass stops
         batches = [b for plan in plans for b in plan.batches]
         results = self._create(provider, batches)
         outcomes, new_errors = judge_results(provider.id, batches, results)

@@ -4,18 +4,28 @@ Each claim is a row lock taken with `FOR UPDATE SKIP LOCKED` in a transaction on
 of its own, held for the whole pass. A replica that dies drops its connection and Postgres
 releases the lock at once: no lease to time out. A busy claim is not an error: it returns
 nothing and bumps `wm_claims_busy_total`.
+
+A provisioning claim protects the step from reading capacity to committing intents: a peer
+that claims the pool afterwards must see those intents. So the intents are inserted on the
+claim's own connection and committed together with the end of its transaction; when that
+connection dies first (killed, or Postgres restarted), the insert fails with it and the pass
+launches nothing, while the peer that takes the released claim sees no half-made pass. The
+locks are taken again at once for the creates, so no peer recovers intents still in flight.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, any_, func, literal, or_, select, update
+from sqlalchemy.exc import DBAPIError
 
 from wm.db.tables import scan_units, worker_pools
-from wm.telemetry import CLAIMS_BUSY
+from wm.db.workers import NewWorker, insert_intent_rows
+from wm.telemetry import CLAIMS_BUSY, log
 
 
 @dataclass
@@ -25,6 +35,7 @@ class PoolClaims:
     provider_id: str
     pool_ids: tuple[str, ...]
     _conn: Connection
+    lost: tuple[str, ...] = ()  # pools a peer claimed while the intents were being committed
 
     def drop_previous_provider(self, pool_ids: Sequence[str]) -> None:
         """Forget this provider on pools that have no live workers left on it."""
@@ -42,11 +53,34 @@ class PoolClaims:
             )
         )
 
+    def commit_intents(self, intents: Sequence[NewWorker]) -> None:
+        """Commit the intent rows with the claim's transaction, all or none, then claim the
+        same pools again for the creates. Raises if the claim's connection died: nothing of
+        this pass is then committed, and nothing may be launched."""
+        if not intents:
+            return
+        insert_intent_rows(self._conn, intents)
+        self._conn.commit()
+        held = set(self._conn.execute(_lock_pools(self.pool_ids)).scalars())
+        # A peer that got in between saw the intents: it launches nothing for them.
+        self.lost = tuple(p for p in self.pool_ids if p not in held)
+
+
+def _lock_pools(pool_ids: Sequence[str]):
+    # NO KEY UPDATE: strong enough to exclude other claimers, weak enough that inserting
+    # workers (whose foreign key takes KEY SHARE on the pool) does not wait on it.
+    return (
+        select(worker_pools.c.pool_id)
+        .where(worker_pools.c.pool_id.in_(list(pool_ids)))
+        .order_by(worker_pools.c.pool_id)
+        .with_for_update(skip_locked=True, key_share=True)
+    )
+
 
 @contextlib.contextmanager
 def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaims]:
     """Claim every pool on this provider (current or previous) that no other replica holds."""
-    with engine.connect() as conn, conn.begin():
+    with engine.connect() as conn:
         wanted = or_(
             worker_pools.c.provider_id == provider_id,
             literal(provider_id) == any_(worker_pools.c.previous_provider_ids),
@@ -56,8 +90,6 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
             select(worker_pools.c.pool_id)
             .where(wanted)
             .order_by(worker_pools.c.pool_id)
-            # NO KEY UPDATE: strong enough to exclude other claimers, weak enough that inserting
-            # workers (whose foreign key takes KEY SHARE on the pool) does not wait on it.
             .with_for_update(skip_locked=True, key_share=True)
         ).scalars()
         pool_ids = tuple(claimed)
@@ -69,7 +101,26 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
                 .where(worker_pools.c.pool_id.in_(pool_ids))
                 .values(last_provisioned=func.now())
             )
-        yield PoolClaims(provider_id, pool_ids, conn)
+        try:
+            yield PoolClaims(provider_id, pool_ids, conn)
+        except BaseException:
+            _release(conn, provider_id, commit=False)
+            raise
+        _release(conn, provider_id, commit=True)
+
+
+def _release(conn: Connection, provider_id: str, *, commit: bool) -> None:
+    """End the claim's transaction. A claim whose connection died is already released: what
+    the pass committed elsewhere stands, so that is logged, not raised."""
+    try:
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        log("claim-lost", logging.WARNING, provider=provider_id, error=type(exc.orig).__name__)
 
 
 @contextlib.contextmanager

@@ -11,16 +11,27 @@ the middle of their passes: they reconnect without a restart and nothing is lost
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import text
 
 from tests.chaos.leaks import assert_no_leaks
-from tests.chaos.scene import CapacitySampler, provider_config, sizes, wait_until
+from tests.chaos.scene import (
+    CREATE_OPERATION,
+    KINDS,
+    CapacitySampler,
+    provider_config,
+    sizes,
+    wait_until,
+)
 from tests.support.stack import Stack, pool
-from wm.db import tasks
+from wm.db import migrate, tasks
+from wm.db.engine import create_database, make_engine, with_database
+from wm.db.server import PostgresServer, local_bin_dir, start_local_cluster
 from wm.db.workers import list_workers
+from wm.providers.base import WorkerState
 
 INTERVALS = {"provision_s": 0.3, "intent_recovery_s": 1.0}
 WAITING_INSERTS = text(
@@ -109,3 +120,105 @@ def test_a_killed_claim_connection_lets_a_peer_launch_the_demand_once(
         vms_leaked=len(report.unmanaged),
         duplicates=len(report.duplicates),
     )
+
+
+@pytest.fixture
+def restartable_db() -> Iterator[tuple[PostgresServer, str]]:
+    """A Postgres cluster of this test's own, migrated, that the test may restart."""
+    bin_dir = local_bin_dir()
+    if bin_dir is None:
+        pytest.skip("restarting Postgres needs the PostgreSQL server binaries on this machine")
+    server = start_local_cluster(bin_dir)
+    try:
+        create_database(server.url, "wm_restart")
+        url = with_database(server.url, "wm_restart")
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        yield server, url
+    finally:
+        server.stop()
+
+
+@dataclass(frozen=True)
+class Restart:
+    demand: int  # tasks per pool, before and again after the restart
+    restarts: int = 1
+
+
+@pytest.mark.parametrize("size", sizes(Restart(4), Restart(10, restarts=3)))
+def test_processes_ride_out_a_postgres_restart_and_lose_nothing(
+    size, tmp_path, restartable_db, clouds, stacks, figures
+):
+    server, url = restartable_db
+    # Every cloud call takes a while: the restart finds passes and scans in flight.
+    for sim in clouds.sims:
+        sim.faults.behaviour.update(latency_ms=800)
+    providers = [provider_config(k, clouds.of(k), scan_interval_s=0.5) for k in KINDS]
+    pools = [
+        pool(f"proj/{k}", p, 100, requires_registration=False)
+        for k, p in zip(KINDS, providers, strict=True)
+    ]
+    stack = Stack.write(tmp_path, url, providers, pools, intervals=INTERVALS)
+    stacks.append(stack)
+    engine = make_engine(url)
+    try:
+        stack.sync_pools(engine)
+        processes = [stack.start("provisioner"), stack.start("provisioner"), stack.start("scanner")]
+        for process in processes:
+            process.wait_for(lambda p=process: p.events("process-started"), 30, "start")
+        wanted = 0
+        for _ in range(size.restarts):
+            wanted += size.demand
+            for kind in KINDS:
+                tasks.submit_tasks(engine, f"proj/{kind}", size.demand, 5.0)
+            wait_until(
+                lambda: all(
+                    s.faults.counts().get(CREATE_OPERATION[k])
+                    for k, s in zip(KINDS, clouds.sims, strict=True)
+                ),
+                30,
+                "creates in flight on every cloud",
+            )
+            server.restart(down_s=1.0)
+            restarted_at = time.time()
+            wait_until(lambda w=wanted: settled(engine, clouds, w), 60, "the demand running")
+            for process in processes:
+                assert process.popen.poll() is None, "a process died with the database"
+                process.wait_for(
+                    lambda p=process, since=restarted_at: any(
+                        e["ts"] > since
+                        for e in p.lines
+                        if e.get("event") in ("provision-pass", "scan")
+                    ),
+                    30,
+                    "a pass after the restart",
+                )
+        # New demand after the last restart is served by the same processes.
+        wanted += size.demand
+        for kind in KINDS:
+            tasks.submit_tasks(engine, f"proj/{kind}", size.demand, 5.0)
+        wait_until(lambda: settled(engine, clouds, wanted), 60, "the new demand running")
+        rows = list_workers(engine)
+        assert len(rows) == 3 * wanted  # every intent made its VM: none half-written, none lost
+        report = assert_no_leaks(engine, clouds.sims)
+        failed = sum(len(p.events("pass-failed")) for p in processes)
+        figures.record(
+            restarts=size.restarts,
+            vms=report.vms,
+            vms_leaked=len(report.unmanaged),
+            rows_lost=len(report.lost),
+            duplicates=len(report.duplicates),
+            passes_failed_while_down=failed,
+            process_restarts=0,
+        )
+    finally:
+        engine.dispose()
+
+
+def settled(engine, clouds, per_pool: int) -> bool:
+    """Every pool has exactly its demand of VMs, each with a running row."""
+    rows = list_workers(engine)
+    vms = [vm for sim in clouds.sims for vm in sim.instances()]
+    running = [r for r in rows if r.state == WorkerState.RUNNING and r.cloud_id]
+    return len(vms) == 3 * per_pool and len(running) == 3 * per_pool

@@ -38,10 +38,10 @@ WAITING_INSERTS = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
     " AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO workers%'"
 )
+# Backends of wm-provisioner processes holding a pool claim (an advisory lock) in this database.
 CLAIM_HOLDERS = text(
     "SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-    " WHERE l.relation = 'worker_pools'::regclass AND l.mode = 'RowExclusiveLock'"
-    " AND l.granted AND a.application_name = 'wm-provisioner'"
+    " WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'wm-provisioner'"
     " AND a.datname = current_database()"
 )
 

@@ -78,18 +78,21 @@ class Provisioner:
         with claims.claim_provider_pools(self.engine, provider_id) as claim:
             if not claim.pool_ids or self.stop.is_set():
                 return []
+            claimed = time.monotonic()
             pools, configs = self._load(claim.pool_ids)
             recovered = self._recover_intents(provider, [p.pool_id for p in pools])
             current = [p for p in pools if p.provider_id == provider_id and not p.removed]
             draining = [p.pool_id for p in pools if p not in current]
             claim.drop_previous_provider(self._drained(draining, provider_id))
             reports = self._provision(claim, provider, current, configs, recovered)
-        duration_s = time.monotonic() - started
+        ended = time.monotonic()
+        duration_s = ended - started
         for report in reports:
             log(
                 "provision-pass",
                 provider=provider_id,
                 duration_s=round(duration_s, 3),
+                held_s=round(ended - claimed, 3),  # the claim's part of it: no peer passed
                 **asdict(report),
             )
         PROVISION_SECONDS.labels(provider_id).observe(duration_s)

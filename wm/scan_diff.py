@@ -5,7 +5,8 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 
 - seen: the instance was listed; its row may change state (the table below) and records the
   cloud id if it had none yet (an intent whose create never returned);
-- missing: a row the list did not show, old enough that listing lag is no excuse: look it up;
+- missing: a row the list did not show, that an earlier scan saw or that is old enough that
+  listing lag is no excuse: look it up;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period.
@@ -20,7 +21,9 @@ from datetime import datetime, timedelta
 from wm.model import WorkerRecord
 from wm.providers.base import CloudInstance, WorkerState
 
-MISSING_GRACE = timedelta(seconds=30)  # listing lags creation: a fresh row may not show yet
+# Listing lags creation: a fresh row the lists never showed may not show yet. A row a scan has
+# seen before has no such excuse, however young (a VM deleted by hand a minute after launch).
+MISSING_GRACE = timedelta(seconds=30)
 ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not be killed
 
 R, U, S, X = WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
@@ -98,7 +101,9 @@ def diff(
     missing = [
         r
         for r in rows
-        if r.worker_id not in matched and r.state != X and now - r.created >= missing_grace
+        if r.worker_id not in matched
+        and r.state != X
+        and (r.last_checked is not None or now - r.created >= missing_grace)
     ]
     return ScanDiff(
         changes=tuple(changes),

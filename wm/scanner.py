@@ -20,8 +20,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from wm import lifecycle, scan_diff
-from wm.db import claims, scans
+from wm.db import claims, pool_errors, scans
 from wm.db import pools as pool_store
+from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
 from wm.model import PoolRecord, WorkerRecord
 from wm.providers.base import CloudInstance, Provider, WorkerRef, WorkerState
@@ -29,6 +30,7 @@ from wm.telemetry import SCAN_SECONDS, log
 
 GONE_FROM_CLOUD = "gone-from-cloud"
 ORPHAN = "orphan"
+ERROR_EXAMPLES = 5  # worker ids named in one pool error
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,12 @@ class Scanner:
                     pool=worker.pool_id,
                     reason=deadline.reason,
                 )
+        never_registered = [
+            d.worker
+            for d in due
+            if d.worker.worker_id in moved and d.reason == lifecycle.REGISTRATION_TIMEOUT
+        ]
+        pool_errors.record_errors(self.engine, registration_errors(never_registered))
         return [d.worker for d in due if d.worker.worker_id in moved]
 
     def _terminate(self, provider: Provider, stopping: Sequence[WorkerRecord]) -> int:
@@ -275,6 +283,35 @@ class Scanner:
                 pool=orphan.pool_id,
             )
         return sum(1 for r in results if r.error is None)
+
+
+def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
+    """One pool error per launch config whose workers missed their registration deadline:
+    an image that boots but never registers shows in `wm pools errors`, and the provisioner
+    weighs its launch config less, as it does after launch failures."""
+    by_config: dict[tuple[str, str], list[WorkerRecord]] = {}
+    for worker in workers:
+        by_config.setdefault((worker.pool_id, worker.launch_config_id), []).append(worker)
+    return [
+        NewPoolError(
+            pool_id=pool_id,
+            kind=lifecycle.REGISTRATION_TIMEOUT,
+            title="workers did not register in time",
+            description=(
+                f"{len(late)} worker(s) were not registered (or, where the pool needs no "
+                "registration, not running) by their registration deadline and were "
+                "terminated: does the image boot, start the worker and reach wm's API?"
+            ),
+            provider_id=late[0].provider_id,
+            launch_config_id=launch_config_id,
+            extra={
+                "workers": len(late),
+                "examples": [w.worker_id for w in late[:ERROR_EXAMPLES]],
+                "region": late[0].worker_group,
+            },
+        )
+        for (pool_id, launch_config_id), late in sorted(by_config.items())
+    ]
 
 
 def _ref(row: WorkerRecord) -> WorkerRef:

@@ -8,6 +8,7 @@ repetition) is a `size` parameter marked `chaos_long`, which `make test` deselec
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import defaultdict
@@ -17,11 +18,20 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from werkzeug.test import Client
 
-from tests.support.stack import aws_provider, azure_provider, gcp_provider
+from tests.support.stack import (
+    AZURE_SUBSCRIPTION,
+    FAST_GATE,
+    MACHINES,
+    aws_provider,
+    azure_provider,
+    gcp_provider,
+)
 from wm.db.workers import capacity_by_pool
 from wm.model import WorkerRecord
-from wm.providers.azure import vm_name
+from wm.providers.azure import image_reference, vm_body, vm_name
+from wm.providers.base import LaunchSpec
 from wm.providers.gcp import request_id
 from wm.sim.arm import SimArm
 from wm.sim.ec2 import SimEc2
@@ -40,6 +50,10 @@ DELETE_OPERATION = {
     "azure": "VirtualMachines_Delete",
 }
 PROVIDER_IDS = {"aws": "aws-sim", "gcp": "gcp-sim", "azure": "azure-sim"}
+# EC2 launches one batch per launch config: three configs give three RunInstances.
+AWS_MACHINES = ("m5.large", "m5.xlarge", "c5.large")
+GCE_PROJECT = "wm-test"  # tests.support.stack's GCE project and Azure resource group
+AZURE_GROUP = "wm-test"
 WAIT_POLL_S = 0.05
 LONG = pytest.mark.chaos_long
 
@@ -103,6 +117,58 @@ FIGURES = Figures()
 def provider_config(kind: str, sim: Any, **changes: Any) -> dict[str, Any]:
     build = {"aws": aws_provider, "gcp": gcp_provider, "azure": azure_provider}[kind]
     return build(sim, **changes)
+
+
+def launch_configs(kind: str) -> list[dict]:
+    """A pool's launch configs on one cloud; on EC2 three, so that a pass makes three batches."""
+    region, machine, image = MACHINES[kind]
+    machines = AWS_MACHINES if kind == "aws" else (machine,)
+    return [{"region": region, "machine_type": m, "image": image} for m in machines]
+
+
+def held_gate(kind: str) -> dict:
+    """A rate limit that lets exactly two creates of a pass reach the cloud and holds the
+    others in the process, for as long as the test likes."""
+    # EC2's create first looks its batch tag up: one DescribeInstances per batch, then the
+    # RunInstances. Whatever the order, the last of those calls is a RunInstances.
+    burst = len(AWS_MACHINES) + 2 if kind == "aws" else 2
+    return {**FAST_GATE, "calls_per_s": 0.001, "burst": burst, "timeout_s": 30.0}
+
+
+def plant_vm(kind: str, sim: Any, name: str, tags: dict[str, str]) -> str:
+    """Make a VM in a simulated cloud by hand, as someone at the console would (no row, no
+    wm call); return its cloud id."""
+    region, machine, image = MACHINES[kind]
+    if kind == "aws":
+        (instance_id,) = sim.seed_instances(1, region=region, tags={"Name": name, **tags})
+        return instance_id
+    if kind == "gcp":
+        body = {
+            "name": name,
+            "machineType": f"zones/{region}/machineTypes/{machine}",
+            "disks": [{"boot": True, "initializeParams": {"sourceImage": image}}],
+            # GCE label values allow [a-z0-9_-] only: wm writes the pool's label that way too.
+            "labels": {k: re.sub(r"[^a-z0-9_-]", "_", v.lower()) for k, v in tags.items()},
+        }
+        path = f"/compute/v1/projects/{GCE_PROJECT}/zones/{region}/instances"
+        answer = Client(sim).post(path, json=body)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        return next(vm.cloud_id for vm in sim.instances() if vm.name == name)
+    spec = LaunchSpec("lc-by-hand", region, machine, image, 1)
+    body = vm_body(
+        spec=spec,
+        image=image_reference(image),
+        worker_id=name,
+        tags=tags,
+        subnet_id=None,
+        admin_password="By-hand-1x",
+    )
+    resource_id = (
+        f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{AZURE_GROUP}/providers"
+        f"/Microsoft.Compute/virtualMachines/{name}"
+    )
+    sim.preload(resource_id, body)
+    return resource_id
 
 
 def create_key(kind: str, row: WorkerRecord) -> str:

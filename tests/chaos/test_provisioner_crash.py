@@ -25,11 +25,13 @@ from tests.chaos.scene import (
     KINDS,
     PROVIDER_IDS,
     create_key,
+    held_gate,
+    launch_configs,
     provider_config,
     sizes,
     wait_until,
 )
-from tests.support.stack import FAST_GATE, MACHINES, Stack
+from tests.support.stack import FAST_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.providers import build_provider
@@ -39,28 +41,12 @@ from wm.queues.builtin import BuiltinQueue
 
 HANG_S = 1.5  # how long the cloud holds the first create
 INTERVALS = {"provision_s": 0.3, "intent_recovery_s": 1.0}
-# EC2 launches one batch per launch config: three configs give three RunInstances.
-AWS_MACHINES = ("m5.large", "m5.xlarge", "c5.large")
 
 
 @dataclass(frozen=True)
 class Crash:
     workers: int  # intents of the pass that is killed
     run: int = 0  # repetition (the long form runs several)
-
-
-def launch_configs(kind: str) -> list[dict]:
-    region, machine, image = MACHINES[kind]
-    machines = AWS_MACHINES if kind == "aws" else (machine,)
-    return [{"region": region, "machine_type": m, "image": image} for m in machines]
-
-
-def held_gate(kind: str) -> dict:
-    """A rate limit that lets exactly two creates reach the cloud and holds the others."""
-    # EC2's create first looks its batch tag up: one DescribeInstances per batch, then the
-    # RunInstances. Whatever the order, the last of those calls is a RunInstances.
-    burst = len(AWS_MACHINES) + 2 if kind == "aws" else 2
-    return {**FAST_GATE, "calls_per_s": 0.001, "burst": burst, "timeout_s": 30.0}
 
 
 @pytest.mark.parametrize("size", sizes(Crash(3), *[Crash(12, run) for run in range(4)]))

@@ -335,7 +335,9 @@ class AzureProvider:
         return list(self._pool.map(self._terminate_one, refs))
 
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
-        name = vm_name(ref.worker_id)
+        # The VM the cloud named, where known (an orphan found by its tag may carry any name);
+        # else the name wm gave the worker's VM.
+        name = ref_vm_name(ref)
         try:
             vm = self._get_vm(name)
             if vm is None:
@@ -514,6 +516,13 @@ def vm_name(worker_id: str, prefix: str = "vm-") -> str:
         digest = hashlib.sha256(worker_id.encode()).hexdigest()[:10]
         name = f"{prefix}{clean[: VM_NAME_MAX_CHARS - len(prefix) - 11]}-{digest}"
     return name
+
+
+def ref_vm_name(ref: WorkerRef) -> str:
+    """The VM name of a worker: from its resource id when the cloud told it, else derived."""
+    if ref.cloud_id and "/virtualmachines/" in ref.cloud_id.lower():
+        return ref.cloud_id.rstrip("/").rsplit("/", 1)[1]
+    return vm_name(ref.worker_id)
 
 
 def computer_name(worker_id: str) -> str:

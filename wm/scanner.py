@@ -6,6 +6,9 @@ load the unit's live rows (one query); diff; write changes in batched, condition
 look up only what the list did not show; enforce lifecycle deadlines; terminate orphans and
 finish deletions until the cloud confirms nothing is left. A scan costs about
 (pages + missing workers + deletions) calls, never one call per worker.
+
+Only the list is needed for the rest: a look-up or a delete that fails (a timeout, a paused
+provider) is logged and left to the next scan, and the scan goes on with what remains.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from wm.db import claims, pool_errors, scans
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
+from wm.errors import CloudError
 from wm.model import PoolRecord, WorkerRecord
-from wm.providers.base import CloudInstance, Provider, WorkerRef, WorkerState
+from wm.providers.base import CloudInstance, Provider, TerminateResult, WorkerRef, WorkerState
 from wm.telemetry import SCAN_SECONDS, log
 
 GONE_FROM_CLOUD = "gone-from-cloud"
@@ -172,7 +176,18 @@ class Scanner:
         """
         if not missing:
             return set(), []
-        found = provider.lookup([_ref(r) for r in missing])
+        try:
+            found = provider.lookup([_ref(r) for r in missing])
+        except CloudError as error:
+            # Not knowing is not gone: these rows are looked up again at the next scan.
+            log(
+                "lookup-failed",
+                logging.WARNING,
+                provider=provider.id,
+                workers=len(missing),
+                error=str(error),
+            )
+            return set(), []
         # No grace here: these rows are already past it.
         again = scan_diff.diff(
             list(found.values()),
@@ -231,7 +246,7 @@ class Scanner:
         """Delete; rows the cloud confirms are gone become stopped."""
         if not stopping:
             return 0
-        results = provider.terminate([_ref(r) for r in stopping])
+        results = _terminate_all(provider, [_ref(r) for r in stopping])
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
             if result.error is not None:
@@ -271,16 +286,17 @@ class Scanner:
             )
             for o in orphans
         ]
-        results = provider.terminate(refs)
-        for orphan in orphans:
+        results = _terminate_all(provider, refs)
+        for orphan, result in zip(orphans, results, strict=True):
             log(
-                "orphan-terminated",
+                "orphan-terminated" if result.error is None else "orphan-terminate-failed",
                 logging.WARNING,
                 provider=provider.id,
                 region=region,
                 cloud_id=orphan.cloud_id,
                 worker=orphan.worker_id,
                 pool=orphan.pool_id,
+                **({"error": str(result.error)} if result.error else {}),
             )
         return sum(1 for r in results if r.error is None)
 
@@ -312,6 +328,14 @@ def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
         )
         for (pool_id, launch_config_id), late in sorted(by_config.items())
     ]
+
+
+def _terminate_all(provider: Provider, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+    """Terminate; a call that failed as a whole fails each worker, to be retried next scan."""
+    try:
+        return provider.terminate(refs)
+    except CloudError as error:
+        return [TerminateResult(ref.worker_id, gone=False, error=error) for ref in refs]
 
 
 def _ref(row: WorkerRecord) -> WorkerRef:

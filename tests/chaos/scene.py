@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import requests
 from sqlalchemy import Engine
 from werkzeug.test import Client
 
@@ -169,6 +170,62 @@ def plant_vm(kind: str, sim: Any, name: str, tags: dict[str, str]) -> str:
     )
     sim.preload(resource_id, body)
     return resource_id
+
+
+def plant_old_style_azure_vm(sim: SimArm, name: str, tags: dict[str, str]) -> dict[str, str]:
+    """Make a VM the old multi-step way, over ARM's API: a public IP, a NIC holding it, a VM
+    using the NIC and a named OS disk, none of which goes with the VM (Detach, ARM's default).
+    Returns the resource names: {"vm", "nic", "ip", "disk"}."""
+    region, machine, image = MACHINES["azure"]
+    names = {"vm": name, "nic": f"{name}-nic", "ip": f"{name}-ip", "disk": f"{name}-disk"}
+    group = f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{AZURE_GROUP}/providers"
+    ip_id = f"{group}/Microsoft.Network/publicIPAddresses/{names['ip']}"
+    nic_id = f"{group}/Microsoft.Network/networkInterfaces/{names['nic']}"
+    bodies = [
+        (ip_id, {"location": region, "properties": {}}),
+        (
+            nic_id,
+            {
+                "location": region,
+                "properties": {
+                    "ipConfigurations": [
+                        {"name": "ipconfig1", "properties": {"publicIPAddress": {"id": ip_id}}}
+                    ]
+                },
+            },
+        ),
+        (
+            f"{group}/Microsoft.Compute/virtualMachines/{name}",
+            {
+                "location": region,
+                "tags": tags,
+                "properties": {
+                    "hardwareProfile": {"vmSize": machine},
+                    "storageProfile": {
+                        "imageReference": image_reference(image),
+                        "osDisk": {"name": names["disk"], "createOption": "FromImage"},
+                    },
+                    "osProfile": {
+                        "computerName": name[:15],
+                        "adminUsername": "wm",
+                        "adminPassword": "Old-style-1x",
+                    },
+                    "networkProfile": {"networkInterfaces": [{"id": nic_id}]},
+                },
+            },
+        ),
+    ]
+    for resource_id, body in bodies:
+        answer = requests.put(
+            f"{sim.endpoint}{resource_id}",
+            params={"api-version": "2024-03-01"},
+            json=body,
+            headers={"Authorization": "Bearer sim-arm.by-hand"},
+            verify=str(sim.cert_path),
+            timeout=10,
+        )
+        assert answer.status_code in (200, 201), answer.text
+    return names
 
 
 def create_key(kind: str, row: WorkerRecord) -> str:

@@ -213,6 +213,8 @@ class Provisioner:
         for worker in scans.running_workers(self.engine, list(running)):
             running[worker.pool_id].append(worker)
         for pool in pools:
+            if not running[pool.pool_id]:
+                continue  # nothing to flag or unflag: no write, no lock on the workers table
             counts = demand[pool.pool_id]
             target = estimator.target_capacity(
                 pending=counts.pending,

@@ -105,9 +105,14 @@ def test_a_killed_claim_connection_lets_a_peer_launch_the_demand_once(
                 30,
                 "the demand launched",
             )
-            for process in (first, second):
-                process.wait_for(lambda p=process: len(p.events("provision-pass")) > 3, 30, "")
+            wait_until(
+                lambda: all(r.cloud_id for r in list_workers(engine, pool_id="proj/db")),
+                30,
+                "the launches recorded",
+            )
             assert len(clouds.gce.instances()) == launched + size.demand
+            with engine.begin() as conn:  # they boot and register: the next demand is new
+                conn.execute(text("UPDATE workers SET state = 'running'"))
     rows = list_workers(engine, pool_id="proj/db")
     assert len(rows) == size.demand * size.runs  # the dead passes committed no intent at all
     assert sampler.over == []

@@ -23,6 +23,7 @@ from tests.chaos.scene import (
     PROVIDER_IDS,
     plant_old_style_azure_vm,
     provider_config,
+    sizes,
 )
 from tests.support.stack import AZURE_SUBSCRIPTION, DEPLOYMENT, Stack, pool
 from wm.db import tasks
@@ -38,9 +39,10 @@ from wm.scanner import Scanner
 POOL = "proj/byhand"
 
 
+@pytest.mark.parametrize("workers", sizes(4, 40))
 @pytest.mark.parametrize("kind", KINDS)
 def test_resources_deleted_by_hand_stop_their_workers_within_one_scan(
-    kind, tmp_path, db_url, engine, clouds, figures
+    kind, workers, tmp_path, db_url, engine, clouds, figures
 ):
     sim = clouds.of(kind)
     provider_cfg = provider_config(kind, sim)
@@ -48,7 +50,7 @@ def test_resources_deleted_by_hand_stop_their_workers_within_one_scan(
         tmp_path,
         db_url,
         [provider_cfg],
-        [pool(POOL, provider_cfg, 10, requires_registration=False)],
+        [pool(POOL, provider_cfg, 100, requires_registration=False)],
     )
     stack.sync_pools(engine)
     config = stack.config()
@@ -56,7 +58,7 @@ def test_resources_deleted_by_hand_stop_their_workers_within_one_scan(
     region = provider.regions[0]
     scanner = Scanner(engine, {provider.id: provider}, orphan_grace_s=3600)
     try:
-        tasks.submit_tasks(engine, POOL, 4, 60.0)
+        tasks.submit_tasks(engine, POOL, workers, 60.0)
         Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
         old_style = plant_old_style_workers(engine, sim) if kind == "azure" else {}
         scanner.scan(provider.id, region)

@@ -23,6 +23,7 @@ from tests.chaos.scene import (
     PROVIDER_IDS,
     plant_vm,
     provider_config,
+    sizes,
 )
 from tests.support.stack import DEPLOYMENT, FAST_GATE, Stack, pool
 from wm.db import tasks
@@ -38,9 +39,10 @@ ATTEMPTS = 2
 HANG_S = 8.0  # "never": far past every timeout and retry of the scan
 
 
+@pytest.mark.parametrize("workers", sizes(4, 30))
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_hung_delete_times_out_the_scan_completes_and_the_next_scan_retries(
-    kind, tmp_path, db_url, engine, clouds, figures
+    kind, workers, tmp_path, db_url, engine, clouds, figures
 ):
     sim = clouds.of(kind)
     gate = {**FAST_GATE, "timeout_s": TIMEOUT_S, "max_attempts": ATTEMPTS}
@@ -57,7 +59,7 @@ def test_a_hung_delete_times_out_the_scan_completes_and_the_next_scan_retries(
     region = provider.regions[0]
     scanner = Scanner(engine, {provider.id: provider}, missing_grace_s=0, orphan_grace_s=0)
     try:
-        tasks.submit_tasks(engine, "proj/hang", 4, 60.0)
+        tasks.submit_tasks(engine, "proj/hang", workers, 60.0)
         Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
         scanner.scan(provider.id, region)
         idle, vanished, *busy = sorted(list_workers(engine), key=lambda r: r.worker_id)

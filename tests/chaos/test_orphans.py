@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import (
     CREATE_OPERATION,
@@ -21,6 +23,7 @@ from tests.chaos.scene import (
     launch_configs,
     plant_vm,
     provider_config,
+    sizes,
 )
 from tests.support.stack import DEPLOYMENT, Stack
 from wm.db import tasks
@@ -45,8 +48,9 @@ def pools_for(providers: list[dict]) -> list[dict]:
     ]
 
 
+@pytest.mark.parametrize("old_orphans", sizes(2, 25))
 def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
-    tmp_path, db_url, engine, clouds, stacks, figures
+    old_orphans, tmp_path, db_url, engine, clouds, stacks, figures
 ):
     providers = [provider_config(k, clouds.of(k)) for k in KINDS]
     stack = Stack.write(tmp_path, db_url, providers, pools_for(providers), intervals=INTERVALS)
@@ -60,7 +64,7 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
     for kind in KINDS:
         sim = clouds.of(kind)
         ours = {TAG_DEPLOYMENT: DEPLOYMENT, TAG_POOL: f"proj/{kind}"}
-        for n in range(2):
+        for n in range(old_orphans):
             planted[kind][f"old{n}"] = plant_vm(
                 kind, sim, f"orphan-old{n}", {**ours, TAG_WORKER: f"orphan-old{n}"}
             )
@@ -100,14 +104,14 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
         states = {vm.cloud_id: vm.state for sim in clouds.sims for vm in sim.instances()}
         for kind in KINDS:
             cloud_ids = planted[kind]
-            for name in ("old0", "old1"):
+            for name in (f"old{n}" for n in range(old_orphans)):
                 assert states.get(cloud_ids[name], "gone") in ("stopping", "gone"), (kind, name)
             for name in ("young", "foreign", "other"):
                 assert states.get(cloud_ids[name]) in ("pending", "running"), (kind, name)
         assert all(states.get(cid) in ("pending", "running") for cid in flying)
         # The scan recognised the launch in flight by its tags and recorded the cloud ids.
         assert {r.cloud_id for r in list_workers(engine) if r.cloud_id} == flying
-        assert sum(r.orphans for r in reports if r) == 2 * len(KINDS)
+        assert sum(r.orphans for r in reports if r) == old_orphans * len(KINDS)
 
         # The launch ends (the process dies; its successor adopts what it made) and the young
         # orphan ages past the grace period: the next scans take it too, and only it.
@@ -131,7 +135,7 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
         for provider in built.values():
             provider.close()
     figures.record(
-        old_orphans_terminated=2 * len(KINDS),
+        old_orphans_terminated=old_orphans * len(KINDS),
         young_orphans_kept_until_old=len(KINDS),
         strangers_touched=0,
         in_flight_vms_adopted=len(flying),

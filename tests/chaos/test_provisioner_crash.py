@@ -129,9 +129,10 @@ def test_a_provisioner_killed_mid_launch_leaves_one_vm_per_intent(
     assert code == 0
 
 
+@pytest.mark.parametrize("run", sizes(0, *range(1, 6)))  # the long form repeats it
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_retried_create_repeats_the_same_request_and_makes_one_vm(
-    kind, tmp_path, db_url, engine, clouds, stacks, figures
+    kind, run, tmp_path, db_url, engine, clouds, stacks, figures
 ):
     sim = clouds.of(kind)
     operation = CREATE_OPERATION[kind]

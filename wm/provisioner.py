@@ -78,7 +78,7 @@ class Provisioner:
         with claims.claim_provider_pools(self.engine, provider_id) as claim:
             if not claim.pool_ids or self.stop.is_set():
                 return []
-            claimed = time.monotonic()
+            claimed, claimed_at = time.monotonic(), time.time()
             pools, configs = self._load(claim.pool_ids)
             recovered = self._recover_intents(provider, [p.pool_id for p in pools])
             current = [p for p in pools if p.provider_id == provider_id and not p.removed]
@@ -92,7 +92,9 @@ class Provisioner:
                 "provision-pass",
                 provider=provider_id,
                 duration_s=round(duration_s, 3),
-                held_s=round(ended - claimed, 3),  # the claim's part of it: no peer passed
+                # When the claim was taken and for how long: no peer passed these pools then.
+                claimed_at=round(claimed_at, 3),
+                held_s=round(ended - claimed, 3),
                 **asdict(report),
             )
         PROVISION_SECONDS.labels(provider_id).observe(duration_s)

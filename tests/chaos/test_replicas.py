@@ -26,7 +26,7 @@ from wm.providers.base import TAG_POOL
 
 REPLICAS = 4
 INTERVAL_S = 0.3
-# Log lines carry milliseconds; a pass logs just after it gives its claim up.
+# Log lines carry milliseconds; a claim is timed just after it is taken and given up.
 OVERLAP_TOLERANCE_S = 0.02
 
 
@@ -124,20 +124,23 @@ def cloud_count(clouds) -> dict[str, int]:
 
 def shared_passes(passes: list[dict]) -> list[tuple[str, dict, dict]]:
     """Passes of one pool by two replicas that held its claim at the same time: each pass
-    logs when it ended (after giving the claim up) and for how long it held the claim."""
+    logs when it took the claim and for how long it held it."""
     by_pool: dict[str, list[dict]] = defaultdict(list)
     for event in passes:
         by_pool[event["pool_id"]].append(event)
     found = []
     for pool_id, events in by_pool.items():
-        events.sort(key=lambda e: e["ts"] - e["held_s"])
-        latest = events[0]  # the window that ends last among those seen so far
+        events.sort(key=lambda e: e["claimed_at"])
+        latest = events[0]  # the claim that ends last among those seen so far
         for event in events[1:]:
-            started = event["ts"] - event["held_s"]
-            if event["replica"] != latest["replica"] and started < latest["ts"] - (
+            if event["replica"] != latest["replica"] and event["claimed_at"] < released(latest) - (
                 OVERLAP_TOLERANCE_S
             ):
                 found.append((pool_id, latest, event))
-            if event["ts"] > latest["ts"]:
+            if released(event) > released(latest):
                 latest = event
     return found
+
+
+def released(event: dict) -> float:
+    return event["claimed_at"] + event["held_s"]

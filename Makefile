@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench lint format install clean
+.PHONY: demo test chaos bench lint format install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The chaos scenarios' long form: bigger sizes and repetitions; every test is bounded in time.
+chaos: $(STAMP)
+	$(BIN)/pytest tests/chaos -m chaos_long
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.burst

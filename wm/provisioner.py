@@ -79,18 +79,23 @@ class Provisioner:
         with claims.claim_provider_pools(self.engine, provider_id) as claim:
             if not claim.pool_ids or self.stop.is_set():
                 return []
+            claimed, claimed_at = time.monotonic(), time.time()
             pools, configs = self._load(claim.pool_ids)
             recovered = self._recover_intents(provider, [p.pool_id for p in pools])
             current = [p for p in pools if p.provider_id == provider_id and not p.removed]
             draining = [p.pool_id for p in pools if p not in current]
             claim.drop_previous_provider(self._drained(draining, provider_id))
-            reports = self._provision(provider, current, configs, recovered)
-        duration_s = time.monotonic() - started
+            reports = self._provision(claim, provider, current, configs, recovered)
+        ended = time.monotonic()
+        duration_s = ended - started
         for report in reports:
             log(
                 "provision-pass",
                 provider=provider_id,
                 duration_s=round(duration_s, 3),
+                # When the claim was taken and for how long: no peer passed these pools then.
+                claimed_at=round(claimed_at, 3),
+                held_s=round(ended - claimed, 3),
                 **asdict(report),
             )
         PROVISION_SECONDS.labels(provider_id).observe(duration_s)
@@ -150,6 +155,7 @@ class Provisioner:
 
     def _provision(
         self,
+        claim: claims.PoolClaims,
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
@@ -186,7 +192,7 @@ class Provisioner:
                 )
                 capture(exc, provider=provider.id, pool=pool.pool_id)
         intents = [i for plan in plans for i in plan.intents]
-        workers.insert_intents(self.engine, intents)  # committed before any cloud call
+        claim.commit_intents(intents)  # committed before any cloud call, or the pass stops
         requested = time.monotonic()
         _observe_demand(provider.id, intents)
         batches = [b for plan in plans for b in plan.batches]
@@ -216,6 +222,8 @@ class Provisioner:
         for worker in scans.running_workers(self.engine, list(running)):
             running[worker.pool_id].append(worker)
         for pool in pools:
+            if not running[pool.pool_id]:
+                continue  # nothing to flag or unflag: no write, no lock on the workers table
             counts = demand[pool.pool_id]
             target = estimator.target_capacity(
                 pending=counts.pending,

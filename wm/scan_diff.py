@@ -5,8 +5,8 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 
 - seen: the instance was listed; its row may change state (the table below) and records the
   cloud id if it had none yet (an intent whose create never returned);
-- missing: a row the list did not show, old enough that listing lag is no excuse (or being
-  deleted, where it is none): look it up;
+- missing: a row the list did not show, that an earlier scan saw, that is being deleted, or
+  that is old enough that listing lag is no excuse: look it up;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period;
@@ -23,7 +23,9 @@ from datetime import datetime, timedelta
 from wm.model import WorkerRecord
 from wm.providers.base import CloudInstance, WorkerState
 
-MISSING_GRACE = timedelta(seconds=30)  # listing lags creation: a fresh row may not show yet
+# Listing lags creation: a fresh row the lists never showed may not show yet. A row a scan has
+# seen before has no such excuse, however young (a VM deleted by hand a minute after launch).
+MISSING_GRACE = timedelta(seconds=30)
 ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not be killed
 
 R, U, S, X = WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
@@ -112,14 +114,14 @@ def diff(
         if target == S:
             to_terminate.append(row)
 
-    # Listing lag excuses a fresh VM's absence, not that of one we are deleting: a stopping
-    # row the list no longer shows is looked up at once, so its capacity stops counting.
+    # Listing lag excuses a fresh VM's absence, not that of one a scan already saw or one we
+    # are deleting: those are looked up at once, so dead capacity stops counting.
     missing = [
         r
         for r in rows
         if r.worker_id not in matched
         and r.state != X
-        and (r.state == S or now - r.created >= missing_grace)
+        and (r.state == S or r.last_checked is not None or now - r.created >= missing_grace)
     ]
     return ScanDiff(
         changes=tuple(changes),

@@ -6,6 +6,9 @@ load the unit's live rows (one query); diff; write changes in batched, condition
 look up only what the list did not show; enforce lifecycle deadlines; terminate orphans and
 finish deletions until the cloud confirms nothing is left. A scan costs about
 (pages + missing workers + deletions) calls, never one call per worker.
+
+Only the list is needed for the rest: a look-up or a delete that fails (a timeout, a paused
+provider) is logged and left to the next scan, and the scan goes on with what remains.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from wm import lifecycle, scan_diff, stages
-from wm.db import claims, scans
+from wm.db import claims, pool_errors, scans
 from wm.db import pools as pool_store
+from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
+from wm.errors import CloudError
 from wm.model import PoolRecord, WorkerRecord
-from wm.providers.base import CloudInstance, Provider, WorkerRef, WorkerState
+from wm.providers.base import CloudInstance, Provider, TerminateResult, WorkerRef, WorkerState
 from wm.queues import QueueSource
 from wm.telemetry import SCAN_SECONDS, STAGE_SECONDS, WORKERS_PREEMPTED, log
 
@@ -33,6 +38,7 @@ GONE_FROM_CLOUD = "gone-from-cloud"
 # follows observes them, once.
 WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 ORPHAN = "orphan"
+ERROR_EXAMPLES = 5  # worker ids named in one pool error
 
 
 @dataclass(frozen=True)
@@ -233,7 +239,18 @@ class Scanner:
         """
         if not missing:
             return set(), []
-        found = provider.lookup([_ref(r) for r in missing])
+        try:
+            found = provider.lookup([_ref(r) for r in missing])
+        except CloudError as error:
+            # Not knowing is not gone: these rows are looked up again at the next scan.
+            log(
+                "lookup-failed",
+                logging.WARNING,
+                provider=provider.id,
+                workers=len(missing),
+                error=str(error),
+            )
+            return set(), []
         # No grace here: these rows are already past it.
         again = scan_diff.diff(
             list(found.values()),
@@ -282,13 +299,19 @@ class Scanner:
                     pool=worker.pool_id,
                     reason=deadline.reason,
                 )
+        never_registered = [
+            d.worker
+            for d in due
+            if d.worker.worker_id in moved and d.reason == lifecycle.REGISTRATION_TIMEOUT
+        ]
+        pool_errors.record_errors(self.engine, registration_errors(never_registered))
         return [d.worker for d in due if d.worker.worker_id in moved]
 
     def _terminate(self, provider: Provider, stopping: Sequence[WorkerRecord]) -> int:
         """Delete; rows the cloud confirms are gone become stopped."""
         if not stopping:
             return 0
-        results = provider.terminate([_ref(r) for r in stopping])
+        results = _terminate_all(provider, [_ref(r) for r in stopping])
         for worker in scans.mark_delete_called(self.engine, [r.worker_id for r in stopping]):
             if worker.stopping_at and worker.delete_called_at:
                 seconds = (worker.delete_called_at - worker.stopping_at).total_seconds()
@@ -332,16 +355,17 @@ class Scanner:
             )
             for o in orphans
         ]
-        results = provider.terminate(refs)
-        for orphan in orphans:
+        results = _terminate_all(provider, refs)
+        for orphan, result in zip(orphans, results, strict=True):
             log(
-                "orphan-terminated",
+                "orphan-terminated" if result.error is None else "orphan-terminate-failed",
                 logging.WARNING,
                 provider=provider.id,
                 region=region,
                 cloud_id=orphan.cloud_id,
                 worker=orphan.worker_id,
                 pool=orphan.pool_id,
+                **({"error": str(result.error)} if result.error else {}),
             )
         return sum(1 for r in results if r.error is None)
 
@@ -361,6 +385,43 @@ def _observe(
 
 def _observe_stage(worker: WorkerRecord, provider_id: str, stage: str, seconds: float) -> None:
     STAGE_SECONDS.labels(worker.pool_id, provider_id, stage).observe(max(0.0, seconds))
+
+
+def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
+    """One pool error per launch config whose workers missed their registration deadline:
+    an image that boots but never registers shows in `wm pools errors`, and the provisioner
+    weighs its launch config less, as it does after launch failures."""
+    by_config: dict[tuple[str, str], list[WorkerRecord]] = {}
+    for worker in workers:
+        by_config.setdefault((worker.pool_id, worker.launch_config_id), []).append(worker)
+    return [
+        NewPoolError(
+            pool_id=pool_id,
+            kind=lifecycle.REGISTRATION_TIMEOUT,
+            title="workers did not register in time",
+            description=(
+                f"{len(late)} worker(s) were not registered (or, where the pool needs no "
+                "registration, not running) by their registration deadline and were "
+                "terminated: does the image boot, start the worker and reach wm's API?"
+            ),
+            provider_id=late[0].provider_id,
+            launch_config_id=launch_config_id,
+            extra={
+                "workers": len(late),
+                "examples": [w.worker_id for w in late[:ERROR_EXAMPLES]],
+                "region": late[0].worker_group,
+            },
+        )
+        for (pool_id, launch_config_id), late in sorted(by_config.items())
+    ]
+
+
+def _terminate_all(provider: Provider, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
+    """Terminate; a call that failed as a whole fails each worker, to be retried next scan."""
+    try:
+        return provider.terminate(refs)
+    except CloudError as error:
+        return [TerminateResult(ref.worker_id, gone=False, error=error) for ref in refs]
 
 
 def _ref(row: WorkerRecord) -> WorkerRef:

@@ -95,6 +95,13 @@ def test_a_row_being_deleted_and_no_longer_listed_is_looked_up_at_once():
     assert [r.worker_id for r in result.missing] == ["w1"]
 
 
+def test_a_young_row_an_earlier_scan_saw_is_looked_up_at_once():
+    seen = row("w1", created=NOW - timedelta(seconds=5), last_checked=NOW - timedelta(seconds=1))
+    never_listed = row("w2", created=NOW - timedelta(seconds=5))
+    result = run([], [seen, never_listed], missing_grace=timedelta(seconds=30))
+    assert [r.worker_id for r in result.missing] == ["w1"]
+
+
 def test_stopped_rows_are_never_missing():
     assert run([], [row(state=X)]).missing == ()
 

@@ -1,22 +1,56 @@
 """Claims: who runs a pool's provisioning pass, or a region's scan, right now.
 
-Each claim is a row lock taken with `FOR UPDATE SKIP LOCKED` in a transaction on a connection
-of its own, held for the whole pass. A replica that dies drops its connection and Postgres
-releases the lock at once: no lease to time out. A busy claim is not an error: it returns
-nothing and bumps `wm_claims_busy_total`.
+A claim lives on a connection of its own, held for the whole pass; a replica that dies drops
+its connection and Postgres releases the claim at once: no lease to time out. A busy claim is
+not an error: it returns nothing and bumps `wm_claims_busy_total`.
+
+A scan claim is a row lock on the scan unit (`FOR UPDATE SKIP LOCKED`) in a transaction that
+lasts the scan. A provisioning claim is a session-level advisory lock per pool
+(`pg_try_advisory_lock`), because it must outlive a commit: it protects the step from reading
+capacity to committing intents, so a peer that claims the pool afterwards sees those intents.
+The intents are inserted and committed on the claim's own connection: when that connection
+dies first (killed, or Postgres restarted), the claim and the uncommitted intents go together,
+the pass launches nothing, and the peer that takes the claim finds no half-made pass. The claim
+stays held through the creates, so no peer provisions the pool, or recovers its intents, while
+they are in flight, and no transaction stays open across a cloud call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, any_, func, literal, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Text,
+    any_,
+    column,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+    values,
+)
+from sqlalchemy.exc import DBAPIError
 
 from wm.db.tables import scan_units, worker_pools
-from wm.telemetry import CLAIMS_BUSY
+from wm.db.workers import NewWorker, insert_intent_rows
+from wm.telemetry import CLAIMS_BUSY, log
+
+POOL_CLAIM_NAMESPACE = "wm:pool-claim:"  # keeps these advisory lock keys apart from others'
+
+
+def pool_claim_key(pool_id: str) -> int:
+    """The advisory lock key of a pool's provisioning claim (a signed 64-bit integer)."""
+    digest = hashlib.sha256((POOL_CLAIM_NAMESPACE + pool_id).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 @dataclass
@@ -31,7 +65,6 @@ class PoolClaims:
         """Forget this provider on pools that have no live workers left on it."""
         if not pool_ids:
             return
-        # On the claim's own connection: another connection would wait on this very lock.
         self._conn.execute(
             update(worker_pools)
             .where(worker_pools.c.pool_id.in_(list(pool_ids)))
@@ -42,35 +75,72 @@ class PoolClaims:
                 last_modified=func.now(),
             )
         )
+        self._conn.commit()
+
+    def commit_intents(self, intents: Sequence[NewWorker]) -> None:
+        """Commit the intent rows, all or none, on the claim's connection. Raises if that
+        connection died: the claim went with it, nothing of this pass is committed, and
+        nothing may be launched."""
+        if not intents:
+            return
+        insert_intent_rows(self._conn, intents)
+        self._conn.commit()
 
 
 @contextlib.contextmanager
 def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaims]:
     """Claim every pool on this provider (current or previous) that no other replica holds."""
-    with engine.connect() as conn, conn.begin():
+    with engine.connect() as conn:
         wanted = or_(
             worker_pools.c.provider_id == provider_id,
             literal(provider_id) == any_(worker_pools.c.previous_provider_ids),
         )
-        total = conn.execute(select(func.count()).where(wanted)).scalar_one()
-        claimed = conn.execute(
-            select(worker_pools.c.pool_id)
-            .where(wanted)
-            .order_by(worker_pools.c.pool_id)
-            # NO KEY UPDATE: strong enough to exclude other claimers, weak enough that inserting
-            # workers (whose foreign key takes KEY SHARE on the pool) does not wait on it.
-            .with_for_update(skip_locked=True, key_share=True)
-        ).scalars()
-        pool_ids = tuple(claimed)
-        if len(pool_ids) < total:
-            CLAIMS_BUSY.labels("pool").inc(total - len(pool_ids))
-        if pool_ids:
+        candidates = list(
             conn.execute(
-                update(worker_pools)
-                .where(worker_pools.c.pool_id.in_(pool_ids))
-                .values(last_provisioned=func.now())
-            )
-        yield PoolClaims(provider_id, pool_ids, conn)
+                select(worker_pools.c.pool_id).where(wanted).order_by(worker_pools.c.pool_id)
+            ).scalars()
+        )
+        pool_ids = _try_locks(conn, candidates)
+        if len(pool_ids) < len(candidates):
+            CLAIMS_BUSY.labels("pool").inc(len(candidates) - len(pool_ids))
+        try:
+            if pool_ids:
+                conn.execute(
+                    update(worker_pools)
+                    .where(worker_pools.c.pool_id.in_(pool_ids))
+                    .values(last_provisioned=func.now())
+                )
+            conn.commit()
+            yield PoolClaims(provider_id, pool_ids, conn)
+        finally:
+            _release(conn, provider_id)
+
+
+def _try_locks(conn: Connection, pool_ids: Sequence[str]) -> tuple[str, ...]:
+    if not pool_ids:
+        return ()
+    keys = values(column("pool_id", Text), column("key", BigInteger), name="claims").data(
+        [(pool_id, pool_claim_key(pool_id)) for pool_id in pool_ids]
+    )
+    # One statement; the lock function runs for exactly these rows.
+    held = set(
+        conn.execute(select(keys.c.pool_id).where(func.pg_try_advisory_lock(keys.c.key))).scalars()
+    )
+    return tuple(p for p in pool_ids if p in held)
+
+
+def _release(conn: Connection, provider_id: str) -> None:
+    """Give the claims up. A claim whose connection died is released already: what the pass
+    committed stands, so that is logged, not raised."""
+    try:
+        conn.rollback()
+        conn.execute(select(func.pg_advisory_unlock_all()))
+        conn.commit()
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            conn.invalidate()  # never hand a connection that may hold claims back to the pool
+            raise
+        log("claim-lost", logging.WARNING, provider=provider_id, error=type(exc.orig).__name__)
 
 
 @dataclass(frozen=True)

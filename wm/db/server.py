@@ -4,6 +4,9 @@ Order: `DATABASE_URL`; testcontainers' Postgres when a Docker daemon answers; a 
 cluster from the local PostgreSQL binaries (as the `postgres` user when running as root,
 fsync off, on a free port, removed at exit); otherwise `DatabaseUnavailable` naming the
 package to install.
+
+A throwaway cluster can also be restarted in place (same port, same data), which the fault
+tests use to restart Postgres under running wm processes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +42,25 @@ class PostgresServer:
     url: str  # SQLAlchemy URL of the `postgres` database (or DATABASE_URL as given)
     origin: str  # "DATABASE_URL", "testcontainers" or "local binaries"
     _stop: Callable[[], None] = field(default=lambda: None, repr=False)
+    _restart: Callable[[float], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
         self._stop()
         self._stop = lambda: None
+
+    @property
+    def restartable(self) -> bool:
+        return self._restart is not None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Shut the server down as an operator's restart does (every connection is cut, what
+        was committed is kept), leave it down for `down_s`, start it again on the same port."""
+        if self._restart is None:
+            raise DatabaseUnavailable(
+                f"a server from {self.origin} cannot be restarted here; only a throwaway "
+                "cluster from the local binaries can"
+            )
+        self._restart(down_s)
 
 
 @contextlib.contextmanager
@@ -153,6 +172,18 @@ def start_local_cluster(bin_dir: Path) -> PostgresServer:
             run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
 
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} {FAST_SERVER_OPTIONS}"
+
+    def start() -> None:
+        run("pg_ctl", "-D", str(data), "-l", str(root / "log"), "-w", "-o", options, "start")
+
+    def restart(down_s: float) -> None:
+        # "fast": connections are cut and a checkpoint written, so nothing committed is lost
+        # even with fsync and synchronous_commit off.
+        run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        time.sleep(down_s)
+        start()
+
     try:
         run(
             "initdb",
@@ -166,10 +197,9 @@ def start_local_cluster(bin_dir: Path) -> PostgresServer:
             "UTF8",
             "--locale=C.UTF-8",
         )
-        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} {FAST_SERVER_OPTIONS}"
-        run("pg_ctl", "-D", str(data), "-l", str(root / "log"), "-w", "-o", options, "start")
+        start()
     except BaseException:
         stop()
         raise
     url = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
-    return PostgresServer(url, "local binaries", stop)
+    return PostgresServer(url, "local binaries", stop, restart)

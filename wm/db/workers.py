@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Text, column, func, insert, select, update, values
+from sqlalchemy import Connection, Engine, Text, column, func, insert, select, update, values
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import workers
@@ -141,28 +141,33 @@ def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> None:
     if not intents:
         return
     with engine.begin() as conn:
-        # The database's clock, not this host's: every deadline is compared with now() there.
-        now = conn.execute(select(func.now())).scalar_one()
-        conn.execute(
-            insert(workers),
-            [
-                {
-                    "worker_id": i.worker_id,
-                    "pool_id": i.pool_id,
-                    "worker_group": i.worker_group,
-                    "provider_id": i.provider_id,
-                    "state": "requested",
-                    "capacity": i.capacity,
-                    "launch_config_id": i.launch_config_id,
-                    "idempotency_token": i.idempotency_token,
-                    "batch_token": i.batch_token,
-                    "launch_index": i.launch_index,
-                    "expires": now + timedelta(seconds=i.expires_in_s),
-                    "demand_at": i.demand_at,
-                }
-                for i in intents
-            ],
-        )
+        insert_intent_rows(conn, intents)
+
+
+def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
+    """Insert intent rows in one statement, in the caller's transaction."""
+    # The database's clock, not this host's: every deadline is compared with now() there.
+    now = conn.execute(select(func.now())).scalar_one()
+    conn.execute(
+        insert(workers),
+        [
+            {
+                "worker_id": i.worker_id,
+                "pool_id": i.pool_id,
+                "worker_group": i.worker_group,
+                "provider_id": i.provider_id,
+                "state": "requested",
+                "capacity": i.capacity,
+                "launch_config_id": i.launch_config_id,
+                "idempotency_token": i.idempotency_token,
+                "batch_token": i.batch_token,
+                "launch_index": i.launch_index,
+                "expires": now + timedelta(seconds=i.expires_in_s),
+                "demand_at": i.demand_at,
+            }
+            for i in intents
+        ],
+    )
 
 
 def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:

@@ -68,6 +68,7 @@ OLD_NIC_NAMES = "nic_names"
 OLD_PUBLIC_IP_NAMES = "public_ip_names"
 OLD_DISK_NAMES = "disk_names"
 VM_ID = "vmId"
+GONE_LEAVING_RESOURCES = "vm-gone-resources-left"  # stop reason: the VM went, its NIC etc. did not
 REASON_SPOT_EVICTED = "spot-eviction"
 
 # Provisioning state -> worker state; None means the power state decides.
@@ -337,7 +338,19 @@ class AzureProvider:
         return {ref.worker_id: inst for ref, inst in zip(refs, found, strict=True) if inst}
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
-        vm = self._get_vm(vm_name(ref.worker_id), expand="instanceView")
+        vm = self._get_vm(ref_vm_name(ref), expand="instanceView")
+        if vm is None and _old_style_resources(ref):
+            # The VM is gone but a worker made the old multi-step way had a NIC, public IP and
+            # disk that do not go with it: until terminate finds them gone too, the worker is
+            # not gone; it shows as stopped, so the scan deletes what is left.
+            return CloudInstance(
+                worker_id=ref.worker_id,
+                cloud_id=ref.cloud_id or ref_vm_name(ref),
+                region=ref.region,
+                state=WorkerState.STOPPED,
+                reason=GONE_LEAVING_RESOURCES,
+                provider_data=dict(ref.provider_data),
+            )
         if vm is None or not self._owns(vm):
             return None
         return self._instance(vm, vm.properties.instance_view, ref.region)
@@ -348,7 +361,9 @@ class AzureProvider:
         return list(self._pool.map(self._terminate_one, refs))
 
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
-        name = vm_name(ref.worker_id)
+        # The VM the cloud named, where known (an orphan found by its tag may carry any name);
+        # else the name wm gave the worker's VM.
+        name = ref_vm_name(ref)
         try:
             vm = self._get_vm(name)
             if vm is None:
@@ -358,7 +373,13 @@ class AzureProvider:
                 log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
                 return TerminateResult(ref.worker_id, gone=True)
             if _text(vm.properties.provisioning_state).lower() != "deleting":
-                self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+                try:
+                    self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+                except CloudError as error:
+                    if error.category is not ErrorCategory.NOT_FOUND:
+                        raise
+                    # Deleted by someone else since the GET: what it left is ours to delete.
+                    return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
             return TerminateResult(ref.worker_id, gone=False)
         except CloudError as error:
             return TerminateResult(ref.worker_id, gone=False, error=error)
@@ -382,6 +403,8 @@ class AzureProvider:
         try:
             status = self.gate.call(operation, self._delete, kind, name)
         except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return True  # deleted already (ARM answers 404 where it does not answer 204)
             if error.code.lower() in IN_USE_CODES:
                 return False
             raise
@@ -529,6 +552,20 @@ def vm_name(worker_id: str, prefix: str = "vm-") -> str:
         digest = hashlib.sha256(worker_id.encode()).hexdigest()[:10]
         name = f"{prefix}{clean[: VM_NAME_MAX_CHARS - len(prefix) - 11]}-{digest}"
     return name
+
+
+def _old_style_resources(ref: WorkerRef) -> bool:
+    data = ref.provider_data
+    return any(
+        _names(data.get(key)) for key in (OLD_NIC_NAMES, OLD_PUBLIC_IP_NAMES, OLD_DISK_NAMES)
+    )
+
+
+def ref_vm_name(ref: WorkerRef) -> str:
+    """The VM name of a worker: from its resource id when the cloud told it, else derived."""
+    if ref.cloud_id and "/virtualmachines/" in ref.cloud_id.lower():
+        return ref.cloud_id.rstrip("/").rsplit("/", 1)[1]
+    return vm_name(ref.worker_id)
 
 
 def computer_name(worker_id: str) -> str:

@@ -323,9 +323,12 @@ class GcpProvider:
             return TerminateResult(ref.worker_id, gone=False, error=error)
 
     def _delete(self, ref: WorkerRef) -> TerminateResult:
+        # The instance the cloud listed, by its name, where known (an orphan found by its
+        # labels may carry any name); else the name wm gave the worker's instance.
+        name = str(ref.provider_data.get("name") or ref.worker_id)
         # Ownership before the delete: a same-named instance of another deployment (or an
         # unlabelled one) is not this worker's, so for this worker nothing is left.
-        instance = self._get(ref.region, ref.worker_id)
+        instance = self._get(ref.region, name)
         if instance is None or not self._owns(instance, ref.worker_id):
             return TerminateResult(ref.worker_id, gone=True)
         if instance.status in SHUTTING_DOWN_STATUSES:
@@ -333,7 +336,7 @@ class GcpProvider:
         request = self._compute.DeleteInstanceRequest(
             project=self._project,
             zone=ref.region,
-            instance=ref.worker_id,
+            instance=name,
             request_id=request_id(f"delete:{instance.id}"),
         )
         try:

@@ -16,6 +16,9 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
   (400 PublicIPAddressCannotBeDeleted).
 - Spot eviction shows no status code of its own: a Deallocate-policy VM just turns
   `PowerState/deallocated`, a Delete-policy VM disappears with what it would delete.
+- A DELETE of a resource that does not exist answers 204, ARM's contract; some resource
+  providers (and every resource of a resource group deleted by hand) answer 404 instead:
+  `delete_missing_status = 404` makes the sim do that.
 
 Identity: GET /_sim/attested/<vm name>?nonce=... answers {"document", "nonce"}: the VM's
 attested data (IMDS's "signature" field, PKCS#7 signed by a simulated metadata.azure.com leaf
@@ -55,6 +58,7 @@ from wm.sim.wsgi import ServerThread
 DEFAULT_PAGE_SIZE = 1000
 TOKEN_PREFIX = "sim-arm."  # any bearer token with this prefix is accepted, across restarts
 TOKEN_LIFETIME_S = 3599
+DELETE_MISSING_STATUS = 204  # what a DELETE of a missing resource answers (ARM's contract)
 CERT_VALIDITY_DAYS = 3650
 IDENTITY_TRUST_FILE = "arm-identity-root.pem"
 COMPUTE = "microsoft.compute"
@@ -209,6 +213,7 @@ class SimArm:
         self.faults = Faults(behaviour, seed=seed)
         self.preemptions = Preemptions(self.faults)
         self._initial = Behaviour(**self.faults.behaviour.as_dict())
+        self.delete_missing_status = DELETE_MISSING_STATUS  # or 404: see the module docstring
         self._port = port
         self._cert_dir = cert_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -236,6 +241,7 @@ class SimArm:
         return self
 
     def stop(self) -> None:
+        self.faults.cut_hangs()
         if self._server:
             self._server.stop()
             self._server = None
@@ -248,6 +254,8 @@ class SimArm:
 
     def reset(self) -> None:
         """Forget every resource and count; behaviour goes back to what the sim started with."""
+        self.faults.cut_hangs()
+        self.delete_missing_status = DELETE_MISSING_STATUS
         with self._lock:
             self._vms.clear()
             self._resources.clear()
@@ -302,6 +310,15 @@ class SimArm:
         """The VM vanishes as if deleted by hand (its Delete-option resources go with it)."""
         with self._lock:
             self._drop_vm(_key(self._find(cloud_id_or_name).id))
+
+    def remove_resource(self, name: str) -> None:
+        """A NIC, public IP or disk vanishes as if deleted by hand (attached or not)."""
+        with self._lock:
+            for key, resource in list(self._resources.items()):
+                if resource.id.rsplit("/", 1)[1].lower() == name.lower():
+                    self._drop_resource(key)
+                    return
+        raise KeyError(name)
 
     def user_data(self, cloud_id_or_name: str) -> str | None:
         with self._lock:
@@ -467,7 +484,14 @@ class SimArm:
 
     def _before(self, operation: str, request: Request) -> None:
         """Count, delay and maybe fault the request; then check the basics ARM checks."""
-        outcome = self.faults.before(operation)
+        if operation == "VirtualMachines_CreateOrUpdate":
+            outcome = self.faults.before(
+                operation,
+                key=request.path.rsplit("/", 1)[1].lower(),  # the VM name: ARM's idempotency
+                params=request.get_json(silent=True),
+            )
+        else:
+            outcome = self.faults.before(operation)
         behaviour = self.faults.behaviour
         if outcome == Outcome.THROTTLE:
             headers = {"x-ms-ratelimit-remaining-subscription-reads": "0"}
@@ -792,7 +816,7 @@ class SimArm:
     def _delete_vm(self, rid: str) -> Response:
         vm = self._vms.get(_key(rid))
         if vm is None:
-            return Response(status=204)
+            return self._delete_missing(rid)
         if vm.deleted_at is None:
             vm.deleted_at = time.time()
             vm.delete_s = self.faults.behaviour.delete_s
@@ -979,11 +1003,17 @@ class SimArm:
     def _delete_child(self, rid: str) -> Response:
         resource = self._resources.get(_key(rid))
         if resource is None:
-            return Response(status=204)
+            return self._delete_missing(rid)
         if resource.owner and (resource.owner in self._vms or resource.owner in self._resources):
             raise _in_use(resource)
         self._drop_resource(_key(rid))
         return Response(status=200)
+
+    def _delete_missing(self, rid: str) -> Response:
+        if self.delete_missing_status == 404:
+            rtype, name = rid.split("/providers/")[1].rsplit("/", 1)
+            raise ArmError(404, "ResourceNotFound", f"The Resource '{rtype}/{name}' was not found.")
+        return Response(status=self.delete_missing_status)
 
     def _list_children(self, sub: str, rg: str, rtype: str) -> Response:
         prefix = f"/subscriptions/{sub}/resourcegroups/{rg}/providers/{rtype}/".lower()

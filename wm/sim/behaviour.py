@@ -4,14 +4,22 @@ Each simulated cloud holds one `Faults` object. Every cloud API request (not the
 control requests) is counted per operation and passed through `Faults.before`, which sleeps
 the simulated latency and decides the request's fate. Tests and benchmarks change behaviour
 at run time through `Behaviour.update` or the `/_sim/behaviour` control endpoint.
+
+Every request is also written to a journal (`Faults.journal`): when it arrived, its fate, and
+for creates the idempotency key and a digest of the parameters, so fault tests can check what
+reached the cloud (no calls while a client is paused, retries that repeat the same request).
+A hang is cut short when the sim is reset or stopped: the hung request is then answered with
+a 5xx and never carried out, so it cannot act on a later test's state.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
@@ -77,6 +85,7 @@ class SimVm:
 FAULT_SPREADS = ("random", "even")
 WEYL_FATE = (5**0.5 - 1) / 2  # the golden ratio's fraction
 WEYL_HANG = 2**0.5 - 1
+JOURNAL_MAX = 200_000  # requests remembered per sim (a long storm stays bounded in memory)
 
 
 class Preemptions:
@@ -115,6 +124,26 @@ class Outcome(StrEnum):
     FAIL = "fail"  # a 5xx
 
 
+HANG = "hang"  # a forced fate besides the outcomes: hang for hang_s, then answer normally
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """One cloud API request as it reached a simulated cloud."""
+
+    at: float  # wall-clock arrival time (time.time()), before any simulated latency
+    operation: str
+    outcome: Outcome  # what the sim answered: ok (then carried out), throttle or fail
+    hung: bool = False  # it hung for hang_s before being answered
+    key: str | None = None  # a create's idempotency key: ClientToken, requestId, VM name
+    digest: str | None = None  # sha256 of a create's parameters (secrets never kept)
+
+
+def digest(params: object) -> str:
+    """A stable digest of request parameters, to compare a retry with its first attempt."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+
+
 class Faults:
     """Counts requests per operation, sleeps their latency and decides their outcome."""
 
@@ -124,8 +153,17 @@ class Faults:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._calls = 0  # position in the "even" sequence
+        # Fates forced on the next requests: of one operation, or (key None) of any.
+        self._forced: dict[str | None, deque[str]] = {}
+        self._journal: deque[SimRequest] = deque(maxlen=JOURNAL_MAX)
+        self._hangs = threading.Condition(self._lock)
+        self._hang_generation = 0  # bumped by cut_hangs: hangs of an older one end at once
+        self._hanging = 0
 
-    def before(self, operation: str) -> Outcome:
+    def before(self, operation: str, *, key: str | None = None, params: object = None) -> Outcome:
+        """Count, journal, delay and decide one request. `key` and `params` describe a create:
+        its idempotency key and the parameters it was sent with (digested, never stored)."""
+        arrived = time.time()
         b = self.behaviour
         with self._lock:
             self._counts[operation] += 1
@@ -138,16 +176,79 @@ class Faults:
                 draw = self._rng.random()
                 hang = self._rng.random() < b.hang_rate
             latency_s = max(0.0, b.latency_ms + (self._rng.random() * 2 - 1) * b.latency_jitter_ms)
+            forced = self._pop_forced(operation)
         time.sleep(latency_s / 1000)
-        if b.fault_operations and operation not in b.fault_operations:
-            return Outcome.OK
-        if hang and b.hang_s > 0:
-            time.sleep(b.hang_s)
-        if draw < b.throttle_rate:
-            return Outcome.THROTTLE
-        if draw < b.throttle_rate + b.failure_rate:
-            return Outcome.FAIL
-        return Outcome.OK
+        faulted = not b.fault_operations or operation in b.fault_operations
+        hung = (faulted and hang and b.hang_s > 0) or forced == HANG
+        if forced == HANG:
+            forced = None
+        if hung and not self._hang(b.hang_s):
+            outcome = Outcome.FAIL  # cut short by a reset or stop: answered, never carried out
+        elif forced is not None:
+            outcome = Outcome(forced)
+        elif not faulted:
+            outcome = Outcome.OK
+        elif draw < b.throttle_rate:
+            outcome = Outcome.THROTTLE
+        elif draw < b.throttle_rate + b.failure_rate:
+            outcome = Outcome.FAIL
+        else:
+            outcome = Outcome.OK
+        entry = SimRequest(
+            arrived, operation, outcome, hung, key, None if params is None else digest(params)
+        )
+        with self._lock:
+            self._journal.append(entry)
+        return outcome
+
+    def _hang(self, seconds: float) -> bool:
+        """Hold the request; False when the hang was cut short by `cut_hangs`."""
+        deadline = time.monotonic() + seconds
+        with self._hangs:
+            generation = self._hang_generation
+            self._hanging += 1
+            try:
+                while self._hang_generation == generation:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return True
+                    self._hangs.wait(remaining)
+                return False
+            finally:
+                self._hanging -= 1
+                self._hangs.notify_all()
+
+    def cut_hangs(self, timeout_s: float = 5.0) -> None:
+        """End every hang now (those requests fail without being carried out) and wait until
+        none is left, so a hung request never acts on what the sim holds next."""
+        deadline = time.monotonic() + timeout_s
+        with self._hangs:
+            self._hang_generation += 1
+            self._hangs.notify_all()
+            while self._hanging and time.monotonic() < deadline:
+                self._hangs.wait(deadline - time.monotonic())
+
+    @property
+    def hanging(self) -> int:
+        """Requests being held by a hang right now."""
+        with self._lock:
+            return self._hanging
+
+    def force(self, *fates: Outcome | str, operation: str | None = None) -> None:
+        """Force the fate of the next requests (of `operation` only, if given), one each,
+        whatever the behaviour says: an outcome, or "hang" (hang_s, then answered normally)."""
+        for fate in fates:
+            if fate != HANG:
+                Outcome(fate)  # ValueError for an unknown one
+        with self._lock:
+            self._forced.setdefault(operation, deque()).extend(str(fate) for fate in fates)
+
+    def _pop_forced(self, operation: str) -> str | None:
+        for key in (operation, None):
+            queue = self._forced.get(key)
+            if queue:
+                return queue.popleft()
+        return None
 
     def preempt_at(self, booted_at: float) -> float | None:
         """When a new spot VM that boots at `booted_at` (monotonic) will be pre-empted; None
@@ -165,10 +266,19 @@ class Faults:
         with self._lock:
             return dict(self._counts)
 
+    def journal(self, *operations: str) -> list[SimRequest]:
+        """The requests that arrived, oldest first; only these operations if any are named."""
+        with self._lock:
+            entries = list(self._journal)
+        return [e for e in entries if not operations or e.operation in operations]
+
     def reset_counts(self) -> None:
-        """Zero the request counts and restart the "even" fault sequence."""
+        """Zero the request counts, empty the journal, drop forced outcomes and restart the
+        "even" fault sequence."""
         with self._lock:
             self._counts.clear()
+            self._journal.clear()
+            self._forced.clear()
             self._calls = 0
 
 

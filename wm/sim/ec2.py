@@ -13,6 +13,9 @@ of it, in the same process, adds:
   or launches fewer than MaxCount when at least MinCount fit (as EC2 does);
 - paging: DescribeInstances pages count instances, capped at the request's MaxResults and the
   behaviour's page_size_max, with EC2's 5..1000 bounds;
+- idempotency: a RunInstances repeating a ClientToken that already launched gets the first
+  call's answer and launches nothing (moto ignores ClientToken); with other parameters it is
+  refused with IdempotentParameterMismatch, as EC2 does;
 - isolation: each SimEc2 in a process has its own moto account, so two sims never share state;
 - speed: moto's per-resource tag lookup scans every tag in the region (N^2 for a describe); the
   sim swaps in a dict lookup with the same answers, and drops moto's 1,301 public AMIs, which
@@ -39,7 +42,6 @@ import re
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -48,7 +50,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from wm.config import SimCloudConfig
-from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
+from wm.sim.behaviour import (
+    Behaviour,
+    Faults,
+    Outcome,
+    Preemptions,
+    SimVm,
+    digest,
+    lifecycle_state,
+)
 from wm.sim.trust import TrustDir, pem, self_signed, signing_key
 from wm.sim.wsgi import ServerThread
 
@@ -130,7 +140,8 @@ class SimEc2:
         self._seq = 0
         self._prepared: set[int] = set()  # ids of region backends already made lean
         self._fail_count = 0
-        self._queued: deque[Outcome] = deque()  # outcomes forced on the next requests
+        # ClientToken -> (digest of the RunInstances parameters, the answer it got)
+        self._client_tokens: dict[str, tuple[str, _Answer]] = {}
         self._moto: WsgiApp | None = None
         self._server: ServerThread | None = None
         self._trust = TrustDir(trust_dir, "wm-sim-ec2-")
@@ -147,6 +158,7 @@ class SimEc2:
         return self
 
     def stop(self) -> None:
+        self.faults.cut_hangs()
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -164,9 +176,9 @@ class SimEc2:
     def reset(self) -> None:
         """Forget every instance and moto's state for this sim; zero the counters and restore the
         behaviour the sim started with."""
+        self.faults.cut_hangs()
         with self._lock:
             self._drop_moto_state()
-            self._queued.clear()
         self.preemptions.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial_behaviour)
@@ -248,8 +260,7 @@ class SimEc2:
     def queue_outcomes(self, *outcomes: Outcome | str) -> None:
         """Force the outcome of the next EC2 requests, one each, whatever the behaviour says:
         a counted burst (e.g. two throttles, then normal service) without relying on chance."""
-        with self._lock:
-            self._queued.extend(Outcome(outcome) for outcome in outcomes)
+        self.faults.force(*outcomes)
 
     # --- identity documents ----------------------------------------------------------------
 
@@ -320,10 +331,12 @@ class SimEc2:
         action = params.get("Action")
         if not action:
             return self._forward(environ, start_response)
-        outcome = self.faults.before(action)
-        with self._lock:
-            if self._queued:
-                outcome = self._queued.popleft()
+        if action == "RunInstances":
+            outcome = self.faults.before(
+                action, key=params.get("ClientToken"), params=_launch_params(params)
+            )
+        else:
+            outcome = self.faults.before(action)
         if outcome is not Outcome.OK:
             return _respond(start_response, self._fault_answer(outcome))
         # moto picks the account from this header; it keeps sims in one process apart.
@@ -388,6 +401,23 @@ class SimEc2:
     def _run_instances(
         self, environ: dict[str, Any], params: dict[str, str], region: str
     ) -> _Answer:
+        token = params.get("ClientToken")
+        if token and token in self._client_tokens:
+            first_digest, first_answer = self._client_tokens[token]
+            if first_digest != digest(_launch_params(params)):
+                return _ec2_error(
+                    400,
+                    "IdempotentParameterMismatch",
+                    "The client token you have provided is associated with a resource that is "
+                    "already deleted or with different parameters.",
+                )
+            return first_answer
+        answer = self._launch(environ, params, region)
+        if token and answer.status.startswith("200"):
+            self._client_tokens[token] = (digest(_launch_params(params)), answer)
+        return answer
+
+    def _launch(self, environ: dict[str, Any], params: dict[str, str], region: str) -> _Answer:
         wanted_min = int(params.get("MinCount", "1"))
         wanted_max = int(params.get("MaxCount", str(wanted_min)))
         launch = wanted_max
@@ -552,6 +582,7 @@ class SimEc2:
             del ec2_backends[self.account_id]
         self._life.clear()
         self._prepared.clear()
+        self._client_tokens.clear()
 
     # --- control endpoints -----------------------------------------------------------------
 
@@ -724,6 +755,11 @@ def _filters(params: dict[str, str]) -> dict[str, list[str]]:
         name: [v for _, v in sorted(values.get(slot, []))]
         for slot, name in sorted(names.items(), key=lambda item: int(item[0]))
     }
+
+
+def _launch_params(params: Mapping[str, str]) -> dict[str, str]:
+    # What defines a launch: every parameter but the protocol's own.
+    return {k: v for k, v in params.items() if k not in ("Action", "Version")}
 
 
 def _make_token(seq: int) -> str:

@@ -227,6 +227,7 @@ class SimGce:
         return self
 
     def stop(self) -> None:
+        self.faults.cut_hangs()
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -293,6 +294,7 @@ class SimGce:
     def reset(self) -> None:
         """Forget every VM and operation, zero the counters, restore the initial behaviour."""
         behaviour, self.quota_style, self.throttle_status = self._initial
+        self.faults.cut_hangs()
         with self._lock:
             self._state = _State()
         self.preemptions.clear()
@@ -384,7 +386,14 @@ class SimGce:
         return response(environ, start_response)
 
     def _api(self, operation: str, request: Request, args: dict[str, str]) -> Response:
-        outcome = self.faults.before(operation)
+        if operation == "instances.insert":
+            outcome = self.faults.before(
+                operation,
+                key=request.args.get("requestId"),
+                params=request.get_json(force=True, silent=True),
+            )
+        else:
+            outcome = self.faults.before(operation)
         try:
             if outcome is Outcome.THROTTLE:
                 raise self._throttle_error()

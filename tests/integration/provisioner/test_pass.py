@@ -11,6 +11,7 @@ from tests.support.configs import build, raw
 from tests.support.memory_provider import MemoryProvider, quota_error
 from wm.db import pool_errors, tasks
 from wm.db import pools as pool_store
+from wm.db.claims import pool_claim_key
 from wm.db.workers import list_workers
 from wm.pool_sync import plan_sync
 from wm.provisioner import Provisioner
@@ -131,9 +132,10 @@ def test_max_and_min_capacity_are_respected(engine):
 
 def test_a_pool_being_provisioned_elsewhere_is_skipped(engine, aws, db_url):
     tasks.submit_tasks(engine, POOL, 5, 1.0)
-    with engine.connect() as other, other.begin():
-        other.execute(text("SELECT 1 FROM worker_pools WHERE pool_id = :p FOR UPDATE"), {"p": POOL})
+    with engine.connect() as other:
+        other.execute(text("SELECT pg_advisory_lock(:k)"), {"k": pool_claim_key(POOL)})
         assert provisioner(engine, aws).run_pass("aws-a") == []
+        other.execute(text("SELECT pg_advisory_unlock_all()"))
     assert aws.create_calls == []
 
 

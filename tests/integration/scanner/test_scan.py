@@ -195,6 +195,10 @@ def test_a_worker_that_never_registers_is_terminated_at_its_deadline(engine, sim
     (after,) = list_workers(engine)
     assert after.stop_reason == REGISTRATION_TIMEOUT
     assert after.state in (WorkerState.STOPPING, X) and report.terminated in (0, 1)
+    # The launch config is blamed, so it weighs less and `wm pools errors` shows why.
+    (error,) = list_errors(engine, "proj/scan")
+    assert (error.kind, error.launch_config_id) == (REGISTRATION_TIMEOUT, after.launch_config_id)
+    assert error.extra["workers"] == 1
     assert sim_gce.faults.counts().get("instances.delete") == 1
     scanner.scan(gcp_provider.id, GCE_ZONE)
     assert list_workers(engine)[0].state == X

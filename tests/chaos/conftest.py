@@ -1,0 +1,41 @@
+"""Fixtures of the chaos scenarios: the three simulated clouds at once, wm processes, and the
+figures each scenario measured, printed at the end of the run (see tests/chaos/scene.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.chaos.scene import FIGURES, Clouds, Figures
+from tests.support.stack import Stack
+from wm.sim.arm import SimArm
+from wm.sim.ec2 import SimEc2
+from wm.sim.gce import SimGce
+
+
+@pytest.fixture
+def clouds(sim_ec2: SimEc2, sim_gce: SimGce, sim_arm: SimArm) -> Clouds:
+    return Clouds(sim_ec2, sim_gce, sim_arm)
+
+
+@pytest.fixture
+def stacks() -> Iterator[list[Stack]]:
+    """Stacks whose processes are killed at the end of the test, whatever happened."""
+    made: list[Stack] = []
+    yield made
+    for stack in made:
+        stack.stop_all()
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Figures:
+    """Where a scenario records what it measured, under its own name and size."""
+    return FIGURES.for_test(request.node)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES.rows:
+        terminalreporter.section("chaos figures")
+        for line in FIGURES.lines():
+            terminalreporter.write_line(line)

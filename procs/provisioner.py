@@ -21,7 +21,8 @@ def job_id(provider_id: str) -> str:
 def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     """Schedule a provisioning job per provider; return what closes the providers."""
     providers = {
-        p.id: build_provider(p, config.deployment_id, runtime.engine) for p in config.providers
+        p.id: build_provider(p, config.deployment_id, runtime.engine, runtime.stop)
+        for p in config.providers
     }
     provisioner = Provisioner(
         runtime.engine,

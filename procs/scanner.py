@@ -40,7 +40,9 @@ def add_jobs(
     """Schedule a scan job per (provider, region); return what closes the providers."""
     chosen = selected(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
-    providers = {p.id: build_provider(p, config.deployment_id, runtime.engine) for p in chosen}
+    providers = {
+        p.id: build_provider(p, config.deployment_id, runtime.engine, runtime.stop) for p in chosen
+    }
     scanner = Scanner(
         runtime.engine,
         providers,

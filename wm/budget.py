@@ -110,7 +110,7 @@ class SharedBudget:
         try:
             taken = store.take(self.engine, key, cost, chunk)
             if taken is None:  # first use of this bucket by anyone
-                store.ensure_buckets(self.engine, {key: (limit.burst, limit.per_s)})
+                store.ensure_buckets(self.engine, {key: (limit.usable_burst, limit.per_s)})
                 taken = store.take(self.engine, key, cost, chunk)
         except SQLAlchemyError as error:
             # Advisory: without the database the gate's own per-process bucket still holds.

@@ -31,6 +31,14 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,62}$"
 PROVIDER_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,37}$"
 MAX_PORT = 65535
 DATABASE_SCHEMES = frozenset({"postgres", "postgresql"})  # postgres://: Heroku-style platforms
+CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
+# The shared budget's buckets hold this many seconds of refill less than the cloud's: calls
+# reach the cloud a little earlier or later than they took their tokens, and a bucket run at
+# the cloud's very limit would be throttled by that jitter alone.
+JITTER_RESERVE_S = 0.5
+# Call classes whose one call costs a token per worker created: a bucket smaller than a batch
+# would never hold enough, and every such call would be throttled.
+PER_WORKER_CALL_CLASSES = frozenset({"run-instances"})
 
 
 class _Frozen(BaseModel):
@@ -56,6 +64,11 @@ class BudgetLimit(_Frozen):
 
     burst: float = Field(gt=0)  # bucket size
     per_s: float = Field(gt=0)  # refill rate
+
+    @property
+    def usable_burst(self) -> float:
+        """The bucket size wm runs at: the cloud's, less the jitter reserve (at least half)."""
+        return max(self.burst / 2, self.burst - self.per_s * JITTER_RESERVE_S)
 
 
 # The clouds' published defaults, per call class (EC2 per account and region: RunInstances'
@@ -218,6 +231,9 @@ class SimCloudConfig(_Frozen):
     throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
     quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
     page_size_max: int | None = Field(None, ge=1)  # cap on list page size
+    # The create-rate bucket in VMs (EC2: 1,000 then 2/s); unset: creates are not rate-limited.
+    create_burst: int | None = Field(None, ge=1)
+    create_per_s: float = Field(0.0, ge=0)
 
 
 class SimConfig(_Frozen):
@@ -446,6 +462,21 @@ def secret_key_problems(raw: Any, path: tuple[Any, ...] = ()) -> list[str]:
     return problems
 
 
+def _batch_fits_problems(raw: Any, key: str) -> list[str]:
+    try:
+        limit = BudgetLimit.model_validate(raw)
+    except ValidationError:
+        return []  # the schema's own check names what is wrong
+    if limit.usable_burst >= CREATE_BATCH_MAX:
+        return []
+    least = min(2 * CREATE_BATCH_MAX, CREATE_BATCH_MAX + limit.per_s * JITTER_RESERVE_S)
+    return [
+        f"{key}.burst: must be at least {least:g} at per_s {limit.per_s:g}: one create call "
+        f"launches up to {CREATE_BATCH_MAX} workers, and wm keeps {JITTER_RESERVE_S:g} s of "
+        "refill in reserve"
+    ]
+
+
 def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
     """Checks across sections, written against raw data so they run beside schema errors."""
     problems: list[str] = []
@@ -460,6 +491,10 @@ def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
                 problems.append(
                     f"providers[{index}].budgets.{call_class}: unknown call class; "
                     f"one of {sorted(known)}"
+                )
+            elif call_class in PER_WORKER_CALL_CLASSES:
+                problems += _batch_fits_problems(
+                    budgets[call_class], f"providers[{index}].budgets.{call_class}"
                 )
         pid = provider.get("id")
         if pid in regions_by_provider:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 
 from wm import estimator, launch_choice, lifecycle
+from wm.config import CREATE_BATCH_MAX
 from wm.db import claims, pool_errors, scans, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
@@ -38,7 +39,6 @@ from wm.providers.base import (
 from wm.queues import QueueCounts, QueueSource
 from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, STAGE_SECONDS, capture, log
 
-CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
 # Errors that prove the cloud made nothing: the row can be stopped at once. Anything else
 # (a timeout, a 5xx) may have created the VM, so the row waits for intent recovery.

@@ -66,6 +66,16 @@ def test_environment_supplies_secrets_and_never_prints_them():
         (lambda d: d["pools"].append(dict(d["pools"][0])), "pools[2].id: duplicate pool id"),
         (lambda d: d["pools"][0].update(launch_configs=[]), "pools[0].launch_configs: must not"),
         (lambda d: d["pools"][0].update(id="Bad Pool!"), "pools[0].id: must match"),
+        (
+            lambda d: d["providers"][0].update(budgets={"runinstances": {"burst": 9, "per_s": 1}}),
+            "providers[0].budgets.runinstances: unknown call class",
+        ),
+        (
+            lambda d: d["providers"][0].update(
+                budgets={"run-instances": {"burst": 50, "per_s": 2}}
+            ),
+            "providers[0].budgets.run-instances.burst: must be at least 101 at per_s 2",
+        ),
     ],
 )
 def test_each_problem_is_named_by_its_key_path(edit, expected):
@@ -106,3 +116,22 @@ def test_launch_config_id_survives_weight_and_max_edits_but_not_machine_edits():
     data["pools"][0]["launch_configs"][0].update(machine_type="m5.xlarge")
     changed = build(data).pool("proj/linux").launch_configs[0]
     assert first.id == tuned.id != changed.id
+
+
+@pytest.mark.parametrize(
+    ("burst", "per_s", "fits"),
+    [
+        (1000, 2, True),  # EC2's published bucket
+        (101, 2, True),  # 100 usable after the 0.5 s reserve
+        (100.5, 2, False),
+        (200, 400, True),  # a fast refill: the reserve is capped at half the bucket
+        (199, 400, False),
+    ],
+)
+def test_a_per_worker_bucket_must_hold_a_whole_create_batch(burst, per_s, fits):
+    data = raw()
+    data["providers"][0]["budgets"] = {"run-instances": {"burst": burst, "per_s": per_s}}
+    if fits:
+        assert build(data).providers[0].budget_limits()["run-instances"].burst == burst
+    else:
+        assert any("run-instances.burst: must be at least" in p for p in problems_of(data))

@@ -157,3 +157,37 @@ def test_attempts_are_counted_per_operation():
     gate.call("list", fn)
     gate.call("get", lambda: 1)
     assert dict(gate.attempts) == {"list": 2, "get": 1}
+
+
+def test_a_call_waiting_for_its_turn_is_not_sent_once_the_process_stops():
+    clock = FakeClock()
+    gate = make_gate(clock, calls_per_s=1.0, burst=1)
+    stop = threading.Event()
+    gate.stop_on(stop)
+    sent = []
+    gate.call("create", lambda: sent.append("first"))
+    stop.set()
+
+    with pytest.raises(CloudError) as refused:
+        gate.call("create", lambda: sent.append("second"))  # would wait 1 s for the bucket
+
+    assert refused.value.category is ErrorCategory.PAUSED
+    assert refused.value.code == "ShuttingDown"
+    assert sent == ["first"]
+    gate.close()
+
+
+def test_a_backoff_is_cut_short_when_the_process_stops():
+    clock = FakeClock()
+    gate = make_gate(clock)
+    stop = threading.Event()
+    gate.stop_on(stop)
+    fn, calls = failing(1, ErrorCategory.TRANSIENT)
+    stop.set()
+
+    with pytest.raises(CloudError) as refused:
+        gate.call("list", fn)
+
+    assert refused.value.code == "ShuttingDown"
+    assert calls["n"] == 1  # the failed attempt is not retried
+    gate.close()

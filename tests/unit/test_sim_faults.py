@@ -43,3 +43,45 @@ def test_even_spread_starts_with_a_fault_and_repeats_after_a_reset():
 def test_an_unknown_spread_is_refused():
     with pytest.raises(ValueError, match="fault_spread"):
         Behaviour().update(fault_spread="sometimes")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("asks", "waits_s", "outcomes"),
+    [
+        # A full bucket of 10 VMs answers creates until it is empty, then throttles.
+        ([4, 4, 4], [0, 0, 0], ["ok", "ok", "throttle"]),
+        # A throttled create takes nothing: a smaller one that fits still goes.
+        ([8, 4, 2], [0, 0, 0], ["ok", "throttle", "ok"]),
+        # The bucket refills at 2 VMs/s: 2 s later four more fit.
+        ([10, 4, 4], [0, 2, 0], ["ok", "ok", "throttle"]),
+        # ... but never above its burst.
+        ([10, 11, 10], [0, 60, 0], ["ok", "throttle", "ok"]),
+        # Calls that create nothing are never rate-limited.
+        ([10, 0, 0], [0, 0, 0], ["ok", "ok", "ok"]),
+    ],
+)
+def test_the_create_bucket_throttles_creates_beyond_its_burst_and_rate(asks, waits_s, outcomes):
+    clock = FakeClock()
+    faults = Faults(Behaviour(create_burst=10, create_per_s=2.0), clock=clock)
+
+    seen = []
+    for vms, wait_s in zip(asks, waits_s, strict=True):
+        clock.now += wait_s
+        seen.append(faults.before("RunInstances", vms=vms))
+
+    assert seen == outcomes
+    assert [e.vms for e in faults.journal()] == asks
+
+
+def test_an_unlimited_cloud_never_throttles_creates():
+    faults = Faults(Behaviour())
+
+    assert {faults.before("RunInstances", vms=5000) for _ in range(3)} == {Outcome.OK}

@@ -9,6 +9,8 @@ from wm.config import ProviderConfig
 from wm.providers.base import Provider
 
 if TYPE_CHECKING:
+    import threading
+
     from sqlalchemy import Engine
 
     from wm.identity import IdentityVerifier
@@ -24,13 +26,19 @@ IDENTITY_MODULES = {
 
 
 def build_provider(
-    config: ProviderConfig, deployment_id: str, engine: Engine | None = None
+    config: ProviderConfig,
+    deployment_id: str,
+    engine: Engine | None = None,
+    stop: threading.Event | None = None,
 ) -> Provider:
     """The provider for one config entry; with `engine`, its calls also draw from the
-    account's API budget shared by every process (wm/budget.py)."""
+    account's API budget shared by every process (wm/budget.py); with `stop`, calls still
+    waiting for their turn when it is set are not sent."""
     # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
     module = importlib.import_module(MODULES[config.kind])
     provider = module.make(config, deployment_id)
+    if stop is not None:
+        provider.gate.stop_on(stop)
     if engine is not None and config.shared_budget:
         from wm.budget import SharedBudget
 

@@ -119,10 +119,16 @@ class Gate:
         self._pause_reason = ""
         self._was_paused = False
         self.attempts: Counter[str] = Counter()  # operation -> SDK calls made
+        self._stop: threading.Event | None = None
 
     @property
     def paused(self) -> bool:
         return self._clock() < self._paused_until
+
+    def stop_on(self, stop: threading.Event) -> None:
+        """Once `stop` is set, a call waiting for its turn (the rate limit, the budget, a
+        backoff) is not sent: a stopping process must not launch for seconds after SIGTERM."""
+        self._stop = stop
 
     def use_budget(self, budget: Budget) -> None:
         """Draw every call from this shared budget too (the per-process bucket still holds)."""
@@ -155,7 +161,7 @@ class Gate:
                     self.budget.throttled(spend)
                 if not error.retryable or attempt >= self.config.max_attempts:
                     raise
-                self._sleep(self._backoff_s(attempt, error))
+                self._wait(operation, self._backoff_s(attempt, error))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -172,7 +178,7 @@ class Gate:
         if self.budget is not None and spend:
             wait_s = max(wait_s, self.budget.take(spend))
         if wait_s > 0:
-            self._sleep(wait_s)
+            self._wait(operation, wait_s)
         with self._slots:
             self._refuse_if_paused(operation)
             self.attempts[operation] += 1
@@ -201,6 +207,18 @@ class Gate:
                 raise error from exc
             self._record_success(operation, started)
             return result
+
+    def _wait(self, operation: str, seconds: float) -> None:
+        if self._stop is None:
+            self._sleep(seconds)
+        elif self._stop.wait(seconds):
+            raise CloudError(
+                self.provider_id,
+                ErrorCategory.PAUSED,
+                "ShuttingDown",
+                "not sent: the process is stopping",
+                operation=operation,
+            )
 
     def _backoff_s(self, attempt: int, error: CloudError) -> float:
         ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2 ** (attempt - 1))

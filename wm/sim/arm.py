@@ -489,6 +489,7 @@ class SimArm:
                 operation,
                 key=request.path.rsplit("/", 1)[1].lower(),  # the VM name: ARM's idempotency
                 params=request.get_json(silent=True),
+                vms=1,
             )
         else:
             outcome = self.faults.before(operation)

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -50,6 +50,12 @@ class Behaviour:
     fault_spread: str = "random"
     preempt_share: float = 0.0  # share of spot VMs the cloud pre-empts (EC2/GCE) or evicts
     preempt_within_s: float = 60.0  # ... at a uniform moment this long after they boot
+    # The cloud's create-rate bucket, counted in VMs (EC2's RunInstances resource bucket holds
+    # 1,000 and refills 2/s per region; the sim keeps one bucket for all its regions): a create
+    # asking for more VMs than the bucket holds right now is throttled and takes nothing.
+    # None: creates are not rate-limited.
+    create_burst: int | None = None
+    create_per_s: float = 0.0
 
     @classmethod
     def from_config(cls, config: SimCloudConfig) -> Behaviour:
@@ -137,6 +143,7 @@ class SimRequest:
     hung: bool = False  # it hung for hang_s before being answered
     key: str | None = None  # a create's idempotency key: ClientToken, requestId, VM name
     digest: str | None = None  # sha256 of a create's parameters (secrets never kept)
+    vms: int = 0  # VMs a create asked for
 
 
 def digest(params: object) -> str:
@@ -147,8 +154,14 @@ def digest(params: object) -> str:
 class Faults:
     """Counts requests per operation, sleeps their latency and decides their outcome."""
 
-    def __init__(self, behaviour: Behaviour | None = None, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        behaviour: Behaviour | None = None,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,  # refills the create-rate bucket
+    ) -> None:
         self.behaviour = behaviour or Behaviour()
+        self._clock = clock
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
@@ -159,10 +172,15 @@ class Faults:
         self._hangs = threading.Condition(self._lock)
         self._hang_generation = 0  # bumped by cut_hangs: hangs of an older one end at once
         self._hanging = 0
+        self._create_tokens: float | None = None  # None: the bucket is full
+        self._create_refilled_at = 0.0
 
-    def before(self, operation: str, *, key: str | None = None, params: object = None) -> Outcome:
-        """Count, journal, delay and decide one request. `key` and `params` describe a create:
-        its idempotency key and the parameters it was sent with (digested, never stored)."""
+    def before(
+        self, operation: str, *, key: str | None = None, params: object = None, vms: int = 0
+    ) -> Outcome:
+        """Count, journal, delay and decide one request. `key`, `params` and `vms` describe a
+        create: its idempotency key, the parameters it was sent with (digested, never stored)
+        and how many VMs it asks for (drawn from the create-rate bucket)."""
         arrived = time.time()
         b = self.behaviour
         with self._lock:
@@ -194,12 +212,29 @@ class Faults:
             outcome = Outcome.FAIL
         else:
             outcome = Outcome.OK
+        if outcome is Outcome.OK and vms > 0 and not self._take_create_tokens(vms):
+            outcome = Outcome.THROTTLE
         entry = SimRequest(
-            arrived, operation, outcome, hung, key, None if params is None else digest(params)
+            arrived, operation, outcome, hung, key, None if params is None else digest(params), vms
         )
         with self._lock:
             self._journal.append(entry)
         return outcome
+
+    def _take_create_tokens(self, vms: int) -> bool:
+        burst = self.behaviour.create_burst
+        if burst is None:
+            return True
+        now = self._clock()
+        with self._lock:
+            held = burst if self._create_tokens is None else self._create_tokens
+            held = min(burst, held + (now - self._create_refilled_at) * self.behaviour.create_per_s)
+            self._create_refilled_at = now
+            if held < vms:
+                self._create_tokens = held
+                return False
+            self._create_tokens = held - vms
+            return True
 
     def _hang(self, seconds: float) -> bool:
         """Hold the request; False when the hang was cut short by `cut_hangs`."""
@@ -273,9 +308,10 @@ class Faults:
         return [e for e in entries if not operations or e.operation in operations]
 
     def reset_counts(self) -> None:
-        """Zero the request counts, empty the journal, drop forced outcomes and restart the
-        "even" fault sequence."""
+        """Zero the request counts, empty the journal, drop forced outcomes, restart the
+        "even" fault sequence and fill the create-rate bucket."""
         with self._lock:
+            self._create_tokens = None
             self._counts.clear()
             self._journal.clear()
             self._forced.clear()

@@ -9,6 +9,8 @@ of it, in the same process, adds:
 - lifecycle: instance states are set in moto's models lazily on each request, from the
   creation and termination times this module remembers (pending -> running, shutting-down ->
   terminated);
+- rate limit: RunInstances draws MaxCount from the behaviour's create-rate bucket (EC2's
+  resource-rate bucket) and is refused with RequestLimitExceeded when the bucket holds fewer;
 - quota: RunInstances beyond `quota_instances` live instances fails with InstanceLimitExceeded,
   or launches fewer than MaxCount when at least MinCount fit (as EC2 does);
 - paging: DescribeInstances pages count instances, capped at the request's MaxResults and the
@@ -241,19 +243,24 @@ class SimEc2:
     ) -> list[str]:
         """Create `count` instances in one reservation in-process, as one RunInstances would,
         without an API request (nothing counted): moto's XML costs about 1 ms per instance, so
-        large fleets for scale tests and benchmarks are seeded this way. Returns their ids."""
+        large fleets for scale tests and benchmarks are seeded this way. Returns their ids.
+
+        Seeding takes time linear in `count` however many instances the region holds (moto's
+        own RunInstances scans every instance and volume of the region for each new one)."""
         with self._lock:
             self._prepare_region(region)
-            reservation = self._backend(region).run_instances(
-                image,
-                count,
-                None,
-                [],
-                instance_type=instance_type,
-                is_instance_type_default=False,
-                region_name=region,
-                tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
-            )
+            backend = self._backend(region)
+            with _new_instances_found_fast(backend):
+                reservation = backend.run_instances(
+                    image,
+                    count,
+                    None,
+                    [],
+                    instance_type=instance_type,
+                    is_instance_type_default=False,
+                    region_name=region,
+                    tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
+                )
             self._sync(time.monotonic())
             return [inst.id for inst in reservation.instances]
 
@@ -333,7 +340,10 @@ class SimEc2:
             return self._forward(environ, start_response)
         if action == "RunInstances":
             outcome = self.faults.before(
-                action, key=params.get("ClientToken"), params=_launch_params(params)
+                action,
+                key=params.get("ClientToken"),
+                params=_launch_params(params),
+                vms=_int_param(params, "MaxCount", 1),
             )
         else:
             outcome = self.faults.before(action)
@@ -698,6 +708,34 @@ def _speed_up_moto_tag_lookup() -> None:
     _tag_lookup_patched = True
 
 
+@contextlib.contextmanager
+def _new_instances_found_fast(backend: Any) -> Iterator[None]:
+    """While seeding: moto's RunInstances looks up each new instance (to attach its root
+    volume) and that volume (to tag it) by scanning the whole region, which makes seeding N
+    instances cost N^2. The instance being made is the last one of the newest reservation and
+    volumes are keyed by id, so both are found directly; anything else goes to moto's own
+    lookups. The shortcuts live on this backend object for the duration of the call only."""
+    get_instance, describe_volumes = backend.get_instance, backend.describe_volumes
+
+    def newest_instance(instance_id: str) -> Any:
+        if backend.reservations:
+            newest = next(reversed(backend.reservations.values()))
+            if newest.instances and newest.instances[-1].id == instance_id:
+                return newest.instances[-1]
+        return get_instance(instance_id)
+
+    def volumes_by_id(volume_ids: list[str] | None = None, filters: Any = None) -> list[Any]:
+        if volume_ids and not filters and all(v in backend.volumes for v in volume_ids):
+            return [backend.volumes[v] for v in volume_ids]
+        return describe_volumes(volume_ids, filters)
+
+    backend.get_instance, backend.describe_volumes = newest_instance, volumes_by_id
+    try:
+        yield
+    finally:
+        del backend.get_instance, backend.describe_volumes
+
+
 def _set_state(inst: Any, name: str) -> None:
     inst._state.name = name
     inst._state.code = MOTO_STATES[name][0]
@@ -780,6 +818,13 @@ def _region_of(environ: dict[str, Any]) -> str:
     # SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20261202/us-east-1/ec2/aws4_request, ..."
     match = re.search(r"Credential=[^/]+/\d+/([a-z0-9-]+)/", environ.get("HTTP_AUTHORIZATION", ""))
     return match.group(1) if match else DEFAULT_REGION
+
+
+def _int_param(params: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        return int(params.get(name, default))
+    except ValueError:
+        return default  # moto answers the malformed request itself
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:

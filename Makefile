@@ -27,8 +27,13 @@ test: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest tests/chaos -m chaos_long
 
+# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md).
 bench: $(STAMP)
 	$(BIN)/python -m bench.burst
+	$(BIN)/python -m bench.scan
+	$(BIN)/python -m bench.azure
+	$(BIN)/python -m bench.isolation
+	$(BIN)/python -m bench.scale
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -37,26 +37,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
-import json
-import logging
 import math
-import re
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qsl
 
 from sqlalchemy import Engine
 
 from bench.baselines.old_provisioner import OldProvisioner, scan_every
 from bench.common import (
     CLOUDS,
+    CREATE_OPERATIONS,
     DEPLOYMENT_ID,
     JOIN_TIMEOUT_S,
     MACHINES,
@@ -64,31 +60,36 @@ from bench.common import (
     PROVIDER_IDS,
     RESULTS_DIR,
     CloudProcess,
+    CreateCall,
+    CreateRecorder,
+    PassLoops,
     emit,
     fresh_database,
     parse_config,
+    percentile,
     provider_entries,
     ratios,
     rounded,
-    split_by_share,
+    run_sides,
     sync_pools,
     table,
-    wm_logging,
+    task_latencies,
     wrap_app,
 )
 from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db import workers
 from wm.db.notify import start_listener
-from wm.db.server import PostgresServer, find_or_start
+from wm.db.server import PostgresServer
 from wm.providers import build_provider
-from wm.providers.base import TAG_POOL, Provider
+from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.sim.arm import SimArm
 from wm.sim.behaviour import Behaviour
 from wm.sim.ec2 import SimEc2
 from wm.sim.gce import SimGce
+from wm.sim.workload import split
 
 # Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.
 CAPACITY_PER_WORKER = 1
@@ -98,89 +99,10 @@ SAMPLE_S = 0.25  # capacity sampling period
 MIN_WINDOW_S = 10.0  # shortest measurement window, whatever the boot time
 WARMUP_TICKS = 1.5  # the burst lands half an interval after the second tick
 BASELINE_SCAN_PHASE = 0.5  # the baseline's next scan comes half a scan interval after the burst
-CREATE_OPERATIONS = frozenset(
-    {"RunInstances", "instances.insert", "instances.bulkInsert", "VirtualMachines_CreateOrUpdate"}
-)
 LIVE_VM_STATES = frozenset({"pending", "running"})
 
 
-# -- the simulated clouds and what reaches them -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CreateCall:
-    """One create request as it reached a simulated cloud."""
-
-    at: float  # time.monotonic() on arrival, before the sim's latency and answer
-    pool_id: str | None  # from the request's pool tag
-    vms: int  # instances it asks for (EC2 MaxCount; one elsewhere)
-    key: str  # what makes a repeat of it the same request (client token, VM name)
-    ok: bool  # answered 2xx
-    answered: float  # time.monotonic() when the sim had its answer
-
-
-class CreateRecorder:
-    """A WSGI middleware recording the create calls of one simulated cloud."""
-
-    def __init__(self, cloud: str, app: Callable[..., Any]) -> None:
-        self.cloud = cloud
-        self.calls: list[CreateCall] = []
-        self._app = app
-        self._lock = threading.Lock()
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        arrived = time.monotonic()
-        parsed = _parse_create(self.cloud, environ)
-        if parsed is None:
-            return self._app(environ, start_response)
-        statuses: list[str] = []
-
-        def capture(status: str, headers: list, exc_info: Any = None) -> Any:
-            statuses.append(status)
-            return start_response(status, headers, exc_info)
-
-        answer = self._app(environ, capture)
-        pool_id, vms, key = parsed
-        ok = bool(statuses) and statuses[-1].startswith("2")
-        with self._lock:
-            self.calls.append(CreateCall(arrived, pool_id, vms, key, ok, time.monotonic()))
-        return answer
-
-
-def _body(environ: dict[str, Any]) -> bytes:
-    """Read the request body and put it back for the sim."""
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    data = environ["wsgi.input"].read(length) if length else b""
-    environ["wsgi.input"] = io.BytesIO(data)
-    return data
-
-
-def _parse_create(cloud: str, environ: dict[str, Any]) -> tuple[str | None, int, str] | None:
-    """(pool id, VMs, key) when the request is a create call, else None."""
-    method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
-    if cloud == "aws" and method == "POST" and not path.startswith(("/_sim", "/moto-api")):
-        form = dict(parse_qsl(_body(environ).decode(errors="replace")))
-        if form.get("Action") != "RunInstances":
-            return None
-        pool = next(
-            (
-                form.get(key[: -len("Key")] + "Value")
-                for key, value in form.items()
-                if value == TAG_POOL and re.fullmatch(r"TagSpecification\.\d+\.Tag\.\d+\.Key", key)
-            ),
-            None,
-        )
-        return pool, int(form.get("MaxCount", "1")), form.get("ClientToken", "")
-    if cloud == "gcp" and method == "POST" and re.fullmatch(r".*/zones/[^/]+/instances", path):
-        body = json.loads(_body(environ) or b"{}")
-        items = {i.get("key"): i.get("value") for i in body.get("metadata", {}).get("items", [])}
-        pool = items.get(TAG_POOL) or body.get("labels", {}).get(TAG_POOL)
-        return pool, 1, str(body.get("name", ""))
-    vm_path = re.search(r"/providers/microsoft\.compute/virtualmachines/([^/]+)$", path, re.I)
-    if cloud == "azure" and method == "PUT" and vm_path:
-        body = json.loads(_body(environ) or b"{}")
-        return body.get("tags", {}).get(TAG_POOL), 1, vm_path.group(1).lower()
-    return None
+# -- the simulated clouds -----------------------------------------------------------------------
 
 
 class SimHost:
@@ -247,7 +169,7 @@ class Clouds(CloudProcess):
 
 def split_tasks(total: int) -> dict[str, int]:
     """Tasks per pool in the production mix, largest remainders first, summing to `total`."""
-    return split_by_share(total, {pool: share for pool, _, share in POOL_MIX})
+    return split(total, {pool: share for pool, _, share in POOL_MIX})
 
 
 def bench_config(
@@ -279,77 +201,6 @@ def bench_config(
         "pools": pools,
     }
     return parse_config(raw, db_url, "bench/burst.py")
-
-
-# -- the loops ----------------------------------------------------------------------------------
-
-
-class PassLoops:
-    """One thread per provider running passes every `interval_s`, timed as the provisioner
-    process's APScheduler interval jobs (max_instances=1, coalesce) are: a run that falls due
-    while a pass runs is skipped, not queued; `wake` makes a run due now (skipped as well if a
-    pass is running), and the interval restarts from it."""
-
-    def __init__(
-        self,
-        run_pass: Callable[[str], object],
-        provider_ids: list[str],
-        interval_s: float,
-        first_at: float,
-    ) -> None:
-        self.passes: Counter[str] = Counter()
-        self.errors: Counter[str] = Counter()
-        self._run_pass = run_pass
-        self._interval_s = interval_s
-        self._first_at = first_at
-        self._stop = threading.Event()
-        self._wakes = {pid: threading.Event() for pid in provider_ids}
-        self._woken_at = dict.fromkeys(provider_ids, 0.0)  # monotonic time of the last wake
-        self._threads = [
-            threading.Thread(target=self._loop, args=(pid,), name=f"pass-{pid}", daemon=True)
-            for pid in provider_ids
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def wake(self, provider_id: str) -> None:
-        if provider_id in self._wakes:
-            self._woken_at[provider_id] = time.monotonic()
-            self._wakes[provider_id].set()
-
-    def stop(self) -> list[str]:
-        """Stop and join; return the names of threads that did not end in time."""
-        self._stop.set()
-        for event in self._wakes.values():
-            event.set()
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return [t.name for t in self._threads if t.is_alive()]
-
-    def _loop(self, provider_id: str) -> None:
-        wake, due = self._wakes[provider_id], self._first_at
-        while not self._stop.is_set():
-            fired = due
-            if wake.wait(max(0.0, due - time.monotonic())):
-                fired = self._woken_at[provider_id]
-            if self._stop.is_set():
-                return
-            wake.clear()
-            try:
-                self._run_pass(provider_id)
-            except Exception:
-                self.errors[provider_id] += 1
-                logging.getLogger("wm").exception("bench-pass-failed")
-            self.passes[provider_id] += 1
-            if wake.is_set():  # woken while the pass ran: that run was skipped, the clock reset
-                wake.clear()
-                fired = self._woken_at[provider_id]
-            due = fired + self._interval_s
-            while due <= time.monotonic():  # runs due while the pass ran were skipped
-                due += self._interval_s
 
 
 @dataclass
@@ -586,37 +437,6 @@ def figures(
     }
 
 
-def task_latencies(
-    calls: list[CreateCall], submitted: Mapping[str, float], demand: Mapping[str, int]
-) -> list[float]:
-    """Seconds from submission to the create call covering each task; inf where none did."""
-    by_pool: dict[str, list[CreateCall]] = defaultdict(list)
-    seen: set[str] = set()
-    for call in sorted(calls, key=lambda c: c.at):
-        if call.ok and call.pool_id in demand and call.key not in seen:
-            seen.add(call.key)
-            by_pool[call.pool_id].append(call)
-    latencies: list[float] = []
-    for pool_id, wanted in demand.items():
-        covered = 0
-        for call in by_pool[pool_id]:
-            take = min(call.vms, wanted - covered)
-            latencies += [call.at - submitted[pool_id]] * take
-            covered += take
-            if covered == wanted:
-                break
-        latencies += [math.inf] * (wanted - covered)
-    return latencies
-
-
-def percentile(ordered: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of sorted values; None when empty or on an uncovered task."""
-    if not ordered:
-        return None
-    value = ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-    return None if math.isinf(value) else value
-
-
 # -- output -------------------------------------------------------------------------------------
 
 
@@ -660,17 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{params.baseline_scan_s:g} s",
         file=sys.stderr,
     )
-    results: dict[str, Any] = {}
-    warnings: dict[str, dict[str, int]] = {}
-    server = find_or_start()
-    try:
-        for name in ("wm", "baseline"):
-            print(f"running {name} ...", file=sys.stderr, flush=True)
-            with wm_logging(args.log.with_suffix(f".{name}.log") if args.log else None) as events:
-                results[name] = run_side(name, params, server)
-            warnings[name] = dict(events.counts)
-    finally:
-        server.stop()
+    results, warnings = run_sides(lambda name, server: run_side(name, params, server), args.log)
     result = {
         "wm": results["wm"],
         "baseline": results["baseline"],

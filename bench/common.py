@@ -1,35 +1,45 @@
-"""What the benchmarks share: the fleet mix, the simulated clouds in a process of their own, the
-providers' config, a fresh database per side, wm's logging, and how results are printed and
-written (see bench/README.md)."""
+"""What the benchmarks share: the fleet mix, what reaches the simulated clouds (create calls,
+their CPU time), the simulated clouds in a process of their own, the providers' config, a fresh
+database per side, the provisioning loops, what is counted in wm's own process (statements,
+memory), wm's logging, and how results are printed and written (see bench/README.md)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import gc
+import io
 import json
 import logging
 import math
 import multiprocessing
+import re
 import sys
 import threading
+import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self
+from urllib.parse import parse_qsl
 
 from sqlalchemy import Engine
+from sqlalchemy import event as sa_event
 
 from wm import config as config_module
 from wm.config import Config
 from wm.db import migrate
 from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
-from wm.db.server import PostgresServer
+from wm.db.server import PostgresServer, find_or_start
 from wm.pool_sync import plan_sync
+from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
 
-K = TypeVar("K", bound=Hashable)
 WsgiApp = Callable[..., Any]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -58,15 +68,110 @@ CLOUDS_START_TIMEOUT_S = 60.0
 QUIET_LOGGERS = ("azure", "botocore", "urllib3", "werkzeug", "google")
 
 
-def split_by_share(total: int, shares: Mapping[K, float]) -> dict[K, int]:
-    """`total` split in proportion to `shares`, largest remainders first (ties in the given
-    order), summing to `total`."""
-    exact = {key: total * share for key, share in shares.items()}
-    counts = {key: math.floor(value) for key, value in exact.items()}
-    by_remainder = sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)
-    for key in by_remainder[: total - sum(counts.values())]:
-        counts[key] += 1
-    return counts
+# -- what reaches the simulated clouds --------------------------------------------------------
+
+
+CREATE_OPERATIONS = frozenset(
+    {"RunInstances", "instances.insert", "instances.bulkInsert", "VirtualMachines_CreateOrUpdate"}
+)
+
+
+@dataclass(frozen=True)
+class CreateCall:
+    """One create request as it reached a simulated cloud."""
+
+    at: float  # time.monotonic() on arrival, before the sim's latency and answer
+    pool_id: str | None  # from the request's pool tag
+    vms: int  # instances it asks for (EC2 MaxCount; one elsewhere)
+    key: str  # what makes a repeat of it the same request (client token, VM name)
+    ok: bool  # answered 2xx
+    answered: float  # time.monotonic() when the sim had its answer
+
+
+class CreateRecorder:
+    """A WSGI middleware recording the create calls of one simulated cloud."""
+
+    def __init__(self, cloud: str, app: Callable[..., Any]) -> None:
+        self.cloud = cloud
+        self.calls: list[CreateCall] = []
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        arrived = time.monotonic()
+        parsed = parse_create(self.cloud, environ)
+        if parsed is None:
+            return self._app(environ, start_response)
+        statuses: list[str] = []
+
+        def capture(status: str, headers: list, exc_info: Any = None) -> Any:
+            statuses.append(status)
+            return start_response(status, headers, exc_info)
+
+        answer = self._app(environ, capture)
+        pool_id, vms, key = parsed
+        ok = bool(statuses) and statuses[-1].startswith("2")
+        with self._lock:
+            self.calls.append(CreateCall(arrived, pool_id, vms, key, ok, time.monotonic()))
+        return answer
+
+
+def read_body(environ: dict[str, Any]) -> bytes:
+    """Read the request body and put it back for the sim."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    data = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(data)
+    return data
+
+
+def parse_create(cloud: str, environ: dict[str, Any]) -> tuple[str | None, int, str] | None:
+    """(pool id, VMs, key) when the request is a create call, else None."""
+    method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+    if cloud == "aws" and method == "POST" and not path.startswith(("/_sim", "/moto-api")):
+        form = dict(parse_qsl(read_body(environ).decode(errors="replace")))
+        if form.get("Action") != "RunInstances":
+            return None
+        pool = next(
+            (
+                form.get(key[: -len("Key")] + "Value")
+                for key, value in form.items()
+                if value == TAG_POOL and re.fullmatch(r"TagSpecification\.\d+\.Tag\.\d+\.Key", key)
+            ),
+            None,
+        )
+        return pool, int(form.get("MaxCount", "1")), form.get("ClientToken", "")
+    if cloud == "gcp" and method == "POST" and re.fullmatch(r".*/zones/[^/]+/instances", path):
+        body = json.loads(read_body(environ) or b"{}")
+        items = {i.get("key"): i.get("value") for i in body.get("metadata", {}).get("items", [])}
+        pool = items.get(TAG_POOL) or body.get("labels", {}).get(TAG_POOL)
+        return pool, 1, str(body.get("name", ""))
+    vm_path = re.search(r"/providers/microsoft\.compute/virtualmachines/([^/]+)$", path, re.I)
+    if cloud == "azure" and method == "PUT" and vm_path:
+        body = json.loads(read_body(environ) or b"{}")
+        return body.get("tags", {}).get(TAG_POOL), 1, vm_path.group(1).lower()
+    return None
+
+
+class CpuMeter:
+    """A WSGI middleware summing the CPU time a simulated cloud's threads spend answering (its
+    simulated latency is slept, so it is not counted): how much of a benchmark's wall time the
+    simulation itself took."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.cpu_s = 0.0
+        self.requests = 0
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        started = time.thread_time()
+        try:
+            return self._app(environ, start_response)
+        finally:
+            spent = time.thread_time() - started
+            with self._lock:
+                self.cpu_s += spent
+                self.requests += 1
 
 
 # -- the simulated clouds, in a process of their own --------------------------------------------
@@ -168,26 +273,29 @@ def provider_entries(
     cert_path: str,
     regions: Mapping[str, Sequence[str]] | None = None,
     gate: Mapping[str, Any] | None = None,
+    clouds: Sequence[str] = CLOUDS,
 ) -> list[dict[str, Any]]:
-    """The three providers' config entries, pointed at the simulated clouds. `regions` per cloud
-    defaults to MACHINES' one region (zone on GCE); `gate` overrides gate settings."""
+    """The providers' config entries for `clouds` (all three by default), pointed at the
+    simulated clouds. `regions` per cloud defaults to MACHINES' one region (zone on GCE);
+    `gate` overrides gate settings."""
     providers: list[dict[str, Any]] = [
-        {"id": PROVIDER_IDS["aws"], "kind": "aws", "endpoint": endpoints["aws"]},
+        {"id": PROVIDER_IDS["aws"], "kind": "aws", "endpoint": endpoints.get("aws")},
         {
             "id": PROVIDER_IDS["gcp"],
             "kind": "gcp",
             "project": GCP_PROJECT,
-            "endpoint": endpoints["gcp"],
+            "endpoint": endpoints.get("gcp"),
         },
         {
             "id": PROVIDER_IDS["azure"],
             "kind": "azure",
             "subscription_id": AZURE_SUBSCRIPTION,
             "resource_group": AZURE_RESOURCE_GROUP,
-            "endpoint": endpoints["azure"],
+            "endpoint": endpoints.get("azure"),
             "ca_bundle": cert_path,
         },
     ]
+    providers = [p for p in providers if p["kind"] in clouds]
     for provider in providers:
         kind = provider["kind"]
         chosen = list(regions[kind]) if regions else [MACHINES[kind][0]]
@@ -230,7 +338,196 @@ def fresh_database(
         drop_database(server.url, database)
 
 
+# -- provisioning loops --------------------------------------------------------------------------
+
+
+class PassLoops:
+    """One thread per provider running passes every `interval_s`, timed as the provisioner
+    process's APScheduler interval jobs (max_instances=1, coalesce) are: a run that falls due
+    while a pass runs is skipped, not queued; `wake` makes a run due now (skipped as well if a
+    pass is running), and the interval restarts from it."""
+
+    def __init__(
+        self,
+        run_pass: Callable[[str], object],
+        provider_ids: list[str],
+        interval_s: float,
+        first_at: float,
+    ) -> None:
+        self.passes: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self._run_pass = run_pass
+        self._interval_s = interval_s
+        self._first_at = first_at
+        self._stop = threading.Event()
+        self._wakes = {pid: threading.Event() for pid in provider_ids}
+        self._woken_at = dict.fromkeys(provider_ids, 0.0)  # monotonic time of the last wake
+        self._threads = [
+            threading.Thread(target=self._loop, args=(pid,), name=f"pass-{pid}", daemon=True)
+            for pid in provider_ids
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def wake(self, provider_id: str) -> None:
+        if provider_id in self._wakes:
+            self._woken_at[provider_id] = time.monotonic()
+            self._wakes[provider_id].set()
+
+    def stop(self) -> list[str]:
+        """Stop and join; return the names of threads that did not end in time."""
+        self._stop.set()
+        for event in self._wakes.values():
+            event.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def _loop(self, provider_id: str) -> None:
+        wake, due = self._wakes[provider_id], self._first_at
+        while not self._stop.is_set():
+            fired = due
+            if wake.wait(max(0.0, due - time.monotonic())):
+                fired = self._woken_at[provider_id]
+            if self._stop.is_set():
+                return
+            wake.clear()
+            try:
+                self._run_pass(provider_id)
+            except Exception:
+                self.errors[provider_id] += 1
+                logging.getLogger("wm").exception("bench-pass-failed")
+            self.passes[provider_id] += 1
+            if wake.is_set():  # woken while the pass ran: that run was skipped, the clock reset
+                wake.clear()
+                fired = self._woken_at[provider_id]
+            due = fired + self._interval_s
+            while due <= time.monotonic():  # runs due while the pass ran were skipped
+                due += self._interval_s
+
+
+# -- what is counted in wm's own process ---------------------------------------------------------
+
+
+class StatementCounter:
+    """Counts the SQL statements an engine sends (SQLAlchemy's before_cursor_execute event),
+    while it is entered; thread-safe, so concurrent scans count together."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def _seen(self, *_args: Any) -> None:
+        with self._lock:
+            self.count += 1
+
+    def __enter__(self) -> Self:
+        sa_event.listen(self.engine, "before_cursor_execute", self._seen)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        sa_event.remove(self.engine, "before_cursor_execute", self._seen)
+
+
+_STATUS_KIB = re.compile(r"^(VmRSS|VmHWM):\s+(\d+) kB", re.M)
+
+
+def _memory_kib() -> dict[str, int]:
+    with open("/proc/self/status") as status:
+        return {name: int(kib) for name, kib in _STATUS_KIB.findall(status.read())}
+
+
+@dataclass
+class PeakMemory:
+    """This process's resident memory before a measured piece of work and at its peak (MiB)."""
+
+    before_mib: float = 0.0
+    peak_mib: float = 0.0
+
+    @property
+    def growth_mib(self) -> float:
+        return self.peak_mib - self.before_mib
+
+
+@contextlib.contextmanager
+def peak_memory() -> Iterator[PeakMemory]:
+    """Measure resident memory around a block (Linux): garbage is collected and freed heap
+    given back first, then the kernel's high-water mark (VmHWM) is reset, so the peak is this
+    block's. Memory an earlier block freed but the allocator kept can be reused unseen, so the
+    growth of a later, larger block is a lower bound."""
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(libc).malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # reset VmHWM to the current resident size
+    memory = PeakMemory(before_mib=_memory_kib()["VmRSS"] / 1024)
+    try:
+        yield memory
+    finally:
+        memory.peak_mib = _memory_kib()["VmHWM"] / 1024
+
+
+# -- a config file for wm's own processes ----------------------------------------------------------
+
+
+def toml_text(data: Mapping[str, Any]) -> str:
+    """A config as TOML, every table inline: enough for wm's config file (strings, numbers,
+    booleans, lists and tables)."""
+
+    def value(item: Any) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, str):
+            return json.dumps(item)  # JSON's string escapes are TOML basic-string escapes
+        if isinstance(item, int | float):
+            return repr(item)
+        if isinstance(item, Mapping):
+            return "{ " + ", ".join(f"{json.dumps(k)} = {value(v)}" for k, v in item.items()) + " }"
+        if isinstance(item, Sequence):
+            return "[" + ", ".join(value(v) for v in item) + "]"
+        raise TypeError(f"no TOML for {type(item).__name__}")
+
+    return "".join(f"{json.dumps(key)} = {value(item)}\n" for key, item in data.items())
+
+
 # -- figures and output -------------------------------------------------------------------------
+
+
+def task_latencies(
+    calls: list[CreateCall], submitted: Mapping[str, float], demand: Mapping[str, int]
+) -> list[float]:
+    """Seconds from submission to the create call covering each task; inf where none did."""
+    by_pool: dict[str, list[CreateCall]] = defaultdict(list)
+    seen: set[str] = set()
+    for call in sorted(calls, key=lambda c: c.at):
+        if call.ok and call.pool_id in demand and call.key not in seen:
+            seen.add(call.key)
+            by_pool[call.pool_id].append(call)
+    latencies: list[float] = []
+    for pool_id, wanted in demand.items():
+        covered = 0
+        for call in by_pool[pool_id]:
+            take = min(call.vms, wanted - covered)
+            latencies += [call.at - submitted[pool_id]] * take
+            covered += take
+            if covered == wanted:
+                break
+        latencies += [math.inf] * (wanted - covered)
+    return latencies
+
+
+def percentile(ordered: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of sorted values; None when empty or on an uncovered task."""
+    if not ordered:
+        return None
+    value = ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+    return None if math.isinf(value) else value
 
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
@@ -279,6 +576,28 @@ def emit(result: Mapping[str, Any], tables: str, output: Path) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
+
+
+SIDES = ("wm", "baseline")
+
+
+def run_sides(
+    run_side: Callable[[str, PostgresServer], dict[str, Any]], log_path: Path | None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]]]:
+    """Run each side, wm first, on the Postgres found or started (and stopped after): their
+    figures, and wm's log lines at warning and above per side (to `log_path`.SIDE.log too)."""
+    results: dict[str, dict[str, Any]] = {}
+    warnings: dict[str, dict[str, int]] = {}
+    server = find_or_start()
+    try:
+        for name in SIDES:
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            with wm_logging(log_path.with_suffix(f".{name}.log") if log_path else None) as events:
+                results[name] = run_side(name, server)
+            warnings[name] = dict(events.counts)
+    finally:
+        server.stop()
+    return results, warnings
 
 
 class EventCounter(logging.Handler):

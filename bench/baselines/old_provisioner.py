@@ -142,18 +142,24 @@ class OldProvisioner:
             except CloudError as error:  # keep this provider's previous record
                 log("old-scan-failed", logging.WARNING, provider=provider.id, error=str(error))
                 continue
-            record = {
-                pool_id: PoolCapacity(
-                    requested=by_state.get(WorkerState.REQUESTED, 0),
-                    running=by_state.get(WorkerState.RUNNING, 0),
-                    stopping=by_state.get(WorkerState.STOPPING, 0),
-                )
-                for pool_id, by_state in totals.items()
-            }
-            with self._lock:
-                self._recorded[provider.id] = record
+            self.record(
+                provider.id,
+                {
+                    pool_id: PoolCapacity(
+                        requested=by_state.get(WorkerState.REQUESTED, 0),
+                        running=by_state.get(WorkerState.RUNNING, 0),
+                        stopping=by_state.get(WorkerState.STOPPING, 0),
+                    )
+                    for pool_id, by_state in totals.items()
+                },
+            )
         with self._lock:
             self.scans += 1
+
+    def record(self, provider_id: str, capacity: Mapping[str, PoolCapacity]) -> None:
+        """Replace one provider's record, as the end of a scan of it does."""
+        with self._lock:
+            self._recorded[provider_id] = dict(capacity)
 
     def recorded(self) -> dict[str, PoolCapacity]:
         """The scanner's last record, per pool."""

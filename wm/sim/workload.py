@@ -8,11 +8,15 @@ pools' max capacity. Durations are drawn from `task_s` with a fixed seed, so a r
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from wm.config import DemoConfig
+
+K = TypeVar("K", bound=Hashable)
 
 BURST_AT_FRACTION = 1 / 3  # of the workload's length
 DURATION_STEP_S = 1.0  # durations are whole seconds, so a burst submits in a few statements
@@ -57,10 +61,11 @@ def pool_weights(pools: Sequence[PoolShare], cloud_shares: Mapping[str, float]) 
     return {pool_id: weight / total for pool_id, weight in weights.items()} if total else {}
 
 
-def split(total: int, weights: Mapping[str, float]) -> dict[str, int]:
-    """`total` tasks split by weight, largest remainders first, summing to `total`."""
+def split(total: int, weights: Mapping[K, float]) -> dict[K, int]:
+    """`total` split by weight, largest remainders first (ties in the given order), summing
+    to `total`."""
     exact = {key: total * weight for key, weight in weights.items()}
-    counts = {key: int(value) for key, value in exact.items()}
+    counts = {key: math.floor(value) for key, value in exact.items()}
     by_remainder = sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)
     for key in by_remainder[: total - sum(counts.values())]:
         counts[key] += 1

@@ -137,6 +137,8 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
         wait_until(lambda: list_workers(engine)[0].state == WorkerState.RUNNING, 15, "registered")
         wait_until(lambda: "reregistered" in agent.events, 15, "re-registered")
         wait_until(lambda: list_workers(engine)[0].state == WorkerState.STOPPING, 20, "removal")
+        # The row changes before the agent has read the answer and noted it.
+        wait_until(lambda: agent.events[-1].startswith("remove"), 5, "the agent noting it")
         assert agent.events.count("task-done") == 2
         assert agent.events[0] == "registered" and agent.events[-1] == "removed"
 

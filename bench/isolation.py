@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -67,6 +66,7 @@ from bench.common import (
     wm_logging,
     wrap_app,
 )
+from wm.config import simulated_child_environment
 from wm.db import tasks as task_store
 from wm.db.notify import start_listener
 from wm.db.server import PostgresServer, find_or_start
@@ -198,14 +198,7 @@ def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
     with tempfile.TemporaryDirectory(prefix="wm-bench-iso-") as tmp:
         config_path, log_path = Path(tmp) / "config.toml", Path(tmp) / "provisioner.log"
         config_path.write_text(toml_text(raw))
-        env = {
-            **os.environ,
-            "WM_CONFIG": str(config_path),
-            "DATABASE_URL": db_url,
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "NO_GCE_CHECK": "true",
-        }
-        env.pop("SENTRY_DSN", None)
+        env = simulated_child_environment(config_path, db_url)
         with open(log_path, "w") as log_file:
             process = subprocess.Popen(
                 [sys.executable, "-m", "wm", "run", "provisioner"],

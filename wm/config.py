@@ -342,6 +342,24 @@ def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -
     return environ
 
 
+# The simulated clouds take fixed fake credentials: their SDKs must never ask a metadata service.
+NO_METADATA_PROBES: Mapping[str, str] = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "NO_GCE_CHECK": "true",
+}
+
+
+def simulated_child_environment(config_path: str | Path, database_url: str) -> dict[str, str]:
+    """For a wm process a test or a benchmark starts against the simulated clouds: its config
+    and database, no metadata probes, and no Sentry (a developer's DSN must not receive the
+    faults a test injects)."""
+    environ = child_environment(
+        {"WM_CONFIG": str(config_path), "DATABASE_URL": database_url, **NO_METADATA_PROBES}
+    )
+    environ.pop("SENTRY_DSN", None)
+    return environ
+
+
 def environment_problems(environ: Mapping[str, str]) -> list[str]:
     """Malformed platform settings, named. A typo here must stop a process at start, not make
     it listen on another port or fail at its first query with a driver's traceback."""

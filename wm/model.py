@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from wm.config import LaunchConfig, PoolConfig
-from wm.providers.base import LaunchSpec, WorkerState
+from wm.providers.base import LaunchSpec, WorkerRef, WorkerState
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,17 @@ class WorkerRecord:
     delete_called_at: datetime | None = None
     stopped_at: datetime | None = None
     preempted_at: datetime | None = None
+
+    def ref(self) -> WorkerRef:
+        """What a provider needs to find this worker's VM."""
+        return WorkerRef(
+            self.worker_id,
+            self.worker_group,
+            self.cloud_id,
+            self.batch_token,
+            self.launch_index,
+            dict(self.provider_data),
+        )
 
 
 @dataclass(frozen=True)

@@ -240,7 +240,7 @@ class Scanner:
         if not missing:
             return set(), []
         try:
-            found = provider.lookup([_ref(r) for r in missing])
+            found = provider.lookup([r.ref() for r in missing])
         except CloudError as error:
             # Not knowing is not gone: these rows are looked up again at the next scan.
             log(
@@ -311,7 +311,7 @@ class Scanner:
         """Delete; rows the cloud confirms are gone become stopped."""
         if not stopping:
             return 0
-        results = _terminate_all(provider, [_ref(r) for r in stopping])
+        results = _terminate_all(provider, [r.ref() for r in stopping])
         for worker in scans.mark_delete_called(self.engine, [r.worker_id for r in stopping]):
             if worker.stopping_at and worker.delete_called_at:
                 seconds = (worker.delete_called_at - worker.stopping_at).total_seconds()
@@ -422,17 +422,6 @@ def _terminate_all(provider: Provider, refs: Sequence[WorkerRef]) -> list[Termin
         return provider.terminate(refs)
     except CloudError as error:
         return [TerminateResult(ref.worker_id, gone=False, error=error) for ref in refs]
-
-
-def _ref(row: WorkerRecord) -> WorkerRef:
-    return WorkerRef(
-        row.worker_id,
-        row.worker_group,
-        row.cloud_id,
-        row.batch_token,
-        row.launch_index,
-        dict(row.provider_data),
-    )
 
 
 def _ids(rows: Sequence[WorkerRecord]) -> set[str]:

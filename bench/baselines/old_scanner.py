@@ -36,7 +36,7 @@ from wm.db import scans
 from wm.db.scans import RowChange
 from wm.errors import CloudError
 from wm.model import WorkerRecord
-from wm.providers.base import Provider, WorkerRef, WorkerState
+from wm.providers.base import Provider, WorkerState
 from wm.telemetry import log
 
 OLD_SCANNER_CONCURRENCY = 2
@@ -70,14 +70,7 @@ class OldScanner:
 
     def _check(self, row: WorkerRecord) -> str:
         provider = self.providers[row.provider_id]
-        ref = WorkerRef(
-            row.worker_id,
-            row.worker_group,
-            row.cloud_id,
-            row.batch_token,
-            row.launch_index,
-            dict(row.provider_data),
-        )
+        ref = row.ref()
         try:
             found = provider.lookup([ref]).get(row.worker_id)
         except CloudError as error:

@@ -4,7 +4,6 @@ a short workload, the report and the plot; and Ctrl-C in the middle leaves nothi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+
+from wm.config import simulated_child_environment
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = (
@@ -104,8 +105,7 @@ def short_demo_config(path: Path, **demo: object) -> Path:
 
 
 def start_demo(tmp_path: Path, db_url: str, config: Path, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "DATABASE_URL": db_url, "WM_CONFIG": str(config)}
-    env.pop("SENTRY_DSN", None)
+    env = simulated_child_environment(config, db_url)
     return subprocess.Popen(
         [sys.executable, "-m", "wm", "demo", "--out", str(tmp_path / "out"), "--no-live", *args],
         stdout=subprocess.PIPE,

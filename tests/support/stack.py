@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config
+from wm.config import Config, simulated_child_environment
 from wm.db import pools as pool_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,14 +182,7 @@ class WmProcess:
 
     @classmethod
     def start(cls, args: list[str], config: Path, db_url: str) -> WmProcess:
-        env = {
-            **os.environ,
-            "WM_CONFIG": str(config),
-            "DATABASE_URL": db_url,
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "NO_GCE_CHECK": "true",
-        }
-        env.pop("SENTRY_DSN", None)
+        env = simulated_child_environment(config, db_url)
         popen = subprocess.Popen(
             [sys.executable, "-m", "wm", *args],
             stdout=subprocess.PIPE,

@@ -31,7 +31,7 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config, DemoConfig, child_environment
+from wm.config import NO_METADATA_PROBES, Config, DemoConfig, child_environment
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
@@ -172,9 +172,7 @@ class Demo:
             "PORT": str(web_port),
             "WM_OPERATOR_TOKEN": secrets.token_urlsafe(24),
             "PYTHONUNBUFFERED": "1",
-            # The simulated clouds get fake credentials; never ask a metadata service.
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "NO_GCE_CHECK": "true",
+            **NO_METADATA_PROBES,
         }
         return child_environment(overrides, prepend_path=str(Path(sys.executable).parent))
 

@@ -221,9 +221,9 @@ class Provisioner:
         running: dict[str, list] = {p.pool_id: [] for p in pools}
         for worker in scans.running_workers(self.engine, list(running)):
             running[worker.pool_id].append(worker)
+        flag: list[str] = []
+        unflag: list[str] = []
         for pool in pools:
-            if not running[pool.pool_id]:
-                continue  # nothing to flag or unflag: no write, no lock on the workers table
             counts = demand[pool.pool_id]
             target = estimator.target_capacity(
                 pending=counts.pending,
@@ -232,9 +232,12 @@ class Provisioner:
                 max_capacity=pool.max_capacity,
                 scaling_ratio=pool.scaling_ratio,
             )
-            scans.set_scale_down(
-                self.engine, pool.pool_id, lifecycle.scale_down(running[pool.pool_id], target)
-            )
+            advised = set(lifecycle.scale_down(running[pool.pool_id], target))
+            for worker in running[pool.pool_id]:
+                if worker.should_terminate != (worker.worker_id in advised):
+                    (flag if worker.worker_id in advised else unflag).append(worker.worker_id)
+        # Only the changes are written: no write, no row lock, while the advice stands.
+        scans.change_scale_down(self.engine, flag, unflag)
 
     def _create(self, provider: Provider, batches: list[LaunchBatch]) -> dict[str, LaunchResult]:
         if not batches:

@@ -158,13 +158,16 @@ def running_workers(engine: Engine, pool_ids: Sequence[str]) -> list[WorkerRecor
         return [worker_from_row(row) for row in conn.execute(query)]
 
 
-def set_scale_down(engine: Engine, pool_id: str, worker_ids: Sequence[str]) -> None:
-    """Exactly these running workers of the pool should terminate; the others should not."""
-    flagged = list(worker_ids)
+def change_scale_down(engine: Engine, flag: Sequence[str], unflag: Sequence[str]) -> None:
+    """Advise these running workers to terminate and those no longer to, in every pool at once:
+    at most two statements a pass however many pools, and none when the advice stands."""
+    if not flag and not unflag:
+        return
     with engine.begin() as conn:
-        conn.execute(
-            update(workers)
-            .where(workers.c.pool_id == pool_id, workers.c.state == "running")
-            .where(workers.c.should_terminate != workers.c.worker_id.in_(flagged))
-            .values(should_terminate=workers.c.worker_id.in_(flagged))
-        )
+        for worker_ids, advice in ((flag, True), (unflag, False)):
+            if worker_ids:
+                conn.execute(
+                    update(workers)
+                    .where(workers.c.worker_id.in_(list(worker_ids)), workers.c.state == "running")
+                    .values(should_terminate=advice)
+                )

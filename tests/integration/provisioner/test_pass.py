@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
 from tests.support.memory_provider import MemoryProvider, quota_error
@@ -205,3 +205,49 @@ def test_two_replicas_at_once_launch_exactly_the_demand(engine, aws):
         t.join()
     assert len(aws.instances) == 60
     assert sum(r.launched for r in reports) == 60
+
+
+def test_scale_down_advice_for_many_pools_is_written_in_at_most_two_statements(engine):
+    data = raw()
+    data["pools"] = [
+        {**data["pools"][0], "id": f"proj/linux-{n}", "max_capacity": 10} for n in range(20)
+    ]
+    sync(engine, data)
+    aws = MemoryProvider("aws-a", ("us-east-1", "us-west-2"))
+    p = provisioner(engine, aws)
+    for pool in data["pools"]:
+        tasks.submit_tasks(engine, pool["id"], 3, 1.0)
+    p.run_pass("aws-a")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET state = 'running'"))
+        conn.execute(text("DELETE FROM tasks"))  # the demand is gone: every worker is surplus
+    writes = AdviceWrites(engine)
+
+    writes.during(lambda: p.run_pass("aws-a"))
+    flagged = [w for w in list_workers(engine) if w.should_terminate]
+    writes.during(lambda: p.run_pass("aws-a"))  # the advice stands
+    for pool in data["pools"]:
+        tasks.submit_tasks(engine, pool["id"], 3, 1.0)  # the demand is back
+    writes.during(lambda: p.run_pass("aws-a"))
+
+    assert len(flagged) == 60
+    assert not any(w.should_terminate for w in list_workers(engine))
+    assert writes.per_pass == [1, 0, 1]
+
+
+class AdviceWrites:
+    """UPDATE statements that set should_terminate, counted per provisioning pass."""
+
+    def __init__(self, engine) -> None:
+        self.per_pass: list[int] = []
+        self._count = 0
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def during(self, run_pass) -> None:
+        self._count = 0
+        run_pass()
+        self.per_pass.append(self._count)
+
+    def _seen(self, conn, cursor, statement: str, *args) -> None:
+        if statement.startswith("UPDATE workers SET should_terminate"):
+            self._count += 1

@@ -50,7 +50,7 @@ class SharedBudget:
     account: str
     limits: Mapping[str, BudgetLimit]  # call class -> published or configured limit
     clock: Callable[[], float] = time.monotonic
-    _known: set[BucketKey] = field(default_factory=set)
+    _known: set[BucketKey] = field(default_factory=set)  # buckets this process has sized
     _allowances: dict[BucketKey, _Allowance] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -108,10 +108,12 @@ class SharedBudget:
     def _take(self, key: BucketKey, limit: BudgetLimit, cost: float) -> float:
         chunk = max(cost, limit.burst * ALLOWANCE_SHARE)
         try:
-            taken = store.take(self.engine, key, cost, chunk)
-            if taken is None:  # first use of this bucket by anyone
+            if key not in self._known:
+                # First use by this process: create the bucket, or bring its size and rate to
+                # this process's config, so an edited limit takes effect at the next deploy.
                 store.ensure_buckets(self.engine, {key: (limit.usable_burst, limit.per_s)})
-                taken = store.take(self.engine, key, cost, chunk)
+                self._known.add(key)
+            taken = store.take(self.engine, key, cost, chunk)
         except SQLAlchemyError as error:
             # Advisory: without the database the gate's own per-process bucket still holds.
             log(

@@ -129,10 +129,22 @@ def test_most_calls_spend_a_local_allowance_without_a_round_trip(engine):
 
     assert waits == [0.0] * 100
     chunk = limit.burst * ALLOWANCE_SHARE
-    # A missing bucket costs one failed take and an insert, once; then one take per chunk.
+    # The first use writes the bucket's size, once; then one take per chunk.
     assert statements.count <= 2 + 100 / chunk + 1
     # The bucket was made at the cloud's size less the jitter reserve (0.5 s at 100/s).
     assert store.take(engine, KEY, 0, 0).tokens == pytest.approx(950 - 100, abs=chunk + 1)
+
+
+def test_a_process_started_with_an_edited_limit_resizes_the_shared_bucket(engine):
+    shared(engine, describe=BudgetLimit(burst=100, per_s=10)).take([Draw(KEY.scope, "describe")])
+    resized = shared(engine, describe=BudgetLimit(burst=40, per_s=4))
+
+    resized.take([Draw(KEY.scope, "describe")])
+
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT burst, per_s, tokens FROM api_budgets")).one()
+    assert (row.burst, row.per_s) == (38, 4)  # 40 less 0.5 s of refill at 4/s
+    assert row.tokens <= 38  # what the old, bigger bucket held is capped at the new size
 
 
 def test_classes_the_cloud_does_not_limit_cost_nothing(engine):

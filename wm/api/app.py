@@ -52,6 +52,8 @@ MAX_IN_FLIGHT = 10
 RETRY_AFTER_S = 2
 BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB: far longer than any client needs
 RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
+WORKER_REPORTS_PER_HOUR = 10  # error reports one worker may add to its pool's errors per hour
+REPORTS_RETRY_AFTER_S = 300
 EXEMPT_FROM_SHEDDING = ("/healthz", "/metrics")  # probes must see a busy process alive
 PROOF_REJECTED = Problem(code="identity-rejected", message="the identity proof was not accepted")
 # Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
@@ -69,9 +71,12 @@ PathId = Annotated[str, Path(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_P
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         self.status = status
         self.problem = Problem(code=code, message=message)
+        self.headers = headers
 
 
 def create_app(
@@ -101,7 +106,7 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.problem.model_dump(), status_code=exc.status)
+        return JSONResponse(exc.problem.model_dump(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -290,21 +295,26 @@ def create_app(
         )
         if worker is None or worker.pool_id != pool_id:
             raise ApiError(403, "bad-secret", "unknown worker or wrong secret")
-        pool_errors.record_errors(
-            engine,
-            [
-                NewPoolError(
-                    pool_id=pool_id,
-                    kind="worker-report",
-                    title=body.title,
-                    description=body.description,
-                    provider_id=worker.provider_id,
-                    launch_config_id=worker.launch_config_id,
-                    # The worker's id last: a report cannot name another worker as its sender.
-                    extra={**body.extra, "worker_id": worker.worker_id},
-                )
-            ],
+        report = NewPoolError(
+            pool_id=pool_id,
+            kind="worker-report",
+            title=body.title,
+            description=body.description,
+            provider_id=worker.provider_id,
+            launch_config_id=worker.launch_config_id,
+            # The worker's id last: a report cannot name another worker as its sender.
+            extra={**body.extra, "worker_id": worker.worker_id},
         )
+        if not pool_errors.record_worker_report(
+            engine, report, worker.worker_id, WORKER_REPORTS_PER_HOUR
+        ):
+            raise ApiError(
+                429,
+                "too-many-reports",
+                f"this worker has sent {WORKER_REPORTS_PER_HOUR} error reports within the "
+                "last hour; this one was not recorded",
+                {"Retry-After": str(REPORTS_RETRY_AFTER_S)},
+            )
         return {"status": "recorded"}
 
     def require_operator(authorization: str | None) -> None:

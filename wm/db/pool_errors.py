@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
-from wm.db.tables import worker_pool_errors
+from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
 
 LIST_LIMIT = 1000
@@ -31,21 +31,50 @@ def record_errors(engine: Engine, errors: Sequence[NewPoolError]) -> None:
     if not errors:
         return
     with engine.begin() as conn:
+        _insert(conn, errors)
+
+
+def record_worker_report(
+    engine: Engine, report: NewPoolError, worker_id: str, per_window: int
+) -> bool:
+    """Record a worker's own report unless it already sent `per_window` within the window: a
+    worker stuck in a loop must not flood the table and `wm pools errors`. False: refused,
+    nothing written."""
+    with engine.begin() as conn:
+        # The worker's row lock makes its concurrent reports count one after the other.
         conn.execute(
-            worker_pool_errors.insert(),
-            [
-                {
-                    "pool_id": e.pool_id,
-                    "provider_id": e.provider_id,
-                    "launch_config_id": e.launch_config_id,
-                    "kind": e.kind,
-                    "title": e.title,
-                    "description": e.description,
-                    "extra": e.extra,
-                }
-                for e in errors
-            ],
+            select(workers.c.worker_id).where(workers.c.worker_id == worker_id).with_for_update()
         )
+        sent = conn.execute(
+            select(func.count()).where(
+                worker_pool_errors.c.pool_id == report.pool_id,
+                worker_pool_errors.c.reported > func.now() - RECENT_WINDOW,
+                worker_pool_errors.c.kind == report.kind,
+                worker_pool_errors.c.extra["worker_id"].astext == worker_id,
+            )
+        ).scalar_one()
+        if sent >= per_window:
+            return False
+        _insert(conn, [report])
+        return True
+
+
+def _insert(conn: Connection, errors: Sequence[NewPoolError]) -> None:
+    conn.execute(
+        worker_pool_errors.insert(),
+        [
+            {
+                "pool_id": e.pool_id,
+                "provider_id": e.provider_id,
+                "launch_config_id": e.launch_config_id,
+                "kind": e.kind,
+                "title": e.title,
+                "description": e.description,
+                "extra": e.extra,
+            }
+            for e in errors
+        ],
+    )
 
 
 def list_errors(engine: Engine, pool_id: str, limit: int = LIST_LIMIT) -> list[PoolError]:

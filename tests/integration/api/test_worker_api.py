@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from tests.support.configs import build
-from wm.api.app import create_app
+from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
 from wm.db import pools as pool_store
 from wm.db.pool_errors import list_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
@@ -241,6 +241,32 @@ def test_a_worker_reports_an_error_that_shows_in_the_pools_errors(client, engine
     assert [(e.kind, e.title) for e in list_errors(engine, POOL)] == [
         ("worker-report", "disk full")
     ]
+
+
+def test_a_worker_looping_on_error_reports_is_refused_past_its_hourly_share(client, engine):
+    looping, other = intent(engine), intent(engine)
+    secrets = {
+        w: client.post("/api/v1/workers/register", json=register_body(w)).json()["secret"]
+        for w in (looping, other)
+    }
+
+    def report(worker_id: str, n: int):
+        return client.post(
+            f"/api/v1/pools/{POOL}/errors",
+            json={"worker_id": worker_id, "title": f"crash {n}", "description": "again"},
+            headers={"Authorization": f"Bearer {secrets[worker_id]}"},
+        )
+
+    answers = [report(looping, n) for n in range(WORKER_REPORTS_PER_HOUR + 3)]
+    from_the_other = report(other, 0)
+
+    assert [a.status_code for a in answers] == [201] * WORKER_REPORTS_PER_HOUR + [429] * 3
+    assert answers[-1].json()["code"] == "too-many-reports"
+    assert int(answers[-1].headers["retry-after"]) > 0
+    assert from_the_other.status_code == 201
+    titles = [e.title for e in list_errors(engine, POOL)]
+    assert len(titles) == WORKER_REPORTS_PER_HOUR + 1
+    assert f"crash {WORKER_REPORTS_PER_HOUR}" not in titles
 
 
 def test_operator_views_need_the_token(client, engine):

@@ -271,7 +271,6 @@ class WmSide:
             BuiltinQueue(self.engine),
             self.providers,
             self._stop,
-            intent_recovery_s=self.config.intervals.intent_recovery_s,
         )
         self._pool_ids = [p.id for p in self.config.pools]
 

@@ -260,7 +260,6 @@ def single_loop(engine: Engine, raw: Mapping[str, Any], db_url: str) -> Iterator
         BuiltinQueue(engine),
         providers,
         stop,
-        intent_recovery_s=config.intervals.intent_recovery_s,
     )
     run_all = single_loop_pass(provisioner, list(providers))
     loops = PassLoops(run_all, [LOOP_KEY], config.intervals.provision_s, time.monotonic())

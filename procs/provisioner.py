@@ -29,7 +29,6 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
         build_queue(config, runtime.engine),
         providers,
         runtime.stop,
-        intent_recovery_s=config.intervals.intent_recovery_s,
     )
     for provider in config.providers:
         runtime.add_job(

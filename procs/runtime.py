@@ -152,6 +152,18 @@ class Runtime:
             fn()
             health.consecutive_failures = 0
         except Exception as exc:
+            if self.stop.is_set():
+                # Cut short by the shutdown (a call refused as the process stops): expected,
+                # and what the pass left is safe for the next one.
+                log(
+                    "pass-abandoned",
+                    logging.WARNING,
+                    process=self.name,
+                    job=job_id,
+                    error=f"{type(exc).__name__}: {exc}",
+                    **tags,
+                )
+                return
             health.consecutive_failures += 1
             log(
                 "pass-failed",

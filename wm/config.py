@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from wm.errors import ConfigError
 
@@ -194,12 +201,21 @@ class QueueConfig(_Frozen):
 
 class IntervalsConfig(_Frozen):
     provision_s: float = Field(10.0, gt=0)
-    # An intent without a cloud id this old was left by a pass that died or failed unclearly.
-    intent_recovery_s: float = Field(60.0, gt=0)
     # A row the list did not show is looked up only past this age: listing lags creation.
     missing_grace_s: float = Field(30.0, ge=0)
     # A tagged VM without a live row is terminated only past this age.
     orphan_grace_s: float = Field(300.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_intent_recovery(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "intent_recovery_s" in data:
+            raise ValueError(
+                "intent_recovery_s is no longer a setting: an unanswered create is looked up "
+                "once its provider's gate could no longer be retrying it (timeout_s x "
+                "max_attempts plus backoffs); remove the key"
+            )
+        return data
 
 
 class RetentionConfig(_Frozen):

@@ -34,6 +34,18 @@ class ErrorCategory(StrEnum):
 
 
 RETRYABLE = frozenset({ErrorCategory.THROTTLED, ErrorCategory.TRANSIENT})
+# Answers after which the request surely had no effect, unless an earlier attempt of the same
+# call may have had one. A transient error (timeout, reset, 5xx) is never one of them: the
+# request may have been carried out and only its answer lost.
+DEFINITE_REFUSALS = frozenset(
+    {
+        ErrorCategory.QUOTA,
+        ErrorCategory.BAD_CONFIG,
+        ErrorCategory.THROTTLED,
+        ErrorCategory.NOT_FOUND,
+        ErrorCategory.PAUSED,
+    }
+)
 
 
 class CloudError(WmError):
@@ -48,6 +60,7 @@ class CloudError(WmError):
         *,
         operation: str = "",
         retry_after_s: float | None = None,
+        maybe_applied: bool = False,
     ) -> None:
         self.provider = provider
         self.category = category
@@ -55,11 +68,21 @@ class CloudError(WmError):
         self.message = message
         self.operation = operation
         self.retry_after_s = retry_after_s
+        # The cloud may have carried the request out: an attempt of this call reached it and
+        # its answer was lost or was a server error. A later refusal (a throttle, a pause, a
+        # stopping process) does not undo that, so the flag sticks across a call's attempts.
+        self.maybe_applied = maybe_applied
         super().__init__(f"{provider} {operation or 'call'}: {category} {code}: {message}")
 
     @property
     def retryable(self) -> bool:
         return self.category in RETRYABLE
+
+    @property
+    def nothing_applied(self) -> bool:
+        """The cloud surely did nothing: it said no (quota, bad config, throttled), or wm
+        never sent the request (paused, stopping), and no earlier attempt may have acted."""
+        return self.category in DEFINITE_REFUSALS and not self.maybe_applied
 
 
 class UnknownCloudState(WmError):

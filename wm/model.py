@@ -118,6 +118,13 @@ class WorkerRecord:
     delete_called_at: datetime | None = None
     stopped_at: datetime | None = None
     preempted_at: datetime | None = None
+    # The pass that sent its create gave up waiting for the answer (the VM may exist).
+    unanswered_at: datetime | None = None
+
+    @property
+    def unresolved_intent(self) -> bool:
+        """Requested, and no create has told wm its cloud id yet."""
+        return self.state == WorkerState.REQUESTED and self.cloud_id is None
 
     def ref(self) -> WorkerRef:
         """What a provider needs to find this worker's VM."""

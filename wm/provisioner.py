@@ -40,11 +40,6 @@ from wm.queues import QueueCounts, QueueSource
 from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, STAGE_SECONDS, capture, log
 
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
-# Errors that prove the cloud made nothing: the row can be stopped at once. Anything else
-# (a timeout, a 5xx) may have created the VM, so the row waits for intent recovery.
-CLOUD_MADE_NOTHING = frozenset(
-    {ErrorCategory.QUOTA, ErrorCategory.BAD_CONFIG, ErrorCategory.PAUSED, ErrorCategory.THROTTLED}
-)
 WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
 
 
@@ -70,7 +65,6 @@ class Provisioner:
     queue: QueueSource
     providers: Mapping[str, Provider]
     stop: threading.Event = field(default_factory=threading.Event)
-    intent_recovery_s: float = 60.0  # age of an intent without cloud id before recovery
 
     def run_pass(self, provider_id: str) -> list[PoolPassReport]:
         """Provision every pool of this provider that no other replica is provisioning."""
@@ -86,8 +80,10 @@ class Provisioner:
             draining = [p.pool_id for p in pools if p not in current]
             claim.drop_previous_provider(self._drained(draining, provider_id))
             reports = self._provision(claim, provider, current, configs, recovered)
-        ended = time.monotonic()
-        duration_s = ended - started
+            # Read before the claim is given up, so the window logged lies inside the one held:
+            # a peer's pass may start the moment it is released.
+            held_s = time.monotonic() - claimed
+        duration_s = time.monotonic() - started
         for report in reports:
             log(
                 "provision-pass",
@@ -95,7 +91,7 @@ class Provisioner:
                 duration_s=round(duration_s, 3),
                 # When the claim was taken and for how long: no peer passed these pools then.
                 claimed_at=round(claimed_at, 3),
-                held_s=round(ended - claimed, 3),
+                held_s=round(held_s, 3),
                 **asdict(report),
             )
         PROVISION_SECONDS.labels(provider_id).observe(duration_s)
@@ -117,9 +113,13 @@ class Provisioner:
         return [p for p in pool_ids if p not in live]
 
     def _recover_intents(self, provider: Provider, pool_ids: list[str]) -> dict[str, int]:
-        """Adopt the VM of an intent whose create never returned, or stop a VM-less intent."""
+        """Adopt the VM of an intent whose create never returned, or stop a VM-less intent.
+
+        Only once the gate's longest retry sequence has passed since the create was sent, or
+        given up on: until then its answer, or the cloud's carrying it out, may still come.
+        """
         stale = workers.unresolved_intents(
-            self.engine, pool_ids, provider.id, self.intent_recovery_s
+            self.engine, pool_ids, provider.id, provider.gate.longest_call_s()
         )
         if not stale:
             return {}
@@ -191,6 +191,10 @@ class Provisioner:
                     pool=pool.pool_id,
                 )
                 capture(exc, provider=provider.id, pool=pool.pool_id)
+        if provider.gate.paused and any(plan.intents for plan in plans):
+            # Every create would be refused unsent: no rows to write and stop at each pass.
+            log("provision-paused", logging.WARNING, provider=provider.id)
+            plans = [PoolPlan(plan.report) for plan in plans]
         intents = [i for plan in plans for i in plan.intents]
         claim.commit_intents(intents)  # committed before any cloud call, or the pass stops
         requested = time.monotonic()
@@ -381,8 +385,12 @@ def judge_results(
             error = (result.error if result else None) or CloudError(
                 provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"
             )
-            surely_nothing = error.category in CLOUD_MADE_NOTHING
-            reason = f"launch failed: {error.category} {error.code}" if surely_nothing else None
+            # Only a definite "nothing was made" stops the row. Otherwise (a lost answer, a
+            # 5xx, or a refusal after an attempt that may have acted) the VM may exist: the
+            # row stays requested, to be adopted by its tag or stopped once surely VM-less.
+            reason = None
+            if error.nothing_applied:
+                reason = f"launch failed: {error.category} {error.code}"
             outcomes.append(LaunchOutcome(intent.worker_id, None, {}, reason))
             failures.setdefault((str(error.category), error.code), []).append(error)
         for (category, code), errs in failures.items():

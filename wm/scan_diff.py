@@ -6,7 +6,9 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 - seen: the instance was listed; its row may change state (the table below) and records the
   cloud id if it had none yet (an intent whose create never returned);
 - missing: a row the list did not show, that an earlier scan saw, that is being deleted, or
-  that is old enough that listing lag is no excuse: look it up;
+  that is old enough that listing lag is no excuse: look it up. An intent whose create may
+  still be in flight (its pool's pass is running, or it was sent, or given up on, less than
+  `intent_grace` ago) is never missing: its VM may yet appear;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period;
@@ -17,6 +19,7 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -77,6 +80,8 @@ def diff(
     missing_grace: timedelta = MISSING_GRACE,
     orphan_grace: timedelta = ORPHAN_GRACE,
     first_seen: Mapping[str, datetime] | None = None,
+    intent_grace: timedelta = timedelta(0),
+    in_flight_pools: AbstractSet[str] = frozenset(),
 ) -> ScanDiff:
     by_worker = {r.worker_id: r for r in rows}
     by_batch = {(r.batch_token, r.launch_index): r for r in rows if r.batch_token is not None}
@@ -116,13 +121,15 @@ def diff(
 
     # Listing lag excuses a fresh VM's absence, not that of one a scan already saw or one we
     # are deleting: those are looked up at once, so dead capacity stops counting.
-    missing = [
-        r
-        for r in rows
-        if r.worker_id not in matched
-        and r.state != X
-        and (r.state == S or r.last_checked is not None or now - r.created >= missing_grace)
-    ]
+    intent_wait = max(missing_grace, intent_grace)
+
+    def may_be_missing(r: WorkerRecord) -> bool:
+        if r.unresolved_intent:
+            sent = r.unanswered_at or r.created
+            return r.pool_id not in in_flight_pools and now - sent >= intent_wait
+        return r.state == S or r.last_checked is not None or now - r.created >= missing_grace
+
+    missing = [r for r in rows if r.worker_id not in matched and r.state != X and may_be_missing(r)]
     return ScanDiff(
         changes=tuple(changes),
         seen=tuple(sorted(matched)),

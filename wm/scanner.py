@@ -60,6 +60,10 @@ class ScanOverran(Exception):
     """The scan ran past the provider's maximum scan time and stopped at a safe point."""
 
 
+class ScanStopped(Exception):
+    """The process is stopping: the scan stopped at a safe point (not a failure)."""
+
+
 @dataclass
 class Scanner:
     engine: Engine
@@ -84,7 +88,11 @@ class Scanner:
         with claims.claim_scan(self.engine, provider_id, region, self.replica, gap_s) as claim:
             if claim is None or self.stop.is_set():
                 return None
-            report = self._scan(self.providers[provider_id], region, claim)
+            try:
+                report = self._scan(self.providers[provider_id], region, claim)
+            except ScanStopped as stopped:
+                log("scan-stopped", provider=provider_id, region=region, before=str(stopped))
+                return None
         log("scan", **report.__dict__)
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
@@ -95,7 +103,9 @@ class Scanner:
 
         def safe_point(step: str) -> None:
             # Each step leaves the database consistent: stopping here loses nothing.
-            if self.stop.is_set() or time.monotonic() - started > limit_s:
+            if self.stop.is_set():
+                raise ScanStopped(step)
+            if time.monotonic() - started > limit_s:
                 log(
                     "scan-abandoned",
                     logging.WARNING,
@@ -111,7 +121,10 @@ class Scanner:
         rows = scans.live_workers(self.engine, provider.id, region)
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
         now = scans.db_now(self.engine)
-        found = self._diff(instances, rows, pools, now)
+        # Pools whose provisioning pass runs now: their intents' creates may be in flight.
+        intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
+        in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
+        found = self._diff(instances, rows, pools, now, provider.gate.longest_call_s(), in_flight)
         preempted_before = self._preempted.get(provider.id, 0)
 
         changed = self._apply(provider, found.changes, {r.worker_id: r for r in rows})
@@ -148,6 +161,8 @@ class Scanner:
         rows: Sequence[WorkerRecord],
         pools: Mapping[str, PoolRecord],
         now: datetime,
+        intent_grace_s: float = 0.0,
+        in_flight_pools: set[str] | None = None,
     ) -> scan_diff.ScanDiff:
         with self._lock:
             for instance in instances:
@@ -162,6 +177,8 @@ class Scanner:
             missing_grace=timedelta(seconds=self.missing_grace_s),
             orphan_grace=timedelta(seconds=self.orphan_grace_s),
             first_seen=first_seen,
+            intent_grace=timedelta(seconds=intent_grace_s),
+            in_flight_pools=in_flight_pools or set(),
         )
 
     def _apply(
@@ -356,7 +373,9 @@ class Scanner:
             for o in orphans
         ]
         results = _terminate_all(provider, refs)
-        for orphan, result in zip(orphans, results, strict=True):
+        # An orphan already gone or going (listed again while the cloud forgets it) is no news.
+        acted = [(o, r) for o, r in zip(orphans, results, strict=True) if not r.nothing_sent]
+        for orphan, result in acted:
             log(
                 "orphan-terminated" if result.error is None else "orphan-terminate-failed",
                 logging.WARNING,
@@ -367,7 +386,7 @@ class Scanner:
                 pool=orphan.pool_id,
                 **({"error": str(result.error)} if result.error else {}),
             )
-        return sum(1 for r in results if r.error is None)
+        return sum(1 for _, r in acted if r.error is None)
 
 
 def _observe(

@@ -7,13 +7,20 @@ import urllib.request
 
 import pytest
 
-from tests.support.stack import Stack, aws_provider, azure_provider, gcp_provider, pool
+from tests.support.stack import (
+    RECOVERY_GATE,
+    Stack,
+    aws_provider,
+    azure_provider,
+    gcp_provider,
+    pool,
+)
 from wm.db import tasks
 from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.providers.base import WorkerState
 
-FAST = {"provision_s": 0.3, "intent_recovery_s": 1.0}
+FAST = {"provision_s": 0.3}
 
 
 def live(sim) -> list:
@@ -130,7 +137,7 @@ def test_sigkill_after_the_intent_commit_leaks_nothing_and_launches_nothing_twic
     assert len(list_workers(engine, pool_id="proj/crash")) == 6  # the intents were committed
     assert len(sim_gce.instances()) == 1
 
-    stack.data["providers"][0]["gate"] = gcp_provider(sim_gce)["gate"]
+    stack.data["providers"][0]["gate"] = dict(RECOVERY_GATE)
     stack.save()
     restarted = stack.start("provisioner")
 
@@ -175,6 +182,8 @@ def test_sigkill_during_the_create_call_adopts_the_vm_it_made(
     assert len(sim_arm.instances()) == 3
     assert all(not r.cloud_id for r in list_workers(engine, pool_id="proj/crash"))
 
+    stack.data["providers"][0]["gate"] = dict(RECOVERY_GATE)
+    stack.save()
     restarted = stack.start("provisioner")
     restarted.wait_for(
         lambda: all(r.cloud_id for r in list_workers(engine, pool_id="proj/crash")),

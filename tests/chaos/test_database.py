@@ -33,7 +33,7 @@ from wm.db.server import PostgresServer, local_bin_dir, start_local_cluster
 from wm.db.workers import list_workers
 from wm.providers.base import WorkerState
 
-INTERVALS = {"provision_s": 0.3, "intent_recovery_s": 1.0}
+INTERVALS = {"provision_s": 0.3}
 WAITING_INSERTS = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
     " AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO workers%'"

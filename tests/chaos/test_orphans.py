@@ -25,7 +25,7 @@ from tests.chaos.scene import (
     provider_config,
     sizes,
 )
-from tests.support.stack import DEPLOYMENT, Stack
+from tests.support.stack import DEPLOYMENT, RECOVERY_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.providers import build_provider
@@ -33,7 +33,7 @@ from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER, WorkerState
 from wm.scanner import Scanner
 
 GRACE_S = 3.0  # orphan grace period
-INTERVALS = {"provision_s": 0.3, "intent_recovery_s": 1.0, "orphan_grace_s": GRACE_S}
+INTERVALS = {"provision_s": 0.3, "orphan_grace_s": GRACE_S}
 
 
 def pools_for(providers: list[dict]) -> list[dict]:
@@ -116,6 +116,9 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
         # The launch ends (the process dies; its successor adopts what it made) and the young
         # orphan ages past the grace period: the next scans take it too, and only it.
         in_flight.kill()
+        for provider in stack.data["providers"]:
+            provider["gate"] = dict(RECOVERY_GATE)
+        stack.save()
         successor = stack.start("provisioner")
         successor.wait_for(
             lambda: all(r.cloud_id or r.state == WorkerState.STOPPED for r in list_workers(engine)),

@@ -31,7 +31,7 @@ from tests.chaos.scene import (
     sizes,
     wait_until,
 )
-from tests.support.stack import FAST_GATE, Stack
+from tests.support.stack import FAST_GATE, RECOVERY_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.providers import build_provider
@@ -40,7 +40,7 @@ from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 
 HANG_S = 1.5  # how long the cloud holds the first create
-INTERVALS = {"provision_s": 0.3, "intent_recovery_s": 1.0}
+INTERVALS = {"provision_s": 0.3}
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def test_a_provisioner_killed_mid_launch_leaves_one_vm_per_intent(
     never_sent = [r for r in intents if create_key(kind, r) not in sent]
     assert never_sent  # and these were never sent at all
 
-    stack.data["providers"][0]["gate"] = dict(FAST_GATE)
+    stack.data["providers"][0]["gate"] = dict(RECOVERY_GATE)
     stack.save()
     sim.faults.reset_counts()  # the journal from here on is the restarted process's
     restarted = stack.start("provisioner")

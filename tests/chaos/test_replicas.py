@@ -57,7 +57,7 @@ def test_four_replicas_never_exceed_max_capacity_nor_share_a_pool(
         for kind, provider in zip(KINDS, providers, strict=True)
         for i in range(2)
     ]
-    intervals = {"provision_s": INTERVAL_S, "intent_recovery_s": 5.0}
+    intervals = {"provision_s": INTERVAL_S}
     stack = Stack.write(tmp_path, db_url, providers, pools, intervals=intervals)
     stacks.append(stack)
     stack.sync_pools(engine)

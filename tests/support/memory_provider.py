@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.providers.base import (
     CloudInstance,
@@ -15,6 +16,7 @@ from wm.providers.base import (
     WorkerRef,
     WorkerState,
 )
+from wm.providers.gate import Gate
 
 
 class MemoryProvider:
@@ -26,6 +28,8 @@ class MemoryProvider:
         self.fail_launch_configs: dict[str, CloudError] = {}
         self.raise_on_create: Exception | None = None
         self._lock = threading.Lock()
+        # Calls never go through it; the passes read its state (paused) and timing from it.
+        self.gate = Gate(provider_id, MEMORY_GATE, _unclassified(provider_id))
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
         with self._lock:
@@ -72,3 +76,14 @@ class MemoryProvider:
 
 def quota_error(provider_id: str) -> CloudError:
     return CloudError(provider_id, ErrorCategory.QUOTA, "InstanceLimitExceeded", "quota reached")
+
+
+# An unanswered create of this provider is looked up after at most one second.
+MEMORY_GATE = GateConfig(timeout_s=1.0, max_attempts=1)
+
+
+def _unclassified(provider_id: str):
+    def classify(exc: BaseException) -> CloudError:
+        return CloudError(provider_id, ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+
+    return classify

@@ -32,6 +32,9 @@ FAST_GATE = {
     "pause_after_failures": 4,
     "pause_s": 0.5,
 }
+# For a process that must resolve intents a dead one left: an unanswered create is looked up
+# once the gate could no longer be retrying it, about 10 s with these limits.
+RECOVERY_GATE = {**FAST_GATE, "timeout_s": 5.0, "max_attempts": 2}
 
 
 def _toml_value(value: Any) -> str:

@@ -135,3 +135,10 @@ def test_a_per_worker_bucket_must_hold_a_whole_create_batch(burst, per_s, fits):
         assert build(data).providers[0].budget_limits()["run-instances"].burst == burst
     else:
         assert any("run-instances.burst: must be at least" in p for p in problems_of(data))
+
+
+def test_the_retired_intent_recovery_setting_is_refused_with_the_reason():
+    data = raw()
+    data["intervals"] = {"intent_recovery_s": 60}
+    (problem,) = problems_of(data)
+    assert "intervals" in problem and "intent_recovery_s is no longer a setting" in problem

@@ -191,3 +191,69 @@ def test_a_backoff_is_cut_short_when_the_process_stops():
     assert refused.value.code == "ShuttingDown"
     assert calls["n"] == 1  # the failed attempt is not retried
     gate.close()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "fates", "applied"),
+    [
+        ("a throttle answer: the cloud did nothing", [ErrorCategory.THROTTLED] * 4, False),
+        ("a refusal: nothing done", [ErrorCategory.QUOTA], False),
+        ("a 5xx may have been carried out", [ErrorCategory.TRANSIENT] * 4, True),
+        (
+            "a 5xx, then throttled: the first may stand",
+            [ErrorCategory.TRANSIENT] + [ErrorCategory.THROTTLED] * 3,
+            True,
+        ),
+        ("a 5xx, then a quota refusal", [ErrorCategory.TRANSIENT, ErrorCategory.QUOTA], True),
+    ],
+)
+def test_an_error_says_whether_an_attempt_may_have_been_carried_out(scenario, fates, applied):
+    clock = FakeClock()
+    gate = make_gate(clock)
+    remaining = list(fates)
+
+    def fn() -> str:
+        raise Boom(remaining.pop(0))
+
+    with pytest.raises(CloudError) as caught:
+        gate.call("create", fn)
+    assert caught.value.maybe_applied is applied, scenario
+    assert caught.value.nothing_applied is not applied, scenario
+
+
+def test_a_refusal_as_paused_after_an_unanswered_attempt_may_still_have_made_something():
+    clock = FakeClock()
+    # Every failure pauses the provider: the second attempt is refused without being sent.
+    gate = make_gate(clock, pause_after_failures=1, pause_s=60.0)
+    fn, calls = failing(10, ErrorCategory.TRANSIENT)
+    with pytest.raises(CloudError) as caught:
+        gate.call("create", fn)
+    assert calls["n"] == 1
+    assert caught.value.category is ErrorCategory.PAUSED
+    assert caught.value.maybe_applied and not caught.value.nothing_applied
+    # A call that was never sent at all made nothing.
+    with pytest.raises(CloudError) as refused:
+        gate.call("create", fn)
+    assert refused.value.category is ErrorCategory.PAUSED and refused.value.nothing_applied
+
+
+def test_a_stopping_process_refuses_the_retry_but_remembers_the_lost_answer():
+    clock = FakeClock()
+    stop = threading.Event()
+    gate = make_gate(clock)
+    gate.stop_on(stop)
+
+    def fn() -> str:
+        stop.set()  # SIGTERM arrives while the first attempt is out
+        raise Boom(ErrorCategory.TRANSIENT)
+
+    with pytest.raises(CloudError) as caught:
+        gate.call("create", fn)
+    assert caught.value.code == "ShuttingDown" and caught.value.maybe_applied
+
+
+def test_the_longest_call_is_every_attempt_timing_out_with_the_longest_backoffs():
+    gate = make_gate(
+        FakeClock(), timeout_s=10.0, max_attempts=4, backoff_base_s=1.0, backoff_max_s=3.0
+    )
+    assert gate.longest_call_s() == 4 * 10.0 + (1.0 + 2.0 + 3.0)

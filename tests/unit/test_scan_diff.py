@@ -154,3 +154,38 @@ def test_the_first_scan_that_sees_a_vm_run_says_so(
     stamped = {"cloud_running_at": OLD} if already else {}
     result = run([vm(state=cloud_state)], [row(state=row_state, **stamped)])
     assert bool(result.cloud_running) is first_seen_running, scenario
+
+
+GRACE = timedelta(minutes=2)  # the gate's longest retry sequence
+
+
+@pytest.mark.parametrize(
+    ("scenario", "sent_ago", "unanswered_ago", "in_flight", "looked_up"),
+    [
+        ("sent longer ago than any retry sequence", 3, None, False, True),
+        ("its pass still runs, however old", 3, None, True, False),
+        ("sent less than a retry sequence ago", 1, None, False, False),
+        ("old, but its answer was given up on a moment ago", 3, 1, False, False),
+        ("given up on longer ago than a retry sequence", 5, 3, False, True),
+    ],
+)
+def test_an_intent_whose_create_may_be_in_flight_is_never_looked_up(
+    scenario, sent_ago, unanswered_ago, in_flight, looked_up
+):
+    unanswered = None if unanswered_ago is None else NOW - timedelta(minutes=unanswered_ago)
+    intent = row(created=NOW - timedelta(minutes=sent_ago), cloud_id=None, unanswered_at=unanswered)
+    found = run(
+        [],
+        [intent],
+        missing_grace=timedelta(0),
+        intent_grace=GRACE,
+        in_flight_pools={"p"} if in_flight else set(),
+    )
+    assert (found.missing == (intent,)) is looked_up, scenario
+
+
+def test_the_intent_grace_holds_back_only_intents():
+    # A row with a cloud id that the list no longer shows is looked up past the missing grace.
+    launched = row(created=NOW - timedelta(minutes=1), cloud_id="c1")
+    found = run([], [launched], missing_grace=timedelta(0), intent_grace=GRACE)
+    assert found.missing == (launched,)

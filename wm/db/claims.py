@@ -40,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from wm.db.tables import scan_units, worker_pools
+from wm.db.tables import pg_locks, scan_units, worker_pools
 from wm.db.workers import NewWorker, insert_intent_rows
 from wm.telemetry import CLAIMS_BUSY, log
 
@@ -141,6 +141,29 @@ def _release(conn: Connection, provider_id: str) -> None:
             conn.invalidate()  # never hand a connection that may hold claims back to the pool
             raise
         log("claim-lost", logging.WARNING, provider=provider_id, error=type(exc.orig).__name__)
+
+
+def held_pool_claims(engine: Engine, pool_ids: Sequence[str]) -> set[str]:
+    """The pools whose provisioning claim some session holds right now: their passes may have
+    creates in flight. Read from pg_locks, so asking takes no claim away from anyone."""
+    if not pool_ids:
+        return set()
+    keys = {pool_claim_key(p): p for p in pool_ids}
+    # A bigint advisory lock key shows in pg_locks as two 32-bit halves.
+    key = (pg_locks.c.classid.cast(BigInteger).op("<<")(32)).op("|")(
+        pg_locks.c.objid.cast(BigInteger)
+    )
+    query = select(key).where(
+        pg_locks.c.locktype == "advisory", pg_locks.c.objsubid == 1, pg_locks.c.granted
+    )
+    with engine.connect() as conn:
+        held = {_signed64(k) for k in conn.execute(query).scalars()}
+    return {pool for k, pool in keys.items() if k in held}
+
+
+def _signed64(value: int) -> int:
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 @dataclass(frozen=True)

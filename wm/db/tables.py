@@ -112,6 +112,8 @@ workers = Table(
     Column("delete_called_at", DateTime(timezone=True), nullable=True),
     Column("stopped_at", DateTime(timezone=True), nullable=True),  # nothing left in the cloud
     Column("preempted_at", DateTime(timezone=True), nullable=True),  # the cloud took it back
+    # The pass gave up waiting for its create's answer: the VM may exist all the same.
+    Column("unanswered_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],
@@ -203,4 +205,16 @@ api_budgets = Table(
     Column("shrink", Float, nullable=False, server_default="1"),
     Column("shrink_until", DateTime(timezone=True), nullable=True),
     Column("updated", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+
+# Postgres' lock view, read (never written) to see which provisioning claims are held.
+pg_locks = Table(
+    "pg_locks",
+    MetaData(),
+    Column("locktype", Text),
+    Column("classid", BigInteger),
+    Column("objid", BigInteger),
+    Column("objsubid", Integer),
+    Column("granted", Boolean),
 )

@@ -48,6 +48,7 @@ def worker_from_row(row) -> WorkerRecord:
         delete_called_at=row.delete_called_at,
         stopped_at=row.stopped_at,
         preempted_at=row.preempted_at,
+        unanswered_at=row.unanswered_at,
     )
 
 
@@ -171,9 +172,12 @@ def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
 
 
 def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
-    """Write cloud ids, and stop rows the cloud refused, in at most two statements."""
+    """Write cloud ids, stop rows the cloud refused, and stamp the creates that went
+    unanswered (their VM may exist: a scan or the next pass adopts it by its tag), in at most
+    three statements."""
     created = [o for o in outcomes if o.cloud_id is not None]
     refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
+    unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
     with engine.begin() as conn:
         if created:
             data = values(
@@ -207,18 +211,35 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                     version=workers.c.version + 1,
                 )
             )
+        if unanswered:
+            conn.execute(
+                update(workers)
+                .where(
+                    workers.c.worker_id.in_(unanswered),
+                    workers.c.state == "requested",
+                    workers.c.cloud_id.is_(None),
+                )
+                # A new version: a scan that read the row before this must not stop it.
+                .values(
+                    unanswered_at=func.now(),
+                    last_modified=func.now(),
+                    version=workers.c.version + 1,
+                )
+            )
 
 
 def unresolved_intents(
     engine: Engine, pool_ids: Sequence[str], provider_id: str, older_than_s: float
 ) -> list[WorkerRecord]:
-    """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
+    """Intent rows whose create never returned a cloud id (a crash, or an unclear failure),
+    sent (or given up on) longer than `older_than_s` ago."""
+    sent = func.coalesce(workers.c.unanswered_at, workers.c.created)
     query = select(workers).where(
         workers.c.pool_id.in_(list(pool_ids)),
         workers.c.provider_id == provider_id,
         workers.c.state == "requested",
         workers.c.cloud_id.is_(None),
-        workers.c.created < func.now() - timedelta(seconds=older_than_s),
+        sent < func.now() - timedelta(seconds=older_than_s),
     )
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]

@@ -217,9 +217,9 @@ class AwsProvider:
             hit = located.get(ref.worker_id)
             state = hit[1]["State"]["Name"] if hit else "terminated"
             if state == "terminated":  # or not found: nothing of it is left
-                results[ref.worker_id] = TerminateResult(ref.worker_id, gone=True)
+                results[ref.worker_id] = TerminateResult(ref.worker_id, True, nothing_sent=True)
             elif state == "shutting-down":  # already on its way; asking again changes nothing
-                results[ref.worker_id] = TerminateResult(ref.worker_id, gone=False)
+                results[ref.worker_id] = TerminateResult(ref.worker_id, False, nothing_sent=True)
             else:
                 pending[hit[0]].append((ref.worker_id, hit[1]["InstanceId"]))
         for region, items in pending.items():

@@ -266,6 +266,7 @@ class AzureProvider:
         try:
             vm = self._get_vm(name)
         except CloudError as error:
+            error.maybe_applied = True  # ARM said the VM exists: it may be this one
             return LaunchResult(worker_id, None, error=error)
         if vm is None or not self._owns(vm):
             return LaunchResult(worker_id, None, error=conflict)
@@ -372,14 +373,15 @@ class AzureProvider:
                 # Not this deployment's VM: never touched. Nothing of this worker is there.
                 log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
                 return TerminateResult(ref.worker_id, gone=True)
-            if _text(vm.properties.provisioning_state).lower() != "deleting":
-                try:
-                    self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
-                except CloudError as error:
-                    if error.category is not ErrorCategory.NOT_FOUND:
-                        raise
-                    # Deleted by someone else since the GET: what it left is ours to delete.
-                    return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
+            if _text(vm.properties.provisioning_state).lower() == "deleting":
+                return TerminateResult(ref.worker_id, gone=False, nothing_sent=True)
+            try:
+                self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+            except CloudError as error:
+                if error.category is not ErrorCategory.NOT_FOUND:
+                    raise
+                # Deleted by someone else since the GET: what it left is ours to delete.
+                return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
             return TerminateResult(ref.worker_id, gone=False)
         except CloudError as error:
             return TerminateResult(ref.worker_id, gone=False, error=error)

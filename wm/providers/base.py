@@ -128,6 +128,9 @@ class TerminateResult:
     worker_id: str
     gone: bool  # the cloud confirms nothing of it is left
     error: CloudError | None = None
+    # No delete was sent: nothing was left, or one was under way already (EC2 lists terminated
+    # instances for a while; an orphan seen again is not terminated again).
+    nothing_sent: bool = False
 
 
 class Provider(Protocol):

@@ -151,17 +151,36 @@ class Gate:
         if spend is None:
             spend = tuple(Draw(ACCOUNT_WIDE, c) for c in self._classes.get(operation, ()))
         attempt = 0
+        maybe_applied = False  # an earlier attempt may have been carried out
         while True:
             attempt += 1
-            self._refuse_if_paused(operation)
             try:
+                self._refuse_if_paused(operation)
                 return self._attempt(operation, fn, args, kwargs, spend)
             except CloudError as error:
+                maybe_applied = maybe_applied or error.maybe_applied
+                error.maybe_applied = maybe_applied
                 if error.category is ErrorCategory.THROTTLED and self.budget and spend:
                     self.budget.throttled(spend)
                 if not error.retryable or attempt >= self.config.max_attempts:
                     raise
-                self._wait(operation, self._backoff_s(attempt, error))
+                backoff_s = self._backoff_s(attempt, error)
+            try:
+                self._wait(operation, backoff_s)
+            except CloudError as stopping:
+                stopping.maybe_applied = maybe_applied
+                raise
+
+    def longest_call_s(self) -> float:
+        """The longest one `call` can last once its first attempt is sent: every attempt
+        timing out, with the longest backoff between them. A create sent less than this ago
+        may still be on its way to the cloud, or its answer on its way back."""
+        c = self.config
+        backoffs = sum(
+            min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
+            for attempt in range(1, c.max_attempts)
+        )
+        return c.max_attempts * c.timeout_s + backoffs
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -194,14 +213,16 @@ class Gate:
                     "Timeout",
                     f"no answer within {self.config.timeout_s:g}s",
                     operation=operation,
+                    maybe_applied=True,
                 )
                 self._record_failure(operation, error, started)
                 raise error from None
             except CloudError as error:
+                _sent(error)
                 self._record_failure(operation, error, started)
                 raise
             except Exception as exc:
-                error = self._classify(exc)
+                error = _sent(self._classify(exc))
                 error.operation = error.operation or operation
                 self._record_failure(operation, error, started)
                 raise error from exc
@@ -275,3 +296,11 @@ class Gate:
                 reason=self._pause_reason,
                 pause_s=round(pause_s, 3),
             )
+
+
+def _sent(error: CloudError) -> CloudError:
+    """An error the cloud's side of a sent request produced: a transient one (5xx, reset)
+    leaves open whether the cloud carried the request out."""
+    if error.category is ErrorCategory.TRANSIENT:
+        error.maybe_applied = True
+    return error

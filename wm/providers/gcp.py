@@ -185,7 +185,8 @@ class GcpProvider:
         try:
             instance = self._get(zone, intent.worker_id)
         except CloudError as error:
-            return self._failed(intent, index, _not_found_is_config(error))
+            error.maybe_applied = True  # GCE said the instance exists: it may be this one
+            return self._failed(intent, index, error)
         if instance is None or not self._owns(instance, intent.worker_id):
             error = CloudError(
                 self.id,
@@ -330,9 +331,9 @@ class GcpProvider:
         # unlabelled one) is not this worker's, so for this worker nothing is left.
         instance = self._get(ref.region, name)
         if instance is None or not self._owns(instance, ref.worker_id):
-            return TerminateResult(ref.worker_id, gone=True)
+            return TerminateResult(ref.worker_id, gone=True, nothing_sent=True)
         if instance.status in SHUTTING_DOWN_STATUSES:
-            return TerminateResult(ref.worker_id, gone=False)
+            return TerminateResult(ref.worker_id, gone=False, nothing_sent=True)
         request = self._compute.DeleteInstanceRequest(
             project=self._project,
             zone=ref.region,
@@ -491,6 +492,7 @@ def _not_found_is_config(error: CloudError) -> CloudError:
         error.message,
         operation=error.operation,
         retry_after_s=error.retry_after_s,
+        maybe_applied=error.maybe_applied,
     )
 
 

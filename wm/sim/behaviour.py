@@ -195,12 +195,12 @@ class Faults:
                 hang = self._rng.random() < b.hang_rate
             latency_s = max(0.0, b.latency_ms + (self._rng.random() * 2 - 1) * b.latency_jitter_ms)
             forced = self._pop_forced(operation)
-        time.sleep(latency_s / 1000)
+        cut = not self._delay(latency_s / 1000)
         faulted = not b.fault_operations or operation in b.fault_operations
         hung = (faulted and hang and b.hang_s > 0) or forced == HANG
         if forced == HANG:
             forced = None
-        if hung and not self._hang(b.hang_s):
+        if cut or (hung and not self._hang(b.hang_s)):
             outcome = Outcome.FAIL  # cut short by a reset or stop: answered, never carried out
         elif forced is not None:
             outcome = Outcome(forced)
@@ -235,6 +235,21 @@ class Faults:
                 return False
             self._create_tokens = held - vms
             return True
+
+    def _delay(self, seconds: float) -> bool:
+        """Sleep a request's latency; False when a reset or stop cut it short (`cut_hangs`), so
+        a slow request of one test is never carried out in the next one's sim."""
+        if seconds <= 0:
+            return True
+        deadline = time.monotonic() + seconds
+        with self._hangs:
+            generation = self._hang_generation
+            while self._hang_generation == generation:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._hangs.wait(remaining)
+            return False
 
     def _hang(self, seconds: float) -> bool:
         """Hold the request; False when the hang was cut short by `cut_hangs`."""

@@ -9,13 +9,14 @@ from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
 from tests.support.memory_provider import MemoryProvider, quota_error
-from wm.db import pool_errors, tasks
+from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
 from wm.db.workers import list_workers
 from wm.pool_sync import plan_sync
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wm.scanner import Scanner
 
 POOL = "proj/linux"
 
@@ -149,8 +150,14 @@ def test_stale_intents_are_adopted_or_stopped(engine, aws):
     aws.raise_on_create = None
     for intent in made[0].intents[:2]:
         aws.create(type(made[0])(made[0].pool_id, made[0].spec, (intent,), made[0].batch_token))
+    # Longer ago than the gate's longest retry sequence: no answer can still be on its way.
     with engine.begin() as conn:
-        conn.execute(text("UPDATE workers SET created = created - interval '2 minutes'"))
+        conn.execute(
+            text(
+                "UPDATE workers SET created = created - interval '2 minutes', "
+                "unanswered_at = unanswered_at - interval '2 minutes'"
+            )
+        )
     aws.create_calls.clear()
     (report,) = p.run_pass("aws-a")
     rows = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
@@ -251,3 +258,37 @@ class AdviceWrites:
     def _seen(self, conn, cursor, statement: str, *args) -> None:
         if statement.startswith("UPDATE workers SET should_terminate"):
             self._count += 1
+
+
+def test_a_held_pool_claim_is_visible_to_others_without_taking_it(engine, aws):
+    with claims.claim_provider_pools(engine, "aws-a") as claim:
+        assert claim.pool_ids == (POOL,)
+        assert claims.held_pool_claims(engine, [POOL, "proj/other"]) == {POOL}
+        # Looking did not take it: the holder keeps it, and a peer still finds it busy.
+        with claims.claim_provider_pools(engine, "aws-a") as peer:
+            assert peer.pool_ids == ()
+    assert claims.held_pool_claims(engine, [POOL]) == set()
+
+
+def test_a_scan_leaves_alone_an_intent_whose_pass_is_still_running(engine, aws):
+    tasks.submit_tasks(engine, POOL, 1, 1.0)
+    aws.raise_on_create = TimeoutError("no answer")
+    provisioner(engine, aws).run_pass("aws-a")
+    (intent,) = list_workers(engine, pool_id=POOL)
+    assert intent.unanswered_at is not None and intent.state.value == "requested"
+    with engine.begin() as conn:  # long past any retry sequence
+        conn.execute(
+            text(
+                "UPDATE workers SET created = created - interval '1 hour', "
+                "unanswered_at = unanswered_at - interval '1 hour'"
+            )
+        )
+    scanner = Scanner(engine, {aws.id: aws}, missing_grace_s=0)
+    region = intent.worker_group
+    with claims.claim_provider_pools(engine, "aws-a"):  # a pass of the pool runs meanwhile
+        scanner.scan(aws.id, region)
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert row.state.value == "requested"
+    scanner.scan(aws.id, region)  # the pass is over and its create surely went nowhere
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert (row.state.value, row.stop_reason) == ("stopped", "gone-from-cloud")

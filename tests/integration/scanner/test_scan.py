@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 import uuid
 
 import pytest
@@ -134,6 +136,8 @@ def test_two_thousand_workers_cost_one_call_per_page_plus_one_per_missing(
         assert client.post(path, json=body).status_code == 200
     for worker_id in ids[:7]:
         sim_gce.remove(worker_id)  # deleted by hand: the list will not show them
+    with engine.begin() as conn:  # their pass ended long ago: no create is still on its way
+        conn.execute(text("UPDATE workers SET created = created - interval '1 hour'"))
     sim_gce.faults.reset_counts()
     counter = StatementCounter(engine)
 
@@ -331,3 +335,46 @@ def test_stopped_rows_and_old_errors_expire_after_retention(engine, sim_gce, gcp
     assert scans.expire_stopped(engine, gcp_provider.id, week) == 1
     assert scans.expire_pool_errors(engine, week) == 1
     assert len(list_workers(engine)) == 2 and len(list_errors(engine, "proj/scan")) == 1
+
+
+def test_an_ec2_orphan_is_terminated_once_though_ec2_still_lists_it(engine, sim_ec2, aws_provider):
+    configure(engine, aws_provider, "aws", EC2_REGION)
+    tags = {TAG_DEPLOYMENT: aws_provider.deployment_id, TAG_WORKER: "orphan-1"}
+    (orphan,) = sim_ec2.seed_instances(1, region=EC2_REGION, tags=tags)
+    scanner = scanner_for(engine, aws_provider)
+
+    first = scanner.scan(aws_provider.id, EC2_REGION)
+    sim_ec2.faults.reset_counts()
+    again = [scanner.scan(aws_provider.id, EC2_REGION) for _ in range(3)]
+
+    assert first.orphans == 1
+    # EC2 keeps listing a terminated instance for a while: no news, and no second delete.
+    assert [r.orphans for r in again] == [0, 0, 0]
+    assert "TerminateInstances" not in sim_ec2.faults.counts()
+    assert orphan in {vm.cloud_id for vm in sim_ec2.instances()}
+
+
+def test_a_scan_cut_short_by_a_stopping_process_is_not_a_failure(
+    engine, sim_gce, gcp_provider, caplog
+):
+    configure(engine, gcp_provider, "gcp", GCE_ZONE)
+    launch(engine, gcp_provider, 2)
+    scanner = scanner_for(engine, gcp_provider)
+    sim_gce.faults.reset_counts()
+    sim_gce.faults.behaviour.update(latency_ms=1000)
+    outcome: list = []
+    scan = threading.Thread(target=lambda: outcome.append(scanner.scan(gcp_provider.id, GCE_ZONE)))
+    caplog.set_level(logging.INFO, logger="wm")
+    scan.start()
+    # SIGTERM arrives while the list call is out.
+    deadline = time.monotonic() + 10
+    while not sim_gce.faults.counts().get("instances.list") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    scanner.stop.set()
+    scan.join(10)
+
+    assert outcome == [None]  # stopped at the next safe point: no report, no exception
+    # What the list taught was written before stopping.
+    assert {r.state for r in list_workers(engine)} == {WorkerState.RUNNING}
+    assert "scan-stopped" in [getattr(r, "wm_event", None) for r in caplog.records]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

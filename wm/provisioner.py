@@ -28,14 +28,8 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import CloudError, ErrorCategory
-from wm.model import LaunchConfigRecord, PoolRecord
-from wm.providers.base import (
-    LaunchBatch,
-    LaunchIntent,
-    LaunchResult,
-    Provider,
-    WorkerRef,
-)
+from wm.model import LaunchConfigRecord, PoolRecord, WorkerRef
+from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
 from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, STAGE_SECONDS, capture, log
 

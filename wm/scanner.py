@@ -28,8 +28,8 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
 from wm.errors import CloudError
-from wm.model import PoolRecord, WorkerRecord
-from wm.providers.base import CloudInstance, Provider, TerminateResult, WorkerRef, WorkerState
+from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
+from wm.providers.base import Provider, TerminateResult
 from wm.queues import QueueSource
 from wm.telemetry import SCAN_SECONDS, STAGE_SECONDS, WORKERS_PREEMPTED, log
 

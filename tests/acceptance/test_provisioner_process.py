@@ -11,7 +11,7 @@ from tests.support.stack import Stack, aws_provider, azure_provider, gcp_provide
 from wm.db import tasks
 from wm.db.server import free_port
 from wm.db.workers import list_workers
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 
 FAST = {"provision_s": 0.3, "intent_recovery_s": 1.0}
 

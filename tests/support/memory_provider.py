@@ -7,14 +7,8 @@ import threading
 from collections.abc import Sequence
 
 from wm.errors import CloudError, ErrorCategory
-from wm.providers.base import (
-    CloudInstance,
-    LaunchBatch,
-    LaunchResult,
-    TerminateResult,
-    WorkerRef,
-    WorkerState,
-)
+from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers.base import LaunchBatch, LaunchResult, TerminateResult
 
 
 class MemoryProvider:

@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.model import WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import WorkerRecord, WorkerState
 from wm.stages import STAGE_NAMES, durations, ended_between, slowest, summarise
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

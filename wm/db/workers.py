@@ -11,8 +11,7 @@ from sqlalchemy import Connection, Engine, Text, column, func, insert, select, u
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import workers
-from wm.model import WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import WorkerRecord, WorkerState
 
 LIST_LIMIT = 10_000
 

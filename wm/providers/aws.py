@@ -20,18 +20,16 @@ from typing import Any
 
 from wm.config import AwsProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
 from wm.providers.gate import Draw, Gate
 

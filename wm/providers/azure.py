@@ -34,18 +34,15 @@ from typing import Any
 
 from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchResult,
-    LaunchSpec,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
 from wm.providers.gate import Gate
 from wm.telemetry import log

@@ -28,19 +28,17 @@ from typing import Any, TypeVar
 
 from wm.config import GcpProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
 from wm.providers.gate import Gate
 

@@ -32,6 +32,7 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
+from wm.calls import CallClass
 from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, LaunchSpec, WorkerRef, WorkerState
@@ -108,15 +109,15 @@ NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 # ARM's limits per principal and subscription: which of its buckets each operation draws from.
-CALL_CLASSES = {
-    "VirtualMachines_CreateOrUpdate": ("write",),
-    "VirtualMachines_Delete": ("delete",),
-    "NetworkInterfaces_Delete": ("delete",),
-    "PublicIPAddresses_Delete": ("delete",),
-    "Disks_Delete": ("delete",),
-    "VirtualMachines_Get": ("read",),
-    "VirtualMachines_List": ("read",),
-    "VirtualMachines_ListAll": ("read",),
+CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "VirtualMachines_CreateOrUpdate": (CallClass.WRITE,),
+    "VirtualMachines_Delete": (CallClass.DELETE,),
+    "NetworkInterfaces_Delete": (CallClass.DELETE,),
+    "PublicIPAddresses_Delete": (CallClass.DELETE,),
+    "Disks_Delete": (CallClass.DELETE,),
+    "VirtualMachines_Get": (CallClass.READ,),
+    "VirtualMachines_List": (CallClass.READ,),
+    "VirtualMachines_ListAll": (CallClass.READ,),
 }
 
 

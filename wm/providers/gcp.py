@@ -26,6 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from wm.calls import CallClass
 from wm.config import GcpProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
@@ -97,12 +98,12 @@ OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
 
 
 # GCE's per-project rate quotas: which each operation counts against.
-CALL_CLASSES = {
-    "instances.insert": ("write",),
-    "instances.delete": ("write",),
-    "instances.get": ("read",),
-    "instances.list": ("read",),
-    "instances.aggregatedList": ("read",),
+CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "instances.insert": (CallClass.WRITE,),
+    "instances.delete": (CallClass.WRITE,),
+    "instances.get": (CallClass.READ,),
+    "instances.list": (CallClass.READ,),
+    "instances.aggregatedList": (CallClass.READ,),
 }
 
 

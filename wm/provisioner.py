@@ -176,6 +176,7 @@ class Provisioner:
                         errors,
                     )
                 )
+                _warn_far_above_max(pool, capacity[pool.pool_id])
             except Exception as exc:  # a bug planning one pool must not starve the others
                 log(
                     "pool-plan-failed",
@@ -274,7 +275,6 @@ def plan_pool(
         existing=capacity.existing,
         requested=capacity.requested,
         stopping=capacity.stopping,
-        pool_id=pool.pool_id,
     )
     report = PoolPassReport(
         pool_id=pool.pool_id,
@@ -418,6 +418,17 @@ def _observe_accepted(
             STAGE_SECONDS.labels(
                 pools[outcome.worker_id], provider_id, "requested_to_accepted"
             ).observe(seconds)
+
+
+def _warn_far_above_max(pool: PoolRecord, capacity: PoolCapacity) -> None:
+    if estimator.far_above_max(existing=capacity.existing, max_capacity=pool.max_capacity):
+        log(
+            "capacity-far-above-max",
+            logging.ERROR,
+            pool=pool.pool_id,
+            existing=capacity.existing,
+            max_capacity=pool.max_capacity,
+        )
 
 
 def _export_gauges(report: PoolPassReport, capacity: PoolCapacity) -> None:

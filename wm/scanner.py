@@ -31,12 +31,13 @@ from wm.errors import CloudError
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
 from wm.providers.base import Provider, TerminateResult
 from wm.queues import QueueSource
-from wm.telemetry import SCAN_SECONDS, STAGE_SECONDS, WORKERS_PREEMPTED, log
+from wm.telemetry import SCAN_SECONDS, WORKERS_PREEMPTED, log, observe_stages
 
 GONE_FROM_CLOUD = "gone-from-cloud"
 # Stages whose end another process writes (the web process, a worker's claim): the scan that
 # follows observes them, once.
 WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
+RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 
@@ -119,7 +120,7 @@ class Scanner:
         self._stamp_cloud_running(provider, found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
         # observed once, by whichever replica scans next.
-        _observe(provider.id, rows, claim.previous_start, claim.started, WINDOW_STAGES)
+        _observe_window(provider.id, rows, claim.previous_start, claim.started)
         safe_point("look-ups")
         gone, found_stopping = self._look_up(provider, found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
@@ -194,11 +195,8 @@ class Scanner:
         lost = [w for w in changed if w.worker_id in preempted]
         if lost:
             self._lost_to_preemption(provider, lost)
-        now = scans.db_now(self.engine) if changed else None
-        for worker in changed:
-            if worker.state == WorkerState.STOPPED and worker.delete_called_at and now:
-                seconds = (now - worker.delete_called_at).total_seconds()
-                _observe_stage(worker, provider.id, "delete_to_gone", seconds)
+        # A deletion finished: the row says when (stopped_at, stamped by the database).
+        _observe(provider.id, changed, ("delete_to_gone",))
         return changed
 
     def _lost_to_preemption(self, provider: Provider, lost: Sequence[WorkerRecord]) -> None:
@@ -221,10 +219,9 @@ class Scanner:
         log("preempted-tasks-released", provider=provider.id, workers=len(lost), tasks=released)
 
     def _stamp_cloud_running(self, provider: Provider, rows: Sequence[WorkerRecord]) -> None:
-        for worker in scans.mark_cloud_running(self.engine, [r.worker_id for r in rows]):
-            if worker.accepted_at and worker.cloud_running_at and worker.registered_at is None:
-                seconds = (worker.cloud_running_at - worker.accepted_at).total_seconds()
-                _observe_stage(worker, provider.id, "accepted_to_running", seconds)
+        stamped = scans.mark_cloud_running(self.engine, [r.worker_id for r in rows])
+        # A worker that registered first ended this stage at its registration, unobserved.
+        _observe(provider.id, [w for w in stamped if w.registered_at is None], RUNNING_STAGES)
 
     def _look_up(
         self,
@@ -312,10 +309,8 @@ class Scanner:
         if not stopping:
             return 0
         results = _terminate_all(provider, [r.ref() for r in stopping])
-        for worker in scans.mark_delete_called(self.engine, [r.worker_id for r in stopping]):
-            if worker.stopping_at and worker.delete_called_at:
-                seconds = (worker.delete_called_at - worker.stopping_at).total_seconds()
-                _observe_stage(worker, provider.id, "decided_to_delete", seconds)
+        called = scans.mark_delete_called(self.engine, [r.worker_id for r in stopping])
+        _observe(provider.id, called, ("decided_to_delete",))
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
             if result.error is not None:
@@ -370,21 +365,20 @@ class Scanner:
         return sum(1 for r in results if r.error is None)
 
 
-def _observe(
-    provider_id: str,
-    rows: Sequence[WorkerRecord],
-    after: datetime | None,
-    until: datetime,
-    names: Sequence[str],
-) -> None:
-    """Observe the stages of these rows that ended in (after, until]."""
+def _observe(provider_id: str, rows: Sequence[WorkerRecord], names: Sequence[str]) -> None:
+    """Observe these stages of these rows, as wm/stages.py computes them (and `wm status`)."""
     for row in rows:
-        for name, seconds in stages.ended_between(row, after, until, names).items():
-            _observe_stage(row, provider_id, name, seconds)
+        observe_stages(row.pool_id, provider_id, stages.durations(row, names))
 
 
-def _observe_stage(worker: WorkerRecord, provider_id: str, stage: str, seconds: float) -> None:
-    STAGE_SECONDS.labels(worker.pool_id, provider_id, stage).observe(max(0.0, seconds))
+def _observe_window(
+    provider_id: str, rows: Sequence[WorkerRecord], after: datetime | None, until: datetime
+) -> None:
+    """Observe the window stages of these rows that ended in (after, until]."""
+    for row in rows:
+        observe_stages(
+            row.pool_id, provider_id, stages.ended_between(row, after, until, WINDOW_STAGES)
+        )
 
 
 def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:

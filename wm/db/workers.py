@@ -135,20 +135,20 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
     }
 
 
-def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> None:
+def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
     """Commit intent rows in one statement, all or none."""
     if not intents:
-        return
+        return []
     with engine.begin() as conn:
-        insert_intent_rows(conn, intents)
+        return insert_intent_rows(conn, intents)
 
 
-def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
-    """Insert intent rows in one statement, in the caller's transaction."""
+def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
+    """Insert intent rows in one statement, in the caller's transaction; return them."""
     # The database's clock, not this host's: every deadline is compared with now() there.
     now = conn.execute(select(func.now())).scalar_one()
-    conn.execute(
-        insert(workers),
+    rows = conn.execute(
+        insert(workers).returning(*workers.c),
         [
             {
                 "worker_id": i.worker_id,
@@ -167,12 +167,15 @@ def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
             for i in intents
         ],
     )
+    return [worker_from_row(row) for row in rows]
 
 
-def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
-    """Write cloud ids, and stop rows the cloud refused, in at most two statements."""
+def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
+    """Write cloud ids, and stop rows the cloud refused, in at most two statements. Returns
+    the rows that learnt their cloud id now, as they are now."""
     created = [o for o in outcomes if o.cloud_id is not None]
     refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
+    accepted: list[WorkerRecord] = []
     with engine.begin() as conn:
         if created:
             data = values(
@@ -181,7 +184,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                 column("provider_data", JSONB),
                 name="launched",
             ).data([(o.worker_id, o.cloud_id, dict(o.provider_data)) for o in created])
-            conn.execute(
+            rows = conn.execute(
                 update(workers)
                 .where(workers.c.worker_id == data.c.worker_id, workers.c.state == "requested")
                 .values(
@@ -191,7 +194,9 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                     last_modified=func.now(),
                     version=workers.c.version + 1,
                 )
+                .returning(*workers.c)
             )
+            accepted = [worker_from_row(row) for row in rows]
         if refused:
             reasons = values(
                 column("worker_id", Text), column("stop_reason", Text), name="refused"
@@ -206,6 +211,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                     version=workers.c.version + 1,
                 )
             )
+    return accepted
 
 
 def unresolved_intents(

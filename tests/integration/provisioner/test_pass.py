@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
 from tests.support.memory_provider import MemoryProvider, quota_error
+from wm import stages
 from wm.db import pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
@@ -251,3 +253,27 @@ class AdviceWrites:
     def _seen(self, conn, cursor, statement: str, *args) -> None:
         if statement.startswith("UPDATE workers SET should_terminate"):
             self._count += 1
+
+
+def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):
+    # Scenario: tasks wait, then one pass launches a worker per task.
+    def observed(stage: str) -> tuple[float, float]:
+        labels = {"pool": POOL, "provider": "aws-a", "stage": stage}
+        count = REGISTRY.get_sample_value("wm_worker_stage_seconds_count", labels) or 0.0
+        total = REGISTRY.get_sample_value("wm_worker_stage_seconds_sum", labels) or 0.0
+        return count, total
+
+    tasks.submit_tasks(engine, POOL, 3, 1.0)
+    before = {s: observed(s) for s in ("pending_to_requested", "requested_to_accepted")}
+
+    provisioner(engine, aws).run_pass("aws-a")
+
+    # Outcome: what /metrics observed is what wm/stages.py computes from the rows (which
+    # `wm status` summarises): every intent's wait, and the acceptance of every launched one.
+    rows = list_workers(engine, pool_id=POOL)
+    for stage, (count, total) in before.items():
+        expected = [stages.durations(r, [stage]).get(stage) for r in rows]
+        expected = [s for s in expected if s is not None]
+        after_count, after_total = observed(stage)
+        assert after_count - count == len(expected) == 3, stage
+        assert after_total - total == pytest.approx(sum(expected)), stage

@@ -46,6 +46,7 @@ from wm.providers.base import (
     TerminateResult,
 )
 from wm.providers.gate import Gate
+from wm.providers.meter import carry
 from wm.telemetry import log
 
 CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
@@ -243,7 +244,7 @@ class AzureProvider:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
         make_body = partial(self._vm_body, batch, image)
         return list(
-            self._pool.map(lambda i: self._create_one(i.worker_id, make_body), batch.intents)
+            self._pool.map(carry(lambda i: self._create_one(i.worker_id, make_body)), batch.intents)
         )
 
     def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
@@ -332,7 +333,7 @@ class AzureProvider:
     # -- lookup ------------------------------------------------------------------------------
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
-        found = self._pool.map(self._lookup_one, refs)
+        found = self._pool.map(carry(self._lookup_one), refs)
         return {ref.worker_id: inst for ref, inst in zip(refs, found, strict=True) if inst}
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
@@ -356,7 +357,7 @@ class AzureProvider:
     # -- terminate ---------------------------------------------------------------------------
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
-        return list(self._pool.map(self._terminate_one, refs))
+        return list(self._pool.map(carry(self._terminate_one), refs))
 
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
         # The VM the cloud named, where known (an orphan found by its tag may carry any name);

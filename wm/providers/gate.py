@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
+from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 
 T = TypeVar("T")
@@ -172,6 +173,7 @@ class Gate:
         with self._slots:
             self._refuse_if_paused(operation)
             self.attempts[operation] += 1
+            count_call(operation)  # for the caller's own figures (a scan's report)
             started = self._clock()
             future = self._pool.submit(fn, *args, **kwargs)
             try:

@@ -42,6 +42,7 @@ from wm.providers.base import (
     TerminateResult,
 )
 from wm.providers.gate import Gate
+from wm.providers.meter import carry
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -365,7 +366,7 @@ class GcpProvider:
 
     def _each(self, jobs: Iterable[Callable[[], R]]) -> list[R]:
         """Run jobs concurrently; results in order; the first failure raised after all ended."""
-        futures = [self._pool.submit(job) for job in jobs]
+        futures = [self._pool.submit(carry(job)) for job in jobs]
         errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:

@@ -58,8 +58,8 @@ from wm.config import AzureProviderConfig, Config
 from wm.db import tasks as task_store
 from wm.db.server import PostgresServer
 from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers import build_provider
-from wm.providers.base import LaunchSpec, WorkerRef, WorkerState
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner

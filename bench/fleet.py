@@ -55,6 +55,7 @@ from wm.db.workers import (
     list_workers,
     record_launches,
 )
+from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers import aws, build_provider, gcp
 from wm.providers.azure import image_reference, vm_body, vm_name
 from wm.providers.base import (
@@ -63,10 +64,7 @@ from wm.providers.base import (
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    LaunchSpec,
     Provider,
-    WorkerRef,
-    WorkerState,
 )
 from wm.scanner import Scanner
 from wm.sim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE

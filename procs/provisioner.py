@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from procs.providers import build_providers
 from procs.runtime import Runtime
 from wm.config import Config
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
-from wm.providers import build_provider
 from wm.provisioner import Provisioner
 from wm.queues import build_queue
 
@@ -20,10 +20,9 @@ def job_id(provider_id: str) -> str:
 
 def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     """Schedule a provisioning job per provider; return what closes the providers."""
-    providers = {
-        p.id: build_provider(p, config.deployment_id, runtime.engine, runtime.stop)
-        for p in config.providers
-    }
+    providers = build_providers(
+        config.providers, config.deployment_id, runtime.engine, runtime.stop
+    )
     provisioner = Provisioner(
         runtime.engine,
         build_queue(config, runtime.engine),

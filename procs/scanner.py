@@ -11,12 +11,12 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 
+from procs.providers import build_providers
 from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig
 from wm.db import pools as pool_store
 from wm.db import scans
 from wm.pool_sync import plan_sync
-from wm.providers import build_provider
 from wm.queues import build_queue
 from wm.scanner import Scanner
 
@@ -40,9 +40,7 @@ def add_jobs(
     """Schedule a scan job per (provider, region); return what closes the providers."""
     chosen = selected(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
-    providers = {
-        p.id: build_provider(p, config.deployment_id, runtime.engine, runtime.stop) for p in chosen
-    }
+    providers = build_providers(chosen, config.deployment_id, runtime.engine, runtime.stop)
     scanner = Scanner(
         runtime.engine,
         providers,

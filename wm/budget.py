@@ -22,10 +22,10 @@ from datetime import timedelta
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from wm.calls import CallClass, Draw
 from wm.config import BudgetLimit
 from wm.db import budgets as store
 from wm.db.budgets import BucketKey
-from wm.providers.gate import Draw
 from wm.telemetry import API_BUDGET_WAIT_SECONDS, log
 
 ALLOWANCE_SHARE = 0.02  # of a bucket, taken ahead for this process's next calls
@@ -43,12 +43,13 @@ class _Allowance:
 
 @dataclass
 class SharedBudget:
-    """The Budget a provider's gate draws from (wm/providers/gate.py), for one account."""
+    """The Budget a provider's gate draws from (wm/providers/gate.py), for one account; the
+    processes wire it to their providers (procs/providers.py)."""
 
     engine: Engine
     provider_id: str
     account: str
-    limits: Mapping[str, BudgetLimit]  # call class -> published or configured limit
+    limits: Mapping[CallClass, BudgetLimit]  # call class -> published or configured limit
     clock: Callable[[], float] = time.monotonic
     _known: set[BucketKey] = field(default_factory=set)  # buckets this process has sized
     _allowances: dict[BucketKey, _Allowance] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from wm.calls import CallClass
 from wm.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = "config.toml"
@@ -45,7 +46,7 @@ CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk in
 JITTER_RESERVE_S = 0.5
 # Call classes whose one call costs a token per worker created: a bucket smaller than a batch
 # would never hold enough, and every such call would be throttled.
-PER_WORKER_CALL_CLASSES = frozenset({"run-instances"})
+PER_WORKER_CALL_CLASSES = frozenset({CallClass.RUN_INSTANCES})
 
 
 class _Frozen(BaseModel):
@@ -81,20 +82,20 @@ class BudgetLimit(_Frozen):
 # The clouds' published defaults, per call class (EC2 per account and region: RunInstances'
 # resource bucket counts instances; ARM per principal and subscription; GCE per project, its
 # per-minute quotas as buckets). A provider's `budgets` overrides any of them.
-PUBLISHED_BUDGETS: Mapping[str, Mapping[str, BudgetLimit]] = {
+PUBLISHED_BUDGETS: Mapping[str, Mapping[CallClass, BudgetLimit]] = {
     "aws": {
-        "run-instances": BudgetLimit(burst=1000, per_s=2),
-        "mutating": BudgetLimit(burst=200, per_s=5),
-        "describe": BudgetLimit(burst=100, per_s=20),
+        CallClass.RUN_INSTANCES: BudgetLimit(burst=1000, per_s=2),
+        CallClass.MUTATING: BudgetLimit(burst=200, per_s=5),
+        CallClass.DESCRIBE: BudgetLimit(burst=100, per_s=20),
     },
     "azure": {
-        "write": BudgetLimit(burst=200, per_s=10),
-        "delete": BudgetLimit(burst=200, per_s=10),
-        "read": BudgetLimit(burst=250, per_s=25),
+        CallClass.WRITE: BudgetLimit(burst=200, per_s=10),
+        CallClass.DELETE: BudgetLimit(burst=200, per_s=10),
+        CallClass.READ: BudgetLimit(burst=250, per_s=25),
     },
     "gcp": {
-        "write": BudgetLimit(burst=1500, per_s=25),
-        "read": BudgetLimit(burst=1500, per_s=25),
+        CallClass.WRITE: BudgetLimit(burst=1500, per_s=25),
+        CallClass.READ: BudgetLimit(burst=1500, per_s=25),
     },
 }
 
@@ -118,9 +119,11 @@ class _ProviderBase(_Frozen):
     def budget_account(self) -> str:
         return self.account or self.id
 
-    def budget_limits(self) -> dict[str, BudgetLimit]:
-        """The published limits of this provider's cloud, with the config's overrides."""
-        return {**PUBLISHED_BUDGETS[self.kind], **self.budgets}  # type: ignore[attr-defined]
+    def budget_limits(self) -> dict[CallClass, BudgetLimit]:
+        """The published limits of this provider's cloud, with the config's overrides (whose
+        classes the loader checked against the published ones)."""
+        overrides = {CallClass(name): limit for name, limit in self.budgets.items()}
+        return {**PUBLISHED_BUDGETS[self.kind], **overrides}  # type: ignore[attr-defined]
 
     @field_validator("regions")
     @classmethod

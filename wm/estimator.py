@@ -8,10 +8,7 @@ demand that stopping workers are leaving would overshoot when their replacements
 
 from __future__ import annotations
 
-import logging
 import math
-
-from wm.telemetry import log
 
 # Existing capacity far above max (both conditions): something is wrong with the accounting.
 OVER_MAX_ABSOLUTE = 25
@@ -28,17 +25,8 @@ def estimate(
     existing: int,
     requested: int,
     stopping: int,
-    pool_id: str = "",
 ) -> int:
     """Capacity to add (whole capacity units, never negative)."""
-    if existing > OVER_MAX_ABSOLUTE and existing > OVER_MAX_FACTOR * max_capacity:
-        log(
-            "capacity-far-above-max",
-            logging.ERROR,
-            pool=pool_id,
-            existing=existing,
-            max_capacity=max_capacity,
-        )
     idle = max(0, existing - claimed)
     adjusted_pending = max(0, pending - idle)
     desired = max(
@@ -46,6 +34,12 @@ def estimate(
     )
     to_add = max(0.0, desired - (existing + stopping) - requested)
     return math.ceil(to_add)
+
+
+def far_above_max(*, existing: int, max_capacity: int) -> bool:
+    """Existing capacity so far above max that the accounting must be wrong (the caller says
+    so in the logs: a pure decision returns data)."""
+    return existing > OVER_MAX_ABSOLUTE and existing > OVER_MAX_FACTOR * max_capacity
 
 
 def target_capacity(

@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from wm.model import PoolRecord, WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import PoolRecord, WorkerRecord, WorkerState
 
 REGISTRATION_TIMEOUT = "registration-timeout"
 REREGISTRATION_TIMEOUT = "reregistration-timeout"

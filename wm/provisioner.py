@@ -17,27 +17,21 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Engine
 
-from wm import estimator, launch_choice, lifecycle
+from wm import estimator, launch_choice, lifecycle, stages
 from wm.config import CREATE_BATCH_MAX
 from wm.db import claims, pool_errors, scans, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import CloudError, ErrorCategory
-from wm.model import LaunchConfigRecord, PoolRecord
-from wm.providers.base import (
-    LaunchBatch,
-    LaunchIntent,
-    LaunchResult,
-    Provider,
-    WorkerRef,
-)
+from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
+from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
-from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, STAGE_SECONDS, capture, log
+from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log, observe_stages
 
 CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
 WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
@@ -182,6 +176,7 @@ class Provisioner:
                         errors,
                     )
                 )
+                _warn_far_above_max(pool, capacity[pool.pool_id])
             except Exception as exc:  # a bug planning one pool must not starve the others
                 log(
                     "pool-plan-failed",
@@ -196,14 +191,14 @@ class Provisioner:
             log("provision-paused", logging.WARNING, provider=provider.id)
             plans = [PoolPlan(plan.report) for plan in plans]
         intents = [i for plan in plans for i in plan.intents]
-        claim.commit_intents(intents)  # committed before any cloud call, or the pass stops
-        requested = time.monotonic()
-        _observe_demand(provider.id, intents)
+        # Committed before any cloud call, or the pass stops.
+        committed = claim.commit_intents(intents)
+        _observe_stages(provider.id, committed, "pending_to_requested")
         batches = [b for plan in plans for b in plan.batches]
         results = self._create(provider, batches)
         outcomes, new_errors = judge_results(provider.id, batches, results)
-        workers.record_launches(self.engine, outcomes)
-        _observe_accepted(provider.id, intents, outcomes, time.monotonic() - requested)
+        accepted = workers.record_launches(self.engine, outcomes)
+        _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, demand)
         reports = []
@@ -284,7 +279,6 @@ def plan_pool(
         existing=capacity.existing,
         requested=capacity.requested,
         stopping=capacity.stopping,
-        pool_id=pool.pool_id,
     )
     report = PoolPassReport(
         pool_id=pool.pool_id,
@@ -408,30 +402,22 @@ def judge_results(
     return outcomes, new_errors
 
 
-def _observe_demand(provider_id: str, intents: Sequence[NewWorker]) -> None:
-    """Task pending -> capacity requested: how old the oldest pending task was at launch."""
-    now = datetime.now(UTC)
-    for intent in intents:
-        if intent.demand_at is not None:
-            seconds = max(0.0, (now - intent.demand_at).total_seconds())
-            STAGE_SECONDS.labels(intent.pool_id, provider_id, "pending_to_requested").observe(
-                seconds
-            )
+def _observe_stages(provider_id: str, rows: Sequence[WorkerRecord], stage: str) -> None:
+    """Task pending -> capacity requested, when the intents are committed; capacity requested
+    -> cloud accepted, for the workers the cloud took (computed by wm/stages.py)."""
+    for row in rows:
+        observe_stages(row.pool_id, provider_id, stages.durations(row, [stage]))
 
 
-def _observe_accepted(
-    provider_id: str,
-    intents: Sequence[NewWorker],
-    outcomes: Sequence[LaunchOutcome],
-    seconds: float,
-) -> None:
-    """Capacity requested -> cloud accepted, for the workers the cloud took."""
-    pools = {i.worker_id: i.pool_id for i in intents}
-    for outcome in outcomes:
-        if outcome.cloud_id is not None and outcome.worker_id in pools:
-            STAGE_SECONDS.labels(
-                pools[outcome.worker_id], provider_id, "requested_to_accepted"
-            ).observe(seconds)
+def _warn_far_above_max(pool: PoolRecord, capacity: PoolCapacity) -> None:
+    if estimator.far_above_max(existing=capacity.existing, max_capacity=pool.max_capacity):
+        log(
+            "capacity-far-above-max",
+            logging.ERROR,
+            pool=pool.pool_id,
+            existing=capacity.existing,
+            max_capacity=pool.max_capacity,
+        )
 
 
 def _export_gauges(report: PoolPassReport, capacity: PoolCapacity) -> None:

@@ -23,8 +23,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from wm.model import WorkerRecord
-from wm.providers.base import CloudInstance, WorkerState
+from wm.model import CloudInstance, WorkerRecord, WorkerState
 
 # Listing lags creation: a fresh row the lists never showed may not show yet. A row a scan has
 # seen before has no such excuse, however young (a VM deleted by hand a minute after launch).

@@ -28,31 +28,35 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
 from wm.errors import CloudError
-from wm.model import PoolRecord, WorkerRecord
-from wm.providers.base import CloudInstance, Provider, TerminateResult, WorkerRef, WorkerState
+from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
+from wm.providers.base import Provider, TerminateResult
+from wm.providers.meter import CallMeter, metered
 from wm.queues import QueueSource
-from wm.telemetry import SCAN_SECONDS, STAGE_SECONDS, WORKERS_PREEMPTED, log
+from wm.telemetry import SCAN_SECONDS, WORKERS_PREEMPTED, log, observe_stages
 
 GONE_FROM_CLOUD = "gone-from-cloud"
 # Stages whose end another process writes (the web process, a worker's claim): the scan that
 # follows observes them, once.
 WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
+RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 
 
 @dataclass(frozen=True)
 class ScanReport:
+    """What one scan did: its own figures, never its provider's other scans'."""
+
     provider: str
     region: str
     listed: int
     changed: int
-    missing: int
-    looked_up: int
+    missing: int  # rows the list did not show
+    looked_up: int  # of those, how many a look-up answered for (0 when the call failed)
     terminated: int
     orphans: int
-    preempted: int
-    api_calls: int
+    preempted: int  # workers this scan found pre-empted
+    api_calls: int  # SDK calls this scan made (retries included), wherever they ran
     duration_s: float
 
 
@@ -66,6 +70,9 @@ class ScanStopped(Exception):
 
 @dataclass
 class Scanner:
+    """The scanner service: what lives across scans. Each scan is a `ScanPass` of its own, so
+    scans of a provider's regions running at once never mix their figures."""
+
     engine: Engine
     providers: Mapping[str, Provider]
     replica: str = "scanner"
@@ -77,9 +84,9 @@ class Scanner:
     stop: threading.Event = field(default_factory=threading.Event)
     # Where the tasks of pre-empted workers go back to pending (None: nowhere to put them).
     queue: QueueSource | None = None
-    # When this process first saw a tagged instance that has no launch time (orphan grace).
-    _first_seen: dict[str, datetime] = field(default_factory=dict)
-    _preempted: dict[str, int] = field(default_factory=dict)  # provider id -> workers, ever
+    # (provider id, region) -> cloud id -> when this process first saw that tagged instance
+    # without a launch time (orphan grace); one no longer listed in its unit is forgotten.
+    _first_seen: dict[tuple[str, str], dict[str, datetime]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
@@ -89,7 +96,7 @@ class Scanner:
             if claim is None or self.stop.is_set():
                 return None
             try:
-                report = self._scan(self.providers[provider_id], region, claim)
+                report = ScanPass(self, self.providers[provider_id], region, claim).run()
             except ScanStopped as stopped:
                 log("scan-stopped", provider=provider_id, region=region, before=str(stopped))
                 return None
@@ -97,13 +104,48 @@ class Scanner:
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
 
-    def _scan(self, provider: Provider, region: str, claim: claims.ScanClaim) -> ScanReport:
+    def first_seen(
+        self, provider_id: str, region: str, instances: Sequence[CloudInstance], now: datetime
+    ) -> dict[str, datetime]:
+        """When each listed instance without a launch time was first seen in this unit."""
+        with self._lock:
+            known = self._first_seen.get((provider_id, region), {})
+            seen = {
+                i.cloud_id: known.get(i.cloud_id, now) for i in instances if i.launched_at is None
+            }
+            self._first_seen[(provider_id, region)] = seen
+            return dict(seen)
+
+
+@dataclass
+class ScanPass:
+    """One scan of one (provider, region): its working state, and figures of its own."""
+
+    scanner: Scanner
+    provider: Provider
+    region: str
+    claim: claims.ScanClaim
+    preempted: int = 0  # workers this scan found pre-empted
+    looked_up: int = 0  # rows this scan looked up (0 when the look-up call failed)
+
+    @property
+    def engine(self) -> Engine:
+        return self.scanner.engine
+
+    def run(self) -> ScanReport:
+        # The calls this scan makes, wherever they run: not the provider's, which other
+        # regions' scans share at the same time.
+        with metered() as calls:
+            return self._scan(calls)
+
+    def _scan(self, calls: CallMeter) -> ScanReport:
+        provider, region = self.provider, self.region
         started = time.monotonic()
-        limit_s = self.max_scan_s.get(provider.id, float("inf"))
+        limit_s = self.scanner.max_scan_s.get(provider.id, float("inf"))
 
         def safe_point(step: str) -> None:
             # Each step leaves the database consistent: stopping here loses nothing.
-            if self.stop.is_set():
+            if self.scanner.stop.is_set():
                 raise ScanStopped(step)
             if time.monotonic() - started > limit_s:
                 log(
@@ -116,7 +158,6 @@ class Scanner:
                 )
                 raise ScanOverran(f"{provider.id} {region}: stopped before {step}")
 
-        calls_before = sum(provider.gate.attempts.values())
         instances = provider.list_instances(region)
         rows = scans.live_workers(self.engine, provider.id, region)
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
@@ -125,33 +166,32 @@ class Scanner:
         intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
         in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
         found = self._diff(instances, rows, pools, now, provider.gate.longest_call_s(), in_flight)
-        preempted_before = self._preempted.get(provider.id, 0)
 
-        changed = self._apply(provider, found.changes, {r.worker_id: r for r in rows})
+        changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
-        self._stamp_cloud_running(provider, found.cloud_running)
+        self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
         # observed once, by whichever replica scans next.
-        _observe(provider.id, rows, claim.previous_start, claim.started, WINDOW_STAGES)
+        _observe_window(provider.id, rows, self.claim.previous_start, self.claim.started)
         safe_point("look-ups")
-        gone, found_stopping = self._look_up(provider, found.missing, pools, now)
+        gone, found_stopping = self._look_up(found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
-        stopping += self._enforce_deadlines(provider, rows, pools, now, skip=gone | _ids(stopping))
+        stopping += self._enforce_deadlines(rows, pools, now, skip=gone | _ids(stopping))
         safe_point("deletions")
-        terminated = self._terminate(provider, stopping)
+        terminated = self._terminate(stopping)
         safe_point("orphans")
-        orphans = self._terminate_orphans(provider, region, found.orphans)
+        orphans = self._terminate_orphans(found.orphans)
         return ScanReport(
             provider=provider.id,
             region=region,
             listed=len(instances),
             changed=len(changed),
             missing=len(found.missing),
-            looked_up=len(found.missing),
+            looked_up=self.looked_up,
             terminated=terminated,
             orphans=orphans,
-            preempted=self._preempted.get(provider.id, 0) - preempted_before,
-            api_calls=sum(provider.gate.attempts.values()) - calls_before,
+            preempted=self.preempted,
+            api_calls=calls.total,
             duration_s=round(time.monotonic() - started, 3),
         )
 
@@ -164,18 +204,14 @@ class Scanner:
         intent_grace_s: float = 0.0,
         in_flight_pools: set[str] | None = None,
     ) -> scan_diff.ScanDiff:
-        with self._lock:
-            for instance in instances:
-                if instance.launched_at is None:
-                    self._first_seen.setdefault(instance.cloud_id, now)
-            first_seen = dict(self._first_seen)
+        first_seen = self.scanner.first_seen(self.provider.id, self.region, instances, now)
         return scan_diff.diff(
             instances,
             rows,
             now=now,
             requires_registration={p.pool_id: p.requires_registration for p in pools.values()},
-            missing_grace=timedelta(seconds=self.missing_grace_s),
-            orphan_grace=timedelta(seconds=self.orphan_grace_s),
+            missing_grace=timedelta(seconds=self.scanner.missing_grace_s),
+            orphan_grace=timedelta(seconds=self.scanner.orphan_grace_s),
             first_seen=first_seen,
             intent_grace=timedelta(seconds=intent_grace_s),
             in_flight_pools=in_flight_pools or set(),
@@ -183,12 +219,10 @@ class Scanner:
 
     def _apply(
         self,
-        provider: Provider,
         changes: Sequence[scan_diff.StateChange],
         rows: Mapping[str, WorkerRecord],
     ) -> list[str]:
         changed = self._change(
-            provider,
             [
                 RowChange(
                     c.worker_id,
@@ -203,49 +237,46 @@ class Scanner:
         )
         return [w.worker_id for w in changed]
 
-    def _change(self, provider: Provider, changes: Sequence[RowChange]) -> list[WorkerRecord]:
+    def _change(self, changes: Sequence[RowChange]) -> list[WorkerRecord]:
         """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
         deletion finished."""
         changed = scans.apply_changes(self.engine, changes)
         preempted = {c.worker_id for c in changes if c.preempted}
         lost = [w for w in changed if w.worker_id in preempted]
         if lost:
-            self._lost_to_preemption(provider, lost)
-        now = scans.db_now(self.engine) if changed else None
-        for worker in changed:
-            if worker.state == WorkerState.STOPPED and worker.delete_called_at and now:
-                seconds = (now - worker.delete_called_at).total_seconds()
-                _observe_stage(worker, provider.id, "delete_to_gone", seconds)
+            self._lost_to_preemption(lost)
+        # A deletion finished: the row says when (stopped_at, stamped by the database).
+        _observe(self.provider.id, changed, ("delete_to_gone",))
         return changed
 
-    def _lost_to_preemption(self, provider: Provider, lost: Sequence[WorkerRecord]) -> None:
+    def _lost_to_preemption(self, lost: Sequence[WorkerRecord]) -> None:
         """The cloud took these VMs back: their tasks go back to the queue at once (which wakes
         the provisioners), and they stop counting as capacity, so replacements follow."""
-        released = self.queue.release([w.worker_id for w in lost]) if self.queue else 0
-        with self._lock:
-            self._preempted[provider.id] = self._preempted.get(provider.id, 0) + len(lost)
+        queue = self.scanner.queue
+        released = queue.release([w.worker_id for w in lost]) if queue else 0
+        self.preempted += len(lost)
         for worker in lost:
-            WORKERS_PREEMPTED.labels(worker.pool_id, provider.id).inc()
+            WORKERS_PREEMPTED.labels(worker.pool_id, self.provider.id).inc()
             log(
                 "worker-preempted",
                 logging.WARNING,
-                provider=provider.id,
+                provider=self.provider.id,
                 pool=worker.pool_id,
                 worker=worker.worker_id,
                 launch_config=worker.launch_config_id,
                 reason=worker.stop_reason,
             )
-        log("preempted-tasks-released", provider=provider.id, workers=len(lost), tasks=released)
+        log(
+            "preempted-tasks-released", provider=self.provider.id, workers=len(lost), tasks=released
+        )
 
-    def _stamp_cloud_running(self, provider: Provider, rows: Sequence[WorkerRecord]) -> None:
-        for worker in scans.mark_cloud_running(self.engine, [r.worker_id for r in rows]):
-            if worker.accepted_at and worker.cloud_running_at and worker.registered_at is None:
-                seconds = (worker.cloud_running_at - worker.accepted_at).total_seconds()
-                _observe_stage(worker, provider.id, "accepted_to_running", seconds)
+    def _stamp_cloud_running(self, rows: Sequence[WorkerRecord]) -> None:
+        stamped = scans.mark_cloud_running(self.engine, [r.worker_id for r in rows])
+        # A worker that registered first ended this stage at its registration, unobserved.
+        _observe(self.provider.id, [w for w in stamped if w.registered_at is None], RUNNING_STAGES)
 
     def _look_up(
         self,
-        provider: Provider,
         missing: Sequence[WorkerRecord],
         pools: Mapping[str, PoolRecord],
         now: datetime,
@@ -257,17 +288,18 @@ class Scanner:
         if not missing:
             return set(), []
         try:
-            found = provider.lookup([r.ref() for r in missing])
+            found = self.provider.lookup([r.ref() for r in missing])
         except CloudError as error:
             # Not knowing is not gone: these rows are looked up again at the next scan.
             log(
                 "lookup-failed",
                 logging.WARNING,
-                provider=provider.id,
+                provider=self.provider.id,
                 workers=len(missing),
                 error=str(error),
             )
             return set(), []
+        self.looked_up = len(missing)
         # No grace here: these rows are already past it.
         again = scan_diff.diff(
             list(found.values()),
@@ -277,10 +309,9 @@ class Scanner:
             missing_grace=timedelta(0),
             orphan_grace=timedelta.max,
         )
-        self._apply(provider, again.changes, {r.worker_id: r for r in missing})
+        self._apply(again.changes, {r.worker_id: r for r in missing})
         scans.mark_checked(self.engine, again.seen)
         stopped = self._change(
-            provider,
             [
                 RowChange(r.worker_id, r.version, "stopped", reason=_gone_reason(r))
                 for r in again.missing
@@ -290,7 +321,6 @@ class Scanner:
 
     def _enforce_deadlines(
         self,
-        provider: Provider,
         rows: Sequence[WorkerRecord],
         pools: Mapping[str, PoolRecord],
         now: datetime,
@@ -300,7 +330,6 @@ class Scanner:
         moved = {
             w.worker_id
             for w in self._change(
-                provider,
                 [
                     RowChange(d.worker.worker_id, d.worker.version, "stopping", reason=d.reason)
                     for d in due
@@ -324,41 +353,38 @@ class Scanner:
         pool_errors.record_errors(self.engine, registration_errors(never_registered))
         return [d.worker for d in due if d.worker.worker_id in moved]
 
-    def _terminate(self, provider: Provider, stopping: Sequence[WorkerRecord]) -> int:
+    def _terminate(self, stopping: Sequence[WorkerRecord]) -> int:
         """Delete; rows the cloud confirms are gone become stopped."""
         if not stopping:
             return 0
-        results = _terminate_all(provider, [r.ref() for r in stopping])
-        for worker in scans.mark_delete_called(self.engine, [r.worker_id for r in stopping]):
-            if worker.stopping_at and worker.delete_called_at:
-                seconds = (worker.delete_called_at - worker.stopping_at).total_seconds()
-                _observe_stage(worker, provider.id, "decided_to_delete", seconds)
+        results = _terminate_all(self.provider, [r.ref() for r in stopping])
+        called = scans.mark_delete_called(self.engine, [r.worker_id for r in stopping])
+        _observe(self.provider.id, called, ("decided_to_delete",))
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
             if result.error is not None:
                 log(
                     "terminate-failed",
                     logging.WARNING,
-                    provider=provider.id,
+                    provider=self.provider.id,
                     worker=result.worker_id,
                     error=str(result.error),
                 )
         # Versions moved when these rows went to stopping: match on state instead.
         fresh = {
             r.worker_id: r
-            for r in scans.live_workers(self.engine, provider.id, stopping[0].worker_group)
+            for r in scans.live_workers(self.engine, self.provider.id, stopping[0].worker_group)
         }
         changes = [
             RowChange(w, fresh[w].version, "stopped")
             for w in gone
             if w in fresh and fresh[w].state == WorkerState.STOPPING
         ]
-        self._change(provider, changes)
+        self._change(changes)
         return len(gone)
 
-    def _terminate_orphans(
-        self, provider: Provider, region: str, orphans: Sequence[CloudInstance]
-    ) -> int:
+    def _terminate_orphans(self, orphans: Sequence[CloudInstance]) -> int:
+        region = self.region
         if not orphans:
             return 0
         refs = [
@@ -372,14 +398,14 @@ class Scanner:
             )
             for o in orphans
         ]
-        results = _terminate_all(provider, refs)
+        results = _terminate_all(self.provider, refs)
         # An orphan already gone or going (listed again while the cloud forgets it) is no news.
         acted = [(o, r) for o, r in zip(orphans, results, strict=True) if not r.nothing_sent]
         for orphan, result in acted:
             log(
                 "orphan-terminated" if result.error is None else "orphan-terminate-failed",
                 logging.WARNING,
-                provider=provider.id,
+                provider=self.provider.id,
                 region=region,
                 cloud_id=orphan.cloud_id,
                 worker=orphan.worker_id,
@@ -389,21 +415,20 @@ class Scanner:
         return sum(1 for _, r in acted if r.error is None)
 
 
-def _observe(
-    provider_id: str,
-    rows: Sequence[WorkerRecord],
-    after: datetime | None,
-    until: datetime,
-    names: Sequence[str],
-) -> None:
-    """Observe the stages of these rows that ended in (after, until]."""
+def _observe(provider_id: str, rows: Sequence[WorkerRecord], names: Sequence[str]) -> None:
+    """Observe these stages of these rows, as wm/stages.py computes them (and `wm status`)."""
     for row in rows:
-        for name, seconds in stages.ended_between(row, after, until, names).items():
-            _observe_stage(row, provider_id, name, seconds)
+        observe_stages(row.pool_id, provider_id, stages.durations(row, names))
 
 
-def _observe_stage(worker: WorkerRecord, provider_id: str, stage: str, seconds: float) -> None:
-    STAGE_SECONDS.labels(worker.pool_id, provider_id, stage).observe(max(0.0, seconds))
+def _observe_window(
+    provider_id: str, rows: Sequence[WorkerRecord], after: datetime | None, until: datetime
+) -> None:
+    """Observe the window stages of these rows that ended in (after, until]."""
+    for row in rows:
+        observe_stages(
+            row.pool_id, provider_id, stages.ended_between(row, after, until, WINDOW_STAGES)
+        )
 
 
 def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:

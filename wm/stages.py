@@ -63,10 +63,18 @@ def point(worker: WorkerRecord, name: str) -> datetime | None:
     return min(values) if values else None
 
 
-def durations(worker: WorkerRecord) -> dict[str, float]:
-    """Seconds spent in each stage this worker has passed (never negative)."""
+def durations(worker: WorkerRecord, names: Iterable[str] | None = None) -> dict[str, float]:
+    """Seconds spent in each stage this worker has passed (never negative); only the named
+    stages if any are named. The one computation of a stage's latency: the passes observe
+    what it returns into /metrics, and `wm status` summarises it."""
+    chosen = STAGE_NAMES if names is None else tuple(names)
+    unknown = set(chosen) - set(STAGE_NAMES)
+    if unknown:
+        raise ValueError(f"no such stage: {sorted(unknown)}")
     out = {}
     for stage in STAGES:
+        if stage.name not in chosen:
+            continue
         start, end = point(worker, stage.start), point(worker, stage.end)
         if start is not None and end is not None:
             out[stage.name] = max(0.0, (end - start).total_seconds())
@@ -78,16 +86,17 @@ def ended_between(
 ) -> dict[str, float]:
     """The given stages of this worker that ended in (after, until], with their seconds."""
     chosen = set(stages)
-    out = {}
+    ended = []
     for stage in STAGES:
-        if stage.name not in chosen:
-            continue
         end = point(worker, stage.end)
-        if end is not None and (after is None or end > after) and end <= until:
-            seconds = durations(worker).get(stage.name)
-            if seconds is not None:
-                out[stage.name] = seconds
-    return out
+        if (
+            stage.name in chosen
+            and end is not None
+            and (after is None or end > after)
+            and end <= until
+        ):
+            ended.append(stage.name)
+    return durations(worker, ended) if ended else {}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -63,6 +64,13 @@ def configure_logging(level: int = logging.INFO) -> None:
 def log(event: str, level: int = logging.INFO, exc_info: bool = False, **fields: Any) -> None:
     safe = {k: ("<redacted>" if k.lower() in REDACTED_FIELDS else v) for k, v in fields.items()}
     LOGGER.log(level, event, exc_info=exc_info, extra={"wm_event": event, "wm_fields": safe})
+
+
+def observe_stages(pool_id: str, provider_id: str, seconds: Mapping[str, float]) -> None:
+    """Observe stage latencies of one worker, as wm/stages.py's `durations` computed them
+    (`wm status` summarises the same computation, so the two agree)."""
+    for stage, value in seconds.items():
+        STAGE_SECONDS.labels(pool_id, provider_id, stage).observe(value)
 
 
 def init_sentry(dsn: str | None, process: str) -> None:

@@ -42,6 +42,7 @@ from wm.config import AzureProviderConfig
 from wm.db import scans
 from wm.db.scans import RowChange
 from wm.errors import CloudError, ErrorCategory
+from wm.model import LaunchSpec
 from wm.providers.azure import (
     AzureClients,
     classify,
@@ -50,7 +51,7 @@ from wm.providers.azure import (
     vm_body,
     vm_name,
 )
-from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER, LaunchSpec
+from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import Gate
 
 OLD_SCANNER_CONCURRENCY = 2

@@ -35,8 +35,8 @@ from sqlalchemy import Engine
 from wm.db import scans
 from wm.db.scans import RowChange
 from wm.errors import CloudError
-from wm.model import WorkerRecord
-from wm.providers.base import Provider, WorkerState
+from wm.model import WorkerRecord, WorkerState
+from wm.providers.base import Provider
 from wm.telemetry import log
 
 OLD_SCANNER_CONCURRENCY = 2

@@ -18,7 +18,7 @@ from tests.support.stack import (
 from wm.db import tasks
 from wm.db.server import free_port
 from wm.db.workers import list_workers
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 
 FAST = {"provision_s": 0.3}
 

@@ -11,8 +11,8 @@ import pytest
 from tests.support.stack import FAST_GATE, Stack, aws_provider, azure_provider, gcp_provider, pool
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import WorkerState
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 

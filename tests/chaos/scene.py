@@ -30,9 +30,8 @@ from tests.support.stack import (
     gcp_provider,
 )
 from wm.db.workers import capacity_by_pool
-from wm.model import WorkerRecord
+from wm.model import LaunchSpec, WorkerRecord
 from wm.providers.azure import image_reference, vm_body, vm_name
-from wm.providers.base import LaunchSpec
 from wm.providers.gcp import request_id
 from wm.sim.arm import SimArm
 from wm.sim.ec2 import SimEc2

@@ -28,7 +28,7 @@ from tests.support.api_stack import (
     secret_hash,
 )
 from wm.db.engine import make_engine
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 from wm.scanner import Scanner
 
 SCANNER_APP = "chaos-scanner"

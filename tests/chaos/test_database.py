@@ -31,7 +31,7 @@ from wm.db import migrate, tasks
 from wm.db.engine import create_database, make_engine, with_database
 from wm.db.server import PostgresServer, local_bin_dir, start_local_cluster
 from wm.db.workers import list_workers
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 
 INTERVALS = {"provision_s": 0.3}
 WAITING_INSERTS = text(

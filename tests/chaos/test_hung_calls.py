@@ -28,8 +28,9 @@ from tests.chaos.scene import (
 from tests.support.stack import DEPLOYMENT, FAST_GATE, Stack, pool
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, WorkerState
+from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner

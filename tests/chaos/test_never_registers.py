@@ -25,7 +25,7 @@ from wm.db.pools import load_launch_configs
 from wm.db.workers import list_workers
 from wm.launch_choice import error_factor
 from wm.lifecycle import REGISTRATION_TIMEOUT
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 
 TIMEOUT_S = 1.0  # the registration timeout: half an hour in a real fleet
 INTERVAL_S = 0.25  # provisioning and scan interval

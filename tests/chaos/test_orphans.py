@@ -28,8 +28,9 @@ from tests.chaos.scene import (
 from tests.support.stack import DEPLOYMENT, RECOVERY_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER, WorkerState
+from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.scanner import Scanner
 
 GRACE_S = 3.0  # orphan grace period

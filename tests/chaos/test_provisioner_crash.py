@@ -34,8 +34,8 @@ from tests.chaos.scene import (
 from tests.support.stack import FAST_GATE, RECOVERY_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import WorkerState
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 

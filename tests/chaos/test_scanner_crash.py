@@ -22,8 +22,8 @@ from tests.chaos.scene import DELETE_OPERATION, KINDS, provider_config, sizes, w
 from tests.support.stack import Stack, pool
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import WorkerState
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 

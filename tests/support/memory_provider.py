@@ -8,14 +8,8 @@ from collections.abc import Sequence
 
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
-from wm.providers.base import (
-    CloudInstance,
-    LaunchBatch,
-    LaunchResult,
-    TerminateResult,
-    WorkerRef,
-    WorkerState,
-)
+from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers.base import LaunchBatch, LaunchResult, TerminateResult
 from wm.providers.gate import Gate
 
 

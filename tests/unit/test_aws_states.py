@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from wm.errors import ErrorCategory, UnknownCloudState
+from wm.model import WorkerState
 from wm.providers.aws import STATES, _client_token, _scrub, category_for, map_state
-from wm.providers.base import WorkerState
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.model import WorkerState
 from wm.providers.azure import (
     REASON_SPOT_EVICTED,
     classify,
@@ -15,7 +16,6 @@ from wm.providers.azure import (
     vm_name,
     worker_state,
 )
-from wm.providers.base import WorkerState
 
 
 @pytest.mark.parametrize(

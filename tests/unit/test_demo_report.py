@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.model import Task, WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import Task, WorkerRecord, WorkerState
 from wm.sim.report import PoolSample, RunFacts, Sample, ScanSample, build, peak_ratio
 from wm.stages import percentile
 

@@ -1,8 +1,6 @@
-import logging
-
 import pytest
 
-from wm.estimator import estimate, target_capacity
+from wm.estimator import estimate, far_above_max, target_capacity
 
 BASE = dict(
     pending=0,
@@ -65,16 +63,18 @@ def test_a_second_pass_over_the_same_demand_launches_nothing():
     assert (first, second) == (50, 0)
 
 
-def test_existing_far_above_max_logs_an_error(caplog):
-    with caplog.at_level(logging.ERROR, logger="wm"):
-        estimate(**{**BASE, "max_capacity": 20, "existing": 30, "claimed": 30}, pool_id="p/a")
-    assert [r.wm_event for r in caplog.records] == ["capacity-far-above-max"]
-
-
-def test_existing_slightly_above_max_logs_nothing(caplog):
-    with caplog.at_level(logging.ERROR, logger="wm"):
-        estimate(**{**BASE, "max_capacity": 20, "existing": 24, "claimed": 24})
-    assert caplog.records == []
+@pytest.mark.parametrize(
+    ("existing", "max_capacity", "far"),
+    [
+        (30, 20, True),  # above both the absolute and the relative margin
+        (24, 20, False),  # within 25 % of max
+        (25, 10, False),  # far in share, but too few to matter
+        (26, 10, True),
+        (0, 0, False),
+    ],
+)
+def test_existing_capacity_far_above_max(existing: int, max_capacity: int, far: bool):
+    assert far_above_max(existing=existing, max_capacity=max_capacity) is far
 
 
 @pytest.mark.parametrize(

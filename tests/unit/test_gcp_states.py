@@ -14,7 +14,7 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import compute_v1
 
 from wm.errors import ErrorCategory, UnknownCloudState
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 from wm.providers.gcp import (
     STATES,
     _label_value,

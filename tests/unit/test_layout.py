@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 SQL = re.compile(
@@ -62,3 +63,104 @@ def test_only_the_config_module_reads_the_environment():
         if re.search(r"os\.environ|os\.getenv", path.read_text()):
             offenders.append(str(path))
     assert offenders == []
+
+
+# wm's layers, lowest first: a module imports only from its own layer or the layers below.
+# Each entry is a unit (a module or a package); the longest matching name wins. Units of a
+# layer marked `peers_apart` import nothing from each other: the cloud providers do not reach
+# into the shared budget, nor the queues into the providers. wm/sim is outside the table.
+class Layer(NamedTuple):
+    name: str
+    peers_apart: bool
+    units: tuple[str, ...]
+
+
+LAYERS = (
+    Layer("model", False, ("wm", "wm.model", "wm.errors", "wm.config", "wm.calls")),
+    Layer(
+        "pure",
+        False,
+        (
+            "wm.estimator",
+            "wm.scan_diff",
+            "wm.launch_choice",
+            "wm.lifecycle",
+            "wm.stages",
+            "wm.pool_sync",
+            "wm.identity",
+        ),
+    ),
+    # Above the pure decisions, which return data and leave the logging to their callers.
+    Layer("telemetry", False, ("wm.telemetry",)),
+    Layer("storage", False, ("wm.db",)),
+    Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget")),
+    Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
+    Layer("top", False, ("procs", "wm.cli", "wm.__main__")),
+)
+OUTSIDE = ("wm.sim",)
+
+
+def _unit(module: str) -> tuple[int, bool, str] | None:
+    best = None
+    for rank, layer in enumerate(LAYERS):
+        for unit in layer.units:
+            inside = module.startswith(unit + ".") and unit != "wm"  # the package, not all of wm
+            if (module == unit or inside) and (best is None or len(unit) > len(best[2])):
+                best = (rank, layer.peers_apart, unit)
+    return best
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(source: str, module: str, is_package: bool = False):
+    """Every module this source imports, lazy imports inside functions included."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            yield node.lineno, base
+            # `from wm import scan_diff` imports the module wm.scan_diff.
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}"
+
+
+def upward_imports() -> list[str]:
+    offenders = []
+    for path in python_files("wm", "procs"):
+        module = _module_name(path)
+        if module.startswith(OUTSIDE) or "migrations" in path.parts:
+            continue
+        mine = _unit(module)
+        assert mine is not None, f"{module} is in no layer of LAYERS"
+        for lineno, imported in _imports(path.read_text(), module, path.name == "__init__.py"):
+            if not imported.startswith(("wm.", "procs")) and imported != "wm":
+                continue
+            theirs = _unit(imported)
+            if theirs is None or imported.startswith(OUTSIDE) or theirs[2] == mine[2]:
+                continue
+            upward = theirs[0] > mine[0]
+            across = theirs[0] == mine[0] and mine[1]
+            if upward or across:
+                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {module} -> {theirs[2]}")
+    return sorted(set(offenders))
+
+
+def test_dependencies_only_point_down():
+    assert upward_imports() == []
+
+
+def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
+    source = "def build():\n    from wm.budget import SharedBudget\n    return SharedBudget\n"
+    imported = [name for _, name in _imports(source, "wm.providers")]
+    assert "wm.budget" in imported
+    providers, budget = _unit("wm.providers.aws"), _unit("wm.budget")
+    assert providers and budget and providers[0] == budget[0] and budget[1]

@@ -9,8 +9,7 @@ from wm.lifecycle import (
     overdue,
     scale_down,
 )
-from wm.model import PoolRecord
-from wm.providers.base import WorkerState
+from wm.model import PoolRecord, WorkerState
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 POOL = PoolRecord.from_config(build().pool("proj/linux"))

@@ -2,8 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.model import WorkerRecord
-from wm.providers.base import CloudInstance, WorkerState
+from wm.model import CloudInstance, WorkerRecord, WorkerState
 from wm.scan_diff import diff
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

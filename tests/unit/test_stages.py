@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.model import WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import WorkerRecord, WorkerState
 from wm.stages import STAGE_NAMES, durations, ended_between, slowest, summarise
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -110,3 +109,36 @@ def test_summaries_and_the_slowest_stage():
     assert summary["delete_to_gone"].p50_s == 60
     assert slowest(summary).stage == "accepted_to_running"
     assert slowest(summarise([])) is None
+
+
+@pytest.mark.parametrize(
+    ("names", "stamps", "expected"),
+    [
+        # What the provisioner observes when it commits intents, then when the cloud accepts.
+        (["pending_to_requested"], FULL_LIFE, {"pending_to_requested": 4}),
+        (["requested_to_accepted"], dict(accepted_at=3), {"requested_to_accepted": 3}),
+        (["pending_to_requested"], dict(accepted_at=3), {}),  # no demand time: nothing
+        # What a scan observes when it first sees the VM run, sends a delete, sees it gone.
+        (
+            ["accepted_to_running"],
+            dict(accepted_at=1, cloud_running_at=31),
+            {"accepted_to_running": 30},
+        ),
+        (
+            ["decided_to_delete"],
+            dict(stopping_at=10, delete_called_at=12),
+            {"decided_to_delete": 2},
+        ),
+        (["delete_to_gone"], dict(delete_called_at=12, stopped_at=72), {"delete_to_gone": 60}),
+        (["delete_to_gone"], dict(stopping_at=10, stopped_at=12), {}),  # gone without a delete
+        (["delete_to_gone"], dict(delete_called_at=12, stopped_at=11), {"delete_to_gone": 0}),
+        ([], FULL_LIFE, {}),
+    ],
+)
+def test_the_named_stages_of_a_worker(names, stamps, expected):
+    assert durations(worker(**stamps), names) == pytest.approx(expected)
+
+
+def test_an_unknown_stage_name_is_an_error_not_a_silent_nothing():
+    with pytest.raises(ValueError, match="no such stage"):
+        durations(worker(**FULL_LIFE), ["delete_too_gone"])

@@ -42,7 +42,7 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity, IdentityRejected, IdentityVerifier
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 from wm.telemetry import capture, log
 
 MAX_BODY_BYTES = 64 * 1024

@@ -7,7 +7,7 @@ import click
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
 from wm.db.pools import load_pools
 from wm.db.workers import list_workers
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 
 
 @click.group()

@@ -42,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 
 from wm.db.tables import pg_locks, scan_units, worker_pools
 from wm.db.workers import NewWorker, insert_intent_rows
+from wm.model import WorkerRecord
 from wm.telemetry import CLAIMS_BUSY, log
 
 POOL_CLAIM_NAMESPACE = "wm:pool-claim:"  # keeps these advisory lock keys apart from others'
@@ -77,14 +78,15 @@ class PoolClaims:
         )
         self._conn.commit()
 
-    def commit_intents(self, intents: Sequence[NewWorker]) -> None:
-        """Commit the intent rows, all or none, on the claim's connection. Raises if that
-        connection died: the claim went with it, nothing of this pass is committed, and
-        nothing may be launched."""
+    def commit_intents(self, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
+        """Commit the intent rows, all or none, on the claim's connection; return them. Raises
+        if that connection died: the claim went with it, nothing of this pass is committed,
+        and nothing may be launched."""
         if not intents:
-            return
-        insert_intent_rows(self._conn, intents)
+            return []
+        rows = insert_intent_rows(self._conn, intents)
         self._conn.commit()
+        return rows
 
 
 @contextlib.contextmanager

@@ -11,8 +11,7 @@ from sqlalchemy import Connection, Engine, Text, column, func, insert, select, u
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import workers
-from wm.model import WorkerRecord
-from wm.providers.base import WorkerState
+from wm.model import WorkerRecord, WorkerState
 
 LIST_LIMIT = 10_000
 
@@ -137,20 +136,20 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
     }
 
 
-def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> None:
+def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
     """Commit intent rows in one statement, all or none."""
     if not intents:
-        return
+        return []
     with engine.begin() as conn:
-        insert_intent_rows(conn, intents)
+        return insert_intent_rows(conn, intents)
 
 
-def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
-    """Insert intent rows in one statement, in the caller's transaction."""
+def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
+    """Insert intent rows in one statement, in the caller's transaction; return them."""
     # The database's clock, not this host's: every deadline is compared with now() there.
     now = conn.execute(select(func.now())).scalar_one()
-    conn.execute(
-        insert(workers),
+    rows = conn.execute(
+        insert(workers).returning(*workers.c),
         [
             {
                 "worker_id": i.worker_id,
@@ -169,15 +168,17 @@ def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> None:
             for i in intents
         ],
     )
+    return [worker_from_row(row) for row in rows]
 
 
-def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
+def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
     """Write cloud ids, stop rows the cloud refused, and stamp the creates that went
     unanswered (their VM may exist: a scan or the next pass adopts it by its tag), in at most
-    three statements."""
+    three statements. Returns the rows that learnt their cloud id now, as they are now."""
     created = [o for o in outcomes if o.cloud_id is not None]
     refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
     unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
+    accepted: list[WorkerRecord] = []
     with engine.begin() as conn:
         if created:
             data = values(
@@ -186,7 +187,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                 column("provider_data", JSONB),
                 name="launched",
             ).data([(o.worker_id, o.cloud_id, dict(o.provider_data)) for o in created])
-            conn.execute(
+            rows = conn.execute(
                 update(workers)
                 .where(workers.c.worker_id == data.c.worker_id, workers.c.state == "requested")
                 .values(
@@ -196,7 +197,9 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                     last_modified=func.now(),
                     version=workers.c.version + 1,
                 )
+                .returning(*workers.c)
             )
+            accepted = [worker_from_row(row) for row in rows]
         if refused:
             reasons = values(
                 column("worker_id", Text), column("stop_reason", Text), name="refused"
@@ -226,6 +229,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> None:
                     version=workers.c.version + 1,
                 )
             )
+    return accepted
 
 
 def unresolved_intents(

@@ -11,8 +11,6 @@ from wm.providers.base import Provider
 if TYPE_CHECKING:
     import threading
 
-    from sqlalchemy import Engine
-
     from wm.identity import IdentityVerifier
 
 # kind -> module; each module exposes `make(config, deployment_id) -> Provider`.
@@ -26,25 +24,16 @@ IDENTITY_MODULES = {
 
 
 def build_provider(
-    config: ProviderConfig,
-    deployment_id: str,
-    engine: Engine | None = None,
-    stop: threading.Event | None = None,
+    config: ProviderConfig, deployment_id: str, stop: threading.Event | None = None
 ) -> Provider:
-    """The provider for one config entry; with `engine`, its calls also draw from the
-    account's API budget shared by every process (wm/budget.py); with `stop`, calls still
-    waiting for their turn when it is set are not sent."""
+    """The provider for one config entry; with `stop`, calls still waiting for their turn when
+    it is set are not sent. The account's shared API budget is wired by the processes
+    (procs/providers.py): providers sit below it and never reach up to it."""
     # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
     module = importlib.import_module(MODULES[config.kind])
     provider = module.make(config, deployment_id)
     if stop is not None:
         provider.gate.stop_on(stop)
-    if engine is not None and config.shared_budget:
-        from wm.budget import SharedBudget
-
-        provider.gate.use_budget(
-            SharedBudget(engine, config.id, config.budget_account, config.budget_limits())
-        )
     return provider
 
 

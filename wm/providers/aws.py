@@ -18,22 +18,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from wm.calls import CallClass, Draw
 from wm.config import AwsProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
-from wm.providers.gate import Draw, Gate
+from wm.providers.gate import Gate
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
@@ -103,6 +102,23 @@ BAD_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidBlockDeviceMapping", "InvalidUse
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound"})
 ACCESS_KEY_PATTERN = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b")
 INSTANCE_ID_PATTERN = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+
+
+# EC2's limits per account and region: which of its buckets each operation draws from
+# (RunInstances' resource bucket counts the instances it asks for).
+CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "RunInstances": (CallClass.MUTATING, CallClass.RUN_INSTANCES),
+    "DescribeInstances": (CallClass.DESCRIBE,),
+    "TerminateInstances": (CallClass.MUTATING,),
+}
+
+
+def _spend(region: str, operation: str, instances: int = 0) -> tuple[Draw, ...]:
+    """What one call of this operation draws, in its region's buckets."""
+    return tuple(
+        Draw(region, c, float(instances) if c is CallClass.RUN_INSTANCES else 1.0)
+        for c in CALL_CLASSES[operation]
+    )
 
 
 def map_state(provider_id: str, name: str) -> WorkerState:
@@ -191,7 +207,7 @@ class AwsProvider:
                 "RunInstances",
                 self._client(region).run_instances,
                 # EC2's request bucket, and its resource bucket, which counts instances.
-                spend=(Draw(region, "mutating"), Draw(region, "run-instances", len(batch.intents))),
+                spend=_spend(region, "RunInstances", instances=len(batch.intents)),
                 **self._run_request(batch),
             )
         except CloudError as error:
@@ -364,7 +380,7 @@ class AwsProvider:
             page = self.gate.call(
                 "DescribeInstances",
                 client.describe_instances,
-                spend=(Draw(region, "describe"),),
+                spend=_spend(region, "DescribeInstances"),
                 **request,
             )
             for reservation in page.get("Reservations", []):
@@ -381,7 +397,7 @@ class AwsProvider:
             reply = self.gate.call(
                 "TerminateInstances",
                 client.terminate_instances,
-                spend=(Draw(region, "mutating"),),
+                spend=_spend(region, "TerminateInstances"),
                 InstanceIds=ids,
             )
         except CloudError as error:

@@ -32,22 +32,21 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
+from wm.calls import CallClass
 from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchResult,
-    LaunchSpec,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
 from wm.providers.gate import Gate
+from wm.providers.meter import carry
 from wm.telemetry import log
 
 CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
@@ -111,15 +110,15 @@ NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 # ARM's limits per principal and subscription: which of its buckets each operation draws from.
-CALL_CLASSES = {
-    "VirtualMachines_CreateOrUpdate": ("write",),
-    "VirtualMachines_Delete": ("delete",),
-    "NetworkInterfaces_Delete": ("delete",),
-    "PublicIPAddresses_Delete": ("delete",),
-    "Disks_Delete": ("delete",),
-    "VirtualMachines_Get": ("read",),
-    "VirtualMachines_List": ("read",),
-    "VirtualMachines_ListAll": ("read",),
+CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "VirtualMachines_CreateOrUpdate": (CallClass.WRITE,),
+    "VirtualMachines_Delete": (CallClass.DELETE,),
+    "NetworkInterfaces_Delete": (CallClass.DELETE,),
+    "PublicIPAddresses_Delete": (CallClass.DELETE,),
+    "Disks_Delete": (CallClass.DELETE,),
+    "VirtualMachines_Get": (CallClass.READ,),
+    "VirtualMachines_List": (CallClass.READ,),
+    "VirtualMachines_ListAll": (CallClass.READ,),
 }
 
 
@@ -245,7 +244,7 @@ class AzureProvider:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
         make_body = partial(self._vm_body, batch, image)
         return list(
-            self._pool.map(lambda i: self._create_one(i.worker_id, make_body), batch.intents)
+            self._pool.map(carry(lambda i: self._create_one(i.worker_id, make_body)), batch.intents)
         )
 
     def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
@@ -335,7 +334,7 @@ class AzureProvider:
     # -- lookup ------------------------------------------------------------------------------
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
-        found = self._pool.map(self._lookup_one, refs)
+        found = self._pool.map(carry(self._lookup_one), refs)
         return {ref.worker_id: inst for ref, inst in zip(refs, found, strict=True) if inst}
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
@@ -359,7 +358,7 @@ class AzureProvider:
     # -- terminate ---------------------------------------------------------------------------
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
-        return list(self._pool.map(self._terminate_one, refs))
+        return list(self._pool.map(carry(self._terminate_one), refs))
 
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
         # The VM the cloud named, where known (an orphan found by its tag may carry any name);

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wm.errors import CloudError
+from wm.model import CloudInstance, LaunchSpec, WorkerRef
 
 if TYPE_CHECKING:
     from wm.providers.gate import Gate
@@ -39,27 +38,6 @@ TAG_POOL = "wm-pool"
 TAG_WORKER = "wm-worker"
 TAG_LAUNCH_CONFIG = "wm-launch-config"
 TAG_BATCH = "wm-batch"
-
-
-class WorkerState(StrEnum):
-    REQUESTED = "requested"  # row written; the cloud may not have the instance yet, or it boots
-    RUNNING = "running"
-    STOPPING = "stopping"  # a delete was issued, or the cloud is shutting it down
-    STOPPED = "stopped"  # nothing is left in the cloud
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What to launch, as a provider needs it (from a pool's launch config)."""
-
-    launch_config_id: str
-    region: str  # region on EC2/Azure, zone on GCE
-    machine_type: str
-    image: str
-    capacity_per_worker: int
-    public_ip: bool = False  # Azure: attach a public IP
-    spot: bool = False
-    worker_config: Mapping[str, Any] = field(default_factory=dict)  # passed to the VM as user data
 
 
 @dataclass(frozen=True)
@@ -89,38 +67,6 @@ class LaunchResult:
     error: CloudError | None = None
     launch_index: int | None = None  # position in the batch, where the cloud uses one
     provider_data: Mapping[str, Any] = field(default_factory=dict)  # kept on the row (e.g. vmId)
-
-
-@dataclass(frozen=True)
-class CloudInstance:
-    """One instance as a list or look-up saw it."""
-
-    worker_id: str | None  # from the worker tag or name; None where the cloud has only a batch tag
-    cloud_id: str
-    region: str  # the scan unit it was found in
-    state: WorkerState
-    pool_id: str | None = None
-    launch_config_id: str | None = None
-    launched_at: datetime | None = None
-    reason: str | None = None  # why it stopped, when the cloud says (pre-emption, spot eviction)
-    preempted: bool = False  # the cloud took it back (spot interruption, pre-emption, eviction)
-    # EC2 tags a whole RunInstances call at once: its batch tag and the instance's launch index
-    # map it to its row where no per-instance worker tag exists.
-    batch_token: str | None = None
-    launch_index: int | None = None
-    provider_data: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class WorkerRef:
-    """Enough about a worker row to find its instance again."""
-
-    worker_id: str
-    region: str
-    cloud_id: str | None = None  # None for an intent whose create never returned
-    batch_token: str | None = None
-    launch_index: int | None = None  # position of the intent in its batch
-    provider_data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

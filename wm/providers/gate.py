@@ -20,11 +20,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
+from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 
 T = TypeVar("T")
@@ -61,16 +62,6 @@ class TokenBucket:
 
 
 Classifier = Callable[[BaseException], CloudError]
-ACCOUNT_WIDE = "*"  # the scope of a limit that covers the whole account, not one region
-
-
-@dataclass(frozen=True)
-class Draw:
-    """What one call spends from its account's API budget: `cost` of one call class."""
-
-    scope: str  # the region the cloud limits per, or ACCOUNT_WIDE
-    call_class: str  # e.g. "describe", "mutating", "run-instances" (config.PUBLISHED_BUDGETS)
-    cost: float = 1.0  # requests, or instances for EC2's RunInstances bucket
 
 
 class Budget(Protocol):
@@ -96,7 +87,7 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
-        classes: Mapping[str, Sequence[str]] | None = None,
+        classes: Mapping[str, Sequence[CallClass]] | None = None,
     ) -> None:
         self.provider_id = provider_id
         # operation -> the call classes it draws from, account-wide (a call's `spend` may say
@@ -201,6 +192,7 @@ class Gate:
         with self._slots:
             self._refuse_if_paused(operation)
             self.attempts[operation] += 1
+            count_call(operation)  # for the caller's own figures (a scan's report)
             started = self._clock()
             future = self._pool.submit(fn, *args, **kwargs)
             try:

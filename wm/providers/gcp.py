@@ -26,23 +26,23 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from wm.calls import CallClass
 from wm.config import GcpProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
-    CloudInstance,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
     TerminateResult,
-    WorkerRef,
-    WorkerState,
 )
 from wm.providers.gate import Gate
+from wm.providers.meter import carry
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -99,12 +99,12 @@ OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
 
 
 # GCE's per-project rate quotas: which each operation counts against.
-CALL_CLASSES = {
-    "instances.insert": ("write",),
-    "instances.delete": ("write",),
-    "instances.get": ("read",),
-    "instances.list": ("read",),
-    "instances.aggregatedList": ("read",),
+CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "instances.insert": (CallClass.WRITE,),
+    "instances.delete": (CallClass.WRITE,),
+    "instances.get": (CallClass.READ,),
+    "instances.list": (CallClass.READ,),
+    "instances.aggregatedList": (CallClass.READ,),
 }
 
 
@@ -367,7 +367,7 @@ class GcpProvider:
 
     def _each(self, jobs: Iterable[Callable[[], R]]) -> list[R]:
         """Run jobs concurrently; results in order; the first failure raised after all ended."""
-        futures = [self._pool.submit(job) for job in jobs]
+        futures = [self._pool.submit(carry(job)) for job in jobs]
         errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:

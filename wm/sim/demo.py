@@ -38,7 +38,8 @@ from wm.db.pools import pool_statuses
 from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.errors import WmError
-from wm.providers.base import TAG_DEPLOYMENT, WorkerState
+from wm.model import WorkerState
+from wm.providers.base import TAG_DEPLOYMENT
 from wm.sim import report as report_module
 from wm.sim.agent import AgentSettings
 from wm.sim.control import LIVE_VM_STATES, SimClient

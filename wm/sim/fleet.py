@@ -21,8 +21,8 @@ from sqlalchemy import Engine
 
 from wm.config import Config, ProviderConfig
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.providers.azure import vm_name
-from wm.providers.base import WorkerState
 from wm.queues.builtin import BuiltinQueue
 from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
 from wm.sim.control import get_json

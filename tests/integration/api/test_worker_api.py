@@ -20,8 +20,8 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import list_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.identity import IdentityRejected
+from wm.model import WorkerState
 from wm.pool_sync import plan_sync
-from wm.providers.base import WorkerState
 
 POOL, PROVIDER, GROUP = "proj/linux", "aws-a", "us-east-1"
 OPERATOR = "operator-token-for-tests"

@@ -29,6 +29,7 @@ from tests.fixtures.sim_ec2 import (
 )
 from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
+from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.aws import AwsProvider, classify, make
 from wm.providers.base import (
     TAG_BATCH,
@@ -38,9 +39,6 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
-    LaunchSpec,
-    WorkerRef,
-    WorkerState,
 )
 from wm.sim.ec2 import SimEc2, serve
 from wm.sim.wsgi import ServerThread

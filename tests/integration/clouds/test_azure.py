@@ -22,6 +22,7 @@ from tests.fixtures.sim_arm import (
 )
 from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
+from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.azure import (
     REASON_SPOT_EVICTED,
     AzureProvider,
@@ -36,9 +37,6 @@ from wm.providers.base import (
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
-    LaunchSpec,
-    WorkerRef,
-    WorkerState,
 )
 from wm.sim.arm import SimArm, serve
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from wm.providers.base import LaunchBatch, LaunchIntent, LaunchSpec, WorkerRef, WorkerState
+from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.providers.base import LaunchBatch, LaunchIntent
 from wm.provisioner import new_worker_id
 
 GONE_WITHIN_S = 10

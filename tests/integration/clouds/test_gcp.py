@@ -29,16 +29,8 @@ from tests.fixtures.sim_gce import (
 )
 from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
-from wm.providers.base import (
-    TAG_DEPLOYMENT,
-    TAG_WORKER,
-    LaunchBatch,
-    LaunchIntent,
-    LaunchSpec,
-    TerminateResult,
-    WorkerRef,
-    WorkerState,
-)
+from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
 from wm.providers.gcp import GcpProvider, make
 from wm.sim.gce import SimGce, serve
 

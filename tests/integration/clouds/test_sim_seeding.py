@@ -7,6 +7,7 @@ import pytest
 
 from tests.fixtures.sim_ec2 import EC2_DEPLOYMENT, EC2_REGION
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_PROJECT, GCE_ZONE
+from wm.model import LaunchSpec, WorkerState
 from wm.providers.aws import AwsProvider
 from wm.providers.base import (
     TAG_BATCH,
@@ -15,8 +16,6 @@ from wm.providers.base import (
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
-    LaunchSpec,
-    WorkerState,
 )
 from wm.providers.gcp import GcpProvider
 from wm.sim.ec2 import SimEc2

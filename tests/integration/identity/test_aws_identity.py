@@ -14,9 +14,10 @@ from tests.fixtures.identity import expected_identity, http_get_json, over_the_w
 from tests.fixtures.sim_ec2 import EC2_DEPLOYMENT, EC2_REGION, aws_config
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
+from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
 from wm.providers.aws import AwsProvider
-from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, LaunchSpec, WorkerRef
+from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.sim.ec2 import SimEc2, sign_identity_document
 from wm.sim.trust import new_rsa_key, pem, self_signed
 

@@ -26,9 +26,10 @@ from tests.fixtures.identity import (
 from tests.fixtures.sim_arm import AZURE_DEPLOYMENT, AZURE_SUBSCRIPTION, azure_config
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
+from wm.model import LaunchSpec
 from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.azure import AzureProvider, vm_name
-from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, LaunchSpec
+from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.sim import attested
 from wm.sim.arm import SimArm
 

@@ -24,8 +24,9 @@ from tests.fixtures.identity import (
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_ZONE, gcp_config
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
+from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier, gcp_identity
-from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, LaunchSpec, WorkerRef
+from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import GcpProvider
 from wm.sim.gce import SimGce, identity_jwks
 from wm.sim.trust import new_rsa_key

@@ -25,9 +25,9 @@ from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.server import free_port
 from wm.db.workers import list_workers
+from wm.model import WorkerState
 from wm.pool_sync import plan_sync
 from wm.providers import build_provider, build_verifier
-from wm.providers.base import WorkerState
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
 from tests.support.memory_provider import MemoryProvider, quota_error
+from wm import stages
 from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
@@ -292,3 +294,27 @@ def test_a_scan_leaves_alone_an_intent_whose_pass_is_still_running(engine, aws):
     scanner.scan(aws.id, region)  # the pass is over and its create surely went nowhere
     (row,) = list_workers(engine, pool_id=POOL)
     assert (row.state.value, row.stop_reason) == ("stopped", "gone-from-cloud")
+
+
+def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):
+    # Scenario: tasks wait, then one pass launches a worker per task.
+    def observed(stage: str) -> tuple[float, float]:
+        labels = {"pool": POOL, "provider": "aws-a", "stage": stage}
+        count = REGISTRY.get_sample_value("wm_worker_stage_seconds_count", labels) or 0.0
+        total = REGISTRY.get_sample_value("wm_worker_stage_seconds_sum", labels) or 0.0
+        return count, total
+
+    tasks.submit_tasks(engine, POOL, 3, 1.0)
+    before = {s: observed(s) for s in ("pending_to_requested", "requested_to_accepted")}
+
+    provisioner(engine, aws).run_pass("aws-a")
+
+    # Outcome: what /metrics observed is what wm/stages.py computes from the rows (which
+    # `wm status` summarises): every intent's wait, and the acceptance of every launched one.
+    rows = list_workers(engine, pool_id=POOL)
+    for stage, (count, total) in before.items():
+        expected = [stages.durations(r, [stage]).get(stage) for r in rows]
+        expected = [s for s in expected if s is not None]
+        after_count, after_total = observed(stage)
+        assert after_count - count == len(expected) == 3, stage
+        assert after_total - total == pytest.approx(sum(expected)), stage

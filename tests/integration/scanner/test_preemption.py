@@ -10,7 +10,7 @@ from tests.fixtures.sim_gce import GCE_ZONE
 from tests.integration.scanner.test_scan import IMAGES, configure, scanner_for
 from wm.db import tasks
 from wm.db.workers import list_workers, recent_preemption_counts
-from wm.providers.base import WorkerState
+from wm.model import WorkerState
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 

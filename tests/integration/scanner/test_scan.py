@@ -21,14 +21,9 @@ from wm.db import scans, tasks
 from wm.db.pool_errors import NewPoolError, list_errors, record_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.lifecycle import REGISTRATION_TIMEOUT
+from wm.model import WorkerState
 from wm.pool_sync import plan_sync
-from wm.providers.base import (
-    TAG_DEPLOYMENT,
-    TAG_LAUNCH_CONFIG,
-    TAG_POOL,
-    TAG_WORKER,
-    WorkerState,
-)
+from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner, ScanOverran

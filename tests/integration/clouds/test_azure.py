@@ -20,7 +20,6 @@ from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
     AZURE_SUBSCRIPTION,
 )
-from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.providers.azure import (
     REASON_SPOT_EVICTED,
@@ -40,7 +39,8 @@ from wm.providers.base import (
     WorkerRef,
     WorkerState,
 )
-from wm.sim.arm import SimArm, serve
+from wmsim.arm import SimArm, serve
+from wmsim.config import SimCloudConfig
 
 IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"
 POOL = "proj-ci/linux"

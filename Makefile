@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/wm demo
+	$(BIN)/wmsim demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -63,8 +63,8 @@ from wm.providers import build_provider
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wm.sim.arm import SimArm
-from wm.sim.behaviour import Behaviour
+from wmsim.arm import SimArm
+from wmsim.behaviour import Behaviour
 
 POOL_ID = "proj-ci/win-2022"
 TASK_DURATION_S = 600.0  # recorded on the tasks; nothing runs them here

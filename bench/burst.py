@@ -85,11 +85,11 @@ from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.arm import SimArm
-from wm.sim.behaviour import Behaviour
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
-from wm.sim.workload import split
+from wmsim.arm import SimArm
+from wmsim.behaviour import Behaviour
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
+from wmsim.workload import split
 
 # Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.
 CAPACITY_PER_WORKER = 1

@@ -181,7 +181,7 @@ def wrap_app(sim: Any, wrap: Callable[[WsgiApp], WsgiApp]) -> WsgiApp:
     """Put a WSGI middleware in front of a started sim; returns the middleware.
 
     The one reach into a sim's insides: its werkzeug server's app, wrapped before any request
-    (wm/sim/wsgi.py: ServerThread._server is a BaseWSGIServer).
+    (wmsim/wsgi.py: ServerThread._server is a BaseWSGIServer).
     """
     server = sim._server._server
     server.app = wrapped = wrap(server.app)

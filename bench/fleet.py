@@ -67,11 +67,11 @@ from wm.providers.base import (
     Provider,
 )
 from wm.scanner import Scanner
-from wm.sim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
-from wm.sim.arm import SimArm
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
-from wm.sim.workload import split
+from wmsim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
+from wmsim.arm import SimArm
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
+from wmsim.workload import split
 
 # EC2's three pools each in a region of their own: three scan units, scanned concurrently.
 REGIONS = {

@@ -66,7 +66,6 @@ from bench.common import (
     wm_logging,
     wrap_app,
 )
-from wm.config import simulated_child_environment
 from wm.db import tasks as task_store
 from wm.db.notify import start_listener
 from wm.db.server import PostgresServer, find_or_start
@@ -74,10 +73,11 @@ from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.arm import SimArm
-from wm.sim.behaviour import Behaviour
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
+from wmsim.arm import SimArm
+from wmsim.behaviour import Behaviour
+from wmsim.config import simulated_child_environment
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_DURATION_S = 600.0  # recorded on the tasks; nothing runs them here

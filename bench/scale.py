@@ -78,7 +78,7 @@ from wm.db.workers import PoolCapacity
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.workload import split
+from wmsim.workload import split
 
 DEFAULT_POOLS = (10, 100, 1000)
 DEFAULT_WORKERS = (1000, 10_000, 100_000)

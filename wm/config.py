@@ -13,6 +13,8 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -30,6 +32,11 @@ from wm.calls import CallClass
 from wm.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = "config.toml"
+# Packages installed beside wm may keep top-level tables of their own in the same file (the
+# simulator's [sim] and [demo]), each declaring the table's name in this entry-point group. wm
+# reads the names only, never loads them, and leaves those tables to their owner: any other
+# unknown table is refused, so a typo in wm's own sections still stops the process.
+SECTIONS_ENTRY_POINT_GROUP = "wm.config_sections"
 SECRET_KEY_PATTERN = re.compile(
     r"(password|passwd|secret|token|access_key|private_key|credential_json)", re.IGNORECASE
 )
@@ -235,62 +242,6 @@ class MetricsConfig(_Frozen):
     port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
 
 
-class SimCloudConfig(_Frozen):
-    """Behaviour of one simulated cloud (wm/sim)."""
-
-    port: int = Field(0, ge=0, le=65535)  # 0: any free port
-    latency_ms: float = Field(0.0, ge=0)  # mean per-call latency
-    latency_jitter_ms: float = Field(0.0, ge=0)
-    boot_s: float = Field(0.0, ge=0)  # created to running
-    delete_s: float = Field(0.0, ge=0)  # delete issued to gone
-    failure_rate: float = Field(0.0, ge=0, le=1)  # share of calls answered with a 5xx
-    fault_spread: Literal["random", "even"] = "random"  # even: rates exact, runs repeatable
-    preempt_share: float = Field(0.0, ge=0, le=1)  # share of spot VMs pre-empted / evicted
-    preempt_within_s: float = Field(60.0, ge=0)  # ... at a uniform moment this long after boot
-    throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
-    quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
-    page_size_max: int | None = Field(None, ge=1)  # cap on list page size
-    # The create-rate bucket in VMs (EC2: 1,000 then 2/s); unset: creates are not rate-limited.
-    create_burst: int | None = Field(None, ge=1)
-    create_per_s: float = Field(0.0, ge=0)
-
-
-class SimConfig(_Frozen):
-    aws: SimCloudConfig = SimCloudConfig()
-    gcp: SimCloudConfig = SimCloudConfig()
-    azure: SimCloudConfig = SimCloudConfig()
-    state_dir: str = ".wm-sim"  # certificates and endpoints of `wm sim serve`
-
-
-class DemoConfig(_Frozen):
-    """`wm demo`: the workload it drives and how the simulated workers behave (compressed time)."""
-
-    minutes: float = Field(3.0, gt=0)  # how long tasks keep arriving
-    workload: Literal["steady-burst", "steady", "burst"] = "steady-burst"
-    tasks_per_minute: float = Field(60.0, ge=0)  # the steady stream, over all pools
-    burst_tasks: int = Field(160, ge=0)  # arriving at once, a third of the way in
-    task_s: tuple[float, float] = (5.0, 20.0)  # task durations, uniform in this range
-    # Shares of the work per cloud kind, split over that kind's pools by max capacity.
-    cloud_shares: Mapping[str, float] = Field(
-        default_factory=lambda: {"aws": 0.84, "azure": 0.13, "gcp": 0.03}
-    )
-    idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
-    drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most
-    sample_s: float = Field(1.0, gt=0)  # how often the demo samples the pools and the clouds
-    # Spot: when above 0, every launch config runs on spot VMs and each cloud pre-empts this
-    # share of them, at a uniform moment within preempt_within_s of their boot.
-    preempt_share: float = Field(0.0, ge=0, le=1)
-    preempt_within_s: float = Field(30.0, ge=0)
-    seed: int = 1  # task durations and arrival jitter repeat from run to run
-
-    @field_validator("task_s")
-    @classmethod
-    def _ordered(cls, task_s: tuple[float, float]) -> tuple[float, float]:
-        if not 0 < task_s[0] <= task_s[1]:
-            raise ValueError("must be [shortest, longest] with 0 < shortest <= longest")
-        return task_s
-
-
 class Environment(_Frozen):
     """What comes from the environment: secrets and platform settings."""
 
@@ -316,8 +267,6 @@ class Config(_Frozen):
     retention: RetentionConfig = RetentionConfig()
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
-    sim: SimConfig = SimConfig()
-    demo: DemoConfig = DemoConfig()
     providers: tuple[ProviderConfig, ...] = ()
     pools: tuple[PoolConfig, ...] = ()
     env: Environment = Environment()
@@ -352,33 +301,6 @@ def environment_from(environ: Mapping[str, str]) -> Environment:
     )
 
 
-def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -> dict[str, str]:
-    """The environment for a child process wm starts: this process's, with `overrides`, and
-    `prepend_path` put first on PATH (where the child finds `wm`)."""
-    environ = {**os.environ, **overrides}
-    if prepend_path:
-        environ["PATH"] = prepend_path + os.pathsep + os.environ.get("PATH", "")
-    return environ
-
-
-# The simulated clouds take fixed fake credentials: their SDKs must never ask a metadata service.
-NO_METADATA_PROBES: Mapping[str, str] = {
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "NO_GCE_CHECK": "true",
-}
-
-
-def simulated_child_environment(config_path: str | Path, database_url: str) -> dict[str, str]:
-    """For a wm process a test or a benchmark starts against the simulated clouds: its config
-    and database, no metadata probes, and no Sentry (a developer's DSN must not receive the
-    faults a test injects)."""
-    environ = child_environment(
-        {"WM_CONFIG": str(config_path), "DATABASE_URL": database_url, **NO_METADATA_PROBES}
-    )
-    environ.pop("SENTRY_DSN", None)
-    return environ
-
-
 def environment_problems(environ: Mapping[str, str]) -> list[str]:
     """Malformed platform settings, named. A typo here must stop a process at start, not make
     it listen on another port or fail at its first query with a driver's traceback."""
@@ -405,8 +327,13 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     """Read, validate and freeze a config file; raise ConfigError listing every problem."""
     environ = os.environ if environ is None else environ
     file = config_path(str(path) if path else None, environ)
+    return parse(read_toml(file), environ=environ, source=str(file))
+
+
+def read_toml(file: Path) -> dict[str, Any]:
+    """The file's tables; ConfigError when it cannot be read as TOML."""
     try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        return tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(["file not found (set --config or WM_CONFIG)"], str(file)) from None
     except OSError as exc:  # a directory, no permission...
@@ -415,29 +342,47 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
         raise ConfigError(["not UTF-8 text (TOML files must be UTF-8)"], str(file)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"not valid TOML: {exc}"], str(file)) from None
-    return parse(raw, environ=environ, source=str(file))
 
 
-def parse(raw: Mapping[str, Any], *, environ: Mapping[str, str], source: str) -> Config:
+@cache
+def extension_sections() -> frozenset[str]:
+    """The top-level tables that installed packages declare as theirs (names only)."""
+    names = {ep.name for ep in entry_points(group=SECTIONS_ENTRY_POINT_GROUP)}
+    return frozenset(names - set(Config.model_fields))  # wm's own keys stay wm's
+
+
+def parse(
+    raw: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    source: str,
+    skip: frozenset[str] | None = None,
+) -> Config:
+    """Validate wm's part of a parsed file. `skip`: top-level tables left to their owners
+    (default: those installed packages declare)."""
+    skip = extension_sections() if skip is None else skip
     problems = secret_key_problems(raw) + cross_reference_problems(raw)
     problems += environment_problems(environ)
     if "env" in raw or "source" in raw:
         problems.append("env, source: not settable in the file")
-    data = {k: v for k, v in raw.items() if k not in ("env", "source")}
+    data = {k: v for k, v in raw.items() if k not in ("env", "source", *skip)}
     config = None
     try:
         config = Config(**data, env=environment_from(environ), source=source)
     except ValidationError as exc:
-        problems = [*_schema_problems(exc), *problems]
+        problems = [*schema_problems(exc), *problems]
     if problems:
         raise ConfigError(problems, source)
     assert config is not None
     return config
 
 
-def _schema_problems(exc: ValidationError) -> list[str]:
+def schema_problems(exc: ValidationError, union_tags: frozenset[str] | None = None) -> list[str]:
+    """Each error as `key.path: message`. `union_tags`: the discriminator values pydantic puts
+    in an error's location, left out of the path (default: the provider kinds)."""
+    union_tags = _UNION_TAGS if union_tags is None else union_tags
     errors = exc.errors()
-    locs = [tuple(part for part in e["loc"] if part not in _UNION_TAGS) for e in errors]
+    locs = [tuple(part for part in e["loc"] if part not in union_tags) for e in errors]
     problems = []
     for error, loc in zip(errors, locs, strict=True):
         # Pydantic reports a sequence as too short when its only item is invalid: noise.

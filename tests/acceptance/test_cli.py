@@ -128,10 +128,18 @@ def test_every_command_has_help():
         ("tasks", "submit"),
         ("tasks", "list"),
         ("status",),
-        ("demo",),
     ):
         done = run_wm(*args, "--help")
         assert done.returncode == 0 and "Usage:" in done.stdout, args
+    for args in ((), ("serve",), ("demo",)):
+        done = subprocess.run(
+            [sys.executable, "-m", "wmsim", *args, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert done.returncode == 0 and "Usage:" in done.stdout, ("wmsim", *args)
 
 
 def test_status_shows_each_pools_slowest_stage_and_every_stage_of_one_pool(

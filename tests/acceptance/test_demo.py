@@ -1,4 +1,4 @@
-"""`wm demo` end to end, as a new user runs it: every Procfile process, the simulated clouds,
+"""`wmsim demo` end to end, as a new user runs it: every Procfile process, the simulated clouds,
 a short workload, the report and the plot; and Ctrl-C in the middle leaves nothing running."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from wm.config import simulated_child_environment
+from wmsim.config import simulated_child_environment
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = (
@@ -107,7 +107,7 @@ def short_demo_config(path: Path, **demo: object) -> Path:
 def start_demo(tmp_path: Path, db_url: str, config: Path, *args: str) -> subprocess.Popen[str]:
     env = simulated_child_environment(config, db_url)
     return subprocess.Popen(
-        [sys.executable, "-m", "wm", "demo", "--out", str(tmp_path / "out"), "--no-live", *args],
+        [sys.executable, "-m", "wmsim", "demo", "--out", str(tmp_path / "out"), "--no-live", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,4 +1,4 @@
-"""`wm sim serve`: all three clouds from one command, reachable with one-line SDK calls."""
+"""`wmsim serve`: all three clouds from one command, reachable with one-line SDK calls."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def served(tmp_path):
     path.write_text(config)
     env = {**os.environ, "WM_CONFIG": str(path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wm", "sim", "serve", "--json"],
+        [sys.executable, "-m", "wmsim", "serve", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

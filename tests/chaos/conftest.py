@@ -9,9 +9,9 @@ import pytest
 
 from tests.chaos.scene import FIGURES, Clouds, Figures
 from tests.support.stack import Stack
-from wm.sim.arm import SimArm
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
+from wmsim.arm import SimArm
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
 
 
 @pytest.fixture

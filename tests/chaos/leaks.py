@@ -21,7 +21,7 @@ from tests.support.stack import DEPLOYMENT
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_WORKER
-from wm.sim.behaviour import SimVm
+from wmsim.behaviour import SimVm
 
 SETTLE_POLL_S = 0.1
 

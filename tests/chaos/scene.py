@@ -33,9 +33,9 @@ from wm.db.workers import capacity_by_pool
 from wm.model import LaunchSpec, WorkerRecord
 from wm.providers.azure import image_reference, vm_body, vm_name
 from wm.providers.gcp import request_id
-from wm.sim.arm import SimArm
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
+from wmsim.arm import SimArm
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
 
 KINDS = ("aws", "gcp", "azure")
 # The operation each simulated cloud journals for a create and a delete.

@@ -23,7 +23,7 @@ from tests.support.api_stack import ApiStack, module_api
 from wm.api.app import RETRY_AFTER_S
 from wm.db.server import normalise_url
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent
+from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent
 
 
 @pytest.fixture(scope="module")

@@ -38,9 +38,9 @@ from tests.support.api_stack import (
 )
 from wm.model import WorkerRecord
 from wm.providers.azure import vm_name
-from wm.sim import attested
-from wm.sim.gce import identity_jwks
-from wm.sim.trust import new_rsa_key
+from wmsim import attested
+from wmsim.gce import identity_jwks
+from wmsim.trust import new_rsa_key
 
 REJECTED = b'{"code":"identity-rejected","message":"the identity proof was not accepted"}'
 NONCE = "a1b2c3d4e5f6"

@@ -34,8 +34,8 @@ from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerRecord
 from wm.providers import build_verifier
 from wm.providers.azure import vm_name
-from wm.sim.gce import IDENTITY_KEY_NAME
-from wm.sim.trust import signing_key
+from wmsim.gce import IDENTITY_KEY_NAME
+from wmsim.trust import signing_key
 
 SEED = 20261204
 MANGLED_PER_CLOUD = 3000

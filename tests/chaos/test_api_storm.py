@@ -45,7 +45,7 @@ from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S, create_app
 from wm.db.engine import POOL_MAX_OVERFLOW
 from wm.model import WorkerRecord
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent
+from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent
 
 SEED = 20261203
 MIX = {"aws": 0.84, "azure": 0.13, "gcp": 0.03}  # the production mix (bench/README.md)

@@ -21,7 +21,7 @@ from tests.chaos.scene import sizes, wait_until
 from tests.support.stack import Stack, aws_provider, pool
 from wm.db import tasks
 from wm.providers.base import TAG_POOL
-from wm.sim.behaviour import Outcome
+from wmsim.behaviour import Outcome
 
 PROCESSES = 3
 ACCOUNT = "123456789012"

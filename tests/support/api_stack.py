@@ -34,10 +34,10 @@ from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import _batch as provisioner_batch
-from wm.sim.arm import SimArm
-from wm.sim.ec2 import SimEc2
-from wm.sim.fleet import proof_fetcher
-from wm.sim.gce import SimGce
+from wmsim.arm import SimArm
+from wmsim.ec2 import SimEc2
+from wmsim.fleet import proof_fetcher
+from wmsim.gce import SimGce
 
 KINDS = ("aws", "gcp", "azure")
 POOLS = {"aws": "chaos/aws", "gcp": "chaos/gcp", "azure": "chaos/azure"}

@@ -17,8 +17,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config, simulated_child_environment
+from wm.config import Config
 from wm.db import pools as pool_store
+from wmsim.config import simulated_child_environment
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"

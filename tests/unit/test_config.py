@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.support.configs import build, raw
-from wm.config import load
+from wm.config import load, parse
 from wm.errors import ConfigError
 
 
@@ -55,6 +55,7 @@ def test_environment_supplies_secrets_and_never_prints_them():
         (lambda d: d["providers"][0].update(kind="ibm"), "providers[0].kind: must be one of"),
         (lambda d: d["providers"][1].pop("project"), "providers[1].project: required"),
         (lambda d: d["pools"][0].update(maxcapacity=3), "pools[0].maxcapacity: unknown key"),
+        (lambda d: d.update(intervls={"provision_s": 5}), "intervls: unknown key"),
         (
             lambda d: d["providers"][0].update(secret_access_key="x"),
             "providers[0].secret_access_key: secrets belong in the environment",
@@ -142,3 +143,14 @@ def test_the_retired_intent_recovery_setting_is_refused_with_the_reason():
     data["intervals"] = {"intent_recovery_s": 60}
     (problem,) = problems_of(data)
     assert "intervals" in problem and "intent_recovery_s is no longer a setting" in problem
+
+
+def test_tables_another_package_declares_are_left_to_it_and_others_refused():
+    data = {**raw(), "sim": {"aws": {"port": "not checked by wm"}}}
+
+    config = parse(data, environ={}, source="c.toml", skip=frozenset({"sim"}))
+    with pytest.raises(ConfigError) as caught:
+        parse(data, environ={}, source="c.toml", skip=frozenset())
+
+    assert config.deployment_id == "test-deploy"
+    assert caught.value.problems == ["sim: unknown key"]

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import Task, WorkerRecord, WorkerState
-from wm.sim.report import PoolSample, RunFacts, Sample, ScanSample, build, peak_ratio
 from wm.stages import percentile
+from wmsim.report import PoolSample, RunFacts, Sample, ScanSample, build, peak_ratio
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from wm.providers.gcp import (
     request_id,
     worker_state,
 )
-from wm.sim.gce import ApiError, _filter
+from wmsim.gce import ApiError, _filter
 
 
 def test_every_status_the_sdk_knows_has_a_state():

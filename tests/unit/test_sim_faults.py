@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wm.sim.behaviour import Behaviour, Faults, Outcome
+from wmsim.behaviour import Behaviour, Faults, Outcome
 
 
 @pytest.mark.parametrize(

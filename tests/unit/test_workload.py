@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wm.config import DemoConfig
-from wm.sim.workload import PoolShare, pool_weights, schedule, split
+from wmsim.config import DemoConfig
+from wmsim.workload import PoolShare, pool_weights, schedule, split
 
 POOLS = [
     PoolShare("ec2-a", "aws", 150),

@@ -6,10 +6,8 @@ import click
 
 from wm.cli.context import CliContext, run_guarded
 from wm.cli.db import db
-from wm.cli.demo import demo
 from wm.cli.pools import config_group, pools
 from wm.cli.run import run
-from wm.cli.sim import sim
 from wm.cli.status import status
 from wm.cli.tasks import tasks
 from wm.cli.workers import workers
@@ -30,7 +28,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (db, config_group, pools, workers, tasks, status, run, sim, demo):
+for command in (db, config_group, pools, workers, tasks, status, run):
     cli.add_command(command)
 
 

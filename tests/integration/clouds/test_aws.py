@@ -1,6 +1,6 @@
 """The AWS provider against the simulated EC2, through the real boto3.
 
-Every call below is a real HTTP request from botocore to wm.sim.ec2 (moto behind wm's
+Every call below is a real HTTP request from botocore to wmsim.ec2 (moto behind wm's
 middleware) on 127.0.0.1; nothing is patched. Request counts come from the simulation's own
 counter.
 """
@@ -27,7 +27,6 @@ from tests.fixtures.sim_ec2 import (
     AwsProviderFactory,
     aws_config,
 )
-from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.aws import AwsProvider, classify, make
@@ -40,8 +39,9 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
 )
-from wm.sim.ec2 import SimEc2, serve
-from wm.sim.wsgi import ServerThread
+from wmsim.config import SimCloudConfig
+from wmsim.ec2 import SimEc2, serve
+from wmsim.wsgi import ServerThread
 
 POOL = "proj-ci/linux-large"
 LAUNCH_CONFIG = "lc-0123456789abcdef"

@@ -20,7 +20,6 @@ from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
     AZURE_SUBSCRIPTION,
 )
-from wm.config import SimCloudConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.azure import (
@@ -38,7 +37,8 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wm.sim.arm import SimArm, serve
+from wmsim.arm import SimArm, serve
+from wmsim.config import SimCloudConfig
 
 IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"
 POOL = "proj-ci/linux"

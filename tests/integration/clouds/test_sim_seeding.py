@@ -18,8 +18,8 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.providers.gcp import GcpProvider
-from wm.sim.ec2 import SimEc2
-from wm.sim.gce import SimGce
+from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce
 
 POOL = "proj/seeded"
 

@@ -18,8 +18,8 @@ from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
 from wm.providers.aws import AwsProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
-from wm.sim.ec2 import SimEc2, sign_identity_document
-from wm.sim.trust import new_rsa_key, pem, self_signed
+from wmsim.ec2 import SimEc2, sign_identity_document
+from wmsim.trust import new_rsa_key, pem, self_signed
 
 SPEC = LaunchSpec(
     launch_config_id="lc-identity",

@@ -30,8 +30,8 @@ from wm.model import LaunchSpec
 from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.azure import AzureProvider, vm_name
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
-from wm.sim import attested
-from wm.sim.arm import SimArm
+from wmsim import attested
+from wmsim.arm import SimArm
 
 REGION = "eastus"
 NONCE = "a1b2c3d4e5"

@@ -28,8 +28,8 @@ from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier, gcp_identity
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import GcpProvider
-from wm.sim.gce import SimGce, identity_jwks
-from wm.sim.trust import new_rsa_key
+from wmsim.gce import SimGce, identity_jwks
+from wmsim.trust import new_rsa_key
 
 SPEC = LaunchSpec(
     launch_config_id="lc-identity",

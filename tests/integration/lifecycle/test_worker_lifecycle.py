@@ -31,8 +31,8 @@ from wm.providers import build_provider, build_verifier
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wm.sim.agent import AgentSettings
-from wm.sim.fleet import Fleet
+from wmsim.agent import AgentSettings
+from wmsim.fleet import Fleet
 
 POOL = "proj/life"
 MACHINES = {

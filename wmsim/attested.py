@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsageOID
 
-from wm.sim.trust import ca_key, name, signing_key
+from wmsim.trust import ca_key, name, signing_key
 
 SIGNER_NAME = "metadata.azure.com"
 LEAF_KEY_NAME = "arm-attested-leaf"

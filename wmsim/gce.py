@@ -44,10 +44,10 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from wm.config import SimCloudConfig
-from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wm.sim.trust import TrustDir, signing_key
-from wm.sim.wsgi import ServerThread
+from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
+from wmsim.config import SimCloudConfig
+from wmsim.trust import TrustDir, signing_key
+from wmsim.wsgi import ServerThread
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -836,7 +836,7 @@ class SimGce:
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimGce:
-    """Start the simulated GCE for `wm sim serve` (plain http); the JWKS of its identity tokens
+    """Start the simulated GCE for `wmsim serve` (plain http); the JWKS of its identity tokens
     goes into state_dir."""
     sim = SimGce(Behaviour.from_config(config), port=config.port, trust_dir=state_dir).start()
     _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots

@@ -1,4 +1,4 @@
-"""`wm demo`: the whole system on simulated clouds, with a live view, a report and a plot."""
+"""`wmsim demo`: the whole system on simulated clouds, with a live view, a report and a plot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from wm.cli.context import CliContext, UserError
+from wm.cli.context import UserError
 from wm.db.server import postgres
+from wmsim.cli.context import SimContext
 
 DEFAULT_OUT = "demo-out"
 INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
@@ -75,15 +76,15 @@ def demo(
     try:
         from rich.console import Console
 
-        from wm.sim.demo import Demo, DemoRun, interrupted_by_sigterm
+        from wmsim.demo import Demo, DemoRun, interrupted_by_sigterm
     except ImportError as exc:
         raise UserError(
             f"the demo needs the simulator's packages ({exc.name} is missing): "
             "pip install -e '.[sim]'"
         ) from None
 
-    obj: CliContext = ctx.obj
-    config = obj.config()
+    obj: SimContext = ctx.obj
+    config = obj.settings()
     asked = {"minutes": minutes, "workload": workload, "preempt_share": preempt_share}
     overrides = {k: v for k, v in asked.items() if v is not None}
     settings = config.demo.model_copy(update=overrides)
@@ -93,7 +94,7 @@ def demo(
             with postgres() as server:
                 console.print(f"== PostgreSQL from {server.origin}", highlight=False)
                 run = DemoRun(
-                    config_path=Path(config.source),
+                    config_path=Path(config.wm.source),
                     procfile=procfile,
                     database_url=server.url,
                     out_dir=out_dir,

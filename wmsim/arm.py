@@ -22,7 +22,7 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
 
 Identity: GET /_sim/attested/<vm name>?nonce=... answers {"document", "nonce"}: the VM's
 attested data (IMDS's "signature" field, PKCS#7 signed by a simulated metadata.azure.com leaf
-under a simulated Microsoft root, see wm/sim/attested.py). `identity_trust_path` is the root's
+under a simulated Microsoft root, see wmsim/attested.py). `identity_trust_path` is the root's
 PEM (the provider config's `identity_roots`); `mint_attested` makes forgeries for tests.
 """
 
@@ -47,11 +47,11 @@ from urllib.parse import quote, unquote
 
 from werkzeug.wrappers import Request, Response
 
-from wm.config import SimCloudConfig
-from wm.sim import attested
-from wm.sim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wm.sim.trust import TrustDir
-from wm.sim.wsgi import ServerThread
+from wmsim import attested
+from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
+from wmsim.config import SimCloudConfig
+from wmsim.trust import TrustDir
+from wmsim.wsgi import ServerThread
 
 # ARM chooses VM list page sizes itself (no $top on VM lists); the sim uses this unless
 # behaviour.page_size_max is smaller.
@@ -1241,7 +1241,7 @@ def _error(error: ArmError) -> Response:
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimArm:
-    """Start the simulated ARM for `wm sim serve`; its TLS certificate and the root of its
+    """Start the simulated ARM for `wmsim serve`; its TLS certificate and the root of its
     attested data go into state_dir."""
     sim = SimArm(Behaviour.from_config(config), port=config.port, cert_dir=state_dir).start()
     _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots

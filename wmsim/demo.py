@@ -1,8 +1,8 @@
-"""`wm demo`: every Procfile process against the simulated clouds, a workload, a report.
+"""`wmsim demo`: every Procfile process against the simulated clouds, a workload, a report.
 
 The steps, each a method: write an effective config (the user's, with the simulated clouds on
 free ports, the web process on a free port, no metrics ports that would collide); start the
-clouds (`wm sim serve`, a process of its own); run the Procfile's release phase, then every
+clouds (`wmsim serve`, a process of its own); run the Procfile's release phase, then every
 other Procfile process, as separate OS processes; drive the workload into the builtin queue
 while simulated worker agents boot on the VMs the clouds run (they register through the web
 process, run tasks, and remove themselves when idle); sample the pools and the clouds every
@@ -31,7 +31,7 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import NO_METADATA_PROBES, Config, DemoConfig, child_environment
+from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
@@ -40,17 +40,18 @@ from wm.db.workers import list_workers
 from wm.errors import WmError
 from wm.model import WorkerState
 from wm.providers.base import TAG_DEPLOYMENT
-from wm.sim import report as report_module
-from wm.sim.agent import AgentSettings
-from wm.sim.control import LIVE_VM_STATES, SimClient
-from wm.sim.fleet import Fleet
-from wm.sim.live import LiveState, LiveView, PoolRow
-from wm.sim.plot import write_png
-from wm.sim.report import PoolSample, RunFacts, Sample, ScanSample
-from wm.sim.serve import SimEndpoint
-from wm.sim.supervisor import Supervisor, read_procfile
-from wm.sim.workload import Arrival, PoolShare, schedule
 from wm.telemetry import JsonLineFormatter
+from wmsim import report as report_module
+from wmsim.agent import AgentSettings
+from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
+from wmsim.control import LIVE_VM_STATES, SimClient
+from wmsim.fleet import Fleet
+from wmsim.live import LiveState, LiveView, PoolRow
+from wmsim.plot import write_png
+from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
+from wmsim.serve import SimEndpoint
+from wmsim.supervisor import Supervisor, read_procfile
+from wmsim.workload import Arrival, PoolShare, schedule
 
 CLOUDS_PROCESS = "clouds"
 RELEASE = "release"
@@ -62,7 +63,7 @@ DEMO_DB_POOL_SIZE = 10
 
 @dataclass(frozen=True)
 class DemoRun:
-    """What one `wm demo` was asked to do."""
+    """What one `wmsim demo` was asked to do."""
 
     config_path: Path  # the user's config
     procfile: Path
@@ -178,7 +179,7 @@ class Demo:
         return child_environment(overrides, prepend_path=str(Path(sys.executable).parent))
 
     def _start_clouds(self, raw: dict[str, Any]) -> list[SimEndpoint]:
-        """`wm sim serve` on free ports, in a process of its own; wait for its endpoints."""
+        """`wmsim serve` on free ports, in a process of its own; wait for its endpoints."""
         assert self.supervisor is not None
         sim = dict(raw.get("sim", {}))
         demo = self.run_spec.demo
@@ -194,7 +195,7 @@ class Demo:
         endpoints_file = self.run_spec.out_dir / "endpoints.json"
         endpoints_file.unlink(missing_ok=True)
         process = self.supervisor.start(
-            CLOUDS_PROCESS, f"wm sim serve --endpoints-file {endpoints_file}"
+            CLOUDS_PROCESS, f"wmsim serve --endpoints-file {endpoints_file}"
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not endpoints_file.exists():
@@ -240,7 +241,7 @@ class Demo:
 
     def _write_toml(self, data: Mapping[str, Any]) -> None:
         self.effective_path.write_text(
-            "# Written by `wm demo` for this run: the config it was given, pointed at the\n"
+            "# Written by `wmsim demo` for this run: the config it was given, pointed at the\n"
             "# simulated clouds and the web process it started.\n" + tomli_w.dumps(dict(data))
         )
 

@@ -51,8 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
-from wm.config import SimCloudConfig
-from wm.sim.behaviour import (
+from wmsim.behaviour import (
     Behaviour,
     Faults,
     Outcome,
@@ -61,14 +60,15 @@ from wm.sim.behaviour import (
     digest,
     lifecycle_state,
 )
-from wm.sim.trust import TrustDir, pem, self_signed, signing_key
-from wm.sim.wsgi import ServerThread
+from wmsim.config import SimCloudConfig
+from wmsim.trust import TrustDir, pem, self_signed, signing_key
+from wmsim.wsgi import ServerThread
 
 if TYPE_CHECKING:
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-FIRST_ACCOUNT_ID = 123456789012  # moto's default account: what `wm sim serve` users see
+FIRST_ACCOUNT_ID = 123456789012  # moto's default account: what `wmsim serve` users see
 DEFAULT_REGION = "us-east-1"
 TERMINATED_VISIBLE_S = 3600.0  # EC2 keeps terminated instances listed for about an hour
 MAX_RESULTS_MIN, MAX_RESULTS_MAX = 5, 1000  # DescribeInstances MaxResults bounds on AWS
@@ -644,7 +644,7 @@ _PHASE_STATES = {
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimEc2:
-    """Start the simulated EC2 for `wm sim serve` (plain http); the certificate of its identity
+    """Start the simulated EC2 for `wmsim serve` (plain http); the certificate of its identity
     documents goes into state_dir."""
     sim = SimEc2(Behaviour.from_config(config), port=config.port, trust_dir=state_dir).start()
     _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots

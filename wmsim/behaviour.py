@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from wm.config import SimCloudConfig
+from wmsim.config import SimCloudConfig
 
 
 @dataclass

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from wm.config import DemoConfig
+from wmsim.config import DemoConfig
 
 K = TypeVar("K", bound=Hashable)
 

@@ -24,8 +24,8 @@ from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers.azure import vm_name
 from wm.queues.builtin import BuiltinQueue
-from wm.sim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
-from wm.sim.control import get_json
+from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
+from wmsim.control import get_json
 
 
 def proof_fetcher(

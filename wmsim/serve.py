@@ -1,4 +1,4 @@
-"""Start all three simulated clouds from the config's [sim] section (for `wm sim serve`)."""
+"""Start all three simulated clouds from the config's [sim] section (for `wmsim serve`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from wm.config import Config
+from wmsim.config import SimConfig
 
 # cloud kind -> module with `serve(config: SimCloudConfig, state_dir: Path) -> sim`
-SIM_MODULES = {"aws": "wm.sim.ec2", "gcp": "wm.sim.gce", "azure": "wm.sim.arm"}
+SIM_MODULES = {"aws": "wmsim.ec2", "gcp": "wmsim.gce", "azure": "wmsim.arm"}
 
 
 class RunningSim(Protocol):
@@ -44,17 +44,17 @@ class SimEndpoint:
         return {key: value for key, value in settings.items() if value is not None}
 
 
-def start_all(config: Config, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> list[Any]:
-    state_dir = Path(config.sim.state_dir)
+def start_all(sim: SimConfig, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> list[Any]:
+    state_dir = Path(sim.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     started = []
     try:
         for kind in kinds:
             module = importlib.import_module(SIM_MODULES[kind])
-            started.append(module.serve(getattr(config.sim, kind), state_dir))
+            started.append(module.serve(getattr(sim, kind), state_dir))
     except BaseException:
-        for sim in started:
-            sim.stop()
+        for running in started:
+            running.stop()
         raise
     return started
 

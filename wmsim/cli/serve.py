@@ -1,4 +1,4 @@
-"""`wm sim`: the simulated clouds."""
+"""`wmsim serve`: the simulated clouds, in a process of their own."""
 
 from __future__ import annotations
 
@@ -10,16 +10,12 @@ from pathlib import Path
 
 import click
 
-from wm.cli.context import CliContext, echo_json, echo_table, json_option
-from wm.sim.serve import SIM_MODULES, describe, start_all
+from wm.cli.context import echo_json, echo_table, json_option
+from wmsim.cli.context import SimContext
+from wmsim.serve import SIM_MODULES, describe, start_all
 
 
-@click.group()
-def sim() -> None:
-    """Simulated clouds that speak EC2's, GCE's and ARM's wire protocols."""
-
-
-@sim.command()
+@click.command()
 @click.option(
     "--kind",
     "kinds",
@@ -36,16 +32,17 @@ def sim() -> None:
 @json_option
 @click.pass_obj
 def serve(
-    obj: CliContext, kinds: tuple[str, ...], endpoints_file: Path | None, as_json: bool
+    obj: SimContext, kinds: tuple[str, ...], endpoints_file: Path | None, as_json: bool
 ) -> None:
-    """Serve the simulated clouds on the ports of the config's [sim] section until stopped.
+    """Serve simulated clouds that speak EC2's, GCE's and ARM's wire protocols, on the ports
+    of the config's [sim] section, until stopped.
 
     Prints each endpoint (and, for Azure, the certificate to trust), then runs until SIGTERM
     or Ctrl-C.
     """
-    config = obj.config()
+    settings = obj.settings()
     kinds = kinds or tuple(SIM_MODULES)
-    sims = start_all(config, kinds)
+    sims = start_all(settings.sim, kinds)
     endpoints = describe(kinds, sims)
     if endpoints_file is not None:
         # Written whole, then renamed: a reader never sees half a file.

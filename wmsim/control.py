@@ -1,6 +1,6 @@
 """A client of the simulated clouds' control endpoints (`/_sim/...`), for other processes.
 
-The demo runs the clouds in a process of their own (`wm sim serve`) and asks them over HTTP
+The demo runs the clouds in a process of their own (`wmsim serve`) and asks them over HTTP
 what a leak check, a live view or a worker agent needs: the VMs they hold, the requests they
 counted, a VM's identity proof. Control requests are neither counted nor faulted by the sims.
 """
@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from wm.sim.behaviour import SimVm
+from wmsim.behaviour import SimVm
 
 HTTP_TIMEOUT_S = 10.0
 LIVE_VM_STATES = frozenset({"pending", "running", "stopping"})  # anything but stopped or gone

@@ -1,0 +1,43 @@
+"""wmsim's [sim] and [demo] tables: read from the same file as wm's sections, checked together."""
+
+import pytest
+import tomli_w
+
+from tests.support.configs import raw
+from wm.config import extension_sections
+from wm.errors import ConfigError
+from wmsim.config import SECTIONS, load
+
+
+def test_the_example_config_gives_wm_and_the_simulator_their_sections():
+    settings = load("config.toml", environ={})
+
+    assert settings.wm.deployment_id == "wm-demo"
+    assert (settings.sim.aws.port, settings.sim.gcp.port, settings.sim.azure.port) == (
+        5101,
+        5102,
+        5103,
+    )
+    assert settings.demo.minutes == 3
+
+
+def test_the_installed_package_declares_the_simulators_tables_to_wm():
+    assert extension_sections() == SECTIONS
+
+
+def test_problems_in_both_packages_sections_are_listed_at_once(tmp_path):
+    data = raw()
+    data["pools"][0]["max_capacity"] = -1
+    data["sim"] = {"aws": {"port": 70000, "boot": 3}}
+    data["demo"] = {"task_s": [9.0, 1.0]}
+    path = tmp_path / "config.toml"
+    path.write_text(tomli_w.dumps(data))
+
+    with pytest.raises(ConfigError) as caught:
+        load(path, environ={})
+
+    problems = caught.value.problems
+    assert "pools[0].max_capacity: must be >= 0" in problems
+    assert "sim.aws.port: must be <= 65535" in problems
+    assert "sim.aws.boot: unknown key" in problems
+    assert any(p.startswith("demo.task_s: must be [shortest, longest]") for p in problems)

@@ -1,0 +1,3 @@
+from wmsim.cli import main
+
+main()

@@ -1,0 +1,148 @@
+"""The simulator's configuration: the `[sim]` and `[demo]` tables of the config.toml wm reads.
+
+The package declares both tables in wm's `wm.config_sections` entry-point group, so wm's own
+reader leaves them alone; this module validates them beside wm's sections, so `wmsim demo` and
+`wmsim serve` report every problem of the file at once. It is also the simulator's one reader
+of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from wm import config as wm_config
+from wm.config import Config
+from wm.errors import ConfigError
+
+# The top-level tables that are the simulator's; pyproject.toml declares the same names in
+# the `wm.config_sections` entry-point group (a unit test holds the two together).
+SECTIONS = frozenset({"sim", "demo"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SimCloudConfig(_Frozen):
+    """Behaviour of one simulated cloud: a `[sim.aws]`, `[sim.gcp]` or `[sim.azure]` table."""
+
+    port: int = Field(0, ge=0, le=65535)  # 0: any free port
+    latency_ms: float = Field(0.0, ge=0)  # mean per-call latency
+    latency_jitter_ms: float = Field(0.0, ge=0)
+    boot_s: float = Field(0.0, ge=0)  # created to running
+    delete_s: float = Field(0.0, ge=0)  # delete issued to gone
+    failure_rate: float = Field(0.0, ge=0, le=1)  # share of calls answered with a 5xx
+    fault_spread: Literal["random", "even"] = "random"  # even: rates exact, runs repeatable
+    preempt_share: float = Field(0.0, ge=0, le=1)  # share of spot VMs pre-empted / evicted
+    preempt_within_s: float = Field(60.0, ge=0)  # ... at a uniform moment this long after boot
+    throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
+    quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
+    page_size_max: int | None = Field(None, ge=1)  # cap on list page size
+    # The create-rate bucket in VMs (EC2: 1,000 then 2/s); unset: creates are not rate-limited.
+    create_burst: int | None = Field(None, ge=1)
+    create_per_s: float = Field(0.0, ge=0)
+
+
+class SimConfig(_Frozen):
+    aws: SimCloudConfig = SimCloudConfig()
+    gcp: SimCloudConfig = SimCloudConfig()
+    azure: SimCloudConfig = SimCloudConfig()
+    state_dir: str = ".wm-sim"  # certificates and endpoints of `wmsim serve`
+
+
+class DemoConfig(_Frozen):
+    """`wmsim demo`: its workload and how the simulated workers behave (compressed time)."""
+
+    minutes: float = Field(3.0, gt=0)  # how long tasks keep arriving
+    workload: Literal["steady-burst", "steady", "burst"] = "steady-burst"
+    tasks_per_minute: float = Field(60.0, ge=0)  # the steady stream, over all pools
+    burst_tasks: int = Field(160, ge=0)  # arriving at once, a third of the way in
+    task_s: tuple[float, float] = (5.0, 20.0)  # task durations, uniform in this range
+    # Shares of the work per cloud kind, split over that kind's pools by max capacity.
+    cloud_shares: Mapping[str, float] = Field(
+        default_factory=lambda: {"aws": 0.84, "azure": 0.13, "gcp": 0.03}
+    )
+    idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
+    drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most
+    sample_s: float = Field(1.0, gt=0)  # how often the demo samples the pools and the clouds
+    # Spot: when above 0, every launch config runs on spot VMs and each cloud pre-empts this
+    # share of them, at a uniform moment within preempt_within_s of their boot.
+    preempt_share: float = Field(0.0, ge=0, le=1)
+    preempt_within_s: float = Field(30.0, ge=0)
+    seed: int = 1  # task durations and arrival jitter repeat from run to run
+
+    @field_validator("task_s")
+    @classmethod
+    def _ordered(cls, task_s: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < task_s[0] <= task_s[1]:
+            raise ValueError("must be [shortest, longest] with 0 < shortest <= longest")
+        return task_s
+
+
+class _Sections(_Frozen):
+    sim: SimConfig = SimConfig()
+    demo: DemoConfig = DemoConfig()
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """One config file as the simulator reads it."""
+
+    wm: Config  # the deployment's sections, exactly as every wm process reads them
+    sim: SimConfig  # [sim]: the simulated clouds
+    demo: DemoConfig  # [demo]: the demo's workload and simulated workers
+
+
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> SimSettings:
+    """Read and validate wm's sections and the simulator's; raise ConfigError listing every
+    problem of both."""
+    environ = os.environ if environ is None else environ
+    file = wm_config.config_path(str(path) if path else None, environ)
+    raw = wm_config.read_toml(file)
+    problems: list[str] = []
+    sections = config = None
+    try:
+        sections = _Sections(**{key: raw[key] for key in SECTIONS if key in raw})
+    except ValidationError as exc:
+        problems += wm_config.schema_problems(exc, union_tags=frozenset())
+    try:
+        config = wm_config.parse(raw, environ=environ, source=str(file), skip=SECTIONS)
+    except ConfigError as exc:
+        problems = [*exc.problems, *problems]
+    if problems:
+        raise ConfigError(problems, str(file))
+    assert sections is not None and config is not None
+    return SimSettings(config, sections.sim, sections.demo)
+
+
+def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -> dict[str, str]:
+    """The environment for a child process the simulator starts: this process's, with
+    `overrides`, and `prepend_path` put first on PATH (where the child finds `wm`)."""
+    environ = {**os.environ, **overrides}
+    if prepend_path:
+        environ["PATH"] = prepend_path + os.pathsep + os.environ.get("PATH", "")
+    return environ
+
+
+# The simulated clouds take fixed fake credentials: their SDKs must never ask a metadata service.
+NO_METADATA_PROBES: Mapping[str, str] = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "NO_GCE_CHECK": "true",
+}
+
+
+def simulated_child_environment(config_path: str | Path, database_url: str) -> dict[str, str]:
+    """For a wm process a test or a benchmark starts against the simulated clouds: its config
+    and database, no metadata probes, and no Sentry (a developer's DSN must not receive the
+    faults a test injects)."""
+    environ = child_environment(
+        {"WM_CONFIG": str(config_path), "DATABASE_URL": database_url, **NO_METADATA_PROBES}
+    )
+    environ.pop("SENTRY_DSN", None)
+    return environ

@@ -245,7 +245,8 @@ def parse_certificate(raw: object) -> Certificate:
         raise CertificateInvalid("ext.certificate.scopes must be an array")
     if not all(valid_scope(s) for s in scopes):
         raise CertificateInvalid("ext.certificate.scopes must be an array of valid scopes")
-    issuer = raw.get("issuer")
+    # `if (cert.issuer)`: an empty issuer means unnamed credentials.
+    issuer = raw.get("issuer") or None
     if issuer is not None and not isinstance(issuer, str):
         raise CertificateInvalid("ext.certificate.issuer must be a string")
     signature = raw.get("signature")

@@ -118,6 +118,7 @@ LAYERS = (
             "wm.stages",
             "wm.pool_sync",
             "wm.identity",
+            "wm.tc",  # Taskcluster's scopes, credentials, Hawk and errors: pure, no I/O
         ),
     ),
     # Above the pure decisions, which return data and leave the logging to their callers.

@@ -94,6 +94,9 @@ class SimVm:
     state: str  # pending | running | stopping | stopped | gone
     tags: Mapping[str, str]  # tags / labels as the cloud stores them
     spot: bool
+    # Its place in the launch that made it (EC2's AmiLaunchIndex), which names the worker of
+    # an EC2 batch whose VMs carry only the batch's tag; None on the other clouds.
+    launch_index: int | None = None
 
 
 FAULT_SPREADS = ("random", "even")

@@ -772,6 +772,7 @@ def _sim_vm(region: str, inst: Any) -> SimVm:
         state=MOTO_STATES[inst.state][1],
         tags=tags,
         spot=inst.lifecycle == "spot",
+        launch_index=int(inst.ami_launch_index),
     )
 
 

@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from tests.chaos.scene import (
     CREATE_OPERATION,
     KINDS,
     PROVIDER_IDS,
+    Clouds,
     launch_configs,
     provider_config,
     sizes,
@@ -72,8 +74,9 @@ MISSING_GRACE_S = 0.5
 SLOW_CREATE_S = 1.5
 SLOW_GATE = {**FAST_GATE, "timeout_s": 3.0, "max_attempts": 4}
 # Short graces, so that a wrong decision shows within the scenario: an orphan is terminated a
-# second after it is first listed, an intent is recovered after 3 s (longer than any attempt
-# sequence of either gate: 4 x 0.4 s + backoffs; one 1.5 s create).
+# second after it is first listed; an intent is recovered after 3 s, longer than (a)'s whole
+# attempt sequence (4 x 0.4 s + backoffs). Recovery runs in the provisioner's own passes, so
+# never beside one of its creates.
 ORPHAN_GRACE_S = 1.0
 INTENT_RECOVERY_S = 3.0
 PASS_GAP_S = 0.2
@@ -156,7 +159,7 @@ class Scenario:
     kind: str
     size: Size
     engine: Engine
-    clouds: Any
+    clouds: Clouds
     caplog: pytest.LogCaptureFixture
     providers: list[Provider]
     loops: list[Loop]
@@ -170,10 +173,10 @@ class Scenario:
         kind: str,
         size: Size,
         gate: dict[str, Any],
-        tmp_path: Any,
+        tmp_path: Path,
         db_url: str,
         engine: Engine,
-        clouds: Any,
+        clouds: Clouds,
         caplog: pytest.LogCaptureFixture,
         *,
         turns: bool,  # passes and scans never overlap

@@ -411,7 +411,16 @@ class SimArm:
                 404, "InvalidResourceType", f"no route for {request.method} {request.path}"
             )
         operation, handler = route
-        self._before(operation, request)  # outside the lock: latency must not serialize
+        outcome = self._before(operation, request)  # outside the lock: latency must not serialize
+        if outcome is not Outcome.LOST:
+            return self._handle(request, handler)
+        # Carried out, whatever it answered; the client never hears of it.
+        with contextlib.suppress(ArmError):
+            self._handle(request, handler)
+        self.faults.hold_lost_answer()
+        raise _server_error(request)
+
+    def _handle(self, request: Request, handler: Callable[[], Response]) -> Response:
         with self._lock:
             self._request = request
             self._sweep()
@@ -482,8 +491,9 @@ class SimArm:
         }
         return handlers.get(method)
 
-    def _before(self, operation: str, request: Request) -> None:
-        """Count, delay and maybe fault the request; then check the basics ARM checks."""
+    def _before(self, operation: str, request: Request) -> Outcome:
+        """Count, delay and maybe fault the request; then check the basics ARM checks.
+        Returns OK, or LOST for a request to carry out whose answer is then lost."""
         if operation == "VirtualMachines_CreateOrUpdate":
             outcome = self.faults.before(
                 operation,
@@ -506,15 +516,7 @@ class SimArm:
                 **headers,
             )
         if outcome == Outcome.FAIL:
-            if request.method == "GET":
-                raise ArmError(
-                    503,
-                    "ServiceUnavailable",
-                    "The service is temporarily unavailable. Please retry later.",
-                )
-            raise ArmError(
-                500, "InternalServerError", "An internal execution error occurred. Retry later."
-            )
+            raise _server_error(request)
         auth = request.headers.get("Authorization", "")
         if not auth.startswith(f"Bearer {TOKEN_PREFIX}"):
             raise ArmError(
@@ -528,6 +530,7 @@ class SimArm:
                 "MissingApiVersionParameter",
                 "The api-version query parameter (?api-version=) is required for all requests.",
             )
+        return outcome
 
     # Handlers run under self._lock, one request at a time, so the current request can live
     # on the instance.
@@ -1229,6 +1232,17 @@ def _json(body: Any, status: int = 200) -> Response:
     response.headers["x-ms-ratelimit-remaining-subscription-reads"] = "11999"
     response.headers["x-ms-ratelimit-remaining-subscription-writes"] = "1199"
     return response
+
+
+def _server_error(request: Request) -> ArmError:
+    """ARM's 5xx: a read is unavailable, a write failed inside."""
+    if request.method == "GET":
+        return ArmError(
+            503, "ServiceUnavailable", "The service is temporarily unavailable. Please retry later."
+        )
+    return ArmError(
+        500, "InternalServerError", "An internal execution error occurred. Retry later."
+    )
 
 
 def _error(error: ArmError) -> Response:

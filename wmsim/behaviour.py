@@ -10,6 +10,12 @@ for creates the idempotency key and a digest of the parameters, so fault tests c
 reached the cloud (no calls while a client is paused, retries that repeat the same request).
 A hang is cut short when the sim is reset or stopped: the hung request is then answered with
 a 5xx and never carried out, so it cannot act on a later test's state.
+
+A lost answer is the other way round: the request is carried out at once, then its answer is
+held for hang_s and replaced by the cloud's 5xx, as when a call outlives the client's timeout
+or a gateway drops the reply after the backend acted. The client cannot tell that the cloud
+acted; only the journal (`SimRequest.lost`) and the cloud's state do. Cutting the hold short
+(reset, stop) only answers sooner: what was carried out stays carried out.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class Behaviour:
     page_size_max: int | None = None  # lists never return more than this per page
     hang_rate: float = 0.0  # share of calls that do not answer for hang_s
     hang_s: float = 0.0
+    # Share of calls carried out whose answer is then lost: held for hang_s, then a 5xx.
+    lose_rate: float = 0.0
     # Operations faults apply to; empty means all. Latency applies to every operation.
     fault_operations: tuple[str, ...] = ()
     # "random": each call draws its fate; "even": the draws follow a low-discrepancy sequence,
@@ -86,11 +94,15 @@ class SimVm:
     state: str  # pending | running | stopping | stopped | gone
     tags: Mapping[str, str]  # tags / labels as the cloud stores them
     spot: bool
+    # Its place in the launch that made it (EC2's AmiLaunchIndex), which names the worker of
+    # an EC2 batch whose VMs carry only the batch's tag; None on the other clouds.
+    launch_index: int | None = None
 
 
 FAULT_SPREADS = ("random", "even")
 WEYL_FATE = (5**0.5 - 1) / 2  # the golden ratio's fraction
 WEYL_HANG = 2**0.5 - 1
+WEYL_LOSE = 3**0.5 - 1
 JOURNAL_MAX = 200_000  # requests remembered per sim (a long storm stays bounded in memory)
 
 
@@ -128,9 +140,13 @@ class Outcome(StrEnum):
     OK = "ok"
     THROTTLE = "throttle"
     FAIL = "fail"  # a 5xx
+    # Carry the request out, then call `Faults.hold_lost_answer` and answer the cloud's 5xx.
+    # Only `before` returns it: the journal says ok (it was carried out) with `lost` set.
+    LOST = "lost"
 
 
 HANG = "hang"  # a forced fate besides the outcomes: hang for hang_s, then answer normally
+LOSE = "lose"  # a forced fate: carried out, its answer held for hang_s and then a 5xx
 
 
 @dataclass(frozen=True)
@@ -144,6 +160,8 @@ class SimRequest:
     key: str | None = None  # a create's idempotency key: ClientToken, requestId, VM name
     digest: str | None = None  # sha256 of a create's parameters (secrets never kept)
     vms: int = 0  # VMs a create asked for
+    # Carried out (outcome ok), but the answer was held for hang_s and replaced by a 5xx.
+    lost: bool = False
 
 
 def digest(params: object) -> str:
@@ -180,7 +198,10 @@ class Faults:
     ) -> Outcome:
         """Count, journal, delay and decide one request. `key`, `params` and `vms` describe a
         create: its idempotency key, the parameters it was sent with (digested, never stored)
-        and how many VMs it asks for (drawn from the create-rate bucket)."""
+        and how many VMs it asks for (drawn from the create-rate bucket).
+
+        Outcome.LOST tells the sim to carry the request out, then to call `hold_lost_answer`
+        and answer with its 5xx."""
         arrived = time.time()
         b = self.behaviour
         with self._lock:
@@ -189,22 +210,26 @@ class Faults:
                 # Weyl sequences: evenly spread in [0, 1), starting at 0 (a fault first).
                 draw = (self._calls * WEYL_FATE) % 1.0
                 hang = (self._calls * WEYL_HANG) % 1.0 < b.hang_rate
+                lose = (self._calls * WEYL_LOSE) % 1.0 < b.lose_rate
                 self._calls += 1
             else:
                 draw = self._rng.random()
                 hang = self._rng.random() < b.hang_rate
+                lose = self._rng.random() < b.lose_rate
             latency_s = max(0.0, b.latency_ms + (self._rng.random() * 2 - 1) * b.latency_jitter_ms)
             forced = self._pop_forced(operation)
         cut = not self._delay(latency_s / 1000)
         faulted = not b.fault_operations or operation in b.fault_operations
         hung = (faulted and hang and b.hang_s > 0) or forced == HANG
-        if forced == HANG:
+        # One hold per request: a hung request is answered normally, not lost as well.
+        lost = not hung and ((faulted and lose) or forced == LOSE)
+        if forced in (HANG, LOSE):
             forced = None
         if cut or (hung and not self._hang(b.hang_s)):
             outcome = Outcome.FAIL  # cut short by a reset or stop: answered, never carried out
         elif forced is not None:
             outcome = Outcome(forced)
-        elif not faulted:
+        elif not faulted or lost:
             outcome = Outcome.OK
         elif draw < b.throttle_rate:
             outcome = Outcome.THROTTLE
@@ -214,12 +239,25 @@ class Faults:
             outcome = Outcome.OK
         if outcome is Outcome.OK and vms > 0 and not self._take_create_tokens(vms):
             outcome = Outcome.THROTTLE
+        lost = lost and outcome is Outcome.OK  # a refused request has no answer to lose
         entry = SimRequest(
-            arrived, operation, outcome, hung, key, None if params is None else digest(params), vms
+            arrived,
+            operation,
+            outcome,
+            hung,
+            key,
+            None if params is None else digest(params),
+            vms,
+            lost,
         )
         with self._lock:
             self._journal.append(entry)
-        return outcome
+        return Outcome.LOST if lost else outcome
+
+    def hold_lost_answer(self) -> None:
+        """Hold the answer of a request carried out under Outcome.LOST for hang_s (less if
+        `cut_hangs` comes first); the sim then answers with its 5xx."""
+        self._hang(self.behaviour.hang_s)
 
     def _take_create_tokens(self, vms: int) -> bool:
         burst = self.behaviour.create_burst
@@ -269,8 +307,9 @@ class Faults:
                 self._hangs.notify_all()
 
     def cut_hangs(self, timeout_s: float = 5.0) -> None:
-        """End every hang now (those requests fail without being carried out) and wait until
-        none is left, so a hung request never acts on what the sim holds next."""
+        """End every hang now (those requests fail without being carried out) and every hold
+        of a lost answer (answered at once), and wait until none is left, so a held request
+        never acts on what the sim holds next."""
         deadline = time.monotonic() + timeout_s
         with self._hangs:
             self._hang_generation += 1
@@ -280,15 +319,18 @@ class Faults:
 
     @property
     def hanging(self) -> int:
-        """Requests being held by a hang right now."""
+        """Requests being held right now: by a hang, or with their answer lost."""
         with self._lock:
             return self._hanging
 
     def force(self, *fates: Outcome | str, operation: str | None = None) -> None:
         """Force the fate of the next requests (of `operation` only, if given), one each,
-        whatever the behaviour says: an outcome, or "hang" (hang_s, then answered normally)."""
+        whatever the behaviour says: an outcome, "hang" (hang_s, then answered normally) or
+        "lose" (carried out, then its answer held for hang_s and replaced by a 5xx)."""
         for fate in fates:
-            if fate != HANG:
+            if fate == Outcome.LOST:
+                raise ValueError('force "lose", not "lost": lost is what before() returns')
+            if fate not in (HANG, LOSE):
                 Outcome(fate)  # ValueError for an unknown one
         with self._lock:
             self._forced.setdefault(operation, deque()).extend(str(fate) for fate in fates)

@@ -43,6 +43,7 @@ class SimClient:
                 state=vm["state"],
                 tags=vm["tags"],
                 spot=bool(vm.get("spot")),
+                launch_index=vm.get("launch_index"),
             )
             for vm in self._call("GET", "/_sim/instances")
         ]

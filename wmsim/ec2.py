@@ -347,7 +347,7 @@ class SimEc2:
             )
         else:
             outcome = self.faults.before(action)
-        if outcome is not Outcome.OK:
+        if outcome not in (Outcome.OK, Outcome.LOST):
             return _respond(start_response, self._fault_answer(outcome))
         # moto picks the account from this header; it keeps sims in one process apart.
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.account_id
@@ -363,6 +363,9 @@ class SimEc2:
                 answer = self._call_moto(environ, params)
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())
+        if outcome is Outcome.LOST:  # carried out; the client never hears of it
+            self.faults.hold_lost_answer()
+            answer = self._fault_answer(Outcome.FAIL)
         return _respond(start_response, answer)
 
     def _fault_answer(self, outcome: Outcome) -> _Answer:
@@ -769,6 +772,7 @@ def _sim_vm(region: str, inst: Any) -> SimVm:
         state=MOTO_STATES[inst.state][1],
         tags=tags,
         spot=inst.lifecycle == "spot",
+        launch_index=int(inst.ami_launch_index),
     )
 
 

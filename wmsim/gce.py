@@ -127,6 +127,12 @@ def _invalid(field_name: str, value: Any, why: str) -> ApiError:
     return ApiError(400, "invalid", f"Invalid value for field '{field_name}': '{value}'. {why}")
 
 
+def _backend_error() -> ApiError:
+    return ApiError(
+        503, "backendError", "Internal error. Please try again or contact Google Support."
+    )
+
+
 def _not_found(path: str) -> ApiError:
     return ApiError(404, "notFound", f"The resource '{path}' was not found")
 
@@ -428,16 +434,16 @@ class SimGce:
             if outcome is Outcome.THROTTLE:
                 raise self._throttle_error()
             if outcome is Outcome.FAIL:
-                raise ApiError(
-                    503,
-                    "backendError",
-                    "Internal error. Please try again or contact Google Support.",
-                )
-            return self._handlers[operation](request, **args)
+                raise _backend_error()
+            response = self._handlers[operation](request, **args)
         except ApiError as error:
-            return error.response()
+            response = error.response()
         except Exception:  # a bug in the simulation: answer like GCE, keep the trace visible
-            return ApiError(500, "backendError", traceback.format_exc(limit=3)).response()
+            response = ApiError(500, "backendError", traceback.format_exc(limit=3)).response()
+        if outcome is Outcome.LOST:  # carried out; the client never hears of it
+            self.faults.hold_lost_answer()
+            response = _backend_error().response()
+        return response
 
     def _throttle_error(self) -> ApiError:
         retry_after = self.faults.behaviour.retry_after_s

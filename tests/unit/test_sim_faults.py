@@ -1,6 +1,10 @@
-"""The simulated clouds' fault draws: random by default, evenly spread on demand."""
+"""The simulated clouds' fault draws: random by default, evenly spread on demand; hangs and
+lost answers."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -85,3 +89,77 @@ def test_an_unlimited_cloud_never_throttles_creates():
     faults = Faults(Behaviour())
 
     assert {faults.before("RunInstances", vms=5000) for _ in range(3)} == {Outcome.OK}
+
+
+def test_a_lost_answer_is_carried_out_and_journaled_as_lost():
+    faults = Faults(Behaviour())
+    faults.force("lose", operation="insert")
+
+    fates = [faults.before("list"), faults.before("insert", key="k1"), faults.before("insert")]
+
+    assert fates == [Outcome.OK, Outcome.LOST, Outcome.OK]
+    assert [(e.operation, e.outcome, e.lost) for e in faults.journal()] == [
+        ("list", "ok", False),
+        ("insert", "ok", True),  # carried out: a count of what the cloud made includes it
+        ("insert", "ok", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lose_rate", "operations", "calls", "lost"),
+    [
+        (0.5, (), 40, 20),
+        (0.25, ("insert",), 40, 10),
+        (1.0, ("delete",), 10, 0),  # the rate applies to the fault operations only
+        (0.0, (), 20, 0),
+    ],
+)
+def test_the_lose_rate_loses_that_share_of_answers(lose_rate, operations, calls, lost):
+    faults = Faults(
+        Behaviour(lose_rate=lose_rate, fault_operations=operations, fault_spread="even")
+    )
+
+    fates = [faults.before("insert") for _ in range(calls)]
+
+    assert abs(fates.count(Outcome.LOST) - lost) <= 2
+    assert sum(e.lost for e in faults.journal()) == fates.count(Outcome.LOST)
+
+
+def test_a_refused_request_has_no_answer_to_lose():
+    clock = FakeClock()
+    faults = Faults(Behaviour(lose_rate=1.0, create_burst=1), clock=clock)
+
+    fates = [faults.before("RunInstances", vms=1), faults.before("RunInstances", vms=1)]
+
+    assert fates == [Outcome.LOST, Outcome.THROTTLE]  # the bucket is empty: nothing made
+    assert [e.lost for e in faults.journal()] == [True, False]
+
+
+def test_a_held_lost_answer_lasts_hang_s_unless_cut_short():
+    faults = Faults(Behaviour(hang_s=0.2))
+    started = time.monotonic()
+    faults.hold_lost_answer()
+    assert time.monotonic() - started >= 0.2
+
+    faults.behaviour.update(hang_s=30.0)
+    holder = threading.Thread(target=faults.hold_lost_answer)
+    holder.start()
+    wait_until(lambda: faults.hanging == 1)
+    started = time.monotonic()
+    faults.cut_hangs()
+
+    holder.join(timeout=5)
+    assert not holder.is_alive() and faults.hanging == 0
+    assert time.monotonic() - started < 5
+
+
+def test_lost_is_what_before_returns_not_a_fate_to_force():
+    with pytest.raises(ValueError, match="lose"):
+        Faults().force("lost")
+
+
+def wait_until(predicate, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

@@ -21,18 +21,24 @@ class Cloud:
     sim_fixture: str
     machine_type: str
     image: str
+    create_operation: str  # what the sim journals a create as
 
 
 CLOUDS = {
-    "aws": Cloud("aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890"),
+    "aws": Cloud("aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890", "RunInstances"),
     "gcp": Cloud(
         "gcp_provider",
         "sim_gce",
         "e2-small",
         "projects/debian-cloud/global/images/family/debian-12",
+        "instances.insert",
     ),
     "azure": Cloud(
-        "azure_provider", "sim_arm", "Standard_D2s_v5", "Canonical:ubuntu-24_04-lts:server:latest"
+        "azure_provider",
+        "sim_arm",
+        "Standard_D2s_v5",
+        "Canonical:ubuntu-24_04-lts:server:latest",
+        "VirtualMachines_CreateOrUpdate",
     ),
 }
 
@@ -107,6 +113,22 @@ def test_create_list_lookup_terminate_round_trip(cloud):
     assert [
         i for i in provider.list_instances(batch.spec.region) if i.state != WorkerState.STOPPED
     ] == []
+
+
+def test_a_create_whose_answer_is_lost_is_retried_into_the_same_vm(cloud):
+    spec, sim, provider = cloud
+    # The cloud makes the VM, then the client hears a 5xx instead of the answer.
+    sim.faults.force("lose", operation=spec.create_operation)
+    batch = make_batch(provider, spec, 1)
+
+    (result,) = provider.create(batch)
+
+    creates = sim.faults.journal(spec.create_operation)
+    assert [(c.outcome, c.lost) for c in creates] == [("ok", True), ("ok", False)]
+    assert len({c.key for c in creates}) == 1  # the retry names the same create
+    assert result.cloud_id and result.error is None
+    live = [vm for vm in sim.instances() if vm.state not in ("gone", "stopped")]
+    assert [vm.cloud_id for vm in live] == [result.cloud_id]
 
 
 def test_the_cloud_pre_empts_a_share_of_spot_vms_and_the_list_says_so(cloud):

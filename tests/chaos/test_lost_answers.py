@@ -46,13 +46,13 @@ from tests.chaos.scene import (
 from tests.support.stack import DEPLOYMENT, FAST_GATE, Stack
 from wm.db import tasks
 from wm.db.workers import capacity_by_pool, list_workers
-from wm.model import WorkerRecord
+from wm.model import WorkerRecord, WorkerState
 from wm.providers import build_provider
-from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_WORKER, Provider, WorkerState
+from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_WORKER, Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wm.sim.behaviour import SimVm
+from wmsim.behaviour import SimVm
 
 POOL = "proj/lost"
 # Stop reasons that say the cloud holds nothing for the row.
@@ -73,12 +73,10 @@ HOLD_S = 1.0
 MISSING_GRACE_S = 0.5
 SLOW_CREATE_S = 1.5
 SLOW_GATE = {**FAST_GATE, "timeout_s": 3.0, "max_attempts": 4}
-# Short graces, so that a wrong decision shows within the scenario: an orphan is terminated a
-# second after it is first listed; an intent is recovered after 3 s, longer than (a)'s whole
-# attempt sequence (4 x 0.4 s + backoffs). Recovery runs in the provisioner's own passes, so
-# never beside one of its creates.
+# A short grace, so that a wrong decision shows within the scenario: an orphan is terminated a
+# second after it is first listed. (An open intent is looked up once its gate's longest retry
+# sequence has passed: 4 x 0.4 s plus backoffs in (a), 4 x 3 s plus backoffs in (b).)
 ORPHAN_GRACE_S = 1.0
-INTENT_RECOVERY_S = 3.0
 PASS_GAP_S = 0.2
 SCAN_GAP_S = 0.1
 SAMPLE_GAP_S = 0.02
@@ -200,12 +198,7 @@ class Scenario:
         ]
         provisioning, scanning = providers
         region = scanning.regions[0]
-        provisioner = Provisioner(
-            engine,
-            BuiltinQueue(engine),
-            {provider_id: provisioning},
-            intent_recovery_s=INTENT_RECOVERY_S,
-        )
+        provisioner = Provisioner(engine, BuiltinQueue(engine), {provider_id: provisioning})
         scanner = Scanner(
             engine,
             {provider_id: scanning},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -15,6 +16,7 @@ from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
 from wm.db.workers import list_workers
+from wm.errors import CloudError
 from wm.pool_sync import plan_sync
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
@@ -318,3 +320,21 @@ def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):
         after_count, after_total = observed(stage)
         assert after_count - count == len(expected) == 3, stage
         assert after_total - total == pytest.approx(sum(expected)), stage
+
+
+def test_a_paused_provider_gets_no_new_intents(engine, aws):
+    tasks.submit_tasks(engine, POOL, 3, 1.0)
+
+    def no_answer() -> None:
+        raise TimeoutError("the cloud keeps failing")
+
+    # The cloud keeps failing until the gate pauses the provider.
+    while not aws.gate.paused:
+        with contextlib.suppress(CloudError):
+            aws.gate.call("DescribeInstances", no_answer)
+
+    (report,) = provisioner(engine, aws).run_pass("aws-a")
+
+    assert report.to_add == 3 and report.launched == 0
+    assert list_workers(engine, pool_id=POOL) == []  # no rows written only to be stopped
+    assert aws.create_calls == []

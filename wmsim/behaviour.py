@@ -279,32 +279,28 @@ class Faults:
         a slow request of one test is never carried out in the next one's sim."""
         if seconds <= 0:
             return True
-        deadline = time.monotonic() + seconds
         with self._hangs:
-            generation = self._hang_generation
-            while self._hang_generation == generation:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return True
-                self._hangs.wait(remaining)
-            return False
+            return self._held(time.monotonic() + seconds)
 
     def _hang(self, seconds: float) -> bool:
         """Hold the request; False when the hang was cut short by `cut_hangs`."""
-        deadline = time.monotonic() + seconds
         with self._hangs:
-            generation = self._hang_generation
             self._hanging += 1
             try:
-                while self._hang_generation == generation:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return True
-                    self._hangs.wait(remaining)
-                return False
+                return self._held(time.monotonic() + seconds)
             finally:
                 self._hanging -= 1
                 self._hangs.notify_all()
+
+    def _held(self, deadline: float) -> bool:
+        """Wait (holding `_hangs`) until the deadline; False if `cut_hangs` came first."""
+        generation = self._hang_generation
+        while self._hang_generation == generation:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            self._hangs.wait(remaining)
+        return False
 
     def cut_hangs(self, timeout_s: float = 5.0) -> None:
         """End every hang now (those requests fail without being carried out) and every hold

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from wm.cli.context import CliContext, run_guarded
+from wm.cli.context import CliContext, config_option, run_guarded
 from wm.cli.db import db
 from wm.cli.pools import config_group, pools
 from wm.cli.run import run
@@ -14,13 +14,7 @@ from wm.cli.workers import workers
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
-)
+@config_option
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """wm keeps cloud worker fleets on EC2, GCE and Azure matched to task-queue demand."""

@@ -53,6 +53,16 @@ class CliContext:
             self._engine.dispose()
 
 
+# The option every command group takes: where config.toml is.
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
+)
+
+
 def run_guarded(command: Callable[..., Any]) -> None:
     """Run the click group; turn wm's errors into a message naming what is wrong and exit 2."""
     try:

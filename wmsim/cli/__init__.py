@@ -6,20 +6,14 @@ from __future__ import annotations
 
 import click
 
-from wm.cli.context import run_guarded
+from wm.cli.context import config_option, run_guarded
 from wmsim.cli.context import SimContext
 from wmsim.cli.demo import demo
 from wmsim.cli.serve import serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
-)
+@config_option
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """Simulated EC2, GCE and Azure clouds, and a demo of wm running on them."""

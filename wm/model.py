@@ -175,6 +175,8 @@ class WorkerRecord:
     preempted_at: datetime | None = None
     # The pass that sent its create gave up waiting for the answer (the VM may exist).
     unanswered_at: datetime | None = None
+    # Taskcluster's workerId: EC2 instance id, GCE numeric instance id, Azure VM name.
+    tc_worker_id: str | None = None
 
     @property
     def unresolved_intent(self) -> bool:

@@ -48,6 +48,7 @@ def worker_from_row(row) -> WorkerRecord:
         stopped_at=row.stopped_at,
         preempted_at=row.preempted_at,
         unanswered_at=row.unanswered_at,
+        tc_worker_id=row.tc_worker_id,
     )
 
 

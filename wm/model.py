@@ -52,6 +52,8 @@ class CloudInstance:
     batch_token: str | None = None
     launch_index: int | None = None
     provider_data: Mapping[str, Any] = field(default_factory=dict)
+    # Taskcluster's workerId for this VM (EC2 instance id, GCE numeric id, Azure VM name).
+    tc_worker_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ AWS_FORGERIES: dict[str, Callable[[Scene], Any]] = {
 
 def gcp_token(scene: Scene, worker: WorkerRecord | None = None, **overrides: Any) -> str:
     worker = worker or scene.target
-    audience = scene.api.stack.config().web.public_url
+    audience = scene.api.stack.config().root_url
     return scene.sim.mint_identity_token(
         worker.worker_group, worker.worker_id, audience, **overrides
     )

@@ -62,7 +62,7 @@ def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
         worker_id=worker.worker_id,
         region=worker.worker_group,
         cloud_id=worker.cloud_id,
-        audience=config.web.public_url,
+        audience=config.root_url,
         provider_data=worker.provider_data,
         requested_at=worker.created,
     )
@@ -71,7 +71,7 @@ def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
 def verifier(api: ApiStack, kind: str):
     config = api.stack.config()
     provider = next(p for p in config.providers if p.kind == kind)
-    return build_verifier(provider, config.deployment_id, config.web.public_url)
+    return build_verifier(provider, config.deployment_id, config.root_url)
 
 
 # -- mangling ---------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def resigned(token: str, edit: Callable[[dict], None]) -> str:
 
 def typed_proofs(api: ApiStack, kind: str, worker: WorkerRecord, rng: random.Random) -> Iterator:
     sim = api.sims[kind]
-    audience = api.stack.config().web.public_url
+    audience = api.stack.config().root_url
     for _ in range(TYPED_PER_CLOUD):
         if kind == "aws":
             field = rng.choice(EC2_FIELDS)

@@ -65,6 +65,7 @@ def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
         audience=config.root_url,
         provider_data=worker.provider_data,
         requested_at=worker.created,
+        tc_worker_id=worker.tc_worker_id,
     )
 
 
@@ -112,7 +113,7 @@ def mangled_proofs(kind: str, genuine: dict[str, str], rng: random.Random) -> It
             yield {"token": ".".join(segments)}
         else:
             der = mangle(rng, base64.b64decode(genuine["document"]))
-            yield {"document": base64.b64encode(der).decode(), "nonce": genuine["nonce"]}
+            yield {"document": base64.b64encode(der).decode()}
 
 
 # -- genuinely signed claims of every type ------------------------------------------------------
@@ -184,7 +185,8 @@ def typed_proofs(api: ApiStack, kind: str, worker: WorkerRecord, rng: random.Ran
 
                 yield {"token": resigned(token, edit)}
         else:
-            field = rng.choice(["nonce", "vmId", "subscriptionId", "timeStamp"])
+            # Not the nonce: worker-runner asks for none, so any signed nonce is accepted.
+            field = rng.choice(["vmId", "subscriptionId", "timeStamp"])
             yield sim.mint_attested(
                 vm_name(worker.worker_id), NONCE, changes={field: junk_value(rng)}
             )

@@ -21,7 +21,7 @@ def job_id(provider_id: str) -> str:
 def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     """Schedule a provisioning job per provider; return what closes the providers."""
     providers = build_providers(
-        config.providers, config.deployment_id, runtime.engine, runtime.stop
+        config.providers, config.deployment_id, runtime.engine, runtime.stop, config.root_url
     )
     provisioner = Provisioner(
         runtime.engine,

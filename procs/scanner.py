@@ -40,7 +40,9 @@ def add_jobs(
     """Schedule a scan job per (provider, region); return what closes the providers."""
     chosen = selected(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
-    providers = build_providers(chosen, config.deployment_id, runtime.engine, runtime.stop)
+    providers = build_providers(
+        chosen, config.deployment_id, runtime.engine, runtime.stop, config.root_url
+    )
     scanner = Scanner(
         runtime.engine,
         providers,

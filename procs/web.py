@@ -33,14 +33,13 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )
     verifiers = {
-        p.id: build_verifier(p, config.deployment_id, config.web.public_url)
-        for p in config.providers
+        p.id: build_verifier(p, config.deployment_id, config.root_url) for p in config.providers
     }
     app = create_app(
         engine,
         verifiers,
         deployment_id=config.deployment_id,
-        audience=config.web.public_url,
+        audience=config.root_url,
         operator_token=config.env.operator_token,
         max_in_flight=WEB_DB_POOL_SIZE,
     )

@@ -54,6 +54,10 @@ JITTER_RESERVE_S = 0.5
 # Call classes whose one call costs a token per worker created: a bucket smaller than a batch
 # would never hold enough, and every such call would be throttled.
 PER_WORKER_CALL_CLASSES = frozenset({CallClass.RUN_INSTANCES})
+# Where the deployment's API lives when nothing says otherwise: the web process on its default
+# port (standalone, the demo). Workers find wm at `<root_url>/api/worker-manager/v1/`.
+DEFAULT_ROOT_URL = "http://127.0.0.1:8080"
+ROOT_URL_SCHEMES = frozenset({"http", "https"})
 
 
 class _Frozen(BaseModel):
@@ -153,6 +157,20 @@ class GcpProviderConfig(_ProviderBase):
     project: Annotated[str, Field(min_length=1)]
     operation_poll_s: float = Field(1.0, gt=0)  # between zone operation polls
     identity_jwks: str | None = None  # JWKS file trusted for identity tokens; else Google's keys
+    # The service account every worker VM runs as: without one a VM cannot fetch an identity
+    # token. The email goes on the instance; the numeric unique id is what tokens carry as
+    # `sub`, and is checked (a token of any other account in the project is refused).
+    worker_service_account_email: Annotated[str, Field(min_length=3)] | None = None
+    worker_service_account_id: Annotated[str, Field(pattern=r"^[0-9]{1,32}$")] | None = None
+
+    @model_validator(mode="after")
+    def _service_account_whole(self) -> GcpProviderConfig:
+        if (self.worker_service_account_email is None) != (self.worker_service_account_id is None):
+            raise ValueError(
+                "worker_service_account_email and worker_service_account_id go together: "
+                "set both (the account's email and its numeric unique id) or neither"
+            )
+        return self
 
 
 class AzureProviderConfig(_ProviderBase):
@@ -235,7 +253,16 @@ class RetentionConfig(_Frozen):
 
 class WebConfig(_Frozen):
     port: int = Field(8080, ge=1, le=65535)  # $PORT wins
-    public_url: str = "http://127.0.0.1:8080"  # the audience of GCE identity tokens
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_public_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "public_url" in data:
+            raise ValueError(
+                "public_url is no longer a setting: set the top-level root_url (the Taskcluster "
+                "root URL workers are given, also the GCE token audience) and remove this key"
+            )
+        return data
 
 
 class MetricsConfig(_Frozen):
@@ -262,6 +289,10 @@ class Environment(_Frozen):
 
 class Config(_Frozen):
     deployment_id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
+    # The Taskcluster root URL of the deployment: written into every worker's boot data (its
+    # workers call `<root_url>/api/worker-manager/v1/`), and the audience of GCE identity
+    # tokens. $TASKCLUSTER_ROOT_URL wins.
+    root_url: str = DEFAULT_ROOT_URL
     queue: QueueConfig = QueueConfig()
     intervals: IntervalsConfig = IntervalsConfig()
     retention: RetentionConfig = RetentionConfig()
@@ -271,6 +302,17 @@ class Config(_Frozen):
     pools: tuple[PoolConfig, ...] = ()
     env: Environment = Environment()
     source: str = DEFAULT_CONFIG_PATH
+
+    @field_validator("root_url")
+    @classmethod
+    def _plain_root_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ROOT_URL_SCHEMES or not parts.netloc:
+            raise ValueError("must be an http(s) URL such as https://tc.example.com")
+        if parts.query or parts.fragment or parts.path not in ("", "/"):
+            raise ValueError("must be the root URL alone: no path, query or fragment")
+        # Taskcluster's clients join it with "/api/...": one form, without the slash.
+        return value.rstrip("/")
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for provider in self.providers:
@@ -366,6 +408,9 @@ def parse(
     if "env" in raw or "source" in raw:
         problems.append("env, source: not settable in the file")
     data = {k: v for k, v in raw.items() if k not in ("env", "source", *skip)}
+    if environ.get("TASKCLUSTER_ROOT_URL"):
+        # The deployment's root URL is one value: Taskcluster's own variable wins over the file.
+        data["root_url"] = environ["TASKCLUSTER_ROOT_URL"]
     config = None
     try:
         config = Config(**data, env=environment_from(environ), source=source)

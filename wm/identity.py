@@ -43,13 +43,16 @@ class ExpectedIdentity:
     provider_id: str
     pool_id: str
     worker_id: str
-    region: str  # region (EC2, Azure) or zone (GCE) the worker was launched in
+    region: str  # region (EC2, Azure) or zone (GCE) the worker was launched in: its workerGroup
     cloud_id: str | None  # EC2 instance id, GCE instance id or name, Azure VM resource id
-    audience: str  # this deployment's public URL: GCE tokens must be minted for it
+    audience: str  # the deployment's root_url: GCE tokens must be minted for it
     provider_data: Mapping[str, Any] = field(default_factory=dict)  # recorded at launch
     # When wm wrote the worker's row. The VM was launched after it, so a proof that says it was
     # made (or its instance started) before it belongs to an older instance. None: not checked.
     requested_at: datetime | None = None
+    # The worker's Taskcluster workerId (EC2 instance id, GCE numeric instance id, Azure VM
+    # name), what it registered as. EC2 documents and GCE tokens must name exactly it.
+    tc_worker_id: str | None = None
 
 
 class IdentityRejected(WmError):

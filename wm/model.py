@@ -52,6 +52,8 @@ class CloudInstance:
     batch_token: str | None = None
     launch_index: int | None = None
     provider_data: Mapping[str, Any] = field(default_factory=dict)
+    # Taskcluster's workerId for this VM (EC2 instance id, GCE numeric id, Azure VM name).
+    tc_worker_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,8 @@ class WorkerRecord:
     preempted_at: datetime | None = None
     # The pass that sent its create gave up waiting for the answer (the VM may exist).
     unanswered_at: datetime | None = None
+    # Taskcluster's workerId: EC2 instance id, GCE numeric instance id, Azure VM name.
+    tc_worker_id: str | None = None
 
     @property
     def unresolved_intent(self) -> bool:

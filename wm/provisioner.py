@@ -131,7 +131,12 @@ class Provisioner:
             instance = found.get(worker.worker_id)
             if instance is not None:
                 outcomes.append(
-                    LaunchOutcome(worker.worker_id, instance.cloud_id, instance.provider_data)
+                    LaunchOutcome(
+                        worker.worker_id,
+                        instance.cloud_id,
+                        instance.provider_data,
+                        tc_worker_id=instance.tc_worker_id,
+                    )
                 )
             else:
                 outcomes.append(LaunchOutcome(worker.worker_id, None, {}, "never created"))
@@ -374,7 +379,11 @@ def judge_results(
             result = results.get(intent.worker_id)
             if result is not None and result.cloud_id is not None:
                 data = dict(result.provider_data)
-                outcomes.append(LaunchOutcome(intent.worker_id, result.cloud_id, data))
+                outcomes.append(
+                    LaunchOutcome(
+                        intent.worker_id, result.cloud_id, data, tc_worker_id=result.tc_worker_id
+                    )
+                )
                 continue
             error = (result.error if result else None) or CloudError(
                 provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"

@@ -58,6 +58,7 @@ class StateChange:
     cloud_id: str | None = None
     reason: str | None = None
     preempted: bool = False  # the cloud took it back: its tasks go back to the queue
+    tc_worker_id: str | None = None  # the VM's Taskcluster workerId, as the cloud showed it
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,10 @@ def diff(
         if instance.state == U and row.cloud_running_at is None and row.state != S:
             cloud_running.append(row)
         target = _next_state(row, instance, requires_registration.get(row.pool_id, True))
-        if target != row.state or (row.cloud_id is None and instance.cloud_id):
+        learns_ids = (row.cloud_id is None and instance.cloud_id) or (
+            row.tc_worker_id is None and instance.tc_worker_id
+        )
+        if target != row.state or learns_ids:
             lost = target == S and row.state != S
             changes.append(
                 StateChange(
@@ -113,6 +117,7 @@ def diff(
                     instance.cloud_id,
                     instance.reason if lost else None,
                     preempted=lost and instance.preempted,
+                    tc_worker_id=instance.tc_worker_id,
                 )
             )
         if target == S:

@@ -231,6 +231,7 @@ class ScanPass:
                     c.cloud_id,
                     c.reason,
                     c.preempted,
+                    c.tc_worker_id,
                 )
                 for c in changes
             ],

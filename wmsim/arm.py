@@ -20,7 +20,7 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
   providers (and every resource of a resource group deleted by hand) answer 404 instead:
   `delete_missing_status = 404` makes the sim do that.
 
-Identity: GET /_sim/attested/<vm name>?nonce=... answers {"document", "nonce"}: the VM's
+Identity: GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}: the VM's
 attested data (IMDS's "signature" field, PKCS#7 signed by a simulated metadata.azure.com leaf
 under a simulated Microsoft root, see wmsim/attested.py). `identity_trust_path` is the root's
 PEM (the provider config's `identity_roots`); `mint_attested` makes forgeries for tests.
@@ -118,6 +118,8 @@ class _Vm:
     power: str | None = None  # set when the VM was stopped/deallocated out of band
     failure: tuple[str, str] | None = None  # (code, message) of a failed provisioning
     reason: str | None = None  # why it was killed (kept for /_sim/instances)
+    # osProfile.customData as created: on the VM's disk, never in ARM's answers.
+    custom_data: str | None = None
 
     @property
     def spot(self) -> bool:
@@ -324,6 +326,11 @@ class SimArm:
         with self._lock:
             return self._find(cloud_id_or_name).user_data
 
+    def custom_data(self, cloud_id_or_name: str) -> str | None:
+        """The VM's osProfile.customData (base64), as the VM would find it on its disk."""
+        with self._lock:
+            return self._find(cloud_id_or_name).custom_data
+
     # -- attested data -----------------------------------------------------------------------
 
     @property
@@ -336,14 +343,14 @@ class SimArm:
                 self._identity_path = path
             return self._identity_path
 
-    def attested_document(self, cloud_id_or_name: str, nonce: str) -> dict[str, str]:
-        """What the VM's worker posts to register: {"document", "nonce"}."""
+    def attested_document(self, cloud_id_or_name: str, nonce: str | None = None) -> dict[str, str]:
+        """What the VM's worker-runner posts to register: {"document"} (it asks for no nonce)."""
         return self.mint_attested(cloud_id_or_name, nonce)
 
     def mint_attested(
         self,
         cloud_id_or_name: str,
-        nonce: str,
+        nonce: str | None = None,
         *,
         changes: Mapping[str, Any] | None = None,
         signer: attested.Signer | None = None,
@@ -360,7 +367,8 @@ class SimArm:
                 raise KeyError(f"VM {cloud_id_or_name!r} is not running: no metadata service")
             vm_id, subscription = vm.vm_id, vm.id.split("/")[2]
         content = attested.attested_content(
-            nonce=nonce,
+            # Like IMDS: without a nonce, the current time stands in for one.
+            nonce=nonce or str(int(time.time())),
             vm_id=vm_id,
             subscription_id=subscription,
             created_on=created_on,
@@ -370,7 +378,7 @@ class SimArm:
         document = attested.sign_attested(
             content, signer, signed_attributes=signed_attributes, detached=detached
         )
-        return {"document": document, "nonce": nonce}
+        return {"document": document}
 
     def _find(self, cloud_id_or_name: str) -> _Vm:
         self._sweep()
@@ -627,6 +635,7 @@ class SimArm:
             user_data=props.get("userData"),
             created_at=time.time(),
             boot_s=behaviour.boot_s,
+            custom_data=os_profile.get("customData"),
         )
         self._attach_network(vm, rid)
         self._attach_os_disk(vm, rid)
@@ -1115,8 +1124,7 @@ class SimArm:
             case "POST", ["reset"]:
                 self.reset()
             case "GET", ["attested", vm_name]:
-                # Like IMDS: no nonce means the current time stands in for one.
-                nonce = request.args.get("nonce") or str(int(time.time()))
+                nonce = request.args.get("nonce") or None
                 return self._control_vm_json(lambda: self.attested_document(vm_name, nonce))
             case _:
                 return _json({"error": f"no control route {request.method} {request.path}"}, 404)

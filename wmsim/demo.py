@@ -233,7 +233,7 @@ class Demo:
             "metrics": {"port": 0},
             "demo": self.run_spec.demo.model_dump(mode="json"),
         }
-        effective["web"]["public_url"] = f"http://127.0.0.1:{web_port}"
+        effective["root_url"] = f"http://127.0.0.1:{web_port}"
         self._write_toml(effective)
         return config_module.load(
             self.effective_path, environ={"DATABASE_URL": self.run_spec.database_url}
@@ -247,7 +247,7 @@ class Demo:
 
     def _wait_for_web(self) -> None:
         assert self.config is not None and self.supervisor is not None
-        url = self.config.web.public_url + "/healthz"
+        url = self.config.root_url + "/healthz"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
@@ -277,9 +277,7 @@ class Demo:
             should_terminate_every_s=AGENT_SHOULD_TERMINATE_EVERY_S,
             poll_s=AGENT_POLL_S,
         )
-        return Fleet(
-            self.config, engine, self.config.web.public_url, settings, running_vms=running_vms
-        )
+        return Fleet(self.config, engine, self.config.root_url, settings, running_vms=running_vms)
 
     def _pool_shares(self) -> list[PoolShare]:
         assert self.config is not None

@@ -90,7 +90,7 @@ class Fleet:
                     row.worker_id,
                     row.worker_group,
                     row.cloud_id,
-                    self.config.web.public_url,
+                    self.config.root_url,
                 ),
                 queue=queue,
                 settings=self.settings,

@@ -88,7 +88,7 @@ IDENTITY_KEY_NAME = "gce-identity"
 IDENTITY_TRUST_FILE = "gce-identity-jwks.json"
 IDENTITY_ISSUER = "https://accounts.google.com"
 IDENTITY_TOKEN_LIFETIME_S = 3600  # as Google's
-IDENTITY_SERVICE_ACCOUNT_ID = "104200000000000000001"  # the default service account's id
+SERVICE_ACCOUNT_ID_DIGITS = 21  # Google's numeric service account ids ("uniqueId")
 
 QuotaStyle = Literal["operation", "http"]
 
@@ -151,6 +151,8 @@ class _Vm:
     network_interfaces: list[dict[str, Any]]
     created_at: float  # monotonic
     created_wall: datetime
+    # [{email, scopes}]: the account its metadata server mints identity tokens for (none: none)
+    service_accounts: list[dict[str, Any]] = field(default_factory=list)
     deleted_at: float | None = None  # monotonic; when a delete was accepted
     killed_at: datetime | None = None  # wall clock; when it died out of band
 
@@ -370,14 +372,15 @@ class SimGce:
         import jwt
 
         issued = int(time.time() if issued_at is None else issued_at)
-        engine = {**self._engine_claims(zone, name), **(compute_engine or {})}
+        engine, account_id = self._engine_claims(zone, name)
+        engine = {**engine, **(compute_engine or {})}
         payload = {
             "aud": audience,
-            "azp": IDENTITY_SERVICE_ACCOUNT_ID,
+            "azp": account_id,
             "exp": int(issued + lifetime_s),
             "iat": issued,
             "iss": IDENTITY_ISSUER,
-            "sub": IDENTITY_SERVICE_ACCOUNT_ID,
+            "sub": account_id,  # the instance's service account, by its numeric unique id
             "google": {"compute_engine": engine},
             **(claims or {}),
         }
@@ -385,12 +388,16 @@ class SimGce:
         headers = {"kid": _kid(signing_key(IDENTITY_KEY_NAME)), **(header or {})}
         return jwt.encode(payload, signer, algorithm="RS256", headers=headers)
 
-    def _engine_claims(self, zone: str, name: str) -> dict[str, Any]:
+    def _engine_claims(self, zone: str, name: str) -> tuple[dict[str, Any], str]:
+        """The token's compute_engine claims and its `sub`: the unique id of the VM's service
+        account. A VM without one gets no token, as on GCE."""
         now = time.monotonic()
         with self._lock:
             for vm in self._live_vms(now):
                 if (vm.zone, vm.name) == (zone, name) and self._status(vm, now) != "TERMINATED":
-                    return {
+                    if not vm.service_accounts:
+                        raise KeyError(f"{zone}/{name} has no service account: no identity")
+                    engine = {
                         "instance_creation_timestamp": int(vm.created_wall.timestamp()),
                         "instance_id": str(vm.id),
                         "instance_name": vm.name,
@@ -398,6 +405,7 @@ class SimGce:
                         "project_number": _project_number(vm.project),
                         "zone": vm.zone,
                     }
+                    return engine, service_account_id(vm.service_accounts[0]["email"])
         raise KeyError(f"{zone}/{name}")
 
     # -- WSGI ------------------------------------------------------------------------------------
@@ -648,6 +656,7 @@ class SimGce:
         disks = _disks(body.get("disks") or [])
         metadata = list((body.get("metadata") or {}).get("items") or [])
         scheduling = _scheduling(body.get("scheduling") or {})
+        service_accounts = _service_accounts(body.get("serviceAccounts") or [])
         vm_id = INSTANCE_ID_BASE + next(self._ids)
         interfaces = []
         for index, nic in enumerate(body.get("networkInterfaces") or [{}]):
@@ -683,6 +692,7 @@ class SimGce:
             network_interfaces=interfaces,
             created_at=time.monotonic(),
             created_wall=datetime.now(UTC),
+            service_accounts=service_accounts,
         )
 
     def _new_op(self, project: str, zone: str, op_type: str, vm: _Vm, *, done_at: float) -> _Op:
@@ -788,6 +798,7 @@ class SimGce:
             },
             "selfLink": f"{zone_url}/instances/{vm.name}",
             "scheduling": vm.scheduling,
+            "serviceAccounts": vm.service_accounts,
             "labels": vm.labels,
             "labelFingerprint": _fingerprint(vm.labels),
             "startRestricted": False,
@@ -800,6 +811,8 @@ class SimGce:
             out["lastStopTimestamp"] = _stamp(vm.killed_at)
         if not vm.metadata:
             del out["metadata"]["items"]
+        if not vm.service_accounts:
+            del out["serviceAccounts"]
         return out
 
     # -- /_sim control endpoints -----------------------------------------------------------------
@@ -861,6 +874,28 @@ def identity_jwks() -> dict[str, Any]:
 def _kid(key: rsa.RSAPrivateKey) -> str:
     numbers = key.public_key().public_numbers()
     return hashlib.sha256(f"{numbers.n}:{numbers.e}".encode()).hexdigest()[:40]
+
+
+def service_account_id(email: str) -> str:
+    """The numeric unique id of the service account with this email (what identity tokens
+    carry as `sub`): a stable function of the email, so a config can name it in advance."""
+    digest = int.from_bytes(hashlib.sha256(email.encode()).digest()[:12], "big")
+    return "1" + str(digest % 10 ** (SERVICE_ACCOUNT_ID_DIGITS - 1)).zfill(
+        SERVICE_ACCOUNT_ID_DIGITS - 1
+    )
+
+
+def _service_accounts(accounts: Any) -> list[dict[str, Any]]:
+    if not isinstance(accounts, list) or len(accounts) > 1:
+        raise _invalid("resource.serviceAccounts", accounts, "At most one service account.")
+    out = []
+    for account in accounts:
+        email = account.get("email") if isinstance(account, Mapping) else None
+        scopes = account.get("scopes", []) if isinstance(account, Mapping) else None
+        if not isinstance(email, str) or not email or not isinstance(scopes, list):
+            raise _invalid("resource.serviceAccounts[0].email", email, "Invalid service account.")
+        out.append({"email": email, "scopes": [str(scope) for scope in scopes]})
+    return out
 
 
 def _project_number(project: str) -> int:

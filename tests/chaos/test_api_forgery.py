@@ -129,7 +129,7 @@ AWS_FORGERIES: dict[str, Callable[[Scene], Any]] = {
 
 def gcp_token(scene: Scene, worker: WorkerRecord | None = None, **overrides: Any) -> str:
     worker = worker or scene.target
-    audience = scene.api.stack.config().web.public_url
+    audience = scene.api.stack.config().root_url
     return scene.sim.mint_identity_token(
         worker.worker_group, worker.worker_id, audience, **overrides
     )
@@ -218,11 +218,11 @@ GCP_FORGERIES: dict[str, Callable[[Scene], Any]] = {
 }
 
 
-# -- Azure: {"document": base64 PKCS#7, "nonce"} ------------------------------------------------
+# -- Azure: {"document": base64 PKCS#7}, as worker-runner sends it (no nonce) ----------------------
 
 
 def azure_mint(scene: Scene, worker: WorkerRecord | None = None, **overrides: Any) -> dict:
-    return scene.sim.mint_attested(vm_name((worker or scene.target).worker_id), NONCE, **overrides)
+    return scene.sim.mint_attested(vm_name((worker or scene.target).worker_id), **overrides)
 
 
 def replace_in_der(document: str, old: str, new: str) -> str:
@@ -282,7 +282,7 @@ AZURE_FORGERIES: dict[str, Callable[[Scene], Any]] = {
     "attested-data-older-than-the-worker": lambda s: azure_mint(
         s, created_on=s.target.created - timedelta(minutes=30)
     ),
-    "nonce-mismatch": lambda s: {**azure_mint(s), "nonce": "zzzz9999"},
+    "a-field-beside-the-document": lambda s: {**azure_mint(s), "nonce": NONCE},
     "detached-signature": lambda s: azure_mint(s, detached=True),
     "aia-to-a-local-listener": azure_aia("http://{trap}/ca.crt"),
     "aia-to-the-metadata-address": azure_aia("http://169.254.169.254/metadata/ca.crt"),
@@ -291,7 +291,7 @@ AZURE_FORGERIES: dict[str, Callable[[Scene], Any]] = {
     "aia-to-gce-metadata": azure_aia("http://metadata.google.internal/computeMetadata/v1/"),
     "aia-to-an-allowed-name-on-another-port": azure_aia("http://www.microsoft.com:8080/ca.crt"),
     "aia-look-alike-host": azure_aia("http://www.microsoft.com.evil.test/ca.crt"),
-    "junk": lambda s: {"document": "MIIB", "nonce": NONCE},
+    "junk": lambda s: {"document": "MIIB"},
 }
 # Forgeries whose URL the fetcher must refuse (counted and logged by the web process itself).
 REFUSED_URLS = {name for name in AZURE_FORGERIES if name.startswith("aia-")}

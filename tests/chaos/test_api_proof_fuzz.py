@@ -62,16 +62,17 @@ def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
         worker_id=worker.worker_id,
         region=worker.worker_group,
         cloud_id=worker.cloud_id,
-        audience=config.web.public_url,
+        audience=config.root_url,
         provider_data=worker.provider_data,
         requested_at=worker.created,
+        tc_worker_id=worker.tc_worker_id,
     )
 
 
 def verifier(api: ApiStack, kind: str):
     config = api.stack.config()
     provider = next(p for p in config.providers if p.kind == kind)
-    return build_verifier(provider, config.deployment_id, config.web.public_url)
+    return build_verifier(provider, config.deployment_id, config.root_url)
 
 
 # -- mangling ---------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def mangled_proofs(kind: str, genuine: dict[str, str], rng: random.Random) -> It
             yield {"token": ".".join(segments)}
         else:
             der = mangle(rng, base64.b64decode(genuine["document"]))
-            yield {"document": base64.b64encode(der).decode(), "nonce": genuine["nonce"]}
+            yield {"document": base64.b64encode(der).decode()}
 
 
 # -- genuinely signed claims of every type ------------------------------------------------------
@@ -162,7 +163,7 @@ def resigned(token: str, edit: Callable[[dict], None]) -> str:
 
 def typed_proofs(api: ApiStack, kind: str, worker: WorkerRecord, rng: random.Random) -> Iterator:
     sim = api.sims[kind]
-    audience = api.stack.config().web.public_url
+    audience = api.stack.config().root_url
     for _ in range(TYPED_PER_CLOUD):
         if kind == "aws":
             field = rng.choice(EC2_FIELDS)
@@ -184,7 +185,8 @@ def typed_proofs(api: ApiStack, kind: str, worker: WorkerRecord, rng: random.Ran
 
                 yield {"token": resigned(token, edit)}
         else:
-            field = rng.choice(["nonce", "vmId", "subscriptionId", "timeStamp"])
+            # Not the nonce: worker-runner asks for none, so any signed nonce is accepted.
+            field = rng.choice(["vmId", "subscriptionId", "timeStamp"])
             yield sim.mint_attested(
                 vm_name(worker.worker_id), NONCE, changes={field: junk_value(rng)}
             )

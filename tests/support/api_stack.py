@@ -131,7 +131,7 @@ class ApiStack:
             worker.worker_id,
             worker.worker_group,
             worker.cloud_id or "",
-            config.web.public_url,
+            config.root_url,
         )
         return fetch()
 
@@ -257,7 +257,7 @@ def api_stack(
         pool(POOLS[p["kind"]], p, max_capacity=max_capacity, **(pool_changes or {}))
         for p in providers
     ]
-    stack = Stack.write(tmp, db_url, providers, pools, web={"port": port, "public_url": base_url})
+    stack = Stack.write(tmp, db_url, providers, pools, web={"port": port}, root_url=base_url)
     engine = make_engine(db_url, application_name="chaos-test")
     stack.sync_pools(engine)
     config = stack.config()

@@ -46,9 +46,17 @@ class MemoryProvider:
                         state=WorkerState.REQUESTED,
                         pool_id=batch.pool_id,
                         launch_config_id=batch.spec.launch_config_id,
+                        tc_worker_id=f"i-{intent.worker_id}",
                     ),
                 )
-            results.append(LaunchResult(intent.worker_id, instance.cloud_id, launch_index=index))
+            results.append(
+                LaunchResult(
+                    intent.worker_id,
+                    instance.cloud_id,
+                    launch_index=index,
+                    tc_worker_id=instance.tc_worker_id,
+                )
+            )
         return results
 
     def list_instances(self, region: str) -> list[CloudInstance]:

@@ -20,10 +20,12 @@ from wm import config as config_module
 from wm.config import Config
 from wm.db import pools as pool_store
 from wmsim.config import simulated_child_environment
+from wmsim.gce import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"
 AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e0"
+GCE_WORKER_ACCOUNT = "wm-workers@wm-test.iam.gserviceaccount.com"  # workers' service account
 FAST_GATE = {
     "timeout_s": 10.0,
     "calls_per_s": 10_000.0,
@@ -96,6 +98,8 @@ def gcp_provider(sim, provider_id: str = "gcp-sim", **changes: Any) -> dict[str,
         "endpoint": sim.endpoint,
         "credentials": "simulated",
         "gate": dict(FAST_GATE),
+        "worker_service_account_email": GCE_WORKER_ACCOUNT,
+        "worker_service_account_id": service_account_id(GCE_WORKER_ACCOUNT),
         **changes,
     }
 

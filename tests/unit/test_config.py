@@ -154,3 +154,40 @@ def test_tables_another_package_declares_are_left_to_it_and_others_refused():
 
     assert config.deployment_id == "test-deploy"
     assert caught.value.problems == ["sim: unknown key"]
+
+
+def test_the_retired_public_url_is_refused_naming_root_url():
+    data = raw()
+    data["web"] = {"port": 8080, "public_url": "https://wm.example.com"}
+    (problem,) = problems_of(data)
+    assert problem.startswith("web: ") and "public_url is no longer a setting" in problem
+    assert "root_url" in problem
+
+
+def test_root_url_comes_from_the_file_and_taskcluster_root_url_wins():
+    assert build().root_url == "http://127.0.0.1:8080"  # standalone: the web process itself
+    in_file = build({**raw(), "root_url": "https://tc.example.com/"})
+    assert in_file.root_url == "https://tc.example.com"  # one form, as clients join it
+    from_env = build(
+        {**raw(), "root_url": "https://tc.example.com"},
+        environ={"TASKCLUSTER_ROOT_URL": "https://tc.other.example"},
+    )
+    assert from_env.root_url == "https://tc.other.example"
+
+
+@pytest.mark.parametrize(
+    "url", ["tc.example.com", "ftp://tc.example.com", "https://tc.example.com/api", "https://"]
+)
+def test_a_root_url_that_is_not_a_bare_http_url_is_refused(url):
+    (problem,) = problems_of({**raw(), "root_url": url})
+    assert problem.startswith("root_url: ")
+
+
+def test_the_workers_service_account_takes_both_email_and_id():
+    data = raw()
+    data["providers"][1]["worker_service_account_email"] = "w@p.iam.gserviceaccount.com"
+    (problem,) = problems_of(data)
+    assert "providers[1]" in problem and "worker_service_account_id" in problem
+    data["providers"][1]["worker_service_account_id"] = "112233445566778899001"
+    gcp = build(data).provider("gcp-a")
+    assert gcp.worker_service_account_id == "112233445566778899001"  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ def check(obj: CliContext, as_json: bool) -> None:
     summary = {
         "source": config.source,
         "deployment_id": config.deployment_id,
+        "root_url": config.root_url,
         "providers": [p.id for p in config.providers],
         "pools": [p.id for p in config.pools],
     }
@@ -33,7 +34,7 @@ def check(obj: CliContext, as_json: bool) -> None:
         echo_json({"ok": True, **summary})
         return
     click.echo(
-        f"{config.source}: OK — deployment {config.deployment_id}, "
+        f"{config.source}: OK — deployment {config.deployment_id} at {config.root_url}, "
         f"{len(config.providers)} providers, {len(config.pools)} pools"
     )
 

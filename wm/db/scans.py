@@ -36,6 +36,7 @@ class RowChange:
     cloud_id: str | None = None
     reason: str | None = None
     preempted: bool = False  # stamp preempted_at: the cloud took the VM back
+    tc_worker_id: str | None = None  # Taskcluster's workerId, when the row learns its VM's
 
 
 def db_now(engine: Engine) -> datetime:
@@ -68,14 +69,22 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRe
         column("cloud_id", Text),
         column("reason", Text),
         column("preempted", Boolean),
+        column("tc_worker_id", Text),
         name="changes",
-    ).data([(c.worker_id, c.version, c.state, c.cloud_id, c.reason, c.preempted) for c in changes])
+    ).data(
+        [
+            (c.worker_id, c.version, c.state, c.cloud_id, c.reason, c.preempted, c.tc_worker_id)
+            for c in changes
+        ]
+    )
     statement = (
         update(workers)
         .where(workers.c.worker_id == data.c.worker_id, workers.c.version == data.c.version)
         .values(
             state=data.c.state,
             cloud_id=func.coalesce(workers.c.cloud_id, data.c.cloud_id),
+            # Kept once known: a VM's workerId never changes.
+            tc_worker_id=func.coalesce(workers.c.tc_worker_id, data.c.tc_worker_id),
             stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
             preempted_at=case(
                 (data.c.preempted, func.coalesce(workers.c.preempted_at, func.now())),

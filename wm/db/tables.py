@@ -114,6 +114,9 @@ workers = Table(
     Column("preempted_at", DateTime(timezone=True), nullable=True),  # the cloud took it back
     # The pass gave up waiting for its create's answer: the VM may exist all the same.
     Column("unanswered_at", DateTime(timezone=True), nullable=True),
+    # Taskcluster's workerId for it, known once the cloud named it: the EC2 instance id, the
+    # GCE numeric instance id, the Azure VM name. (worker_id stays wm's own intent key.)
+    Column("tc_worker_id", Text, nullable=True),
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],
@@ -137,6 +140,14 @@ workers = Table(
         postgresql_where=text("preempted_at IS NOT NULL"),
     ),
     Index("ix_workers_cloud_id", "provider_id", "cloud_id"),
+    Index(
+        "ix_workers_tc_identity",
+        "pool_id",
+        "worker_group",
+        "tc_worker_id",
+        unique=True,
+        postgresql_where=text("tc_worker_id IS NOT NULL"),
+    ),
     Index(
         "ix_workers_stopped_expiry",
         "provider_id",
@@ -217,4 +228,15 @@ pg_locks = Table(
     Column("objid", BigInteger),
     Column("objsubid", Integer),
     Column("granted", Boolean),
+)
+
+
+# Keys of this deployment, shared by every web replica: in standalone mode, the access token of
+# the issuer that signs workers' Taskcluster credentials. Generated once, on first use.
+deployment_keys = Table(
+    "deployment_keys",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )

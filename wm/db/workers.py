@@ -48,6 +48,7 @@ def worker_from_row(row) -> WorkerRecord:
         stopped_at=row.stopped_at,
         preempted_at=row.preempted_at,
         unanswered_at=row.unanswered_at,
+        tc_worker_id=row.tc_worker_id,
     )
 
 
@@ -92,6 +93,7 @@ class LaunchOutcome:
     cloud_id: str | None
     provider_data: Mapping[str, Any]
     stop_reason: str | None = None  # set when the cloud surely made nothing: row -> stopped
+    tc_worker_id: str | None = None  # Taskcluster's workerId for the VM, when the cloud named it
 
 
 @dataclass(frozen=True)
@@ -172,9 +174,10 @@ def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[W
 
 
 def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
-    """Write cloud ids, stop rows the cloud refused, and stamp the creates that went
-    unanswered (their VM may exist: a scan or the next pass adopts it by its tag), in at most
-    three statements. Returns the rows that learnt their cloud id now, as they are now."""
+    """Write cloud ids and Taskcluster workerIds, stop rows the cloud refused, and stamp the
+    creates that went unanswered (their VM may exist: a scan or the next pass adopts it by its
+    tag), in at most three statements. Returns the rows that learnt their cloud id now, as
+    they are now."""
     created = [o for o in outcomes if o.cloud_id is not None]
     refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
     unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
@@ -185,13 +188,17 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
                 column("worker_id", Text),
                 column("cloud_id", Text),
                 column("provider_data", JSONB),
+                column("tc_worker_id", Text),
                 name="launched",
-            ).data([(o.worker_id, o.cloud_id, dict(o.provider_data)) for o in created])
+            ).data(
+                [(o.worker_id, o.cloud_id, dict(o.provider_data), o.tc_worker_id) for o in created]
+            )
             rows = conn.execute(
                 update(workers)
                 .where(workers.c.worker_id == data.c.worker_id, workers.c.state == "requested")
                 .values(
                     cloud_id=data.c.cloud_id,
+                    tc_worker_id=func.coalesce(data.c.tc_worker_id, workers.c.tc_worker_id),
                     provider_data=workers.c.provider_data.op("||")(data.c.provider_data),
                     accepted_at=func.coalesce(workers.c.accepted_at, func.now()),
                     last_modified=func.now(),

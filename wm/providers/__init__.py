@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from wm.config import ProviderConfig
+from wm.config import DEFAULT_ROOT_URL, ProviderConfig
 from wm.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from wm.identity import IdentityVerifier
 
-# kind -> module; each module exposes `make(config, deployment_id) -> Provider`.
+# kind -> module; each module exposes `make(config, deployment_id, root_url) -> Provider`.
 MODULES = {"aws": "wm.providers.aws", "gcp": "wm.providers.gcp", "azure": "wm.providers.azure"}
 # kind -> module; each exposes `make_verifier(config, deployment_id, audience) -> IdentityVerifier`.
 IDENTITY_MODULES = {
@@ -24,14 +24,19 @@ IDENTITY_MODULES = {
 
 
 def build_provider(
-    config: ProviderConfig, deployment_id: str, stop: threading.Event | None = None
+    config: ProviderConfig,
+    deployment_id: str,
+    stop: threading.Event | None = None,
+    *,
+    root_url: str = DEFAULT_ROOT_URL,
 ) -> Provider:
     """The provider for one config entry; with `stop`, calls still waiting for their turn when
-    it is set are not sent. The account's shared API budget is wired by the processes
-    (procs/providers.py): providers sit below it and never reach up to it."""
+    it is set are not sent. `root_url` (the config's) goes into every VM's boot data. The
+    account's shared API budget is wired by the processes (procs/providers.py): providers sit
+    below it and never reach up to it."""
     # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
     module = importlib.import_module(MODULES[config.kind])
-    provider = module.make(config, deployment_id)
+    provider = module.make(config, deployment_id, root_url)
     if stop is not None:
         provider.gate.stop_on(stop)
     return provider
@@ -39,6 +44,7 @@ def build_provider(
 
 def build_verifier(config: ProviderConfig, deployment_id: str, audience: str) -> IdentityVerifier:
     """The identity verifier for one provider; its trust anchors are loaded now, so a bad path
-    in the config fails at start-up (ConfigError), not at the first registration."""
+    in the config fails at start-up (ConfigError), not at the first registration. `audience`
+    is the deployment's root_url (the audience of GCE identity tokens)."""
     module = importlib.import_module(IDENTITY_MODULES[config.kind])
     return module.make_verifier(config, deployment_id, audience)

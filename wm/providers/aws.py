@@ -19,9 +19,10 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass, Draw
-from wm.config import AwsProviderConfig
+from wm.config import DEFAULT_ROOT_URL, AwsProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers import boot
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -181,10 +182,13 @@ def classify(provider_id: str, exc: BaseException) -> CloudError:
 class AwsProvider:
     """wm's Provider for one AWS account (see wm/providers/base.py for the contract)."""
 
-    def __init__(self, config: AwsProviderConfig, deployment_id: str) -> None:
+    def __init__(
+        self, config: AwsProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
+    ) -> None:
         self.id = config.id
         self.regions = tuple(config.regions)
         self.deployment_id = deployment_id
+        self.root_url = root_url
         self.gate = Gate(config.id, config.gate, partial(classify, config.id))
         self._config = config
         self._clients: dict[str, Any] = {}
@@ -203,12 +207,22 @@ class AwsProvider:
             )
             if existing:
                 return self._launch_results(batch, existing)
+            request = self._run_request(batch)
+            if len(request["UserData"].encode()) > boot.EC2_USER_DATA_MAX_BYTES:
+                raise CloudError(
+                    self.id,
+                    ErrorCategory.BAD_CONFIG,
+                    "UserDataTooLong",
+                    f"user data is over EC2's {boot.EC2_USER_DATA_MAX_BYTES} bytes: move some "
+                    "of the launch config's worker_config into a secret",
+                    operation="RunInstances",
+                )
             reply = self.gate.call(
                 "RunInstances",
                 self._client(region).run_instances,
                 # EC2's request bucket, and its resource bucket, which counts instances.
                 spend=_spend(region, "RunInstances", instances=len(batch.intents)),
-                **self._run_request(batch),
+                **request,
             )
         except CloudError as error:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
@@ -263,6 +277,7 @@ class AwsProvider:
     def _run_request(self, batch: LaunchBatch) -> dict[str, Any]:
         spec = batch.spec
         tags = {
+            **boot.ec2_tags(pool_id=batch.pool_id, provider_id=self.id),
             TAG_DEPLOYMENT: self.deployment_id,
             TAG_POOL: batch.pool_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
@@ -284,18 +299,17 @@ class AwsProvider:
                 {"ResourceType": "volume", "Tags": tag_list},
             ],
         }
-        # One user data for the whole call: a worker finds its own id at its launch index
-        # (IMDS meta-data/ami-launch-index). botocore base64-encodes UserData itself.
-        user_data = {
-            "worker_config": dict(spec.worker_config),
-            "wm": {
-                "deployment_id": self.deployment_id,
-                "pool_id": batch.pool_id,
-                "provider_id": self.id,
-                "worker_ids": [intent.worker_id for intent in batch.intents],
-            },
-        }
-        request["UserData"] = json.dumps(user_data, sort_keys=True)
+        # One user data for the whole call, the same for every instance: worker-runner takes
+        # its workerId from the identity document. botocore base64-encodes UserData itself.
+        user_data = boot.ec2_user_data(
+            root_url=self.root_url,
+            pool_id=batch.pool_id,
+            provider_id=self.id,
+            region=spec.region,
+            launch_config_id=spec.launch_config_id,
+            worker_config=spec.worker_config,
+        )
+        request["UserData"] = json.dumps(user_data)
         if spec.spot:
             request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": SPOT_OPTIONS}
         return request
@@ -319,7 +333,12 @@ class AwsProvider:
                 continue
             results.append(
                 LaunchResult(
-                    intent.worker_id, raw["InstanceId"], None, index, provider_data=_identity(raw)
+                    intent.worker_id,
+                    raw["InstanceId"],
+                    None,
+                    index,
+                    provider_data=_identity(raw),
+                    tc_worker_id=raw["InstanceId"],
                 )
             )
         return results
@@ -453,6 +472,7 @@ class AwsProvider:
                 "spot": raw.get("InstanceLifecycle") == "spot",
                 "ec2_state": raw["State"]["Name"],
             },
+            tc_worker_id=raw["InstanceId"],
         )
 
     def _owned(self) -> dict[str, Any]:
@@ -486,8 +506,10 @@ class AwsProvider:
             )
 
 
-def make(config: AwsProviderConfig, deployment_id: str) -> AwsProvider:
-    return AwsProvider(config, deployment_id)
+def make(
+    config: AwsProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
+) -> AwsProvider:
+    return AwsProvider(config, deployment_id, root_url)
 
 
 def _session(credentials: str) -> Any:

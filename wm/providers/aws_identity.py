@@ -88,6 +88,8 @@ class AwsIdentityVerifier:
 
 def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity) -> None:
     """The document names exactly the instance wm launched for this worker."""
+    # The workerId worker-runner registered as is the instance id it read from this document.
+    require_equal(document.get("instanceId"), expected.tc_worker_id, "instance id")
     require_equal(document.get("instanceId"), expected.cloud_id, "instance id")
     require_equal(document.get("region"), expected.region, "region")
     for field, key in RECORDED.items():

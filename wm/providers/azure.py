@@ -19,10 +19,8 @@ resource id: pages(resource group) + pages(subscription statuses) calls, never o
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import hashlib
-import json
 import re
 import secrets
 import time
@@ -33,9 +31,10 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass
-from wm.config import AzureProviderConfig
+from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, LaunchSpec, WorkerRef, WorkerState
+from wm.providers import boot
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -54,7 +53,9 @@ POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never 
 NETWORK_API_VERSION = "2020-11-01"  # the oldest that accepts networkInterfaceConfigurations
 SPOT_EVICTION_POLICY = "Deallocate"  # keeps an evicted VM visible, so the scan sees why it died
 ADMIN_USERNAME = "wmadmin"
-VM_NAME_MAX_CHARS = 64
+# The VM name is the worker's Taskcluster workerId, which allows 38 of [a-zA-Z0-9_-]
+# (worker-manager names its VMs `vm-` + 35 characters for the same reason).
+VM_NAME_MAX_CHARS = 38
 COMPUTER_NAME_CHARS = 15  # Windows' limit; Linux allows more
 MESSAGE_MAX_CHARS = 500
 DEFAULT_ENDPOINT = "https://management.azure.com"
@@ -106,7 +107,7 @@ RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableer
 NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
 # A NIC or IP still attached to something being deleted: try again on the next pass.
 IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
-NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 # ARM's limits per principal and subscription: which of its buckets each operation draws from.
@@ -122,12 +123,14 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
 }
 
 
-def make(config: AzureProviderConfig, deployment_id: str) -> AzureProvider:
+def make(
+    config: AzureProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
+) -> AzureProvider:
     if config.credentials == "simulated" and not config.endpoint:
         # Fake credentials must never be sent to the real Entra ID / ARM.
         raise ConfigError([f"providers.{config.id}.endpoint: required with simulated credentials"])
     gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
-    return AzureProvider(config, deployment_id, gate, AzureClients(config))
+    return AzureProvider(config, deployment_id, gate, AzureClients(config), root_url)
 
 
 class AzureClients:
@@ -224,8 +227,10 @@ class AzureProvider:
         deployment_id: str,
         gate: Gate,
         clients: AzureClients,
+        root_url: str = DEFAULT_ROOT_URL,
     ) -> None:
         self.id = config.id
+        self.root_url = root_url
         self.regions = config.regions
         self.deployment_id = deployment_id
         self._config = config
@@ -259,7 +264,7 @@ class AzureProvider:
                 # each PUT, is immutable. The existing VM is the answer, if it is ours.
                 return self._existing(worker_id, name, error)
             return LaunchResult(worker_id, None, error=error)
-        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm))
+        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
 
     def _existing(self, worker_id: str, name: str, conflict: CloudError) -> LaunchResult:
         try:
@@ -269,7 +274,7 @@ class AzureProvider:
             return LaunchResult(worker_id, None, error=error)
         if vm is None or not self._owns(vm):
             return LaunchResult(worker_id, None, error=conflict)
-        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm))
+        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
 
     def _put_vm(self, name: str, body: dict[str, Any]) -> Any:
         compute = self._clients.compute
@@ -278,19 +283,31 @@ class AzureProvider:
         ).result()
 
     def _vm_body(self, batch: LaunchBatch, image: dict[str, str], worker_id: str) -> dict:
+        spec = batch.spec
         tags = {
+            **boot.azure_tags(
+                root_url=self.root_url,
+                pool_id=batch.pool_id,
+                provider_id=self.id,
+                location=spec.region,
+                launch_config_id=spec.launch_config_id,
+            ),
             TAG_DEPLOYMENT: self.deployment_id,
             TAG_POOL: batch.pool_id,
             TAG_WORKER: worker_id,
-            TAG_LAUNCH_CONFIG: batch.spec.launch_config_id,
+            TAG_LAUNCH_CONFIG: spec.launch_config_id,
         }
+        custom_data = boot.azure_custom_data(
+            root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=spec.region
+        )
         return vm_body(
-            spec=batch.spec,
+            spec=spec,
             image=image,
             worker_id=worker_id,
             tags=tags,
             subnet_id=self._config.subnet_id,
             admin_password=_admin_password(),
+            custom_data=custom_data,
         )
 
     # -- list --------------------------------------------------------------------------------
@@ -461,6 +478,7 @@ class AzureProvider:
             reason=reason,
             preempted=reason == REASON_SPOT_EVICTED,
             provider_data=_vm_data(vm),
+            tc_worker_id=vm.name,
         )
 
     def close(self) -> None:
@@ -581,6 +599,7 @@ def vm_body(
     tags: Mapping[str, str],
     subnet_id: str | None,
     admin_password: str,
+    custom_data: str,
 ) -> dict[str, Any]:
     """The VM PUT body: NIC inline, a public IP only when asked, everything deleted with it."""
     ip_config: dict[str, Any] = {"primary": True}
@@ -600,7 +619,6 @@ def vm_body(
             "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}],
         },
     }
-    user_data = base64.b64encode(json.dumps(dict(spec.worker_config)).encode()).decode()
     properties: dict[str, Any] = {
         "hardwareProfile": {"vmSize": spec.machine_type},
         "storageProfile": {
@@ -611,12 +629,12 @@ def vm_body(
             "computerName": computer_name(worker_id),
             "adminUsername": ADMIN_USERNAME,
             "adminPassword": admin_password,
+            "customData": custom_data,
         },
         "networkProfile": {
             "networkApiVersion": NETWORK_API_VERSION,
             "networkInterfaceConfigurations": [nic_config],
         },
-        "userData": user_data,
     }
     if spec.spot:
         properties.update(

@@ -2,14 +2,16 @@
 
 What a worker posts:
 
-    {"document": <the "signature" field of GET /metadata/attested/document?nonce=<nonce>,
-                  base64 DER PKCS#7>,
-     "nonce":    <the nonce it asked for: 1-32 letters and digits>}
+    {"document": <the "signature" field of GET /metadata/attested/document, base64 DER PKCS#7>}
+
+exactly as worker-runner sends it: it asks for no nonce (IMDS then puts its own timestamp in
+the nonce field), so none is checked. The replay guard is the registration itself: a worker
+registers once, from state requested only.
 
 The PKCS#7 carries the signed JSON itself ({"nonce", "vmId", "subscriptionId", "timeStamp":
 {"createdOn", "expiresOn"}, ...}); there is no second copy to compare, so what is checked is the
 signed content. Checks, cheapest first: shape and sizes; the DER structure; the content's
-nonce, vmId (recorded by the Azure provider at create), subscription and times; the signer
+vmId (recorded by the Azure provider at create), subscription and times; the signer
 certificate's name (metadata.azure.com or one label under it) and dates; the signature over the
 content (or over the signed attributes, whose messageDigest must be the content's); and last the
 chain from the signer to one of `identity_roots`, with intermediates from the PKCS#7. Only when
@@ -52,7 +54,6 @@ from wm.providers import identity_fetch, pkcs7
 DOCUMENT_MAX_CHARS = 48 * 1024  # base64; real documents are 2-8 KiB
 DOCUMENT_MAX_BYTES = 36 * 1024
 CONTENT_MAX_BYTES = 8 * 1024
-NONCE_PATTERN = re.compile(r"[A-Za-z0-9]{1,32}")  # what IMDS accepts as a nonce
 SIGNER_NAME = "metadata.azure.com"
 SIGNER_NAME_PATTERN = re.compile(r"([a-z0-9-]{1,63}\.)?metadata\.azure\.com")
 ATTESTED_MAX_AGE_S = 3600.0  # a document made longer ago is refused even if not expired
@@ -115,9 +116,7 @@ class AzureIdentityVerifier:
     aia: AiaCache
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
-        fields = proof_strings(proof, {"document": DOCUMENT_MAX_CHARS, "nonce": 32})
-        if not NONCE_PATTERN.fullmatch(fields["nonce"]):
-            raise IdentityRejected("nonce is not 1-32 letters and digits")
+        fields = proof_strings(proof, {"document": DOCUMENT_MAX_CHARS})
         der = decode_base64(fields["document"], "document", max_bytes=DOCUMENT_MAX_BYTES)
         try:
             signed = pkcs7.parse_signed_data(der)
@@ -125,13 +124,7 @@ class AzureIdentityVerifier:
             raise IdentityRejected(f"document is not PKCS#7 SignedData: {exc}") from None
         content = _content(signed)
         now = datetime.now(UTC)
-        check_claims(
-            content,
-            expected,
-            nonce=fields["nonce"],
-            subscription_id=self.subscription_id,
-            now=now,
-        )
+        check_claims(content, expected, subscription_id=self.subscription_id, now=now)
         if len(signed.signers) != 1:
             raise IdentityRejected("document must have exactly one signer")
         signer_info = signed.signers[0]
@@ -168,13 +161,10 @@ def check_claims(
     content: Mapping[str, Any],
     expected: ExpectedIdentity,
     *,
-    nonce: str,
     subscription_id: str,
     now: datetime,
 ) -> None:
     """The signed content is fresh and names exactly this worker's VM."""
-    if content.get("nonce") != nonce:
-        raise IdentityRejected("nonce does not match the proof's")
     recorded_vm_id = expected.provider_data.get("vmId")
     if not recorded_vm_id:
         raise IdentityRejected("no vmId recorded for this worker")

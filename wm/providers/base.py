@@ -14,6 +14,9 @@ shares:
 - Launch failures are data: `create` returns a `LaunchResult` with an error per worker instead
   of raising, so one bad launch config never stops a pass. `list_instances`, `lookup` and
   `terminate` raise `CloudError` when the call itself fails.
+- Boot data is Taskcluster's: every VM gets what worker-runner reads (wm/providers/boot.py),
+  and results and listings name the VM's Taskcluster workerId (`tc_worker_id`), which the
+  database keeps beside wm's own worker id.
 - Ownership is by tag: every resource carries the deployment id, pool id, worker id and launch
   config id; listing filters on the deployment tag, so another deployment's resources are
   never seen or touched.
@@ -67,6 +70,9 @@ class LaunchResult:
     error: CloudError | None = None
     launch_index: int | None = None  # position in the batch, where the cloud uses one
     provider_data: Mapping[str, Any] = field(default_factory=dict)  # kept on the row (e.g. vmId)
+    # Taskcluster's workerId, as worker-runner reads it on the VM: EC2 instance id, GCE numeric
+    # instance id (decimal), Azure VM name. None when the create failed.
+    tc_worker_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from wm.calls import CallClass
-from wm.config import GcpProviderConfig
+from wm.config import DEFAULT_ROOT_URL, GcpProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers import boot
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -49,7 +50,6 @@ R = TypeVar("R")
 
 LIST_PAGE_SIZE = 500  # the largest maxResults instances.list accepts
 LABEL_VALUE_MAX_CHARS = 63
-METADATA_WORKER_CONFIG = "wm-worker-config"  # JSON of LaunchSpec.worker_config, for the agent
 # Where a label had to be sanitised, the original value is kept in metadata under the label key.
 ORIGINAL_VALUE_KEYS = (TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)
 WORKER_NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035, as GCE names
@@ -108,9 +108,11 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
 }
 
 
-def make(config: GcpProviderConfig, deployment_id: str) -> GcpProvider:
+def make(
+    config: GcpProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
+) -> GcpProvider:
     """Build the provider with its SDK client and gate (wm/providers/__init__.py calls this)."""
-    return GcpProvider(config, deployment_id, _instances_client(config))
+    return GcpProvider(config, deployment_id, _instances_client(config), root_url)
 
 
 def _instances_client(config: GcpProviderConfig) -> Any:
@@ -130,10 +132,18 @@ def _instances_client(config: GcpProviderConfig) -> Any:
 class GcpProvider:
     """One GCP project; `regions` are its zones."""
 
-    def __init__(self, config: GcpProviderConfig, deployment_id: str, instances: Any) -> None:
+    def __init__(
+        self,
+        config: GcpProviderConfig,
+        deployment_id: str,
+        instances: Any,
+        root_url: str = DEFAULT_ROOT_URL,
+    ) -> None:
         from google.cloud import compute_v1
 
         self.id = config.id
+        self.root_url = root_url
+        self._service_account = config.worker_service_account_email
         self.regions = tuple(config.regions)
         self._compute = compute_v1
         self._project = config.project
@@ -178,6 +188,7 @@ class GcpProvider:
             str(op.target_id),
             launch_index=index,
             provider_data={"operation": op.name, **_identity(op.target_id, zone)},
+            tc_worker_id=str(op.target_id),
         )
 
     def _adopt(self, zone: str, index: int, intent: LaunchIntent) -> LaunchResult:
@@ -201,6 +212,7 @@ class GcpProvider:
             str(instance.id),
             launch_index=index,
             provider_data=_identity(instance.id, zone),
+            tc_worker_id=str(instance.id),
         )
 
     @staticmethod
@@ -211,6 +223,9 @@ class GcpProvider:
         c = self._compute
         spec = batch.spec
         labels = {
+            **boot.gce_labels(
+                pool_id=batch.pool_id, provider_id=self.id, launch_config_id=spec.launch_config_id
+            ),
             TAG_DEPLOYMENT: self._deployment,
             TAG_POOL: _label_value(batch.pool_id),
             TAG_WORKER: intent.worker_id,
@@ -222,7 +237,14 @@ class GcpProvider:
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
             TAG_BATCH: batch.batch_token,
         }
-        items = [c.Items(key=METADATA_WORKER_CONFIG, value=json.dumps(dict(spec.worker_config)))]
+        taskcluster = boot.gce_metadata(
+            root_url=self.root_url,
+            pool_id=batch.pool_id,
+            provider_id=self.id,
+            zone=spec.region,
+            worker_config=spec.worker_config,
+        )
+        items = [c.Items(key=boot.GCE_METADATA_KEY, value=json.dumps(taskcluster))]
         items += [
             c.Items(key=key, value=value)
             for key, value in originals.items()
@@ -248,6 +270,12 @@ class GcpProvider:
             ],
             network_interfaces=[nic],
         )
+        if self._service_account:
+            # Without a service account the VM's metadata server mints no identity token.
+            instance.service_accounts = [
+                c.ServiceAccount(email=account["email"], scopes=account["scopes"])
+                for account in boot.gce_service_accounts(self._service_account)
+            ]
         if spec.spot:
             # STOP, not DELETE: a pre-empted worker stays visible as TERMINATED, so the scan
             # learns why it died before deleting it.
@@ -403,6 +431,7 @@ class GcpProvider:
                 "spot": spot,
                 **_identity(instance.id, zone),
             },
+            tc_worker_id=str(instance.id),
         )
 
 

@@ -3,11 +3,14 @@
 What a worker posts:
 
     {"token": <GET metadata/v1/instance/service-accounts/default/identity
-               ?audience=<web.public_url>&format=full, the JWT text>}
+               ?audience=<root_url>&format=full, the JWT text>}
 
 `format=full` is required: only then does the token carry `google.compute_engine` (project,
-zone, instance id and name). Keys come from `identity_jwks` (a JWKS file) or else Google's
-JWKS at GOOGLE_JWKS_URL, the one URL this verifier ever fetches (never one a token names).
+zone, instance id and name). As worker-manager checks: the audience is the root_url, `sub` is
+the provider's `worker_service_account_id` (no other account in the project may register a
+worker), and the instance id is the worker's workerId. Keys come from `identity_jwks` (a JWKS
+file) or else Google's JWKS at GOOGLE_JWKS_URL, the one URL this verifier ever fetches (never
+one a token names).
 
 Order of work, cheapest first: shape and size, the JOSE header (RS256 and nothing that names
 a key), every claim against what wm recorded, and only then a key look-up (which may fetch
@@ -89,8 +92,9 @@ class JwksKeys:
 class GcpIdentityVerifier:
     provider_id: str
     project: str
-    audience: str  # this deployment's public URL; tokens are minted for it
+    audience: str  # the deployment's root_url; tokens are minted for it
     keys: JwksKeys
+    service_account_id: str | None  # `worker_service_account_id`; None: every token refused
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
         token = proof_strings(proof, {"token": TOKEN_MAX_CHARS})["token"]
@@ -101,7 +105,13 @@ class GcpIdentityVerifier:
         kid = check_header(header)
         claims = _json_segment(segments[1], "token claims", PAYLOAD_MAX_BYTES)
         decode_base64(segments[2], "token signature", max_bytes=SIGNATURE_MAX_BYTES, urlsafe=True)
-        check_claims(claims, expected, project=self.project, audience=self.audience)
+        check_claims(
+            claims,
+            expected,
+            project=self.project,
+            audience=self.audience,
+            service_account_id=self.service_account_id,
+        )
         SIGNATURE_CHECKS.labels(self.provider_id).inc()
         key = self._key(kid)
         try:
@@ -147,14 +157,21 @@ def check_header(header: Mapping[str, Any]) -> str:
 
 
 def check_claims(
-    claims: Mapping[str, Any], expected: ExpectedIdentity, *, project: str, audience: str
+    claims: Mapping[str, Any],
+    expected: ExpectedIdentity,
+    *,
+    project: str,
+    audience: str,
+    service_account_id: str | None,
 ) -> None:
-    """The token was minted by Google, for this deployment, for exactly this worker's VM."""
+    """The token was minted by Google, for this deployment, for exactly this worker's VM, which
+    runs as the workers' service account."""
     if claims.get("iss") != GOOGLE_ISSUER:
         raise IdentityRejected("token issuer is not Google")
     aud = claims.get("aud")
     if not isinstance(aud, str) or aud != expected.audience or aud != audience:
         raise IdentityRejected("token audience is not this deployment")
+    require_equal(claims.get("sub"), service_account_id, "worker service account")
     issued, expires = _seconds(claims.get("iat"), "iat"), _seconds(claims.get("exp"), "exp")
     now = time.time()
     if expires < now - LEEWAY_S:
@@ -170,6 +187,7 @@ def check_claims(
         raise IdentityRejected("token has no compute_engine claims (format=full)")
     require_equal(engine.get("project_id"), project, "project")
     recorded = expected.provider_data
+    require_equal(engine.get("instance_id"), expected.tc_worker_id, "instance id")
     require_equal(engine.get("instance_id"), expected.cloud_id, "instance id")
     require_equal(engine.get("instance_name"), expected.worker_id, "instance name")
     require_equal(engine.get("zone"), expected.region, "zone")
@@ -195,7 +213,9 @@ def make_verifier(
         load()  # a bad file is a start-up error, not a 403 at the first registration
     else:
         load = _google_loader(fetch)
-    return GcpIdentityVerifier(config.id, config.project, audience, JwksKeys(load))
+    return GcpIdentityVerifier(
+        config.id, config.project, audience, JwksKeys(load), config.worker_service_account_id
+    )
 
 
 def parse_jwks(body: bytes) -> dict[str, rsa.RSAPublicKey]:

@@ -24,6 +24,7 @@ from tests.fixtures.sim_ec2 import (
     EC2_DEPLOYMENT,
     EC2_OTHER_REGION,
     EC2_REGION,
+    EC2_ROOT_URL,
     AwsProviderFactory,
     aws_config,
 )
@@ -408,7 +409,9 @@ def test_a_protected_instance_does_not_keep_the_others_from_terminating(
     assert [states[r.cloud_id] for r in results] == ["gone", "running", "gone"]
 
 
-def test_spot_tags_and_user_data_reach_the_cloud(sim_ec2: SimEc2, aws_provider: AwsProvider):
+def test_spot_tags_and_taskclusters_user_data_reach_the_cloud(
+    sim_ec2: SimEc2, aws_provider: AwsProvider
+):
     [result] = aws_provider.create(batch(1, token="spot", spot=True, queue="linux-large"))
     ec2 = raw_ec2(sim_ec2.endpoint)
 
@@ -420,12 +423,23 @@ def test_spot_tags_and_user_data_reach_the_cloud(sim_ec2: SimEc2, aws_provider: 
     )["Volumes"]
 
     assert instance["InstanceLifecycle"] == "spot"
-    decoded = json.loads(base64.b64decode(user_data["UserData"]["Value"]))
-    assert decoded["worker_config"] == {"queue": "linux-large"}
-    # The worker finds its own id at its launch index.
-    assert decoded["wm"]["worker_ids"] == [result.worker_id]
-    assert decoded["wm"]["provider_id"] == aws_provider.id
+    # Exactly what worker-manager writes (aws.js); worker-runner reads it from IMDS user-data.
+    assert json.loads(base64.b64decode(user_data["UserData"]["Value"])) == {
+        "rootUrl": EC2_ROOT_URL,
+        "workerPoolId": POOL,
+        "providerId": aws_provider.id,
+        "workerGroup": EC2_REGION,
+        "launchConfigId": LAUNCH_CONFIG,
+        "workerConfig": {"queue": "linux-large"},
+    }
+    # Its workerId is the instance id (from the identity document), named on the result.
+    assert result.tc_worker_id == result.cloud_id == instance["InstanceId"]
     tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert {k: tags[k] for k in ("ManagedBy", "CreatedBy", "WorkerPoolId")} == {
+        "ManagedBy": "taskcluster",
+        "CreatedBy": f"taskcluster-wm-{aws_provider.id}",
+        "WorkerPoolId": POOL,
+    }
     assert {k: tags[k] for k in (TAG_DEPLOYMENT, TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)} == {
         TAG_DEPLOYMENT: EC2_DEPLOYMENT,
         TAG_POOL: POOL,

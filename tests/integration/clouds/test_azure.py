@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import logging
 import math
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ from azure.mgmt.network import NetworkManagementClient
 from tests.fixtures.sim_arm import (
     AZURE_DEPLOYMENT,
     AZURE_RESOURCE_GROUP,
+    AZURE_ROOT_URL,
     AZURE_SUBSCRIPTION,
 )
 from wm.errors import CloudError, ErrorCategory
@@ -121,6 +125,41 @@ def test_a_batch_is_listed_back_across_pages(sim_arm: SimArm, azure_provider: Az
     assert azure_provider.list_instances("westeurope") == []
 
 
+def test_the_vm_carries_taskclusters_tags_and_custom_data_and_its_name_is_the_worker_id(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    [result] = azure_provider.create(batch(["w0123456789abcd"]))
+
+    vm = raw_compute(sim_arm).virtual_machines.get(AZURE_RESOURCE_GROUP, vm_name(result.worker_id))
+
+    # worker-runner reads these four from IMDS compute.tagsList; wm's own tags stay beside them.
+    assert {
+        k: vm.tags[k] for k in ("worker-pool-id", "provider-id", "worker-group", "root-url")
+    } == {
+        "worker-pool-id": POOL,
+        "provider-id": azure_provider.id,
+        "worker-group": "eastus",
+        "root-url": AZURE_ROOT_URL,
+    }
+    assert vm.tags["managed-by"] == "taskcluster"
+    assert vm.tags[TAG_WORKER] == result.worker_id
+    # customData as worker-manager writes it (azure/index.js), never echoed by ARM.
+    assert json.loads(base64.b64decode(sim_arm.custom_data(vm.name) or "")) == {
+        "workerPoolId": POOL,
+        "workerGroup": "eastus",
+        "providerId": azure_provider.id,
+        "rootUrl": AZURE_ROOT_URL,
+        "workerConfig": {},
+    }
+    assert vm.os_profile.custom_data is None
+    assert vm.user_data is None  # wm's old boot data is gone
+    # Its workerId (IMDS compute.name) is the VM name: within Taskcluster's 38 characters.
+    assert result.tc_worker_id == vm.name
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,38}", vm.name)
+    [listed] = azure_provider.list_instances("eastus")
+    assert listed.tc_worker_id == vm.name
+
+
 def test_states_move_from_requested_to_running_and_stopping_to_gone(
     sim_arm: SimArm, azure_provider: AzureProvider
 ):
@@ -178,6 +217,7 @@ def test_listing_costs_one_call_per_page(sim_arm: SimArm, azure_provider: AzureP
             tags=tags,
             subnet_id=None,
             admin_password="Wm-9preloaded",
+            custom_data="e30=",
         )
         sim_arm.preload(f"{RG_PREFIX}/Microsoft.Compute/virtualMachines/{vm_name(worker)}", body)
     sim_arm.faults.behaviour.update(page_size_max=page)
@@ -225,6 +265,7 @@ def test_other_deployments_and_untagged_vms_are_never_touched(
         tags={},
         subnet_id=None,
         admin_password="Wm-9untagged",
+        custom_data="e30=",
     )
     raw_compute(sim_arm).virtual_machines.begin_create_or_update(
         AZURE_RESOURCE_GROUP, vm_name("w-untagged"), untagged

@@ -24,6 +24,8 @@ from tests.fixtures.sim_gce import (
     GCE_DEPLOYMENT,
     GCE_OTHER_ZONE,
     GCE_PROJECT,
+    GCE_ROOT_URL,
+    GCE_WORKER_ACCOUNT,
     GCE_ZONE,
     gcp_config,
 )
@@ -118,7 +120,7 @@ def test_a_created_batch_is_listed_back_across_pages(sim_gce: SimGce, gcp_provid
     assert gcp_provider.list_instances(GCE_OTHER_ZONE) == []
 
 
-def test_the_instance_carries_labels_metadata_and_spot_scheduling(
+def test_the_instance_carries_labels_taskcluster_metadata_service_account_and_spot(
     sim_gce: SimGce, gcp_provider: GcpProvider
 ):
     (result,) = gcp_provider.create(batch(1, spot=True))
@@ -126,16 +128,33 @@ def test_the_instance_carries_labels_metadata_and_spot_scheduling(
     instance = raw_client(sim_gce).get(project=GCE_PROJECT, zone=GCE_ZONE, instance="w-0000")
 
     assert str(instance.id) == result.cloud_id
+    # worker-runner's workerId is the numeric instance id (metadata instance/id).
+    assert result.tc_worker_id == str(instance.id)
     assert dict(instance.labels) == {
         "wm-deployment": GCE_DEPLOYMENT,
         "wm-pool": "proj-ci_linux-large",
         "wm-worker": "w-0000",
         "wm-launch-config": "lc-0123456789abcdef",
         "wm-batch": "batch-w-t",
+        "created-by": "taskcluster-wm-gcp-test",
+        "managed-by": "taskcluster",
+        "worker-pool-id": "proj-ci-linux-large",
+        "launch-config-id": "lc-0123456789abcdef",
     }
     metadata = {item.key: item.value for item in instance.metadata.items}
-    assert json.loads(metadata["wm-worker-config"]) == {"queue": "linux-large"}
+    # Exactly what worker-manager writes (google.js); worker-runner reads this item.
+    assert json.loads(metadata["taskcluster"]) == {
+        "workerPoolId": POOL,
+        "providerId": "gcp-test",
+        "workerGroup": GCE_ZONE,
+        "rootUrl": GCE_ROOT_URL,
+        "workerConfig": {"queue": "linux-large"},
+    }
     assert metadata["wm-pool"] == POOL
+    # The account its identity tokens are minted for, with worker-manager's one scope.
+    [account] = instance.service_accounts
+    assert account.email == GCE_WORKER_ACCOUNT
+    assert list(account.scopes) == ["https://www.googleapis.com/auth/cloud-platform"]
     assert instance.scheduling.provisioning_model == "SPOT"
     assert instance.machine_type.endswith(f"zones/{GCE_ZONE}/machineTypes/e2-small")
 

@@ -77,7 +77,9 @@ def test_a_proof_fetched_from_the_instance_verifies(
 ):
     proof = http_get_json(f"{sim_ec2.endpoint}/_sim/identity/{launched[0].cloud_id}")
     assert set(proof) == {"document", "signature"}
-    assert json.loads(proof["document"])["instanceId"] == launched[0].cloud_id
+    # worker-runner registers as the document's instanceId: the row's Taskcluster workerId.
+    assert json.loads(proof["document"])["instanceId"] == launched[0].tc_worker_id
+    assert launched[0].tc_worker_id == launched[0].cloud_id
     aws_identity_verifier.verify(over_the_wire(proof), expected(launched[0]))
 
 
@@ -224,3 +226,12 @@ def test_an_unreadable_trust_file_is_a_config_error(sim_ec2: SimEc2, tmp_path: P
         config = aws_config(sim_ec2.endpoint).model_copy(update={"identity_certificate": path})
         with pytest.raises(ConfigError, match="identity_certificate"):
             build_verifier(config, EC2_DEPLOYMENT, "https://x.test")
+
+
+def test_a_document_for_another_workerid_than_the_rows_is_rejected(
+    sim_ec2: SimEc2, launched: list[LaunchResult], aws_identity_verifier
+):
+    proof = sim_ec2.identity_proof(launched[0].cloud_id)
+    for tc_worker_id in (launched[1].tc_worker_id, None):
+        moved = expected(launched[0], tc_worker_id=tc_worker_id)
+        assert "instance id" in rejected(aws_identity_verifier, proof, moved)

@@ -21,14 +21,20 @@ from tests.fixtures.identity import (
     http_get_json,
     over_the_wire,
 )
-from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_ZONE, gcp_config
+from tests.fixtures.sim_gce import (
+    GCE_DEPLOYMENT,
+    GCE_OTHER_ZONE,
+    GCE_WORKER_ACCOUNT,
+    GCE_ZONE,
+    gcp_config,
+)
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier, gcp_identity
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import GcpProvider
-from wmsim.gce import SimGce, identity_jwks
+from wmsim.gce import SimGce, identity_jwks, service_account_id
 from wmsim.trust import new_rsa_key
 
 SPEC = LaunchSpec(
@@ -103,6 +109,44 @@ def test_a_token_fetched_from_the_instance_verifies(
     url = f"{sim_gce.endpoint}/_sim/identity/{GCE_ZONE}/{launched[0].worker_id}"
     answer = http_get_json(f"{url}?audience={IDENTITY_AUDIENCE}&format=full")
     gcp_identity_verifier.verify(over_the_wire(answer), expected(launched[0]))
+    # What GCE mints: for the requested audience (root_url), as the VM's service account,
+    # naming the numeric instance id worker-runner registers as.
+    _, claims, _ = segments(answer["token"])
+    assert claims["aud"] == IDENTITY_AUDIENCE
+    assert claims["sub"] == service_account_id(GCE_WORKER_ACCOUNT)
+    assert claims["google"]["compute_engine"]["instance_id"] == launched[0].tc_worker_id
+
+
+def test_a_token_of_another_service_account_is_rejected(
+    sim_gce: SimGce, launched: list[LaunchResult], gcp_identity_verifier
+):
+    # Anyone who may create instances in the project could give one another account.
+    other = service_account_id("someone@wm-test.iam.gserviceaccount.com")
+    token = token_for(sim_gce, launched[0], claims={"sub": other})
+    assert "service account" in rejected(gcp_identity_verifier, token, expected(launched[0]))
+
+
+def test_without_a_configured_worker_service_account_every_token_is_refused(
+    sim_gce: SimGce, launched: list[LaunchResult]
+):
+    config = gcp_config(sim_gce.endpoint).model_copy(
+        update={
+            "identity_jwks": str(sim_gce.identity_trust_path),
+            "worker_service_account_email": None,
+            "worker_service_account_id": None,
+        }
+    )
+    verifier = build_verifier(config, GCE_DEPLOYMENT, IDENTITY_AUDIENCE)
+    token = token_for(sim_gce, launched[0])
+    assert "service account" in rejected(verifier, token, expected(launched[0]))
+
+
+def test_a_token_for_another_workerid_than_the_rows_is_rejected(
+    sim_gce: SimGce, launched: list[LaunchResult], gcp_identity_verifier
+):
+    token = token_for(sim_gce, launched[0])
+    moved = expected(launched[0], tc_worker_id=launched[1].tc_worker_id)
+    assert "instance id" in rejected(gcp_identity_verifier, token, moved)
 
 
 def test_the_sim_serves_the_jwks_it_writes_for_configs(sim_gce: SimGce):
@@ -209,6 +253,7 @@ def test_alg_none_and_hmac_tokens_are_rejected_before_any_key_work(
         config.project,
         IDENTITY_AUDIENCE,
         gcp_identity.JwksKeys(lambda: loads.append("load") or (public_jwks, 60.0)),
+        config.worker_service_account_id,
     )
     for alg, token in forged.items():
         assert "algorithm" in rejected(verifier, token, expected(launched[0])), alg

@@ -100,7 +100,7 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
     region = provider_cfg.regions[0]
     raw = {
         "deployment_id": "test-deploy",
-        "web": {"public_url": public_url},
+        "root_url": public_url,
         "providers": [provider_cfg.model_dump(mode="json", exclude_none=True)],
         "pools": [
             {

@@ -23,7 +23,14 @@ from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.model import WorkerState
 from wm.pool_sync import plan_sync
-from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
+from wm.providers.base import (
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    LaunchBatch,
+    LaunchIntent,
+)
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner, ScanOverran
@@ -373,3 +380,53 @@ def test_a_scan_cut_short_by_a_stopping_process_is_not_a_failure(
     assert {r.state for r in list_workers(engine)} == {WorkerState.RUNNING}
     assert "scan-stopped" in [getattr(r, "wm_event", None) for r in caplog.records]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def worker_runners_id(kind: str, vm) -> str:
+    """The workerId worker-runner reads on the VM: EC2's instance id (identity document), GCE's
+    numeric instance id (metadata instance/id), Azure's VM name (IMDS compute.name)."""
+    return vm.name if kind == "azure" else vm.cloud_id
+
+
+@pytest.mark.parametrize(
+    ("kind", "sim_fixture", "provider_fixture", "region"),
+    [
+        ("aws", "sim_ec2", "aws_provider", EC2_REGION),
+        ("gcp", "sim_gce", "gcp_provider", GCE_ZONE),
+        ("azure", "sim_arm", "azure_provider", AZURE_REGIONS[0]),
+    ],
+)
+def test_rows_learn_the_workerid_worker_runner_reads_from_a_pass_and_from_a_scan(
+    engine, request, kind, sim_fixture, provider_fixture, region
+):
+    sim = request.getfixturevalue(sim_fixture)
+    provider = request.getfixturevalue(provider_fixture)
+    configure(engine, provider, kind, region)
+
+    # A pass: the create's answer names the VM.
+    (launched,) = launch(engine, provider, 1)
+    (vm,) = sim.instances()
+    assert launched.tc_worker_id == worker_runners_id(kind, vm)
+
+    # A create whose answer was lost: the intent row never heard of its VM...
+    lc = pool_store.load_launch_configs(engine)[0]
+    worker_id, token, batch_token = new_worker_id(), str(uuid.uuid4()), uuid.uuid4().hex
+    intent = NewWorker(
+        worker_id, "proj/scan", region, provider.id, 1, lc.launch_config_id, token,
+        batch_token, 0, 3600,
+    )  # fmt: skip
+    insert_intents(engine, [intent])
+    provider.create(
+        LaunchBatch("proj/scan", lc.spec(), (LaunchIntent(worker_id, token),), batch_token)
+    )
+    with engine.begin() as conn:  # long past any retry of that create
+        conn.execute(text("UPDATE workers SET created = created - interval '1 hour'"))
+
+    # ...and a scan adopts it by its tags, with its workerId.
+    scanner_for(engine, provider).scan(provider.id, region)
+
+    rows = {r.worker_id: r for r in list_workers(engine, pool_id="proj/scan")}
+    (adopted_vm,) = [vm for vm in sim.instances() if vm.cloud_id != launched.cloud_id]
+    assert rows[worker_id].cloud_id is not None
+    assert rows[worker_id].tc_worker_id == worker_runners_id(kind, adopted_vm)
+    assert rows[launched.worker_id].tc_worker_id == launched.tc_worker_id  # never rewritten

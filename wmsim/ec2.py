@@ -97,8 +97,8 @@ IDENTITY_KEY_NAME = "ec2-identity"
 IDENTITY_TRUST_FILE = "ec2-identity-certificate.pem"
 IDENTITY_DOCUMENT_VERSION = "2017-09-30"
 IDENTITY_STATES = frozenset({"pending", "running", "stopping", "stopped", "shutting-down"})
-# Instances whose OS runs, so whose metadata service answers.
-METADATA_STATES = frozenset({"pending", "running", "stopping", "shutting-down"})
+# Instances whose OS has booted and not yet stopped, so whose metadata service answers.
+METADATA_STATES = frozenset({"running", "stopping", "shutting-down"})
 SPOT_TERMINATION = ("Server.SpotInstanceTermination", "Spot instance termination")
 INTERNAL_ERROR = ("Server.InternalError", "Internal error")
 

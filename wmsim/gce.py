@@ -404,11 +404,11 @@ class SimGce:
 
     def metadata_view(self, key: str) -> imds_gce.GceVmView:
         """What the instance's metadata server serves; KeyError when it has none (unknown, not
-        booted yet, terminated, or being deleted)."""
+        booted yet, or terminated)."""
         now = time.monotonic()
         with self._lock:
             vm = self._find(key)
-            if self._status(vm, now) not in ("STAGING", "RUNNING"):
+            if self._status(vm, now) not in ("RUNNING", "STOPPING"):
                 raise KeyError(key)
             nic = vm.network_interfaces[0] if vm.network_interfaces else {}
             access = (nic.get("accessConfigs") or [{}])[0]

@@ -84,6 +84,10 @@ class CloudMetadata(Protocol):
         """The cloud announced that this VM goes away (pre-emption, eviction)."""
         ...
 
+    def identity_proof(self, audience: str) -> dict[str, str]:
+        """The workerIdentityProof alone (audience: the rootUrl, used on GCE only)."""
+        ...
+
 
 @dataclass
 class _Http:
@@ -112,16 +116,15 @@ class Ec2Metadata:
 
     def configure(self) -> BootData:
         user_data = _json_object(self.query("/user-data"), "/user-data")
-        document = self.query("/dynamic/instance-identity/document")
-        identity = _json_object(document, "/dynamic/instance-identity/document")
-        signature = self.query("/dynamic/instance-identity/signature")
+        proof = self.identity_proof("")
+        identity = _json_object(proof["document"], "/dynamic/instance-identity/document")
         return BootData(
             root_url=str(user_data.get("rootUrl", "")),
             provider_id=str(user_data.get("providerId", "")),
             worker_pool_id=str(user_data.get("workerPoolId", "")),
             worker_group=str(user_data.get("workerGroup", "")),
             worker_id=str(identity.get("instanceId", "")),
-            proof={"document": document, "signature": signature},
+            proof=proof,
             provider_metadata={
                 "instance-id": str(identity.get("instanceId", "")),
                 "region": str(identity.get("region", "")),
@@ -131,6 +134,12 @@ class Ec2Metadata:
                 "public-ipv4": self.query("/meta-data/public-ipv4"),
             },
         )
+
+    def identity_proof(self, audience: str) -> dict[str, str]:
+        return {
+            "document": self.query("/dynamic/instance-identity/document"),
+            "signature": self.query("/dynamic/instance-identity/signature"),
+        }
 
     def terminating(self) -> bool:
         try:
@@ -173,15 +182,14 @@ class GceMetadata:
         found = {name: self.query(path) for name, path in GCE_METADATA_PATHS.items()}
         zone = found["zone"].rsplit("/", 1)[-1]
         root_url = str(user_data.get("rootUrl", ""))
-        query = urllib.parse.urlencode({"audience": root_url, "format": "full"})
-        token = self.query(f"/instance/service-accounts/default/identity?{query}")
+        proof = self.identity_proof(root_url)
         return BootData(
             root_url=root_url,
             provider_id=str(user_data.get("providerId", "")),
             worker_pool_id=str(user_data.get("workerPoolId", "")),
             worker_group=str(user_data.get("workerGroup", "")),
             worker_id=worker_id,
-            proof={"token": token},
+            proof=proof,
             provider_metadata={
                 **found,
                 "instance-id": worker_id,
@@ -189,6 +197,10 @@ class GceMetadata:
                 "region": zone[:-2],
             },
         )
+
+    def identity_proof(self, audience: str) -> dict[str, str]:
+        query = urllib.parse.urlencode({"audience": audience, "format": "full"})
+        return {"token": self.query(f"/instance/service-accounts/default/identity?{query}")}
 
     def terminating(self) -> bool:
         try:
@@ -209,16 +221,7 @@ class AzureMetadata:
         instance = _json_object(
             self.query("/metadata/instance", AZURE_API_VERSION), "/metadata/instance"
         )
-        attested = _json_object(
-            self.query("/metadata/attested/document", AZURE_API_VERSION),
-            "/metadata/attested/document",
-        )
-        if attested.get("encoding") != "pkcs7":
-            raise MetadataError(
-                "/metadata/attested/document",
-                200,
-                f"expected attested document with format pkcs7, got {attested.get('encoding')}",
-            )
+        proof = self.identity_proof("")
         compute = instance.get("compute") or {}
         tags = {t.get("name"): t.get("value") for t in compute.get("tagsList") or []}
         values: dict[str, str] = {}
@@ -229,13 +232,22 @@ class AzureMetadata:
         return BootData(
             **values,
             worker_id=str(compute.get("name", "")),
-            proof={"document": str(attested.get("signature", ""))},
+            proof=proof,
             provider_metadata={
                 "vm-id": str(compute.get("vmId", "")),
                 "instance-type": str(compute.get("vmSize", "")),
                 "region": str(compute.get("location", "")),
             },
         )
+
+    def identity_proof(self, audience: str) -> dict[str, str]:
+        path = "/metadata/attested/document"
+        attested = _json_object(self.query(path, AZURE_API_VERSION), path)
+        if attested.get("encoding") != "pkcs7":
+            raise MetadataError(
+                path, 200, f"expected attested document with format pkcs7, got {attested}"
+            )
+        return {"document": str(attested.get("signature", ""))}
 
     def terminating(self) -> bool:
         try:

@@ -32,6 +32,16 @@ def vm_metadata(provider: ProviderConfig, cloud_id: str) -> CloudMetadata:
     return metadata_client(provider.kind, base, getattr(provider, "ca_bundle", None))
 
 
+def proof_fetcher(
+    provider: ProviderConfig, worker_id: str, zone: str, cloud_id: str, audience: str
+) -> Callable[[], dict[str, str]]:
+    """How a test that posts proofs itself gets a VM's genuine one: from the VM's metadata
+    service, in worker-runner's shape (AWS {document, signature}, GCE {token} for `audience`,
+    Azure {document}, no nonce). `worker_id` and `zone` are no longer needed (kept so that
+    callers written before per-VM metadata keep working)."""
+    return lambda: vm_metadata(provider, cloud_id).identity_proof(audience)
+
+
 @dataclass
 class Fleet:
     config: Config

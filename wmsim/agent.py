@@ -12,10 +12,11 @@ A termination notice in the metadata (pre-emption, eviction) makes it give its t
 (resolved as worker-shutdown: they go back to pending) and leave.
 
 Like a real worker in a boot storm, it repeats what the API sheds (429), cannot do right now
-(5xx) or does not answer, with exponential backoff and random jitter so that the workers
-refused together do not come back together, until `give_up_s`. The taskcluster client's own
-retries are off (maxRetries 0) so that this is the only retry loop: the client's exceptions
-carry the status and body but not the Retry-After header, so the delay is the agent's own.
+(5xx) or does not answer, after RETRY_DELAY_S plus random jitter (so that the workers refused
+together do not all come back together), until `give_up_s`. The taskcluster client's own
+retries are off (maxRetries 0) so that this is the only retry loop, paced as the API asks:
+the client's exceptions carry the status and body but not the Retry-After header, so the
+delay is the one wm's API sends (2 s) rather than read from each answer.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ CLIENT_MAX_RETRIES = 0  # the agent's own loop retries (see the module docstring
 RENEW_BEFORE_EXPIRY_S = 30 * 60  # worker-runner renews its credentials 30 minutes ahead
 POLL_S = 0.5
 RETRY_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # 0: no answer
-FIRST_RETRY_S = 1.0  # the first delay; it doubles with each attempt
-MAX_RETRY_S = 60.0
+RETRY_DELAY_S = 2.0  # wm's API answers 429 and 503 with Retry-After: 2
 
 
 @dataclass
@@ -170,7 +170,7 @@ class WorkerAgent:
                 return self.metadata.configure()
             except MetadataError as error:
                 log("agent-metadata-unavailable", worker=self.queue_worker_id, error=str(error))
-                delay_s = FIRST_RETRY_S * (1.0 + random.random())
+                delay_s = RETRY_DELAY_S * (1.0 + random.random())
                 if not error.transient or time.monotonic() + delay_s > give_up_at:
                     self.events.append(f"metadata-unavailable:{error.path}")
                     return None
@@ -271,16 +271,14 @@ class WorkerAgent:
         """One API call through the client, repeated while the API sheds it, fails with a 5xx
         or does not answer, up to give_up_s."""
         give_up_at = time.monotonic() + self.settings.give_up_s
-        attempt = 0
         while True:
             answer = _answer(method, *args)
             self.answers[answer.status] += 1
             if answer.status not in RETRY_STATUSES or self.stop.is_set():
                 return answer
-            delay_s = min(FIRST_RETRY_S * 2**attempt, MAX_RETRY_S) * (1.0 + random.random())
+            delay_s = RETRY_DELAY_S * (1.0 + random.random())
             if time.monotonic() + delay_s > give_up_at:
                 return answer
-            attempt += 1
             self.retries += 1
             self.stop.wait(delay_s)
 

@@ -280,3 +280,20 @@ def _json_object(text: str, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MetadataError(path, 200, "not a JSON object")
     return value
+
+
+@dataclass(frozen=True)
+class KnownMetadata:
+    """Boot data known beforehand instead of read from a metadata service: for tests that
+    make (or forge) the proof themselves and only want the agent's API behaviour."""
+
+    boot: BootData
+
+    def configure(self) -> BootData:
+        return self.boot
+
+    def terminating(self) -> bool:
+        return False
+
+    def identity_proof(self, audience: str) -> dict[str, str]:
+        return dict(self.boot.proof)

@@ -19,13 +19,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1 as gce
 
-from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBNET, AZURE_SUBSCRIPTION
 from tests.fixtures.sim_ec2 import EC2_REGION
 from tests.fixtures.sim_gce import GCE_PROJECT, GCE_ZONE
+from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
 from wmsim.arm import SimArm
 from wmsim.control import metadata_base_url
 from wmsim.ec2 import SimEc2
@@ -40,7 +37,7 @@ BOOT_DATA = {
     "launchConfigId": "lc-1",
     "workerConfig": {"genericWorker": {"config": {}}},
 }
-SERVICE_ACCOUNT = "workers@wm-test.iam.gserviceaccount.com"
+GCE_BOOT_DATA = {**BOOT_DATA, "workerGroup": GCE_ZONE}
 
 
 @dataclass(frozen=True)
@@ -208,54 +205,13 @@ def test_an_unknown_instance_has_no_metadata_service(sim_ec2: SimEc2):
 # -- GCE -------------------------------------------------------------------------------------
 
 
-def gce_insert(sim: SimGce, name: str, *, service_account: bool = True) -> str:
-    """An instance made through the real client, as wm makes one; returns its numeric id."""
-    sim.faults.behaviour.update(boot_s=0)
-    client = gce.InstancesClient(
-        credentials=AnonymousCredentials(),
-        transport="rest",
-        client_options=ClientOptions(api_endpoint=sim.endpoint),
-    )
-    items = [
-        gce.Items(key="taskcluster", value=json.dumps({**BOOT_DATA, "workerGroup": GCE_ZONE})),
-        gce.Items(key="wm-pool", value="proj/ci"),
-    ]
-    instance = gce.Instance(
-        name=name,
-        machine_type=f"zones/{GCE_ZONE}/machineTypes/e2-small",
-        metadata=gce.Metadata(items=items),
-        disks=[
-            gce.AttachedDisk(
-                boot=True,
-                auto_delete=True,
-                initialize_params=gce.AttachedDiskInitializeParams(
-                    source_image="projects/debian-cloud/global/images/family/debian-12"
-                ),
-            )
-        ],
-        network_interfaces=[
-            gce.NetworkInterface(
-                network="global/networks/default",
-                access_configs=[gce.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")],
-            )
-        ],
-        service_accounts=(
-            [gce.ServiceAccount(email=SERVICE_ACCOUNT, scopes=["openid"])]
-            if service_account
-            else []
-        ),
-    )
-    client.insert(project=GCE_PROJECT, zone=GCE_ZONE, instance_resource=instance).result()
-    return next(vm.cloud_id for vm in sim.instances() if vm.name == name)
-
-
 def gce_get(base: str, path: str, flavor: bool = True) -> Reply:
     headers = {"Metadata-Flavor": "Google"} if flavor else {}
     return http(base + "/computeMetadata/v1" + path, headers)
 
 
 def test_gce_serves_the_metadata_items_and_facts_worker_runner_reads(sim_gce: SimGce):
-    vm_id = gce_insert(sim_gce, "worker-1")
+    vm_id = gce_insert(sim_gce, "worker-1", GCE_BOOT_DATA)
     base = metadata_base_url("gcp", sim_gce.endpoint, vm_id)
 
     attribute = gce_get(base, "/instance/attributes/taskcluster")
@@ -284,7 +240,7 @@ def test_gce_serves_the_metadata_items_and_facts_worker_runner_reads(sim_gce: Si
 def test_gce_identity_token_is_for_the_audience_and_the_instances_service_account(
     sim_gce: SimGce,
 ):
-    vm_id = gce_insert(sim_gce, "worker-2")
+    vm_id = gce_insert(sim_gce, "worker-2", GCE_BOOT_DATA)
     base = metadata_base_url("gcp", sim_gce.endpoint, vm_id)
 
     reply = gce_get(
@@ -304,66 +260,20 @@ def test_gce_identity_token_is_for_the_audience_and_the_instances_service_accoun
 
 
 def test_gce_an_instance_without_a_service_account_has_no_identity_to_prove(sim_gce: SimGce):
-    vm_id = gce_insert(sim_gce, "worker-3", service_account=False)
+    vm_id = gce_insert(sim_gce, "worker-3", GCE_BOOT_DATA, service_account=False)
     base = metadata_base_url("gcp", sim_gce.endpoint, vm_id)
     path = f"/instance/service-accounts/default/identity?audience={ROOT_URL}"
     assert gce_get(base, path).status == 404
 
 
 def test_gce_wait_for_change_answers_the_unchanged_value_after_its_timeout(sim_gce: SimGce):
-    vm_id = gce_insert(sim_gce, "worker-4")
+    vm_id = gce_insert(sim_gce, "worker-4", GCE_BOOT_DATA)
     base = metadata_base_url("gcp", sim_gce.endpoint, vm_id)
     reply = gce_get(base, "/instance/preempted?wait_for_change=true&timeout_sec=1")
     assert (reply.status, reply.text) == (200, "FALSE") and reply.headers["ETag"]
 
 
 # -- Azure -----------------------------------------------------------------------------------
-
-
-def azure_vm(sim: SimArm, name: str, tags: Mapping[str, str]) -> str:
-    """A VM held as if ARM had created it with this body; returns its resource id."""
-    sim.faults.behaviour.update(boot_s=0)
-    rid = (
-        f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{AZURE_RESOURCE_GROUP}"
-        f"/providers/Microsoft.Compute/virtualMachines/{name}"
-    )
-    sim.preload(
-        rid,
-        {
-            "location": "eastus",
-            "tags": dict(tags),
-            "properties": {
-                "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
-                "storageProfile": {
-                    "imageReference": {"publisher": "p", "offer": "o", "sku": "s"},
-                },
-                "osProfile": {
-                    "computerName": name,
-                    "adminUsername": "worker",
-                    "adminPassword": "s3cret!",
-                    "customData": base64.b64encode(b"{}").decode(),
-                },
-                "userData": base64.b64encode(b"hello").decode(),
-                "networkProfile": {
-                    "networkInterfaceConfigurations": [
-                        {
-                            "name": f"{name}-nic",
-                            "properties": {
-                                "primary": True,
-                                "ipConfigurations": [
-                                    {
-                                        "name": "ipconfig1",
-                                        "properties": {"subnet": {"id": AZURE_SUBNET}},
-                                    }
-                                ],
-                            },
-                        }
-                    ]
-                },
-            },
-        },
-    )
-    return rid
 
 
 AZURE_TAGS = {

@@ -1,6 +1,7 @@
 """The simulated worker's whole life, as worker-runner lives it: boot data and identity proof
-from its VM's metadata on the simulated EC2, then the worker-manager API through the real
-taskcluster client (a stand-in server answers, checking Hawk), builtin-queue tasks in Postgres."""
+from its VM's metadata on the simulated EC2 (and its start on GCE and Azure), then the
+worker-manager API through the real taskcluster client (a stand-in server answers, checking
+Hawk), builtin-queue tasks in Postgres."""
 
 from __future__ import annotations
 
@@ -11,17 +12,22 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import boto3
+import jwt
 import pytest
 from sqlalchemy import Engine
 
 from tests.fixtures.sim_ec2 import EC2_REGION
+from tests.fixtures.sim_gce import GCE_ZONE
 from tests.support.fake_worker_manager import FakeWorkerManager
+from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
 from wm.db import tasks as task_store
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
-from wmsim.bootdata import Ec2Metadata
+from wmsim.arm import SimArm
+from wmsim.bootdata import AzureMetadata, Ec2Metadata, GceMetadata
 from wmsim.control import metadata_base_url
 from wmsim.ec2 import SimEc2
+from wmsim.gce import SimGce, service_account_id
 
 POOL = "proj/ci"
 INTENT = "w-intent-1"  # the name the builtin queue knows the worker by
@@ -182,3 +188,56 @@ def test_a_vm_already_announced_for_pre_emption_does_not_start_a_worker(
     finish(run_in_thread(agent))
 
     assert agent.events == ["terminating-at-boot"] and fake_wm.calls == []
+
+
+def test_on_gce_the_worker_is_its_numeric_id_and_proves_it_with_a_token_for_the_root_url(
+    sim_gce: SimGce, engine: Engine, fake_wm: FakeWorkerManager
+):
+    boot = {"workerPoolId": POOL, "providerId": "gcp-main", "workerGroup": GCE_ZONE}
+    vm_id = gce_insert(sim_gce, "worker-g", {**boot, "rootUrl": fake_wm.root_url})
+    metadata = GceMetadata(metadata_base_url("gcp", sim_gce.endpoint, vm_id))
+    agent = WorkerAgent(metadata, BuiltinQueue(engine), INTENT, settings=FAST)
+
+    assert agent.register()
+
+    body = fake_wm.calls[0].body
+    assert {k: body[k] for k in boot} == boot and body["workerId"] == vm_id
+    claims = jwt.decode(body["workerIdentityProof"]["token"], options={"verify_signature": False})
+    assert claims["aud"] == fake_wm.root_url
+    assert claims["sub"] == service_account_id(SERVICE_ACCOUNT)
+    assert claims["google"]["compute_engine"]["instance_id"] == vm_id
+
+
+def test_on_azure_the_worker_reads_its_tags_and_proves_itself_with_the_attested_document(
+    sim_arm: SimArm, engine: Engine, fake_wm: FakeWorkerManager
+):
+    tags = {
+        "worker-pool-id": POOL,
+        "provider-id": "azure-main",
+        "worker-group": "eastus",
+        "root-url": fake_wm.root_url,
+    }
+    rid = azure_vm(sim_arm, "vm-worker-a", tags)
+    base = metadata_base_url("azure", sim_arm.endpoint, rid)
+    metadata = AzureMetadata(base, str(sim_arm.cert_path))
+    agent = WorkerAgent(metadata, BuiltinQueue(engine), INTENT, settings=FAST)
+
+    assert agent.register()
+
+    body = fake_wm.calls[0].body
+    assert (body["workerPoolId"], body["providerId"]) == (POOL, "azure-main")
+    assert (body["workerGroup"], body["workerId"]) == ("eastus", "vm-worker-a")
+    assert set(body["workerIdentityProof"]) == {"document"}  # no nonce: worker-runner sends none
+
+
+def test_on_azure_a_vm_without_worker_manager_tags_does_not_start(
+    sim_arm: SimArm, engine: Engine, fake_wm: FakeWorkerManager
+):
+    rid = azure_vm(sim_arm, "vm-untagged", {"wm-deployment": "test-deploy"})
+    metadata = AzureMetadata(
+        metadata_base_url("azure", sim_arm.endpoint, rid), str(sim_arm.cert_path)
+    )
+    agent = WorkerAgent(metadata, BuiltinQueue(engine), INTENT, settings=FAST)
+
+    assert not agent.register()
+    assert agent.events == ["metadata-unavailable:/metadata/instance"] and fake_wm.calls == []

@@ -314,6 +314,13 @@ def _parse(stamp: str) -> datetime:
 
 
 def run_in_thread(agent: WorkerAgent) -> threading.Thread:
-    thread = threading.Thread(target=agent.run, daemon=True, name=f"agent-{agent.queue_worker_id}")
+    def life() -> None:
+        try:
+            agent.run()
+        except Exception as error:  # a sim bug: the worker dies, visibly, as a process would
+            log("agent-crashed", worker=agent.queue_worker_id, error=repr(error))
+            agent.events.append(f"crashed:{type(error).__name__}")
+
+    thread = threading.Thread(target=life, daemon=True, name=f"agent-{agent.queue_worker_id}")
     thread.start()
     return thread

@@ -118,21 +118,24 @@ class Ec2Metadata:
         user_data = _json_object(self.query("/user-data"), "/user-data")
         proof = self.identity_proof("")
         identity = _json_object(proof["document"], "/dynamic/instance-identity/document")
-        return BootData(
-            root_url=str(user_data.get("rootUrl", "")),
-            provider_id=str(user_data.get("providerId", "")),
-            worker_pool_id=str(user_data.get("workerPoolId", "")),
-            worker_group=str(user_data.get("workerGroup", "")),
-            worker_id=str(identity.get("instanceId", "")),
-            proof=proof,
-            provider_metadata={
-                "instance-id": str(identity.get("instanceId", "")),
-                "region": str(identity.get("region", "")),
-                "availability-zone": str(identity.get("availabilityZone", "")),
-                "local-ipv4": str(identity.get("privateIp", "")),
-                "public-hostname": self.query("/meta-data/public-hostname"),
-                "public-ipv4": self.query("/meta-data/public-ipv4"),
-            },
+        return _complete(
+            "/user-data",
+            BootData(
+                root_url=str(user_data.get("rootUrl", "")),
+                provider_id=str(user_data.get("providerId", "")),
+                worker_pool_id=str(user_data.get("workerPoolId", "")),
+                worker_group=str(user_data.get("workerGroup", "")),
+                worker_id=str(identity.get("instanceId", "")),
+                proof=proof,
+                provider_metadata={
+                    "instance-id": str(identity.get("instanceId", "")),
+                    "region": str(identity.get("region", "")),
+                    "availability-zone": str(identity.get("availabilityZone", "")),
+                    "local-ipv4": str(identity.get("privateIp", "")),
+                    "public-hostname": self.query("/meta-data/public-hostname"),
+                    "public-ipv4": self.query("/meta-data/public-ipv4"),
+                },
+            ),
         )
 
     def identity_proof(self, audience: str) -> dict[str, str]:
@@ -183,19 +186,22 @@ class GceMetadata:
         zone = found["zone"].rsplit("/", 1)[-1]
         root_url = str(user_data.get("rootUrl", ""))
         proof = self.identity_proof(root_url)
-        return BootData(
-            root_url=root_url,
-            provider_id=str(user_data.get("providerId", "")),
-            worker_pool_id=str(user_data.get("workerPoolId", "")),
-            worker_group=str(user_data.get("workerGroup", "")),
-            worker_id=worker_id,
-            proof=proof,
-            provider_metadata={
-                **found,
-                "instance-id": worker_id,
-                "zone": zone,
-                "region": zone[:-2],
-            },
+        return _complete(
+            "/instance/attributes/taskcluster",
+            BootData(
+                root_url=root_url,
+                provider_id=str(user_data.get("providerId", "")),
+                worker_pool_id=str(user_data.get("workerPoolId", "")),
+                worker_group=str(user_data.get("workerGroup", "")),
+                worker_id=worker_id,
+                proof=proof,
+                provider_metadata={
+                    **found,
+                    "instance-id": worker_id,
+                    "zone": zone,
+                    "region": zone[:-2],
+                },
+            ),
         )
 
     def identity_proof(self, audience: str) -> dict[str, str]:
@@ -270,6 +276,19 @@ def metadata_client(kind: str, base_url: str, ca_bundle: str | None = None) -> C
     if kind == "azure":
         return AzureMetadata(base_url, ca_bundle)
     raise ValueError(f"no metadata service for cloud kind {kind!r}")
+
+
+def _complete(path: str, boot: BootData) -> BootData:
+    """The boot data, or a MetadataError naming what it lacks (the client cannot even be
+    built without a rootUrl)."""
+    missing = [
+        name
+        for name in ("root_url", "provider_id", "worker_pool_id", "worker_group", "worker_id")
+        if not getattr(boot, name)
+    ]
+    if missing:
+        raise MetadataError(path, 200, f"boot data without {', '.join(missing)}")
+    return boot
 
 
 def _json_object(text: str, path: str) -> dict[str, Any]:

@@ -1,91 +1,113 @@
-"""The simulated worker agent: what a generic worker on a VM does, over wm's HTTP API.
+"""The simulated worker: worker-runner and a generic worker on one VM, as the demo runs them.
 
-After its VM boots it fetches an identity proof from its simulated cloud (as a real worker asks
-the metadata service), registers, then claims and runs builtin-queue tasks, re-registers
-before its secret expires, polls should-terminate, and removes itself when told to or when
-idle past `idle_timeout_s`. Every step goes through the real API, so the whole lifecycle is
-exercised end to end.
+What worker-runner does, in its order: read the boot data and the identity proof from the
+VM's metadata service (wmsim/bootdata.py; a VM already told to go away does not start), call
+`registerWorker` through the real `taskcluster.WorkerManager` client without credentials
+(rootUrl from the boot data), then use the credentials it answered for everything else:
+`reregisterWorker` before they expire (at `expires` - 30 minutes, or halfway for short
+lifetimes), `shouldWorkerTerminate` while idle, `reportWorkerError` for a task whose claim it
+lost, and `removeWorker` when it is done. What the worker does: claim builtin-queue tasks (in
+wm's own Postgres, by the name the queue knows it by) and run them for their duration.
+A termination notice in the metadata (pre-emption, eviction) makes it give its tasks back
+(resolved as worker-shutdown: they go back to pending) and leave.
 
-Like a real agent in a boot storm, it retries what the API sheds (429) or cannot do right now
-(503, or no answer at all): after the Retry-After delay the API asked for, plus random jitter
-so that the workers refused together do not all come back together, until `give_up_s`.
+Like a real worker in a boot storm, it repeats what the API sheds (429), cannot do right now
+(5xx) or does not answer, after RETRY_DELAY_S plus random jitter (so that the workers refused
+together do not all come back together), until `give_up_s`. The taskcluster client's own
+retries are off (maxRetries 0) so that this is the only retry loop, paced as the API asks:
+the client's exceptions carry the status and body but not the Retry-After header, so the
+delay is the one wm's API sends (2 s) rather than read from each answer.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+import taskcluster
+from taskcluster.exceptions import (
+    TaskclusterAuthFailure,
+    TaskclusterConnectionError,
+    TaskclusterRestFailure,
+)
 
 from wm.model import Task
 from wm.queues.builtin import BuiltinQueue
 from wm.telemetry import log
+from wmsim.bootdata import BootData, CloudMetadata, MetadataError
 
-HTTP_TIMEOUT_S = 10.0
-REREGISTER_AT_FRACTION = 0.5  # of the secret's lifetime
+CLIENT_MAX_RETRIES = 0  # the agent's own loop retries (see the module docstring)
+RENEW_BEFORE_EXPIRY_S = 30 * 60  # worker-runner renews its credentials 30 minutes ahead
 POLL_S = 0.5
-RETRY_STATUSES = frozenset({0, 429, 503})  # 0: no answer (refused, reset, timed out)
-DEFAULT_RETRY_AFTER_S = 1.0  # when the answer names no delay
-MAX_RETRY_AFTER_S = 60.0  # a delay asked for is honoured up to this
-
-
-@dataclass(frozen=True)
-class AgentIdentity:
-    pool_id: str
-    provider_id: str
-    worker_group: str
-    worker_id: str
-    capacity: int = 1  # tasks it runs at once (its launch config's capacity per worker)
+RETRY_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # 0: no answer
+RETRY_DELAY_S = 2.0  # wm's API answers 429 and 503 with Retry-After: 2
 
 
 @dataclass
 class AgentSettings:
     idle_timeout_s: float = 30.0  # remove itself when no task came for this long
     should_terminate_every_s: float = 5.0
+    notice_every_s: float = 5.0  # how often it reads the termination notice (EC2: 5 s)
     time_scale: float = 1.0  # task durations are multiplied by this (compressed demos)
     give_up_s: float = 600.0  # a call shed or failed for this long is given up
     poll_s: float = POLL_S  # between claims while it has room for more tasks
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What one API call came to: status (0: no answer) and the body."""
+
+    status: int
+    body: dict[str, Any]
+
+
 @dataclass
 class WorkerAgent:
-    api_url: str
-    identity: AgentIdentity
-    fetch_proof: Callable[[], dict[str, Any]]
+    metadata: CloudMetadata  # the VM's metadata service
     queue: BuiltinQueue
+    queue_worker_id: str  # the name the builtin queue knows it by (wm's intent key)
+    capacity: int = 1  # tasks it runs at once (its launch config's capacity per worker)
     settings: AgentSettings = field(default_factory=AgentSettings)
     stop: threading.Event = field(default_factory=threading.Event)
     events: list[str] = field(default_factory=list)  # what happened, for tests and reports
-    retries: int = 0  # calls repeated after a 429, a 503 or no answer
+    retries: int = 0  # calls repeated after a 429, a 5xx or no answer
     answers: Counter[int] = field(default_factory=Counter)  # HTTP status (0: none) -> times
+    boot: BootData | None = None
+    booted_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _client: Any = None  # taskcluster.WorkerManager with the worker's credentials
     _secret: str | None = None
-    _expires_at: float = 0.0
+    _renew_at: float = 0.0  # monotonic
 
     def run(self) -> None:
         """Register, work, and leave; returns when the worker has removed itself or is stopped."""
         if not self.register():
             return
         idle_since = time.monotonic()
-        next_check = time.monotonic() + self.settings.should_terminate_every_s
+        next_check = next_notice = time.monotonic()
         running: list[tuple[float, Task]] = []  # (when it is done, task)
         while not self.stop.is_set():
-            self._reregister_if_due()
+            if not self._renew_if_due():
+                break
             now = time.monotonic()
+            if now >= next_notice:
+                next_notice = now + self.settings.notice_every_s
+                if self.metadata.terminating():
+                    self._shut_down(running)
+                    break
             for done_at, task in [r for r in running if r[0] <= now]:
                 running.remove((done_at, task))
-                self.queue.complete(task.task_id, self.identity.worker_id)
-                self.events.append("task-done")
-            room = self.identity.capacity - len(running)
+                self._finish(task)
+            room = self.capacity - len(running)
             if room > 0:
-                for task in self.queue.claim(self.identity.pool_id, self.identity.worker_id, room):
+                for task in self.queue.claim(
+                    self.boot_data.worker_pool_id, self.queue_worker_id, room
+                ):
                     running.append((now + task.duration_s * self.settings.time_scale, task))
             if running:
                 idle_since = now
@@ -102,127 +124,203 @@ class WorkerAgent:
         if not self.stop.is_set():
             self._remove()
 
+    @property
+    def boot_data(self) -> BootData:
+        assert self.boot is not None, "register() first"
+        return self.boot
+
+    # -- worker-runner's start --------------------------------------------------------------
+
     def register(self) -> bool:
-        """Fetch the proof and register (retrying what the API sheds); True once registered."""
-        proof = self._fetch_proof()
-        if proof is None:
-            self.events.append("proof-unavailable")
+        """Read the boot data and register (retrying what the API sheds); True once registered."""
+        boot = self._configure()
+        if boot is None:
             return False
-        body = {
-            "pool_id": self.identity.pool_id,
-            "provider_id": self.identity.provider_id,
-            "worker_group": self.identity.worker_group,
-            "worker_id": self.identity.worker_id,
-            "identity_proof": proof,
-        }
-        status, reply = self._call("POST", "/api/v1/workers/register", body)
-        if status != 200:
-            log(
-                "agent-register-refused",
-                worker=self.identity.worker_id,
-                status=status,
-                code=reply.get("code"),
-            )
-            self.events.append(f"register-refused:{reply.get('code')}")
+        self.boot = boot
+        if self.metadata.terminating():
+            self.events.append("terminating-at-boot")  # worker-runner does not start then
             return False
-        self._accept_secret(reply)
+        anonymous = _client(boot.root_url)
+        reply = self._call(
+            anonymous.registerWorker,
+            {
+                "workerPoolId": boot.worker_pool_id,
+                "providerId": boot.provider_id,
+                "workerGroup": boot.worker_group,
+                "workerId": boot.worker_id,
+                "workerIdentityProof": dict(boot.proof),
+                "systemBootTime": _stamp(self.booted_at),
+            },
+        )
+        if reply.status != 200:
+            code = reply.body.get("code")
+            log("agent-register-refused", worker=boot.worker_id, status=reply.status, code=code)
+            self.events.append(f"register-refused:{code}")
+            return False
+        self._accept(reply.body)
         self.events.append("registered")
         return True
 
-    def _fetch_proof(self) -> dict[str, Any] | None:
-        """The identity proof from the metadata service, retried while it does not answer (a
-        VM's metadata service can lag its boot), up to give_up_s."""
+    def _configure(self) -> BootData | None:
+        """The boot data, read again while the metadata service does not answer (or answers
+        5xx: a VM's metadata service can lag its boot), up to give_up_s."""
         give_up_at = time.monotonic() + self.settings.give_up_s
         while not self.stop.is_set():
             try:
-                return self.fetch_proof()
-            except OSError as error:
-                log("agent-proof-unavailable", worker=self.identity.worker_id, error=str(error))
-                delay_s = DEFAULT_RETRY_AFTER_S * (1.0 + random.random())
-                if time.monotonic() + delay_s > give_up_at:
+                return self.metadata.configure()
+            except MetadataError as error:
+                log("agent-metadata-unavailable", worker=self.queue_worker_id, error=str(error))
+                delay_s = RETRY_DELAY_S * (1.0 + random.random())
+                if not error.transient or time.monotonic() + delay_s > give_up_at:
+                    self.events.append(f"metadata-unavailable:{error.path}")
                     return None
                 self.stop.wait(delay_s)
         return None
 
-    def _reregister_if_due(self) -> None:
-        if time.monotonic() < self._expires_at:
-            return
-        body = {
-            "pool_id": self.identity.pool_id,
-            "worker_group": self.identity.worker_group,
-            "worker_id": self.identity.worker_id,
-            "secret": self._secret,
-        }
-        status, reply = self._call("POST", "/api/v1/workers/reregister", body)
-        if status == 200:
-            self._accept_secret(reply)
-            self.events.append("reregistered")
-
-    def _accept_secret(self, reply: dict[str, Any]) -> None:
+    def _accept(self, reply: dict[str, Any]) -> None:
+        """Take the credentials and secret of a (re)registration; plan the next renewal."""
+        boot = self.boot_data
+        self._client = _client(boot.root_url, reply["credentials"])
         self._secret = reply["secret"]
-        lifetime_s = (
-            datetime.fromisoformat(reply["expires"]) - datetime.now().astimezone()
-        ).total_seconds()
-        self._expires_at = time.monotonic() + max(1.0, lifetime_s * REREGISTER_AT_FRACTION)
+        lifetime_s = (_parse(reply["expires"]) - datetime.now(UTC)).total_seconds()
+        renew_in_s = lifetime_s - min(RENEW_BEFORE_EXPIRY_S, lifetime_s / 2)
+        self._renew_at = time.monotonic() + max(1.0, renew_in_s)
+
+    # -- while it works -----------------------------------------------------------------------
+
+    def _renew_if_due(self) -> bool:
+        """reregisterWorker when due; False when it was refused (worker-runner then asks the
+        worker to stop)."""
+        if time.monotonic() < self._renew_at:
+            return True
+        boot = self.boot_data
+        reply = self._call(
+            self._client.reregisterWorker,
+            {
+                "workerPoolId": boot.worker_pool_id,
+                "workerGroup": boot.worker_group,
+                "workerId": boot.worker_id,
+                "secret": self._secret,
+            },
+        )
+        if reply.status != 200:
+            self.events.append(f"reregister-refused:{reply.body.get('code')}")
+            return False
+        self._accept(reply.body)
+        self.events.append("reregistered")
+        return True
+
+    def _finish(self, task: Task) -> None:
+        if self.queue.complete(task.task_id, self.queue_worker_id):
+            self.events.append("task-done")
+            return
+        self.report_error(
+            "claim-lost",
+            "Task claim lost",
+            f"task {task.task_id} was no longer claimed by this worker when it finished",
+            {"taskId": str(task.task_id)},
+        )
+
+    def report_error(self, kind: str, title: str, description: str, extra: dict[str, Any]) -> None:
+        """reportWorkerError, as worker-runner forwards a worker's error-report message."""
+        boot = self.boot_data
+        reply = self._call(
+            self._client.reportWorkerError,
+            boot.worker_pool_id,
+            {
+                "workerGroup": boot.worker_group,
+                "workerId": boot.worker_id,
+                "kind": kind,
+                "title": title,
+                "description": description,
+                "extra": extra,
+            },
+        )
+        self.events.append(f"error-reported:{kind}" if reply.status == 200 else "report-failed")
 
     def _should_terminate(self) -> bool:
-        status, reply = self._call("GET", self._worker_path() + "/should-terminate")
-        return status == 200 and bool(reply.get("should_terminate"))
+        boot = self.boot_data
+        reply = self._call(
+            self._client.shouldWorkerTerminate,
+            boot.worker_pool_id,
+            boot.worker_group,
+            boot.worker_id,
+        )
+        if reply.status == 200 and reply.body.get("terminate"):
+            self.events.append(f"told-to-terminate:{reply.body.get('reason')}")
+            return True
+        return False
+
+    def _shut_down(self, running: list[tuple[float, Task]]) -> None:
+        """A termination notice: the tasks it runs are given back (worker-shutdown), at once."""
+        self.events.append("termination-notice")
+        if running:
+            self.queue.release([self.queue_worker_id])
+            running.clear()
 
     def _remove(self) -> None:
-        status, _ = self._call("DELETE", self._worker_path())
-        self.events.append("removed" if status == 202 else f"remove-failed:{status}")
+        boot = self.boot_data
+        reply = self._call(
+            self._client.removeWorker, boot.worker_pool_id, boot.worker_group, boot.worker_id
+        )
+        self.events.append("removed" if reply.status == 200 else f"remove-failed:{reply.status}")
 
-    def _worker_path(self) -> str:
-        i = self.identity
-        return f"/api/v1/workers/{i.pool_id}/{i.worker_group}/{i.worker_id}"
+    # -- calls ---------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        """One API call, repeated while the API sheds it or does not answer, up to give_up_s."""
+    def _call(self, method: Callable[..., Any], *args: Any) -> Answer:
+        """One API call through the client, repeated while the API sheds it, fails with a 5xx
+        or does not answer, up to give_up_s."""
         give_up_at = time.monotonic() + self.settings.give_up_s
         while True:
-            status, reply, retry_after_s = self._call_once(method, path, body)
-            self.answers[status] += 1
-            if status not in RETRY_STATUSES or self.stop.is_set():
-                return status, reply
-            delay_s = min(retry_after_s or DEFAULT_RETRY_AFTER_S, MAX_RETRY_AFTER_S)
-            delay_s *= 1.0 + random.random()  # jitter: spread the workers refused together
+            answer = _answer(method, *args)
+            self.answers[answer.status] += 1
+            if answer.status not in RETRY_STATUSES or self.stop.is_set():
+                return answer
+            delay_s = RETRY_DELAY_S * (1.0 + random.random())
             if time.monotonic() + delay_s > give_up_at:
-                return status, reply
+                return answer
             self.retries += 1
             self.stop.wait(delay_s)
 
-    def _call_once(
-        self, method: str, path: str, body: dict | None
-    ) -> tuple[int, dict, float | None]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.api_url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if self._secret:
-            request.add_header("Authorization", f"Bearer {self._secret}")
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                return response.status, json.loads(response.read() or b"{}"), None
-        except urllib.error.HTTPError as error:
-            retry_after_s = _seconds(error.headers.get("Retry-After"))
-            try:
-                return error.code, json.loads(error.read() or b"{}"), retry_after_s
-            except json.JSONDecodeError:
-                return error.code, {}, retry_after_s
-        except OSError:
-            return 0, {}, None
+
+def _client(root_url: str, credentials: dict[str, Any] | None = None) -> Any:
+    options: dict[str, Any] = {"rootUrl": root_url, "maxRetries": CLIENT_MAX_RETRIES}
+    if credentials is not None:
+        options["credentials"] = {
+            key: credentials[key]
+            for key in ("clientId", "accessToken", "certificate")
+            if credentials.get(key)
+        }
+    return taskcluster.WorkerManager(options)
 
 
-def _seconds(header: str | None) -> float | None:
-    """Retry-After as delay-seconds (what wm sends); anything else: no delay named."""
-    if header is None or not header.strip().isdigit():
-        return None
-    return float(header.strip())
+def _answer(method: Callable[..., Any], *args: Any) -> Answer:
+    try:
+        return Answer(200, method(*args) or {})
+    except (TaskclusterRestFailure, TaskclusterAuthFailure) as error:
+        body = error.body if isinstance(error.body, dict) else {}
+        return Answer(int(getattr(error, "status_code", 0) or 0), body)
+    except TaskclusterConnectionError:
+        return Answer(0, {})
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse(stamp: str) -> datetime:
+    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def run_in_thread(agent: WorkerAgent) -> threading.Thread:
-    thread = threading.Thread(
-        target=agent.run, daemon=True, name=f"agent-{agent.identity.worker_id}"
-    )
+    def life() -> None:
+        try:
+            agent.run()
+        except Exception as error:  # a sim bug: the worker dies, visibly, as a process would
+            log("agent-crashed", worker=agent.queue_worker_id, error=repr(error))
+            agent.events.append(f"crashed:{type(error).__name__}")
+
+    thread = threading.Thread(target=life, daemon=True, name=f"agent-{agent.queue_worker_id}")
     thread.start()
     return thread

@@ -20,10 +20,16 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
   providers (and every resource of a resource group deleted by hand) answer 404 instead:
   `delete_missing_status = 404` makes the sim do that.
 
-Identity: GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}: the VM's
-attested data (IMDS's "signature" field, PKCS#7 signed by a simulated metadata.azure.com leaf
-under a simulated Microsoft root, see wmsim/attested.py). `identity_trust_path` is the root's
-PEM (the provider config's `identity_roots`); `mint_attested` makes forgeries for tests.
+Metadata: every VM's IMDS is served at /_vm/<VM name>/metadata/... (see wmsim/metadata.py for
+the addressing and wmsim/imds_azure.py for the paths): /metadata/instance with the tags it was
+created with in compute.tagsList, /metadata/attested/document (nonce optional), and
+/metadata/scheduledevents with a Preempt event from the Spot eviction notice on.
+
+Identity (older tests): GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}:
+the VM's attested data (IMDS's "signature" field, PKCS#7 signed by a simulated
+metadata.azure.com leaf under a simulated Microsoft root, see wmsim/attested.py).
+`identity_trust_path` is the root's PEM (the provider config's `identity_roots`);
+`mint_attested` makes forgeries for tests.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from urllib.parse import quote, unquote
 
 from werkzeug.wrappers import Request, Response
 
-from wmsim import attested
+from wmsim import attested, imds_azure, metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.config import SimCloudConfig
 from wmsim.trust import TrustDir
@@ -380,6 +386,64 @@ class SimArm:
         )
         return {"document": document}
 
+    # -- per-VM metadata service -------------------------------------------------------------
+
+    def metadata_view(self, key: str) -> imds_azure.AzureVmView:
+        """What the VM's IMDS serves; KeyError when it has none (unknown, booting, stopped,
+        failed or being deleted)."""
+        with self._lock:
+            vm = self._find(key)
+            if self._phase(vm) != "running" or vm.power or vm.failure:
+                raise KeyError(key)
+            parts = vm.id.split("/")
+            os_profile = vm.properties.get("osProfile") or {}
+            return imds_azure.AzureVmView(
+                name=vm.name,
+                resource_id=vm.id,
+                subscription_id=parts[2],
+                resource_group=parts[4],
+                location=vm.location,
+                vm_id=vm.vm_id,
+                vm_size=str((vm.properties.get("hardwareProfile") or {}).get("vmSize", "")),
+                priority="Spot" if vm.spot else "Regular",
+                tags=dict(vm.tags),
+                user_data=vm.user_data or "",
+                os_profile={
+                    "adminUsername": os_profile.get("adminUsername", ""),
+                    "computerName": os_profile.get("computerName", vm.name),
+                    "disablePasswordAuthentication": "false",
+                },
+                addresses=self._addresses(vm),
+                eviction_at=metadata.announced(
+                    self.preemptions.due_at(vm.id), imds_azure.EVICTION_NOTICE_S
+                ),
+                attested=lambda nonce, name=vm.name: self.attested_document(
+                    name, nonce or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+                )["document"],
+            )
+
+    def _addresses(self, vm: _Vm) -> tuple[tuple[str, str], ...]:
+        out = []
+        for ref in (vm.properties.get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic = self._resources.get(_key(str(ref.get("id", ""))))
+            configs = (nic.properties.get("ipConfigurations") or []) if nic else []
+            if not configs:
+                continue
+            props = configs[0].get("properties") or {}
+            ip = self._resources.get(_key(str((props.get("publicIPAddress") or {}).get("id", ""))))
+            public = str(ip.properties.get("ipAddress", "")) if ip else ""
+            out.append((str(props.get("privateIPAddress", "")), public))
+        return tuple(out)
+
+    def _metadata(self, request: Request, key: str, path: str) -> Response:
+        try:
+            view = self.metadata_view(key)
+        except KeyError:
+            return _json({"error": "Not found"}, 404)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        found = imds_azure.answer(view, request.method, path, dict(request.args), headers)
+        return Response(found.body, status=found.status, content_type=found.content_type)
+
     def _find(self, cloud_id_or_name: str) -> _Vm:
         self._sweep()
         wanted = cloud_id_or_name.lower()
@@ -403,6 +467,8 @@ class SimArm:
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
+        if (vm := metadata.vm_path(request.path)) is not None:
+            return self._metadata(request, *vm)
         parts = [unquote(p) for p in request.path.split("/") if p]
         lower = [p.lower() for p in parts]
         if lower[:1] == ["_sim"]:

@@ -131,6 +131,12 @@ class Preemptions:
                 del self._due[key]
         return ready
 
+    def due_at(self, key: str) -> float | None:
+        """When the VM will be pre-empted (monotonic), or None: what its metadata service
+        announces as a termination notice shortly before."""
+        with self._lock:
+            return self._due.get(key)
+
     def clear(self) -> None:
         with self._lock:
             self._due.clear()

@@ -1,8 +1,14 @@
-"""A client of the simulated clouds' control endpoints (`/_sim/...`), for other processes.
+"""A client of the simulated clouds' control endpoints (`/_sim/...`), for other processes, and
+where each VM's metadata service is.
 
 The demo runs the clouds in a process of their own (`wmsim serve`) and asks them over HTTP
-what a leak check, a live view or a worker agent needs: the VMs they hold, the requests they
-counted, a VM's identity proof. Control requests are neither counted nor faulted by the sims.
+what a leak check or a live view needs: the VMs they hold, the requests they counted. Control
+requests are neither counted nor faulted by the sims.
+
+A VM's metadata service (what a worker on it reads its boot data and identity proof from) is
+at `metadata_base_url(kind, endpoint, cloud_id)`: `<sim endpoint>/_vm/<vm key>`, the key being
+the EC2 instance id, the GCE numeric instance id, or the Azure VM name (the last segment of
+its resource id); below it, each cloud's own paths (wmsim/metadata.py).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from wmsim import metadata
 from wmsim.behaviour import SimVm
 
 HTTP_TIMEOUT_S = 10.0
@@ -26,6 +33,19 @@ def get_json(url: str, ca_bundle: str | None = None, method: str = "GET", body: 
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=context) as response:
         return json.loads(response.read() or b"null")
+
+
+def vm_key(kind: str, cloud_id: str) -> str:
+    """How the sim of this cloud kind addresses a VM's metadata: the workerId worker-runner
+    reports there (EC2 instance id, GCE numeric id, Azure VM name)."""
+    return cloud_id.rsplit("/", 1)[-1] if kind == "azure" else cloud_id
+
+
+def metadata_base_url(kind: str, endpoint: str, cloud_id: str) -> str:
+    """The metadata base URL of the VM with this cloud id (wm's `cloud_id`) on the sim at
+    `endpoint`: EC2 `<it>/latest/...`, GCE `<it>/computeMetadata/v1/...`, Azure
+    `<it>/metadata/...`."""
+    return metadata.base_url(endpoint, vm_key(kind, cloud_id))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ The steps, each a method: write an effective config (the user's, with the simula
 free ports, the web process on a free port, no metrics ports that would collide); start the
 clouds (`wmsim serve`, a process of its own); run the Procfile's release phase, then every
 other Procfile process, as separate OS processes; drive the workload into the builtin queue
-while simulated worker agents boot on the VMs the clouds run (they register through the web
-process, run tasks, and remove themselves when idle); sample the pools and the clouds every
+while simulated workers boot on the VMs the clouds run (each reads its boot data from its VM's
+metadata service, registers through the web process's worker-manager API with the real
+taskcluster client, runs tasks, and removes itself when idle); sample the pools and the clouds every
 `sample_s`; after the workload, wait for the fleet to drain; stop everything; write
 report.json and report.png. Healthy means every task ran, no process crashed, and no VM or
 live worker row was left at the end.
@@ -31,7 +32,7 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config
+from wm.config import Config, GcpProviderConfig
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
@@ -46,6 +47,7 @@ from wmsim.agent import AgentSettings
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
 from wmsim.control import LIVE_VM_STATES, SimClient
 from wmsim.fleet import Fleet
+from wmsim.gce import service_account_id
 from wmsim.live import LiveState, LiveView, PoolRow
 from wmsim.plot import write_png
 from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
@@ -59,6 +61,8 @@ START_TIMEOUT_S = 60.0
 AGENT_POLL_S = 1.0  # simulated workers look for tasks this often when they have room
 AGENT_SHOULD_TERMINATE_EVERY_S = 5.0
 DEMO_DB_POOL_SIZE = 10
+# The service account the simulated GCE workers run as (their identity tokens' subject).
+GCE_WORKER_SERVICE_ACCOUNT = "wm-worker@wm-demo.iam.gserviceaccount.com"
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class Demo:
         self.supervisor: Supervisor | None = None
         self.config: Config | None = None
         self.clouds: dict[str, SimClient] = {}
+        self.root_url = ""  # where the web process serves <root_url>/api/worker-manager/v1/
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -107,6 +112,7 @@ class Demo:
         entries = read_procfile(spec.procfile)
         raw = tomllib.loads(spec.config_path.read_text())
         web_port = free_port()
+        self.root_url = f"http://127.0.0.1:{web_port}"
         self.supervisor = Supervisor(entries, self._environment(web_port), self.logs, Path.cwd())
         with contextlib.ExitStack() as stack:
             stack.enter_context(_own_log(self.logs / "demo.log"))
@@ -216,13 +222,27 @@ class Demo:
             endpoint = by_kind.get(provider.get("kind"))
             if endpoint is None:
                 raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
-            providers.append({**provider, **endpoint.provider_settings()})
-        pools = raw.get("pools", [])
-        if self.run_spec.demo.preempt_share > 0:
-            pools = [
-                {**p, "launch_configs": [{**lc, "spot": True} for lc in p["launch_configs"]]}
-                for p in pools
-            ]
+            providers.append(
+                {**provider, **endpoint.provider_settings(), **_worker_identity(provider)}
+            )
+        kinds = {p.get("id"): p.get("kind") for p in providers}
+        spot = self.run_spec.demo.preempt_share > 0
+        pools = [
+            {
+                **p,
+                "launch_configs": [
+                    {
+                        **lc,
+                        **({"spot": True} if spot else {}),
+                        # worker-runner on GCE reads its external IP and will not start
+                        # without one: a GCE worker needs an access config.
+                        **({"public_ip": True} if kinds.get(p.get("provider")) == "gcp" else {}),
+                    }
+                    for lc in p["launch_configs"]
+                ],
+            }
+            for p in raw.get("pools", [])
+        ]
         effective = {
             **_read_toml(self.effective_path),
             "providers": providers,
@@ -233,7 +253,7 @@ class Demo:
             "metrics": {"port": 0},
             "demo": self.run_spec.demo.model_dump(mode="json"),
         }
-        effective["root_url"] = f"http://127.0.0.1:{web_port}"
+        effective["root_url"] = self.root_url
         self._write_toml(effective)
         return config_module.load(
             self.effective_path, environ={"DATABASE_URL": self.run_spec.database_url}
@@ -247,7 +267,7 @@ class Demo:
 
     def _wait_for_web(self) -> None:
         assert self.config is not None and self.supervisor is not None
-        url = self.config.root_url + "/healthz"
+        url = self.root_url + "/healthz"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
@@ -277,7 +297,7 @@ class Demo:
             should_terminate_every_s=AGENT_SHOULD_TERMINATE_EVERY_S,
             poll_s=AGENT_POLL_S,
         )
-        return Fleet(self.config, engine, self.config.root_url, settings, running_vms=running_vms)
+        return Fleet(self.config, engine, settings, running_vms=running_vms)
 
     def _pool_shares(self) -> list[PoolShare]:
         assert self.config is not None
@@ -428,6 +448,18 @@ class Demo:
 
     def _say(self, message: str) -> None:
         self.console.print(f"== {message}", highlight=False)
+
+
+def _worker_identity(provider: Mapping[str, Any]) -> dict[str, Any]:
+    """The service account GCE workers are created with, where wm's config has the keys for
+    it (the id is what the simulated GCE puts in their identity tokens' `sub`)."""
+    fields = GcpProviderConfig.model_fields
+    if provider.get("kind") != "gcp" or "worker_service_account_email" not in fields:
+        return {}
+    return {
+        "worker_service_account_email": GCE_WORKER_SERVICE_ACCOUNT,
+        "worker_service_account_id": service_account_id(GCE_WORKER_SERVICE_ACCOUNT),
+    }
 
 
 def _cloud_of(process_name: str) -> str:

@@ -28,8 +28,13 @@ counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": [
 forces the outcome of the next requests (`queue_outcomes`). POST /moto-api/reset resets this
 sim only.
 
-Identity: GET /_sim/identity/<instance id> answers {"document", "signature"} for a live
-instance, as its instance metadata service would (instance-identity/document and /signature),
+Metadata: every instance's IMDSv2 is served at /_vm/<instance id>/latest/... (see
+wmsim/metadata.py for the addressing and wmsim/imds_ec2.py for the paths): its user data as
+launched, its signed identity document, meta-data, and a spot interruption notice two minutes
+before a pre-emption. That is what the simulated worker-runner reads.
+
+Identity (older tests): GET /_sim/identity/<instance id> answers {"document", "signature"} for a
+live instance, as its instance metadata service would (instance-identity/document and /signature),
 signed with the sim's own RSA key; `identity_trust_path` is the certificate to trust for it
 (the provider config's `identity_certificate`), and `mint_identity` makes forgeries for tests.
 """
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
+from wmsim import imds_ec2, metadata
 from wmsim.behaviour import (
     Behaviour,
     Faults,
@@ -91,6 +97,8 @@ IDENTITY_KEY_NAME = "ec2-identity"
 IDENTITY_TRUST_FILE = "ec2-identity-certificate.pem"
 IDENTITY_DOCUMENT_VERSION = "2017-09-30"
 IDENTITY_STATES = frozenset({"pending", "running", "stopping", "stopped", "shutting-down"})
+# Instances whose OS has booted and not yet stopped, so whose metadata service answers.
+METADATA_STATES = frozenset({"running", "stopping", "shutting-down"})
 SPOT_TERMINATION = ("Server.SpotInstanceTermination", "Spot instance termination")
 INTERNAL_ERROR = ("Server.InternalError", "Internal error")
 
@@ -148,6 +156,7 @@ class SimEc2:
         self._server: ServerThread | None = None
         self._trust = TrustDir(trust_dir, "wm-sim-ec2-")
         self._identity_path: Path | None = None
+        self._imds_tokens = imds_ec2.Ec2Tokens()
 
     # --- lifecycle of the sim itself -------------------------------------------------------
 
@@ -321,11 +330,52 @@ class SimEc2:
         document = {**self.identity_document(instance_id), **(changes or {})}
         return sign_identity_document(document, key or signing_key(IDENTITY_KEY_NAME))
 
+    # --- instance metadata (IMDSv2) ----------------------------------------------------------
+
+    def metadata_view(self, instance_id: str) -> imds_ec2.Ec2VmView:
+        """What the instance's metadata service serves; KeyError when it has none (unknown,
+        not booted yet, stopped or gone)."""
+        with self._lock:
+            region, inst = self._find(instance_id)
+            if inst.id != instance_id or inst.state not in METADATA_STATES:
+                raise KeyError(instance_id)
+            proof = self.identity_proof(inst.id)
+            user_data = _user_data(inst)
+            return imds_ec2.Ec2VmView(
+                instance_id=inst.id,
+                region=region,
+                availability_zone=inst.placement.zone,
+                image_id=inst.image_id,
+                instance_type=inst.instance_type,
+                launch_index=int(getattr(inst, "ami_launch_index", 0) or 0),
+                private_ip=inst.private_ip or "",
+                private_hostname=inst.private_dns_name,
+                public_ip=inst.public_ip or None,
+                public_hostname=inst.public_dns_name or None,
+                spot=inst.lifecycle == "spot",
+                user_data=user_data,
+                document=proof["document"],
+                signature=proof["signature"],
+                interruption_at=metadata.announced(
+                    self.preemptions.due_at(inst.id), imds_ec2.SPOT_NOTICE_S
+                ),
+            )
+
+    def _metadata(self, environ: dict[str, Any], key: str, path: str) -> metadata.MetaAnswer:
+        try:
+            view = self.metadata_view(key)
+        except KeyError:
+            return metadata.not_found()
+        method = environ.get("REQUEST_METHOD", "GET")
+        return imds_ec2.answer(view, self._imds_tokens, method, path, metadata.headers_of(environ))
+
     # --- the WSGI app ----------------------------------------------------------------------
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         self._preempt_due()
         path = environ.get("PATH_INFO", "")
+        if (vm := metadata.vm_path(path)) is not None:
+            return metadata.respond(start_response, self._metadata(environ, *vm))
         if path.startswith("/_sim/"):
             return _respond(start_response, self._control(environ, path))
         if path.startswith("/moto-api/reset"):
@@ -757,6 +807,15 @@ def _kill_reason(reason: str, spot: bool) -> tuple[str, str]:
     if reason == "preempted" and spot:
         return SPOT_TERMINATION
     return INTERNAL_ERROR[0], f"{INTERNAL_ERROR[1]} ({reason})"
+
+
+def _user_data(inst: Any) -> bytes | None:
+    """The instance's user data as launched (moto keeps botocore's base64)."""
+    encoded = getattr(inst, "user_data", None)
+    if not encoded:
+        return None
+    raw = encoded.as_bytes() if hasattr(encoded, "as_bytes") else str(encoded).encode()
+    return base64.b64decode(raw)
 
 
 def _tags(inst: Any) -> dict[str, str]:

@@ -1,58 +1,51 @@
-"""Boot simulated worker agents on the simulated clouds' VMs, as the VMs' images would.
+"""Boot simulated workers on the simulated clouds' VMs, as the VMs' images would.
 
 `Fleet.sync()` looks at every worker row that has a cloud id and whose VM the cloud shows
-running, and starts one `WorkerAgent` for it, with a proof fetcher that asks that VM's
-simulated cloud for its identity proof over HTTP (as a worker asks its metadata service); an
-agent whose VM stops running ends with it.
-The fleet reads worker rows only to know which worker a VM is — what a real VM learns from its
-own metadata (name, tags, or EC2's launch index) — never to decide anything for wm.
+running, and starts one `WorkerAgent` for it, pointed at that VM's metadata service on its
+simulated cloud (`<sim endpoint>/_vm/<vm key>`): the agent learns everything else there, as
+worker-runner does. An agent whose VM stops running ends with it.
+The fleet reads worker rows only to know which VMs exist and the name the builtin queue knows
+each worker by (wm's intent key; a Taskcluster queue would know it by workerGroup/workerId),
+never to decide anything for wm.
 """
 
 from __future__ import annotations
 
-import secrets
 import threading
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Engine
 
 from wm.config import Config, ProviderConfig
 from wm.db.workers import list_workers
 from wm.model import WorkerState
-from wm.providers.azure import vm_name
 from wm.queues.builtin import BuiltinQueue
-from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent, run_in_thread
-from wmsim.control import get_json
+from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
+from wmsim.bootdata import CloudMetadata, metadata_client
+from wmsim.control import metadata_base_url
+
+
+def vm_metadata(provider: ProviderConfig, cloud_id: str) -> CloudMetadata:
+    """The metadata service of the VM with this cloud id, on the provider's simulated cloud."""
+    base = metadata_base_url(provider.kind, provider.endpoint or "", cloud_id)
+    return metadata_client(provider.kind, base, getattr(provider, "ca_bundle", None))
 
 
 def proof_fetcher(
     provider: ProviderConfig, worker_id: str, zone: str, cloud_id: str, audience: str
-) -> Callable[[], dict[str, Any]]:
-    """How the VM asks its (simulated) metadata service for its identity proof."""
-    base = (provider.endpoint or "").rstrip("/")
-    quote = urllib.parse.quote
-    if provider.kind == "aws":
-        return lambda: get_json(f"{base}/_sim/identity/{quote(cloud_id)}")
-    if provider.kind == "gcp":
-        query = urllib.parse.urlencode({"audience": audience})
-        return lambda: get_json(f"{base}/_sim/identity/{quote(zone)}/{quote(worker_id)}?{query}")
-
-    def attested() -> dict[str, Any]:
-        nonce = secrets.token_hex(8)
-        url = f"{base}/_sim/attested/{quote(vm_name(worker_id))}?nonce={nonce}"
-        return get_json(url, getattr(provider, "ca_bundle", None))
-
-    return attested
+) -> Callable[[], dict[str, str]]:
+    """How a test that posts proofs itself gets a VM's genuine one: from the VM's metadata
+    service, in worker-runner's shape (AWS {document, signature}, GCE {token} for `audience`,
+    Azure {document}, no nonce). `worker_id` and `zone` are no longer needed (kept so that
+    callers written before per-VM metadata keep working)."""
+    return lambda: vm_metadata(provider, cloud_id).identity_proof(audience)
 
 
 @dataclass
 class Fleet:
     config: Config
     engine: Engine
-    api_url: str
     settings: AgentSettings = field(default_factory=AgentSettings)
     # provider id -> ids of the VMs that run (booted): from the simulated clouds
     running_vms: Callable[[], Mapping[str, set[str]]] = lambda: {}
@@ -81,18 +74,10 @@ class Fleet:
                 continue
             provider = self.config.provider(row.provider_id)
             agent = WorkerAgent(
-                api_url=self.api_url,
-                identity=AgentIdentity(
-                    row.pool_id, row.provider_id, row.worker_group, row.worker_id, row.capacity
-                ),
-                fetch_proof=proof_fetcher(
-                    provider,
-                    row.worker_id,
-                    row.worker_group,
-                    row.cloud_id,
-                    self.config.root_url,
-                ),
+                metadata=vm_metadata(provider, row.cloud_id),
                 queue=queue,
+                queue_worker_id=row.worker_id,
+                capacity=row.capacity,
                 settings=self.settings,
             )
             self.agents[row.worker_id] = agent

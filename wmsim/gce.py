@@ -16,9 +16,15 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
   failure is either an Operation that is DONE with error QUOTA_EXCEEDED (the default: what GCE
   does for most quota checks on insert) or a synchronous 403 quotaExceeded.
 
-Identity: GET /_sim/identity/<zone>/<name>?audience=... answers {"token"}, the instance
-identity token its metadata server would mint (format=full), an RS256 JWT signed with the sim's
-own key; the JWKS is at GET /_sim/jwks and in the file `identity_trust_path` (the provider
+Metadata: every instance's metadata server is served at /_vm/<numeric id>/computeMetadata/v1/...
+(see wmsim/metadata.py for the addressing and wmsim/imds_gce.py for the paths): its metadata
+items as created (`instance/attributes/taskcluster`), id, zone, image, network, project, the
+pre-emption flag, and the identity token of the service account it was created with, whose
+`sub` is `service_account_id(email)` (a deterministic stand-in for the account's unique id).
+
+Identity (older tests): GET /_sim/identity/<zone>/<name>?audience=... answers {"token"}, the
+instance identity token its metadata server would mint (format=full), an RS256 JWT signed with
+the sim's own key; the JWKS is at GET /_sim/jwks and in the file `identity_trust_path` (the provider
 config's `identity_jwks`); `mint_identity_token` makes forgeries for tests.
 """
 
@@ -44,6 +50,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from wmsim import imds_gce, metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.config import SimCloudConfig
 from wmsim.trust import TrustDir, signing_key
@@ -89,6 +96,8 @@ IDENTITY_TRUST_FILE = "gce-identity-jwks.json"
 IDENTITY_ISSUER = "https://accounts.google.com"
 IDENTITY_TOKEN_LIFETIME_S = 3600  # as Google's
 SERVICE_ACCOUNT_ID_DIGITS = 21  # Google's numeric service account ids ("uniqueId")
+WAIT_FOR_CHANGE_MAX_S = 2.0  # a wait_for_change request answers unchanged after this
+WAIT_FOR_CHANGE_POLL_S = 0.05
 
 QuotaStyle = Literal["operation", "http"]
 
@@ -155,6 +164,7 @@ class _Vm:
     service_accounts: list[dict[str, Any]] = field(default_factory=list)
     deleted_at: float | None = None  # monotonic; when a delete was accepted
     killed_at: datetime | None = None  # wall clock; when it died out of band
+    image: str = ""  # the boot disk's source image
 
     @property
     def spot(self) -> bool:
@@ -374,6 +384,7 @@ class SimGce:
         issued = int(time.time() if issued_at is None else issued_at)
         engine, account_id = self._engine_claims(zone, name)
         engine = {**engine, **(compute_engine or {})}
+        email = self._service_account(zone, name)
         payload = {
             "aud": audience,
             "azp": account_id,
@@ -382,11 +393,81 @@ class SimGce:
             "iss": IDENTITY_ISSUER,
             "sub": account_id,  # the instance's service account, by its numeric unique id
             "google": {"compute_engine": engine},
+            **({"email": email, "email_verified": True} if email else {}),
             **(claims or {}),
         }
         signer = key or signing_key(IDENTITY_KEY_NAME)
         headers = {"kid": _kid(signing_key(IDENTITY_KEY_NAME)), **(header or {})}
         return jwt.encode(payload, signer, algorithm="RS256", headers=headers)
+
+    def _service_account(self, zone: str, name: str) -> str | None:
+        with self._lock:
+            for vm in self._state.vms.values():
+                if (vm.zone, vm.name) == (zone, name) and vm.service_accounts:
+                    return str(vm.service_accounts[0].get("email") or "") or None
+        return None
+
+    # -- per-VM metadata server ------------------------------------------------------------------
+
+    def metadata_view(self, key: str) -> imds_gce.GceVmView:
+        """What the instance's metadata server serves; KeyError when it has none (unknown, not
+        booted yet, or terminated)."""
+        now = time.monotonic()
+        with self._lock:
+            vm = self._find(key)
+            if self._status(vm, now) not in ("RUNNING", "STOPPING"):
+                raise KeyError(key)
+            nic = vm.network_interfaces[0] if vm.network_interfaces else {}
+            access = (nic.get("accessConfigs") or [{}])[0]
+            account = vm.service_accounts[0] if vm.service_accounts else {}
+            zone, name = vm.zone, vm.name
+            return imds_gce.GceVmView(
+                instance_id=str(vm.id),
+                name=vm.name,
+                project=vm.project,
+                project_number=_project_number(vm.project),
+                zone=vm.zone,
+                machine_type=vm.machine_type,
+                image=vm.image,
+                network_ip=str(nic.get("networkIP", "")),
+                external_ip=access.get("natIP"),
+                attributes={str(i.get("key")): str(i.get("value", "")) for i in vm.metadata},
+                service_account=account.get("email"),
+                scopes=tuple(account.get("scopes") or ()),
+                preempted=metadata.announced(
+                    self.preemptions.due_at(str(vm.id)), imds_gce.PREEMPT_NOTICE_S
+                )
+                is not None,
+                identity=lambda audience: self.identity_token(zone, name, audience),
+            )
+
+    def _metadata(self, request: Request, key: str, path: str) -> metadata.MetaAnswer:
+        args = dict(request.args)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            first = imds_gce.answer(self.metadata_view(key), request.method, path, args, headers)
+        except KeyError:
+            return metadata.not_found(imds_gce.FLAVOR)
+        if args.get("wait_for_change", "").lower() != "true" or first.status != 200:
+            return first
+        # Answer once the value differs from the one the client holds (last_etag) or from the
+        # current one; unchanged after WAIT_FOR_CHANGE_MAX_S, as the server's own timeout.
+        held = args.get("last_etag") or imds_gce.etag(first.body)
+        timeout_s = min(
+            float(args.get("timeout_sec") or WAIT_FOR_CHANGE_MAX_S), WAIT_FOR_CHANGE_MAX_S
+        )
+        deadline = time.monotonic() + timeout_s
+        current = first
+        while imds_gce.etag(current.body) == held and time.monotonic() < deadline:
+            time.sleep(WAIT_FOR_CHANGE_POLL_S)
+            try:
+                current = imds_gce.answer(self.metadata_view(key), "GET", path, args, headers)
+            except KeyError:
+                return metadata.not_found(imds_gce.FLAVOR)
+        etag = ("ETag", imds_gce.etag(current.body))
+        return metadata.MetaAnswer(
+            current.status, current.body, current.content_type, (*current.headers, etag)
+        )
 
     def _engine_claims(self, zone: str, name: str) -> tuple[dict[str, Any], str]:
         """The token's compute_engine claims and its `sub`: the unique id of the VM's service
@@ -413,6 +494,8 @@ class SimGce:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         self._preempt_due()
         request = Request(environ)
+        if (vm := metadata.vm_path(request.path)) is not None:
+            return metadata.respond(start_response, self._metadata(request, *vm))
         try:
             endpoint, args = self._urls.bind_to_environ(environ).match()
         except NotFound:
@@ -679,7 +762,9 @@ class SimGce:
                     for c in nic["accessConfigs"]
                 ]
             interfaces.append(out)
+        boot = next((d for d in body.get("disks") or [] if d.get("boot")), {})
         return _Vm(
+            image=_image_path(str((boot.get("initializeParams") or {}).get("sourceImage", ""))),
             id=vm_id,
             project=project,
             zone=zone,
@@ -953,6 +1038,11 @@ def _request_id(request: Request) -> str | None:
             "supported (00000000-0000-0000-0000-000000000000).",
         )
     return request_id
+
+
+def _image_path(source: str) -> str:
+    """The image as the metadata server names it: `projects/<p>/global/images/<name>`."""
+    return source.split("/compute/v1/", 1)[-1]
 
 
 def _machine_type(zone: str, value: Any) -> str:

@@ -23,7 +23,8 @@ from tests.support.api_stack import ApiStack, module_api
 from wm.api.app import RETRY_AFTER_S
 from wm.db.server import normalise_url
 from wm.queues.builtin import BuiltinQueue
-from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent
+from wmsim.agent import AgentSettings, WorkerAgent
+from wmsim.bootdata import BootData, KnownMetadata
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +66,18 @@ def test_a_database_that_refuses_connections_is_a_503_with_retry_after_then_reco
     workers = api.launch("aws", 2)
     proofs = [api.proof(w) for w in workers]
     late = workers[1]
+    boot = BootData(
+        root_url=api.base_url,
+        provider_id=late.provider_id,
+        worker_pool_id=late.pool_id,
+        worker_group=late.worker_group,
+        worker_id=late.tc_worker_id or late.worker_id,
+        proof=proofs[1],
+    )
     agent = WorkerAgent(
-        api.base_url,
-        AgentIdentity(late.pool_id, late.provider_id, late.worker_group, late.worker_id),
-        fetch_proof=lambda: proofs[1],
-        queue=BuiltinQueue(api.engine),
+        KnownMetadata(boot),
+        BuiltinQueue(api.engine),
+        late.worker_id,
         settings=AgentSettings(give_up_s=120),
     )
     refuse_connections(api, True)

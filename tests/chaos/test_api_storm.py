@@ -45,7 +45,8 @@ from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S, create_app
 from wm.db.engine import POOL_MAX_OVERFLOW
 from wm.model import WorkerRecord
 from wm.queues.builtin import BuiltinQueue
-from wmsim.agent import AgentIdentity, AgentSettings, WorkerAgent
+from wmsim.agent import AgentSettings, WorkerAgent
+from wmsim.bootdata import BootData, KnownMetadata
 
 SEED = 20261203
 MIX = {"aws": 0.84, "azure": 0.13, "gcp": 0.03}  # the production mix (bench/README.md)
@@ -172,13 +173,15 @@ def run_storm(api: ApiStack, storm: Storm) -> dict[str, Any]:
     settings = AgentSettings(give_up_s=storm.registration_timeout_s)
     for vm in booted:
         w = vm.worker
-        vm.agent = WorkerAgent(
-            api.base_url,
-            AgentIdentity(w.pool_id, w.provider_id, w.worker_group, w.worker_id),
-            fetch_proof=lambda proof=vm.proof: proof,
-            queue=queue,
-            settings=settings,
+        boot = BootData(
+            root_url=api.base_url,
+            provider_id=w.provider_id,
+            worker_pool_id=w.pool_id,
+            worker_group=w.worker_group,
+            worker_id=w.tc_worker_id or w.worker_id,
+            proof=vm.proof,
         )
+        vm.agent = WorkerAgent(KnownMetadata(boot), queue, w.worker_id, settings=settings)
 
     samples = Samples()
     done = threading.Event()

@@ -58,6 +58,11 @@ class Reply:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def refusal(self) -> tuple[int, str, str]:
+        """(status, Taskcluster error code, message without the trailer that names the time)."""
+        body = self.json()
+        return self.status, body["code"], body["message"].split("\n\n---\n", 1)[0]
+
 
 def http_call(
     base_url: str,
@@ -178,6 +183,29 @@ class ApiStack:
     def operator(self) -> Any:
         return self.client({"clientId": OPERATOR_CLIENT, "accessToken": OPERATOR_TOKEN})
 
+    def signed(
+        self,
+        credentials: Mapping[str, str],
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """A request Hawk-signed as the taskcluster client signs it, on any path and body (the
+        client itself escapes and validates what it sends)."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        auth = hawk_header(credentials, method, self.base_url + path, data, sent["Content-Type"])
+        return http_call(
+            self.base_url, method, path, raw=data, headers={**sent, "Authorization": auth}
+        )
+
+    def operator_call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        operator = {"clientId": OPERATOR_CLIENT, "accessToken": OPERATOR_TOKEN}
+        return self.signed(operator, method, path, body, **kwargs)
+
     def post(self, path: str, body: Any, **kwargs: Any) -> Reply:
         return http_call(self.base_url, "POST", path, body, **kwargs)
 
@@ -227,6 +255,30 @@ class ApiStack:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return self.web.events(name)
+
+
+def hawk_header(
+    credentials: Mapping[str, str], method: str, url: str, content: bytes, content_type: str
+) -> str:
+    """The Authorization header the taskcluster client would send: Hawk, with the certificate
+    of temporary credentials in `ext`."""
+    import base64
+
+    import mohawk
+
+    ext = None
+    if credentials.get("certificate"):
+        certificate = json.loads(credentials["certificate"])
+        ext = base64.b64encode(json.dumps({"certificate": certificate}).encode()).decode()
+    sender = mohawk.Sender(
+        {"id": credentials["clientId"], "key": credentials["accessToken"], "algorithm": "sha256"},
+        url,
+        method,
+        content=content,
+        content_type=content_type,
+        ext=ext,
+    )
+    return sender.request_header
 
 
 def secret_hash(secret: str) -> str:

@@ -9,6 +9,7 @@ with its own deployment key and knows only its workers and the operator client.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import signal
 from collections.abc import Iterator
 
@@ -60,6 +61,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
             issuer, operator_token=env.operator_token, auth_service=auth_service
         ),
         issuer=issuer,
+        version=importlib.metadata.version("wm"),
         max_in_flight=WEB_DB_POOL_SIZE,
     )
     port = config.env.port or config.web.port

@@ -300,9 +300,8 @@ def create_app(
     @app.get(f"{PREFIX}/__version__", name="version")
     async def version_info(request: Request) -> JSONResponse:
         await begin(request, "version", {})
-        return JSONResponse(
-            {"source": "https://github.com/wm/wm", "version": version, "commit": "", "build": ""}
-        )
+        # Dockerflow's version object; wm knows its package version only.
+        return JSONResponse({"source": "wm", "version": version, "commit": "", "build": ""})
 
     @app.get(f"{PREFIX}/__heartbeat__", name="heartbeat")
     async def heartbeat(request: Request) -> JSONResponse:

@@ -1,14 +1,22 @@
-"""The web process: the worker API on $PORT (uvicorn), /healthz and /metrics."""
+"""The web process: Taskcluster's worker-manager API on $PORT (uvicorn), /healthz and /metrics.
+
+Behind a Taskcluster deployment (TASKCLUSTER_CLIENT_ID, TASKCLUSTER_ACCESS_TOKEN and
+TASKCLUSTER_ROOT_URL set) wm signs workers' credentials with that client and asks the
+deployment's auth service about any credentials it did not issue. Standalone (unset) it signs
+with its own deployment key and knows only its workers and the operator client.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import signal
 from collections.abc import Iterator
 
 import uvicorn
 
 from wm.api.app import create_app
+from wm.api.authn import Authenticator, AuthService, IssuerSource
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
@@ -35,16 +43,29 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     verifiers = {
         p.id: build_verifier(p, config.deployment_id, config.root_url) for p in config.providers
     }
+    env = config.env
+    issuer = IssuerSource(engine, env.taskcluster_client_id, env.taskcluster_access_token)
+    auth_service = None
+    if env.taskcluster_client_id and env.taskcluster_access_token and env.taskcluster_root_url:
+        auth_service = AuthService(
+            env.taskcluster_root_url, env.taskcluster_client_id, env.taskcluster_access_token
+        )
     app = create_app(
         engine,
         verifiers,
+        provider_kinds={p.id: p.kind for p in config.providers},
         deployment_id=config.deployment_id,
-        audience=config.root_url,
-        operator_token=config.env.operator_token,
+        root_url=config.root_url,
+        authenticator=Authenticator(
+            issuer, operator_token=env.operator_token, auth_service=auth_service
+        ),
+        issuer=issuer,
+        version=importlib.metadata.version("wm"),
         max_in_flight=WEB_DB_POOL_SIZE,
     )
     port = config.env.port or config.web.port
-    log("process-started", process="web", port=port)
+    mode = "taskcluster" if auth_service else "standalone"
+    log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
     server = QuietExitServer(
         uvicorn.Config(
             app,

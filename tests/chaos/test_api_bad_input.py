@@ -1,7 +1,8 @@
 """Bad input everywhere else (issue 9, item 15): every API endpoint of the real web process and
 every `wm` command, given malformed bodies, oversized payloads, unknown pools and providers,
 control characters and malformed configuration. Each must be a clear error that names what is
-wrong (a 4xx Problem {code, message}; a message and exit code 2 for commands, no traceback) and
+wrong (a 4xx in Taskcluster's error body {code, message, requestInfo}; a message and exit code 2
+for commands, no traceback) and
 must write nothing: the whole database is compared before and after.
 
 Already covered elsewhere, not repeated here: a broken config file's every problem listed by
@@ -25,8 +26,8 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from tests.support.api_stack import (
-    OPERATOR_TOKEN,
     POOLS,
+    PREFIX,
     ApiStack,
     module_api,
 )
@@ -34,9 +35,11 @@ from tests.support.stack import REPO
 from wm.api.app import MAX_BODY_BYTES
 from wm.model import WorkerRecord
 
-REGISTER = "/api/v1/workers/register"
-REREGISTER = "/api/v1/workers/reregister"
-OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+REGISTER = f"{PREFIX}/worker/register"
+REREGISTER = f"{PREFIX}/worker/reregister"
+# The codes Taskcluster answers a body that is not the JSON object asked for: not JSON at all,
+# or JSON that fails the schema (an empty body, an array, a number out of range, text/plain).
+NOT_THE_JSON_ASKED_FOR = {"MalformedPayload", "InputValidationError"}
 
 
 @pytest.fixture(scope="module")
@@ -54,34 +57,38 @@ def waiting(api: ApiStack) -> WorkerRecord:
 
 
 @pytest.fixture(scope="module")
-def running(api: ApiStack) -> tuple[WorkerRecord, str]:
-    """A registered worker and its secret."""
+def running(api: ApiStack) -> tuple[WorkerRecord, dict[str, str]]:
+    """A registered worker and its Taskcluster credentials."""
     (worker,) = api.launch("gcp", 1)
     reply = api.register(worker, api.proof(worker))
     assert reply.status == 200
-    return worker, reply.json()["secret"]
+    return worker, reply.json()["credentials"]
 
 
-def is_problem(body: bytes) -> bool:
+def is_tc_error(body: bytes) -> bool:
     try:
         found = json.loads(body)
     except ValueError:
         return False
     return (
         isinstance(found, dict)
-        and set(found) == {"code", "message"}
-        and all(isinstance(v, str) and v for v in found.values())
+        and set(found) == {"code", "message", "requestInfo"}
+        and all(isinstance(found[k], str) and found[k] for k in ("code", "message"))
     )
 
 
 def refused(
-    api: ApiStack, method: str, path: str, body: Any = None, **kwargs: Any
-) -> tuple[int, dict[str, str]]:
-    """Send; the answer must be a 4xx Problem and the database unchanged. (status, problem)"""
+    api: ApiStack, method: str, path: str, body: Any = None, *, signed: Any = None, **kwargs: Any
+) -> tuple[int, dict[str, Any]]:
+    """Send (Hawk-signed with `signed` credentials, if given); the answer must be a 4xx in
+    Taskcluster's error body and the database unchanged. (status, body)"""
     before = api.all_stored_text()
-    reply = api.call(method, path, body, **kwargs)
+    if signed is not None:
+        reply = api.signed(signed, method, path, body, **kwargs)
+    else:
+        reply = api.call(method, path, body, **kwargs)
     assert 400 <= reply.status < 500, (method, path, reply.status, reply.body)
-    assert is_problem(reply.body), reply.body
+    assert is_tc_error(reply.body), reply.body
     assert api.all_stored_text() == before, (method, path)
     return reply.status, reply.json()
 
@@ -92,63 +99,54 @@ def refused(
 def register_cases(worker: WorkerRecord) -> dict[str, tuple[Any, int, str, str]]:
     """name -> (body, status, code, what the message must name)."""
     good = {
-        "pool_id": worker.pool_id,
-        "provider_id": worker.provider_id,
-        "worker_group": worker.worker_group,
-        "worker_id": worker.worker_id,
-        "identity_proof": {"document": "{}", "signature": "c2ln"},
+        "workerPoolId": worker.pool_id,
+        "providerId": worker.provider_id,
+        "workerGroup": worker.worker_group,
+        "workerId": worker.tc_worker_id,
+        "workerIdentityProof": {"document": "{}", "signature": "c2ln"},
     }
     nul, newline = "w\x00x", "w\nx"
+    invalid = "InputValidationError"
     return {
-        "unknown pool": ({**good, "pool_id": "no/such"}, 404, "unknown-pool", "no/such"),
-        "unknown provider": (
-            {**good, "provider_id": "nope"},
-            400,
-            "provider-mismatch",
-            "provider",
-        ),
+        "unknown pool": ({**good, "workerPoolId": "no/such"}, 404, "ResourceNotFound", "pool"),
+        "unknown provider": ({**good, "providerId": "nope"}, 404, "ResourceNotFound", "Provider"),
         "another pool's provider": (
-            {**good, "provider_id": "gcp-sim"},
+            {**good, "providerId": "gcp-sim"},
             400,
-            "provider-mismatch",
+            "InputError",
             "provider",
         ),
-        "unknown worker": ({**good, "worker_id": "wnobody"}, 404, "unknown-worker", "wnobody"),
+        "unknown worker": ({**good, "workerId": "i-nobody"}, 404, "ResourceNotFound", "Worker"),
         "another pool's worker": (
-            {**good, "pool_id": POOLS["gcp"]},
+            {**good, "workerPoolId": POOLS["gcp"]},
             404,
-            "unknown-worker",
-            worker.worker_id,
+            "ResourceNotFound",
+            "Worker",
         ),
-        "unknown group": ({**good, "worker_group": "mars-1"}, 400, "group-mismatch", "group"),
+        "unknown group": ({**good, "workerGroup": "mars-1"}, 404, "ResourceNotFound", "Worker"),
         "missing field": (
-            {k: v for k, v in good.items() if k != "worker_id"},
+            {k: v for k, v in good.items() if k != "workerId"},
             400,
-            "bad-request",
-            "worker_id: Field required",
+            invalid,
+            "workerId: Field required",
         ),
-        "unknown field": ({**good, "state": "running"}, 400, "bad-request", "state"),
-        "id of the wrong type": ({**good, "pool_id": 5}, 400, "bad-request", "pool_id"),
-        "id too long": ({**good, "worker_id": "w" * 201}, 400, "bad-request", "worker_id"),
-        "empty id": ({**good, "worker_group": ""}, 400, "bad-request", "worker_group"),
-        "NUL in the pool id": (
-            {**good, "pool_id": nul},
-            400,
-            "bad-request",
-            "pool_id: must not contain control characters",
-        ),
-        "NUL in the worker id": ({**good, "worker_id": nul}, 400, "bad-request", "worker_id"),
-        "newline in the group": ({**good, "worker_group": newline}, 400, "bad-request", "group"),
-        "NUL in the provider id": ({**good, "provider_id": nul}, 400, "bad-request", "provider"),
+        "unknown field": ({**good, "state": "running"}, 400, invalid, "state"),
+        "id of the wrong type": ({**good, "workerPoolId": 5}, 400, invalid, "workerPoolId"),
+        "id too long": ({**good, "workerId": "w" * 39}, 400, invalid, "workerId"),
+        "empty id": ({**good, "workerGroup": ""}, 400, invalid, "workerGroup"),
+        "NUL in the pool id": ({**good, "workerPoolId": nul}, 400, invalid, "workerPoolId"),
+        "NUL in the worker id": ({**good, "workerId": nul}, 400, invalid, "workerId"),
+        "newline in the group": ({**good, "workerGroup": newline}, 400, invalid, "workerGroup"),
+        "NUL in the provider id": ({**good, "providerId": nul}, 400, invalid, "providerId"),
         "proof not an object": (
-            {**good, "identity_proof": "a string"},
+            {**good, "workerIdentityProof": "a string"},
             400,
-            "bad-request",
-            "identity_proof",
+            invalid,
+            "workerIdentityProof",
         ),
-        "a JSON array": ([good], 400, "bad-request", "(top level)"),
-        "a JSON number": (5, 400, "bad-request", "(top level)"),
-        "JSON null": (None, 400, "bad-request", "(top level)"),
+        "a JSON array": ([good], 400, invalid, "body"),
+        "a JSON number": (5, 400, invalid, "body"),
+        "JSON null": (None, 400, invalid, "body"),
     }
 
 
@@ -160,19 +158,21 @@ def test_every_malformed_registration_is_a_clear_4xx_that_writes_nothing(
             got = refused(api, "POST", REGISTER, raw=b"null")
         else:
             got = refused(api, "POST", REGISTER, body)
-        assert got == (status, got[1]) and got[1]["code"] == code, (name, got)
+        assert got[0] == status and got[1]["code"] == code, (name, got)
         assert named in got[1]["message"], (name, got)
+        # A registration's body holds a proof: never echoed back.
+        assert got[1]["requestInfo"]["payload"] == "(OMITTED)", name
 
 
 @pytest.mark.parametrize(
     ("raw", "content_type"),
     [
         pytest.param(b"{not json", "application/json", id="not-json"),
-        pytest.param(b'{"pool_id": "\xff\xfe"}', "application/json", id="not-utf8"),
+        pytest.param(b'{"workerPoolId": "\xff\xfe"}', "application/json", id="not-utf8"),
         pytest.param(b"", "application/json", id="empty"),
         pytest.param(b"[" * 20_000 + b"]" * 20_000, "application/json", id="nested-20000-deep"),
-        pytest.param(b'{"pool_id": 1e999999}', "application/json", id="huge-number"),
-        pytest.param(b'{"pool_id": "p"}', "text/plain", id="not-declared-json"),
+        pytest.param(b'{"workerPoolId": 1e999999}', "application/json", id="huge-number"),
+        pytest.param(b'{"workerPoolId": "p"}', "text/plain", id="not-declared-json"),
     ],
 )
 def test_bodies_that_are_not_the_json_asked_for_are_400(
@@ -182,18 +182,19 @@ def test_bodies_that_are_not_the_json_asked_for_are_400(
         status, problem = refused(
             api, "POST", path, raw=raw, headers={"Content-Type": content_type}
         )
-        assert status == 400 and problem["code"] == "bad-request"
+        assert status == 400 and problem["code"] in NOT_THE_JSON_ASKED_FOR, (path, problem)
 
 
 def test_oversized_bodies_are_413_whether_declared_or_streamed(api: ApiStack):
-    big = b'{"pool_id": "' + b"x" * MAX_BODY_BYTES + b'"}'
-    for path in (REGISTER, REREGISTER, f"/api/v1/pools/{POOLS['aws']}/errors"):
+    big = b'{"workerPoolId": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    for path in (REGISTER, REREGISTER, f"{PREFIX}/worker-pool-errors/{quote(POOLS['aws'], '')}"):
         status, problem = refused(api, "POST", path, raw=big)
-        assert (status, problem["code"]) == (413, "too-large")
+        assert (status, problem["code"]) == (413, "InputTooLarge")
     before = api.all_stored_text()
     streamed = post_chunked(api, REGISTER, total_bytes=20 * MAX_BODY_BYTES)
-    assert streamed[0] == 413 and is_problem(streamed[1])
-    assert json.loads(streamed[1])["message"] == f"bodies are limited to {MAX_BODY_BYTES} bytes"
+    assert streamed[0] == 413 and is_tc_error(streamed[1])
+    message = json.loads(streamed[1])["message"]
+    assert message.startswith(f"bodies are limited to {MAX_BODY_BYTES} bytes")
     assert api.all_stored_text() == before
 
 
@@ -204,7 +205,7 @@ def post_chunked(api: ApiStack, path: str, total_bytes: int) -> tuple[int, bytes
     chunk = b" " * 8192
 
     def body() -> Iterator[bytes]:
-        yield b'{"pool_id": "'
+        yield b'{"workerPoolId": "'
         for _ in range(total_bytes // len(chunk)):
             yield chunk
 
@@ -230,97 +231,122 @@ def post_chunked(api: ApiStack, path: str, total_bytes: int) -> tuple[int, bytes
 
 
 def test_unknown_pools_and_bad_ids_on_every_endpoint_are_clear_4xx(
-    api: ApiStack, running: tuple[WorkerRecord, str]
+    api: ApiStack, running: tuple[WorkerRecord, dict[str, str]]
 ):
-    worker, secret = running
-    mine = {"Authorization": f"Bearer {secret}"}
-    pool, group, wid = worker.pool_id, worker.worker_group, worker.worker_id
-    nul, long_id = quote("a\x00b"), "w" * 201
-    report = {"worker_id": wid, "title": "t"}
-    reregister = {"pool_id": "no/such", "worker_group": group, "worker_id": wid, "secret": secret}
-    workers, pools = "/api/v1/workers", "/api/v1/pools"
-    cases: list[tuple[str, str, Any, dict[str, str], int, str]] = [
-        # method, path, body, headers: status, code
-        ("GET", f"{workers}/no/such/{group}/{wid}/should-terminate", None, mine, 403, "bad-secret"),
-        ("GET", f"{workers}/{pool}/{nul}/{wid}/should-terminate", None, mine, 400, "bad-request"),
-        ("GET", f"{workers}/{nul}/{group}/{wid}/should-terminate", None, mine, 400, "bad-request"),
-        (
-            "GET",
-            f"{workers}/{pool}/{group}/{long_id}/should-terminate",
-            None,
-            mine,
-            400,
-            "bad-request",
-        ),
-        ("DELETE", f"{workers}/no/such/{group}/{wid}", None, mine, 403, "bad-secret"),
-        ("DELETE", f"{workers}/no/such/{group}/{wid}", None, OPERATOR, 404, "unknown-worker"),
-        ("DELETE", f"{workers}/{pool}/{group}/wnobody", None, OPERATOR, 404, "unknown-worker"),
-        ("DELETE", f"{workers}/{pool}/{group}/{nul}", None, OPERATOR, 400, "bad-request"),
-        ("POST", f"{pools}/no/such/errors", report, mine, 403, "bad-secret"),
-        ("POST", f"{pools}/{nul}/errors", report, mine, 400, "bad-request"),
-        ("POST", REREGISTER, reregister, {}, 403, "bad-secret"),
-        ("GET", f"{pools}/no/such/workers", None, OPERATOR, 404, "unknown-pool"),
-        ("GET", f"{pools}/no/such/errors", None, OPERATOR, 404, "unknown-pool"),
-        ("GET", f"{pools}/{nul}/workers", None, OPERATOR, 400, "bad-request"),
-        ("GET", pools, None, {"Authorization": "Bearer wrong"}, 401, "unauthorized"),
-        ("PUT", REGISTER, {}, {}, 405, "method-not-allowed"),
-        ("GET", REGISTER, None, {}, 405, "method-not-allowed"),
-        ("GET", "/api/v2/anything", None, {}, 404, "not-found"),
-        ("POST", "/", {}, {}, 404, "not-found"),
-    ]
-    for method, path, body, headers, status, code in cases:
-        got = refused(api, method, path, body, headers=headers)
+    worker, mine = running
+    pool, group, wid = quote(worker.pool_id, ""), worker.worker_group, worker.tc_worker_id
+    nul, long_id = quote("a\x00b"), "w" * 39
+    report = {
+        "workerGroup": group,
+        "workerId": wid,
+        "kind": "k",
+        "title": "t",
+        "description": "",
+        "extra": {},
+    }
+    reregister = {"workerPoolId": "no/such", "workerGroup": group, "workerId": wid}
+    reregister["secret"] = "s" * 44
+    workers, errors = f"{PREFIX}/workers", f"{PREFIX}/worker-pool-errors"
+    params, scopes, missing = "InvalidRequestArguments", "InsufficientScopes", "ResourceNotFound"
+    operator = {"clientId": "static/wm-operator", "accessToken": api_operator_token()}
+    cases: list[tuple[str, str, Any, Any, int, str]] = [
+        # method, path, body, signed as: status, code
+        ("GET", f"{workers}/no%2Fsuch/{group}/{wid}/should-terminate", None, mine, 403, scopes),
+        ("GET", f"{workers}/{pool}/{nul}/{wid}/should-terminate", None, mine, 400, params),
+        ("GET", f"{workers}/{nul}/{group}/{wid}/should-terminate", None, mine, 400, params),
+        ("GET", f"{workers}/{pool}/{group}/{long_id}/should-terminate", None, mine, 400, params),
+        ("DELETE", f"{workers}/no%2Fsuch/{group}/{wid}", None, mine, 403, scopes),
+        ("DELETE", f"{workers}/no%2Fsuch/{group}/{wid}", None, operator, 404, missing),
+        ("DELETE", f"{workers}/{pool}/{group}/i-nobody", None, operator, 404, missing),
+        ("DELETE", f"{workers}/{pool}/{group}/{nul}", None, operator, 400, params),
+        ("POST", f"{errors}/no%2Fsuch", report, mine, 403, scopes),
+        # The operator holds worker-manager:* only: reporting as a worker needs assume: scopes.
+        ("POST", f"{errors}/no%2Fsuch", report, operator, 403, scopes),
+        ("POST", f"{errors}/{nul}", report, mine, 404, missing),
+        ("POST", REREGISTER, reregister, None, 403, scopes),
+        ("POST", REREGISTER, reregister, mine, 403, scopes),
+        ("GET", f"{workers}/no%2Fsuch", None, operator, 404, missing),
+        ("GET", f"{PREFIX}/worker-pool/no%2Fsuch", None, operator, 404, missing),
+        ("GET", f"{workers}/{nul}", None, operator, 404, missing),
+        ("GET", f"{PREFIX}/worker-pools", None, {**operator, "accessToken": "wrong"}, 401,
+         "AuthenticationFailed"),
+        ("PUT", REGISTER, {}, None, 405, "MethodNotAllowed"),
+        ("GET", REGISTER, None, None, 405, "MethodNotAllowed"),
+        ("GET", "/api/worker-manager/v2/anything", None, None, 404, missing),
+        ("POST", "/", {}, None, 404, missing),
+        ("GET", "/api/v1/pools", None, None, 404, missing),
+    ]  # fmt: skip
+    for method, path, body, signed, status, code in cases:
+        got = refused(api, method, path, body, signed=signed)
         assert got[0] == status and got[1]["code"] == code, (method, path, got)
-    assert api.row(wid)["state"] == "running"  # the worker itself was never touched
+    assert api.row(worker.worker_id)["state"] == "running"  # the worker itself was never touched
+
+
+def api_operator_token() -> str:
+    from tests.support.api_stack import OPERATOR_TOKEN
+
+    return OPERATOR_TOKEN
 
 
 @pytest.mark.parametrize(
     ("report", "named"),
     [
         ({"title": "disk \x00 full"}, "NUL"),
-        ({"title": "t", "description": "a\x00b"}, "NUL"),
-        ({"title": "t", "extra": {"a\x00": 1}}, "NUL"),
-        ({"title": "t", "extra": {"list": ["fine", "bad\x00"]}}, "NUL"),
-        ({"title": "t", "extra": {"load": float("nan")}}, "finite"),
-        ({"title": "t", "extra": {"load": float("inf")}}, "finite"),
-        ({"title": ""}, "title"),
-        ({"title": "t" * 501}, "title"),
-        ({"title": "t", "description": "d" * 10_001}, "description"),
-        ({"title": "t", "extra": ["not", "an", "object"]}, "extra"),
-        ({"title": "t", "worker_id": "w\x00"}, "worker_id"),
-        ({}, "title"),
+        ({"description": "a\x00b"}, "NUL"),
+        ({"extra": {"a\x00": 1}}, "NUL"),
+        ({"extra": {"list": ["fine", "bad\x00"]}}, "NUL"),
+        ({"extra": {"load": float("nan")}}, "finite"),
+        ({"extra": {"load": float("inf")}}, "finite"),
+        # Taskcluster's pattern is not anchored: a kind needs one lower-case letter or digit.
+        ({"kind": "UPPER_CASE"}, "kind"),
+        ({"title": "t" * 129}, "title"),
+        ({"description": "d" * 10_241}, "description"),
+        ({"extra": ["not", "an", "object"]}, "extra"),
+        ({"workerId": "w\x00"}, "workerId"),
+        ({"title": None}, "title"),
     ],
 )
 def test_a_malformed_error_report_is_400_and_stores_nothing(
-    api: ApiStack, running: tuple[WorkerRecord, str], report: dict, named: str
+    api: ApiStack, running: tuple[WorkerRecord, dict[str, str]], report: dict, named: str
 ):
-    worker, secret = running
-    body = {"worker_id": worker.worker_id, **report}
+    worker, mine = running
+    body = {
+        "workerGroup": worker.worker_group,
+        "workerId": worker.tc_worker_id,
+        "kind": "worker-error",
+        "title": "t",
+        "description": "",
+        "extra": {},
+        **report,
+    }
     # json.dumps writes NaN and Infinity, which Python's parser (and so FastAPI's) accepts.
     raw = json.dumps(body).encode()
-    status, problem = refused(
-        api,
-        "POST",
-        f"/api/v1/pools/{worker.pool_id}/errors",
-        raw=raw,
-        headers={"Authorization": f"Bearer {secret}"},
-    )
-    assert (status, problem["code"]) == (400, "bad-request") and named in problem["message"]
+    path = f"{PREFIX}/worker-pool-errors/{quote(worker.pool_id, '')}"
+    status, problem = refused(api, "POST", path, raw=raw, signed=mine)
+    assert (status, problem["code"]) == (400, "InputValidationError")
+    assert named in problem["message"]
 
 
 def test_an_error_report_cannot_name_another_worker_as_its_sender(
-    api: ApiStack, running: tuple[WorkerRecord, str]
+    api: ApiStack, running: tuple[WorkerRecord, dict[str, str]]
 ):
-    worker, secret = running
-    reply = api.post(
-        f"/api/v1/pools/{worker.pool_id}/errors",
-        {"worker_id": worker.worker_id, "title": "spoof", "extra": {"worker_id": "wsomeoneelse"}},
-        headers={"Authorization": f"Bearer {secret}"},
+    worker, mine = running
+    spoofed = {"workerGroup": "elsewhere", "workerId": "i-someoneelse"}
+    stored = api.client(mine).reportWorkerError(
+        worker.pool_id,
+        {
+            "workerGroup": worker.worker_group,
+            "workerId": worker.tc_worker_id,
+            "kind": "worker-error",
+            "title": "spoof",
+            "description": "",
+            "extra": spoofed,
+        },
     )
-    assert reply.status == 201
-    listed = api.call("GET", f"/api/v1/pools/{worker.pool_id}/errors", headers=OPERATOR).json()
+    assert stored["extra"] == {"workerGroup": worker.worker_group, "workerId": worker.tc_worker_id}
+    listed = api.operator().listWorkerPoolErrors(worker.pool_id)["workerPoolErrors"]
     (spoof,) = [e for e in listed if e["title"] == "spoof"]
-    assert spoof["extra"]["worker_id"] == worker.worker_id
+    assert spoof["extra"]["workerId"] == worker.tc_worker_id
 
 
 # -- the `wm` command ---------------------------------------------------------------------------

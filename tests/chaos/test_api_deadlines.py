@@ -148,7 +148,7 @@ def test_a_late_registration_is_refused_and_the_scanner_terminates_the_worker(
     set_deadline(api, worker.worker_id, -1)
 
     late = api.register(worker, proof)
-    assert (late.status, late.json()["code"]) == (409, "deadline-passed")
+    assert (late.status, late.json()["code"]) == (400, "InputError")
     assert api.row(worker.worker_id)["state"] == WorkerState.REQUESTED
 
     assert scan.scan(worker.provider_id, worker.worker_group) is not None
@@ -156,7 +156,7 @@ def test_a_late_registration_is_refused_and_the_scanner_terminates_the_worker(
     assert row["state"] in (WorkerState.STOPPING, WorkerState.STOPPED)
     assert row["stop_reason"] == "registration-timeout"
     again = api.register(worker, proof)
-    assert (again.status, again.json()["code"]) == (409, "not-requested")
+    assert (again.status, again.json()["code"]) == (400, "InputError")
     assert api.row(worker.worker_id)["secret_hash"] is None
 
 
@@ -173,6 +173,6 @@ def test_a_registration_queued_behind_the_scanners_terminate_is_refused(api: Api
     report = scan.scan(worker.provider_id, worker.worker_group)
     assert report is not None
     reply = api.register(worker, proof)
-    assert reply.status == 409 and "secret" not in reply.json()
+    assert reply.status == 400 and "secret" not in reply.json()
     row = api.row(worker.worker_id)
     assert row["state"] != WorkerState.RUNNING and row["secret_hash"] is None

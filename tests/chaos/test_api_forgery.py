@@ -2,7 +2,7 @@
 
 `wm run web` runs as an OS process on real Postgres, trusting the three simulated clouds'
 keys; the workers were launched on those clouds by the real providers. Each forgery is posted
-for a worker that is waiting to register, and every one must get the very same 403 body, leave
+for a worker that is waiting to register, and every one must get the very same 400 answer, leave
 the row exactly as it was (still `requested`, no secret), and make no outbound connection: the
 URLs forgeries name point at a local listener that must never see one, or at addresses the
 fetcher must refuse before any I/O (its own counter and log say so). The worker's genuine proof
@@ -42,7 +42,12 @@ from wmsim import attested
 from wmsim.gce import identity_jwks
 from wmsim.trust import new_rsa_key
 
-REJECTED = b'{"code":"identity-rejected","message":"the identity proof was not accepted"}'
+# One answer per cloud for every refused proof, worker-manager's words (a 400 InputError).
+REJECTED = {
+    "aws": (400, "InputError", "Instance identity document validation error"),
+    "gcp": (400, "InputError", "Token validation error"),
+    "azure": (400, "InputError", "Signature validation error"),
+}
 NONCE = "a1b2c3d4e5f6"
 
 
@@ -304,7 +309,7 @@ FORGERIES = [
 
 
 @pytest.mark.parametrize(("kind", "name", "forge"), FORGERIES)
-def test_a_forged_proof_gets_the_same_403_and_changes_nothing(
+def test_a_forged_proof_gets_the_same_answer_and_changes_nothing(
     api: ApiStack, trap: Listener, stranger_key, kind: str, name: str, forge
 ):
     target, other = api.launch(kind, 2)
@@ -314,7 +319,8 @@ def test_a_forged_proof_gets_the_same_403_and_changes_nothing(
 
     reply = api.register(target, proof)
 
-    assert (reply.status, reply.body) == (403, REJECTED), name
+    assert reply.refusal() == REJECTED[kind], name
+    assert reply.json()["requestInfo"]["payload"] == "(OMITTED)"  # a proof is never echoed
     assert api.row(target.worker_id) == before  # every column: still requested, same version
     assert before["state"] == "requested" and before["secret_hash"] is None
     assert trap.connections == []
@@ -354,10 +360,10 @@ def test_fifty_parallel_copies_of_one_valid_proof_register_exactly_once(api: Api
     replies = in_parallel(50, attempt)
 
     statuses = sorted(r.status for r in replies)
-    assert statuses == [200] + [409] * 49, statuses
+    assert statuses == [200] + [400] * 49, statuses
     (winner,) = [r for r in replies if r.status == 200]
     row = api.row(worker.worker_id)
     assert row["state"] == "running" and row["secret_hash"] == secret_hash(winner.json()["secret"])
-    assert all(r.json()["code"] == "not-requested" for r in replies if r.status == 409)
+    assert all(r.json()["code"] == "InputError" for r in replies if r.status == 400)
     mine = [e for e in api.events("worker-running") if e["worker"] == worker.worker_id]
     assert len(mine) == 1 and len(api.events("worker-running")) == running_before + 1

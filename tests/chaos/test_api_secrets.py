@@ -1,9 +1,10 @@
 """Re-registration abuse and where secrets go, against the real web process (issue 9, item 13).
 
-Wrong, old, malformed and borrowed secrets, stopped and expired workers: always a 4xx, never a
-5xx, and nothing changes. Then the whole database and everything the web process logged are
-searched for every secret it handed out and every proof it was sent: a secret may only ever be
-stored as its hash, and neither may appear in a log line.
+Wrong, old, malformed and borrowed secrets and credentials, stopped and expired workers: always a
+4xx, never a 5xx, and nothing changes. Then the whole database and everything the web process
+logged are searched for every secret and access token it handed out and every proof it was sent:
+a secret may only ever be stored as its hash, an access token not at all, and none may appear in
+a log line.
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ from tests.support.api_stack import (
     KINDS,
     OPERATOR_TOKEN,
     POOLS,
+    PREFIX,
     ApiStack,
     module_api,
     secret_hash,
 )
-from wm.api.models import RegisterRequest, ReregisterRequest
+from wm.api.models import RegisterWorkerRequest, ReregisterWorkerRequest
 from wm.model import WorkerRecord
 
-REREGISTER = "/api/v1/workers/reregister"
+REREGISTER = f"{PREFIX}/worker/reregister"
 
 
 @pytest.fixture(scope="module")
@@ -47,22 +49,25 @@ def handed_out() -> dict[str, list[str]]:
     return {"secrets": [], "proofs": []}
 
 
-def registered(api: ApiStack, kind: str, handed_out: dict) -> tuple[WorkerRecord, str]:
+def registered(
+    api: ApiStack, kind: str, handed_out: dict
+) -> tuple[WorkerRecord, str, dict[str, str]]:
+    """A registered worker, its secret and its Taskcluster credentials."""
     (worker,) = api.launch(kind, 1)
     proof = api.proof(worker)
     handed_out["proofs"].extend(str(v) for v in proof.values() if len(str(v)) > 40)
     reply = api.register(worker, proof)
     assert reply.status == 200, reply.body
-    secret = reply.json()["secret"]
-    handed_out["secrets"].append(secret)
-    return worker, secret
+    answer = reply.json()
+    handed_out["secrets"] += [answer["secret"], answer["credentials"]["accessToken"]]
+    return worker, answer["secret"], answer["credentials"]
 
 
 def reregister_body(worker: WorkerRecord, secret: Any, **changes: Any) -> dict[str, Any]:
     body = {
-        "pool_id": worker.pool_id,
-        "worker_group": worker.worker_group,
-        "worker_id": worker.worker_id,
+        "workerPoolId": worker.pool_id,
+        "workerGroup": worker.worker_group,
+        "workerId": worker.tc_worker_id,
         "secret": secret,
     }
     body.update(changes)
@@ -70,11 +75,12 @@ def reregister_body(worker: WorkerRecord, secret: Any, **changes: Any) -> dict[s
 
 
 def worker_path(worker: WorkerRecord) -> str:
-    return f"/api/v1/workers/{worker.pool_id}/{worker.worker_group}/{worker.worker_id}"
+    pool = worker.pool_id.replace("/", "%2F")
+    return f"{PREFIX}/workers/{pool}/{worker.worker_group}/{worker.tc_worker_id}"
 
 
-def bearer(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
+def errors_path(worker: WorkerRecord) -> str:
+    return f"{PREFIX}/worker-pool-errors/{worker.pool_id.replace('/', '%2F')}"
 
 
 def unchanged(api: ApiStack, worker: WorkerRecord, before: dict[str, Any]) -> bool:
@@ -85,12 +91,12 @@ def unchanged(api: ApiStack, worker: WorkerRecord, before: dict[str, Any]) -> bo
 def test_reregistration_abuse_is_always_4xx_and_changes_nothing(
     api: ApiStack, kind: str, handed_out: dict
 ):
-    worker, secret = registered(api, kind, handed_out)
-    other, other_secret = registered(api, kind, handed_out)
+    worker, secret, mine = registered(api, kind, handed_out)
+    other, other_secret, _ = registered(api, kind, handed_out)
     before = api.row(worker.worker_id)
     another_pool = next(pool for other_kind, pool in POOLS.items() if other_kind != kind)
     abuse = {
-        "wrong secret": reregister_body(worker, "not-the-secret"),
+        "wrong secret": reregister_body(worker, "n" * 44),
         "another worker's secret": reregister_body(worker, other_secret),
         "the operator token": reregister_body(worker, OPERATOR_TOKEN),
         "the secret's hash": reregister_body(worker, secret_hash(secret)),
@@ -102,18 +108,21 @@ def test_reregistration_abuse_is_always_4xx_and_changes_nothing(
         "secret as a list": reregister_body(worker, [secret]),
         "secret with NUL": reregister_body(worker, secret + "\x00"),
         "no secret": {k: v for k, v in reregister_body(worker, secret).items() if k != "secret"},
-        "right secret, another pool": reregister_body(worker, secret, pool_id=another_pool),
-        "right secret, unknown pool": reregister_body(worker, secret, pool_id="no/such"),
-        "right secret, another group": reregister_body(worker, secret, worker_group="elsewhere"),
+        "right secret, another pool": reregister_body(worker, secret, workerPoolId=another_pool),
+        "right secret, unknown pool": reregister_body(worker, secret, workerPoolId="no/such"),
+        "right secret, another group": reregister_body(worker, secret, workerGroup="elsewhere"),
         "right secret, another worker": reregister_body(other, secret),
-        "right secret, unknown worker": reregister_body(worker, secret, worker_id="wnobody"),
+        "right secret, unknown worker": reregister_body(worker, secret, workerId="i-nobody"),
         "an extra field": {**reregister_body(worker, secret), "state": "running"},
     }
     for scenario, body in abuse.items():
-        reply = api.post(REREGISTER, body)
-        assert 400 <= reply.status < 500, (scenario, reply.status, reply.body)
-        assert "secret" not in reply.json() or reply.status != 200, scenario
-        assert unchanged(api, worker, before), scenario
+        for signed in (True, False):
+            reply = (
+                api.signed(mine, "POST", REREGISTER, body) if signed else api.post(REREGISTER, body)
+            )
+            assert 400 <= reply.status < 500, (scenario, reply.status, reply.body)
+            assert "secret" not in reply.json() or reply.status != 200, scenario
+            assert unchanged(api, worker, before), scenario
     raw_abuse = {
         "not JSON": b"{secret",
         "JSON array": b"[]",
@@ -121,64 +130,56 @@ def test_reregistration_abuse_is_always_4xx_and_changes_nothing(
         "deeply nested": b'{"secret": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     }
     for scenario, raw in raw_abuse.items():
-        reply = api.post(REREGISTER, None, raw=raw)
+        reply = api.signed(mine, "POST", REREGISTER, raw=raw)
         assert reply.status == 400, (scenario, reply.body)
     assert unchanged(api, worker, before)
     # And the worker's own secret still works (the abuse did not lock it out).
-    fine = api.post(REREGISTER, reregister_body(worker, secret))
+    fine = api.signed(mine, "POST", REREGISTER, reregister_body(worker, secret))
     assert fine.status == 200
-    handed_out["secrets"].append(fine.json()["secret"])
+    handed_out["secrets"] += [fine.json()["secret"], fine.json()["credentials"]["accessToken"]]
 
 
 def test_an_old_secret_stops_working_once_rotated(api: ApiStack, handed_out: dict):
-    worker, first = registered(api, "aws", handed_out)
-    rotated = api.post(REREGISTER, reregister_body(worker, first))
+    worker, first, mine = registered(api, "aws", handed_out)
+    rotated = api.signed(mine, "POST", REREGISTER, reregister_body(worker, first))
     assert rotated.status == 200
     second = rotated.json()["secret"]
-    handed_out["secrets"].append(second)
+    handed_out["secrets"] += [second, rotated.json()["credentials"]["accessToken"]]
     before = api.row(worker.worker_id)
     assert before["secret_hash"] == secret_hash(second) != secret_hash(first)
 
-    old = api.post(REREGISTER, reregister_body(worker, first))
-    assert (old.status, old.json()["code"]) == (403, "bad-secret")
-    for method, path in (
-        ("GET", worker_path(worker) + "/should-terminate"),
-        ("DELETE", worker_path(worker)),
-    ):
-        reply = api.call(method, path, headers=bearer(first))
-        assert (reply.status, reply.json()["code"]) == (403, "bad-secret"), path
+    old = api.signed(mine, "POST", REREGISTER, reregister_body(worker, first))
+    assert (old.status, old.json()["code"]) == (400, "InputError")
     assert unchanged(api, worker, before)
 
 
-def test_a_stopped_worker_cannot_reregister_or_act(api: ApiStack, handed_out: dict):
-    worker, secret = registered(api, "gcp", handed_out)
-    assert api.call("DELETE", worker_path(worker), headers=bearer(secret)).status == 202
+def test_a_stopped_worker_cannot_reregister(api: ApiStack, handed_out: dict):
+    worker, secret, mine = registered(api, "gcp", handed_out)
+    assert api.signed(mine, "DELETE", worker_path(worker)).status == 200
     stopping = api.row(worker.worker_id)
     assert stopping["state"] == "stopping" and stopping["secret_hash"] is None
 
-    assert api.post(REREGISTER, reregister_body(worker, secret)).status == 403
-    for method, path, body in (
-        ("GET", worker_path(worker) + "/should-terminate", None),
-        ("DELETE", worker_path(worker), None),
-        ("POST", f"/api/v1/pools/{worker.pool_id}/errors", {"worker_id": worker.worker_id}),
-    ):
-        reply = api.call(method, path, body, headers=bearer(secret))
-        assert 400 <= reply.status < 500, (path, reply.status)
+    reply = api.signed(mine, "POST", REREGISTER, reregister_body(worker, secret))
+    assert (reply.status, reply.json()["code"]) == (400, "InputError")
+    again = api.signed(mine, "DELETE", worker_path(worker))
+    assert again.status == 200  # removing a stopping worker changes nothing
+    terminate = api.signed(mine, "GET", worker_path(worker) + "/should-terminate").json()
+    assert terminate["terminate"] is True
     assert api.row(worker.worker_id) == stopping
 
 
 def test_a_worker_past_its_reregistration_deadline_cannot_reregister(
     api: ApiStack, handed_out: dict
 ):
-    worker, secret = registered(api, "azure", handed_out)
+    worker, secret, mine = registered(api, "azure", handed_out)
     with api.engine.begin() as conn:
         conn.execute(
             text("UPDATE workers SET expires = now() - interval '1 second' WHERE worker_id = :w"),
             {"w": worker.worker_id},
         )
     before = api.row(worker.worker_id)
-    reply = api.post(REREGISTER, reregister_body(worker, secret))
-    assert (reply.status, reply.json()["code"]) == (403, "bad-secret")
+    reply = api.signed(mine, "POST", REREGISTER, reregister_body(worker, secret))
+    assert (reply.status, reply.json()["code"]) == (400, "InputError")
     assert unchanged(api, worker, before)
 
 
@@ -192,23 +193,30 @@ def test_a_worker_past_its_reregistration_deadline_cannot_reregister(
         "bearer " + "x" * 4000,
         "Bearer \u00e9\u00e8",
         "Bearer a b c",
+        'Hawk id="x"',
+        'Hawk id="static/wm", ts="1", nonce="n", mac="m"',
+        'Hawk id="static/wm-operator", ts="junk", nonce="n", mac="m", ext="@@@"',
     ],
 )
 def test_malformed_authorization_headers_are_4xx(
     api: ApiStack, handed_out: dict, authorization: str
 ):
-    worker, _secret = registered(api, "aws", handed_out)
+    worker, _secret, _ = registered(api, "aws", handed_out)
     before = api.row(worker.worker_id)
     headers = {"Authorization": authorization.encode("utf-8").decode("latin-1")}
+    report = {
+        "workerGroup": worker.worker_group,
+        "workerId": worker.tc_worker_id,
+        "kind": "x",
+        "title": "x",
+        "description": "",
+        "extra": {},
+    }
     for method, path, body in (
         ("GET", worker_path(worker) + "/should-terminate", None),
         ("DELETE", worker_path(worker), None),
-        (
-            "POST",
-            f"/api/v1/pools/{worker.pool_id}/errors",
-            {"worker_id": worker.worker_id, "title": "x"},
-        ),
-        ("GET", "/api/v1/pools", None),
+        ("POST", errors_path(worker), report),
+        ("GET", f"{PREFIX}/worker-pools", None),
     ):
         reply = api.call(method, path, body, headers=headers)
         assert 400 <= reply.status < 500, (path, reply.status, reply.body)
@@ -218,7 +226,7 @@ def test_malformed_authorization_headers_are_4xx(
 def test_secrets_and_proofs_are_never_stored_in_clear_nor_logged(api: ApiStack, handed_out: dict):
     # Runs last in this module: everything above has been handed out and sent by now.
     secrets, proofs = handed_out["secrets"], handed_out["proofs"]
-    assert len(secrets) >= 10 and len(proofs) >= 5
+    assert len(secrets) >= 20 and len(proofs) >= 5
     stored = api.all_stored_text()
     logged = api.log_text()
     assert len(logged.splitlines()) > 50  # the process did log every request
@@ -232,18 +240,24 @@ def test_secrets_and_proofs_are_never_stored_in_clear_nor_logged(api: ApiStack, 
             text("SELECT secret_hash FROM workers WHERE secret_hash IS NOT NULL")
         ).scalars()
         assert {h for h in hashes} <= {secret_hash(s) for s in secrets}
+        (key,) = conn.execute(text("SELECT secret FROM deployment_keys")).scalars()
+    assert key not in logged  # the deployment key signs every certificate: never logged
     for line in logged.splitlines():
         if line.startswith("{"):
             fields = json.loads(line)
-            assert not {"secret", "identity_proof", "authorization"} & set(fields)
+            assert not {"secret", "workerIdentityProof", "authorization"} & set(fields)
 
 
 def test_request_models_keep_secrets_and_proofs_out_of_their_reprs():
     # A traceback's locals and a Sentry event show objects by their repr.
-    secret, proof = "s3cr3t-value-for-repr", {"token": "proof-value-for-repr"}
-    body = ReregisterRequest(pool_id="p", worker_group="g", worker_id="w", secret=secret)
-    register = RegisterRequest(
-        pool_id="p", provider_id="x", worker_group="g", worker_id="w", identity_proof=proof
+    secret, proof = "s3cr3t-value-for-repr".ljust(44, "x"), {"token": "proof-value-for-repr"}
+    body = ReregisterWorkerRequest(workerPoolId="p/q", workerGroup="g", workerId="w", secret=secret)
+    register = RegisterWorkerRequest(
+        workerPoolId="p/q",
+        providerId="x",
+        workerGroup="g",
+        workerId="w",
+        workerIdentityProof=proof,
     )
     for shown in (repr(body), str(body), repr(register), str(register)):
         assert secret not in shown and "proof-value-for-repr" not in shown
@@ -265,7 +279,7 @@ def verify(document, signature):
 try:
     verify("PROOF-MARKER-DOCUMENT", "PROOF-MARKER-SIGNATURE")
 except ValueError as exc:
-    capture(exc, route="/api/v1/workers/register")
+    capture(exc, route="/api/worker-manager/v1/worker/register")
 sentry_sdk.flush(timeout=10)
 """
 

@@ -1,7 +1,7 @@
 """A boot storm against the real web process (issue 9, item 14).
 
 Thousands of VMs boot within a minute, in batches (a create call's VMs boot together), each
-running the simulated agent, which registers with its cloud's genuine proof and comes back
+registering as worker-runner does (registerWorker with its cloud's genuine proof), coming back
 after Retry-After when shed; junk arrives mixed in. What must hold: the API sheds with 429 and
 Retry-After (never a 5xx, never a client timeout), the web process's database connections stay
 within its pool (counted in pg_stat_activity throughout), every genuine worker registers before
@@ -35,6 +35,7 @@ from sqlalchemy import text
 
 from procs.web import WEB_DB_POOL_SIZE
 from tests.support.api_stack import (
+    PREFIX,
     ApiStack,
     Reply,
     http_call,
@@ -42,11 +43,9 @@ from tests.support.api_stack import (
     serving,
 )
 from wm.api.app import MAX_BODY_BYTES, RETRY_AFTER_S, create_app
+from wm.api.authn import Authenticator, IssuerSource
 from wm.db.engine import POOL_MAX_OVERFLOW
 from wm.model import WorkerRecord
-from wm.queues.builtin import BuiltinQueue
-from wmsim.agent import AgentSettings, WorkerAgent
-from wmsim.bootdata import BootData, KnownMetadata
 
 SEED = 20261203
 MIX = {"aws": 0.84, "azure": 0.13, "gcp": 0.03}  # the production mix (bench/README.md)
@@ -54,7 +53,10 @@ BOOT_BATCH = 50  # VMs created by one call boot within BATCH_SPREAD_S of each ot
 BATCH_SPREAD_S = 0.1
 WEB_CONNECTIONS_MAX = WEB_DB_POOL_SIZE + POOL_MAX_OVERFLOW
 SAMPLE_S = 0.05
-JUNK_STATUSES = {400, 403, 404, 409, 413, 429}
+JUNK_STATUSES = {400, 403, 404, 413, 429}
+REGISTER = f"{PREFIX}/worker/register"
+RETRY_JITTER_S = 0.5  # spread retries of VMs shed at the same moment
+NO_ANSWER_RETRY_S = 1.0
 STALL_TIMEOUT_S = 2.0
 
 
@@ -89,9 +91,10 @@ class Booted:
     worker: WorkerRecord
     proof: dict[str, Any]
     boot_s: float  # seconds into the storm
-    agent: WorkerAgent | None = None
     registered: bool = False
     took_s: float = 0.0  # boot to registered
+    retries: int = 0  # calls repeated after a 429, a 503 or no answer
+    answers: Counter[int] = field(default_factory=Counter)  # HTTP status (0: none) -> times
 
 
 @dataclass
@@ -138,7 +141,7 @@ def junk_requests(
     """Cheap junk of every kind a storm sees: none of it may reach a signature check."""
 
     def register(body: Any = None, raw: bytes | None = None) -> Callable[[], Reply]:
-        return lambda: api.post("/api/v1/workers/register", body, raw=raw)
+        return lambda: api.post(REGISTER, body, raw=raw)
 
     def forgeries() -> dict[str, Callable[[], Reply]]:
         vm, other = rng.sample(booted, 2)
@@ -147,13 +150,13 @@ def junk_requests(
         body = api.register_body(vm.worker, vm.proof)
         return {
             "not-json": register(raw=b"{not json"),
-            "missing-fields": register({"pool_id": vm.worker.pool_id}),
-            "unknown-pool": register({**body, "pool_id": "no/such-pool"}),
-            "unknown-worker": register({**body, "worker_id": f"w{rng.getrandbits(56):014x}"}),
-            "provider-mismatch": register({**body, "provider_id": "not-a-provider"}),
-            "shape-junk-proof": register({**body, "identity_proof": {"document": "x"}}),
-            "another-workers-genuine-proof": register({**body, "identity_proof": other.proof}),
-            "oversized": register(raw=b'{"pool_id": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}'),
+            "missing-fields": register({"workerPoolId": vm.worker.pool_id}),
+            "unknown-pool": register({**body, "workerPoolId": "no/such-pool"}),
+            "unknown-worker": register({**body, "workerId": f"i-{rng.getrandbits(56):014x}"}),
+            "provider-mismatch": register({**body, "providerId": "not-a-provider"}),
+            "shape-junk-proof": register({**body, "workerIdentityProof": {"document": "x"}}),
+            "another-workers-genuine-proof": register({**body, "workerIdentityProof": other.proof}),
+            "oversized": register(raw=b'{"workerPoolId": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}'),
         }
 
     made = []
@@ -169,19 +172,6 @@ def run_storm(api: ApiStack, storm: Storm) -> dict[str, Any]:
     junk = junk_requests(api, booted, storm.junk, storm.window_s, rng)
     checks_before = api.metric("wm_identity_signature_checks_total")
     running_before = len(api.events("worker-running"))
-    queue = BuiltinQueue(api.engine)
-    settings = AgentSettings(give_up_s=storm.registration_timeout_s)
-    for vm in booted:
-        w = vm.worker
-        boot = BootData(
-            root_url=api.base_url,
-            provider_id=w.provider_id,
-            worker_pool_id=w.pool_id,
-            worker_group=w.worker_group,
-            worker_id=w.tc_worker_id or w.worker_id,
-            proof=vm.proof,
-        )
-        vm.agent = WorkerAgent(KnownMetadata(boot), queue, w.worker_id, settings=settings)
 
     samples = Samples()
     done = threading.Event()
@@ -195,8 +185,7 @@ def run_storm(api: ApiStack, storm: Storm) -> dict[str, Any]:
     started = time.monotonic()
 
     def boot(vm: Booted) -> None:
-        assert vm.agent is not None
-        vm.registered = vm.agent.register()
+        vm.registered = register_as_a_booting_vm(api, vm, started + storm.registration_timeout_s)
         vm.took_s = time.monotonic() - started - vm.boot_s
 
     def send(sent: Sent, request: Callable[[], Reply]) -> None:
@@ -226,8 +215,7 @@ def run_storm(api: ApiStack, storm: Storm) -> dict[str, Any]:
 
     answers: Counter[int] = Counter()
     for vm in booted:
-        assert vm.agent is not None
-        answers.update(vm.agent.answers)
+        answers.update(vm.answers)
     took = sorted(vm.took_s for vm in booted)
     return {
         "booted": booted,
@@ -241,6 +229,28 @@ def run_storm(api: ApiStack, storm: Storm) -> dict[str, Any]:
         "register_p95_s": took[int(0.95 * (len(took) - 1))],
         "register_max_s": took[-1],
     }
+
+
+def register_as_a_booting_vm(api: ApiStack, vm: Booted, give_up_at: float) -> bool:
+    """registerWorker until it is answered: shed (429), unavailable (503) or unanswered calls
+    come back after the Retry-After the API asked for, plus jitter."""
+    jitter = random.Random(vm.worker.worker_id)
+    body = api.register_body(vm.worker, vm.proof)
+    while time.monotonic() < give_up_at:
+        try:
+            reply = api.post(REGISTER, body)
+            status, retry_after = reply.status, reply.headers.get("retry-after")
+        except OSError:
+            status, retry_after = 0, None
+        vm.answers[status] += 1
+        if status == 200:
+            return True
+        if status not in (0, 429, 503):
+            return False
+        vm.retries += 1
+        delay_s = float(retry_after) if retry_after else NO_ANSWER_RETRY_S
+        time.sleep(delay_s + jitter.uniform(0, RETRY_JITTER_S))
+    return False
 
 
 def sample_connections(api: ApiStack, samples: Samples, done: threading.Event) -> None:
@@ -282,7 +292,7 @@ def check_storm(api: ApiStack, storm: Storm, found: dict[str, Any]) -> None:
         "elapsed_s": round(found["elapsed_s"], 1),
         "registered": sum(vm.registered for vm in booted),
         "agent_answers": dict(sorted(answers.items())),
-        "agent_retries": sum(vm.agent.retries for vm in booted if vm.agent),
+        "agent_retries": sum(vm.retries for vm in booted),
         "junk_answers": dict(sorted(junk_statuses.items())),
         "junk_p95_s": round(sorted(s.took_s for s in junk)[int(0.95 * (len(junk) - 1))], 4),
         "register_p50_s": round(found["register_p50_s"], 2),
@@ -372,8 +382,9 @@ def test_a_full_api_sheds_the_next_request_at_once_with_retry_after(api: ApiStac
 
         shed = api.register(late, proofs[late.worker_id])
         assert shed.status == 429 and shed.headers["retry-after"] == str(RETRY_AFTER_S)
-        assert shed.json()["code"] == "busy"
-        path = f"/api/v1/workers/{late.pool_id}/{late.worker_group}/{late.worker_id}"
+        assert shed.json()["code"] == "TooManyRequests"
+        pool = late.pool_id.replace("/", "%2F")
+        path = f"{PREFIX}/workers/{pool}/{late.worker_group}/{late.tc_worker_id}"
         assert api.call("GET", path + "/should-terminate").status == 429
         assert http_call(api.base_url, "GET", "/healthz").status == 200
         assert http_call(api.base_url, "GET", "/metrics").status == 200
@@ -391,7 +402,7 @@ def stall(base_url: str) -> socket.socket:
     parts = urlsplit(base_url)
     client = socket.create_connection((parts.hostname, parts.port), timeout=30)
     client.sendall(
-        b"POST /api/v1/workers/register HTTP/1.1\r\nHost: wm\r\n"
+        b"POST /api/worker-manager/v1/worker/register HTTP/1.1\r\nHost: wm\r\n"
         b"Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n{"
     )
     return client
@@ -401,13 +412,15 @@ def test_clients_that_stall_their_body_are_cut_off_and_free_their_place(engine):
     """A client that sends headers and then stalls holds a place in flight; enough of them
     would shed every genuine worker. Each is answered 408 once its body is late, and the
     places come back. (The app over real HTTP, with a short body deadline.)"""
+    issuer = IssuerSource(engine)
     app = create_app(
-        engine, {}, deployment_id="d", audience="http://a", operator_token=None,
-        max_in_flight=2, body_timeout_s=STALL_TIMEOUT_S,
+        engine, {}, provider_kinds={}, deployment_id="d", root_url="http://a",
+        authenticator=Authenticator(issuer, operator_token=None, auth_service=None),
+        issuer=issuer, max_in_flight=2, body_timeout_s=STALL_TIMEOUT_S,
     )  # fmt: skip
     with serving(app) as base_url:
         stalled = [stall(base_url) for _ in range(2)]
-        probe = "/api/v1/workers/p/g/w/should-terminate"
+        probe = f"{PREFIX}/workers/p%2Fq/g/w/should-terminate"
         statuses = []
         for _ in range(50):  # the stalled pair fills the two places: the probe is shed
             statuses.append(http_call(base_url, "GET", probe).status)
@@ -419,6 +432,7 @@ def test_clients_that_stall_their_body_are_cut_off_and_free_their_place(engine):
             answer = http.client.HTTPResponse(client)
             answer.begin()
             assert answer.status == 408
-            assert json.loads(answer.read())["code"] == "body-timeout"
+            assert json.loads(answer.read())["code"] == "RequestTimeout"
             client.close()
-        assert http_call(base_url, "GET", probe).status == 403  # served again: bad-secret
+        # Served again: without credentials, an InsufficientScopes.
+        assert http_call(base_url, "GET", probe).status == 403

@@ -1,6 +1,7 @@
-"""The worker API as it runs in production, for chaos tests: `wm run web` as an OS process on a
-real Postgres, trusting the three simulated clouds' identity keys, with VMs those clouds really
-launched (the real providers, driven by the real provisioner pass) waiting to register.
+"""The worker-manager API as it runs in production, for chaos and acceptance tests: `wm run web`
+as an OS process on a real Postgres, trusting the three simulated clouds' identity keys, with VMs
+those clouds really launched (the real providers, driven by the real provisioner pass) waiting
+to register, and the real `taskcluster` client to call it.
 
 The web process is started once per test module (start-up costs about a second); each scenario
 launches its own workers, so scenarios never share a worker row.
@@ -42,6 +43,8 @@ from wmsim.gce import SimGce
 KINDS = ("aws", "gcp", "azure")
 POOLS = {"aws": "chaos/aws", "gcp": "chaos/gcp", "azure": "chaos/azure"}
 OPERATOR_TOKEN = "operator-token-for-chaos-tests"
+OPERATOR_CLIENT = "static/wm-operator"  # wm's standalone operator client (wm/api/authn.py)
+PREFIX = "/api/worker-manager/v1"
 HTTP_TIMEOUT_S = 30.0
 WEB_START_S = 60.0
 
@@ -54,6 +57,11 @@ class Reply:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    def refusal(self) -> tuple[int, str, str]:
+        """(status, Taskcluster error code, message without the trailer that names the time)."""
+        body = self.json()
+        return self.status, body["code"], body["message"].split("\n\n---\n", 1)[0]
 
 
 def http_call(
@@ -116,6 +124,7 @@ class ApiStack:
             [LaunchOutcome(r.worker_id, r.cloud_id, dict(r.provider_data)) for r in results],
         )
         wanted = {r.worker_id for r in rows}
+        self._name_launched(wanted)
         launched = [
             w for w in list_workers(self.engine, pool_id=pool.pool_id) if w.worker_id in wanted
         ]
@@ -135,17 +144,67 @@ class ApiStack:
         )
         return fetch()
 
+    def _name_launched(self, worker_ids: set[str]) -> None:
+        """Taskcluster's workerId for launched workers that have none yet. (Until the providers
+        report it at launch: then this changes nothing.) The cloud id's last path segment: the
+        EC2 instance id, the GCE instance, the Azure VM name."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE workers SET tc_worker_id = left(regexp_replace("
+                    "regexp_replace(cloud_id, '^.*/', ''), '[^a-zA-Z0-9_-]', '-', 'g'), 38) "
+                    "WHERE worker_id = ANY(:ids) AND tc_worker_id IS NULL"
+                ),
+                {"ids": list(worker_ids)},
+            )
+
     def register_body(self, worker: WorkerRecord, proof: Any) -> dict[str, Any]:
         return {
-            "pool_id": worker.pool_id,
-            "provider_id": worker.provider_id,
-            "worker_group": worker.worker_group,
-            "worker_id": worker.worker_id,
-            "identity_proof": proof,
+            "workerPoolId": worker.pool_id,
+            "providerId": worker.provider_id,
+            "workerGroup": worker.worker_group,
+            "workerId": worker.tc_worker_id,
+            "workerIdentityProof": proof,
         }
 
     def register(self, worker: WorkerRecord, proof: Any) -> Reply:
-        return self.post("/api/v1/workers/register", self.register_body(worker, proof))
+        return self.post(f"{PREFIX}/worker/register", self.register_body(worker, proof))
+
+    def client(self, credentials: Mapping[str, str] | None = None) -> Any:
+        """The real `taskcluster.WorkerManager` for this web process (no retries: a test sees
+        every answer)."""
+        import taskcluster
+
+        options: dict[str, Any] = {"rootUrl": self.base_url, "maxRetries": 0}
+        if credentials:
+            options["credentials"] = dict(credentials)  # the client encodes it in place
+        return taskcluster.WorkerManager(options)
+
+    def operator(self) -> Any:
+        return self.client({"clientId": OPERATOR_CLIENT, "accessToken": OPERATOR_TOKEN})
+
+    def signed(
+        self,
+        credentials: Mapping[str, str],
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """A request Hawk-signed as the taskcluster client signs it, on any path and body (the
+        client itself escapes and validates what it sends)."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        auth = hawk_header(credentials, method, self.base_url + path, data, sent["Content-Type"])
+        return http_call(
+            self.base_url, method, path, raw=data, headers={**sent, "Authorization": auth}
+        )
+
+    def operator_call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        operator = {"clientId": OPERATOR_CLIENT, "accessToken": OPERATOR_TOKEN}
+        return self.signed(operator, method, path, body, **kwargs)
 
     def post(self, path: str, body: Any, **kwargs: Any) -> Reply:
         return http_call(self.base_url, "POST", path, body, **kwargs)
@@ -198,8 +257,32 @@ class ApiStack:
         return self.web.events(name)
 
 
+def hawk_header(
+    credentials: Mapping[str, str], method: str, url: str, content: bytes, content_type: str
+) -> str:
+    """The Authorization header the taskcluster client would send: Hawk, with the certificate
+    of temporary credentials in `ext`."""
+    import base64
+
+    import mohawk
+
+    ext = None
+    if credentials.get("certificate"):
+        certificate = json.loads(credentials["certificate"])
+        ext = base64.b64encode(json.dumps({"certificate": certificate}).encode()).decode()
+    sender = mohawk.Sender(
+        {"id": credentials["clientId"], "key": credentials["accessToken"], "algorithm": "sha256"},
+        url,
+        method,
+        content=content,
+        content_type=content_type,
+        ext=ext,
+    )
+    return sender.request_header
+
+
 def secret_hash(secret: str) -> str:
-    """How a secret is stored: its SHA-256 (wm/api/auth.py); recomputed here, not imported, so a
+    """How a secret is stored: its SHA-256 (wm/api/app.py); recomputed here, not imported, so a
     change in what is stored shows up as a failing test."""
     return hashlib.sha256(secret.encode()).hexdigest()
 

@@ -1,1 +1,2 @@
-"""The worker API: registration with identity proofs, re-registration, removal, operator views."""
+"""Taskcluster's worker-manager API on the web process: registration with identity proofs and
+issued credentials, Hawk and scopes on everything else, the reads operators and tools use."""

@@ -1,50 +1,91 @@
-"""The HTTP API of the web process.
+"""The web process's HTTP API: Taskcluster's worker-manager API, under /api/worker-manager/v1/.
 
-Worker endpoints: register (identity proof), re-register and everything after it with the
-worker's own secret. Operator endpoints: a bearer token from the environment. Bodies are never
-logged: they hold proofs and secrets. Every error is a `Problem` with a stable code; identity
-rejections all get the same body so a forger learns nothing from it. Load shedding, body limits
-and the last-resort error answer are the guard's (wm/api/guard.py).
+Routes, bodies, scopes and errors are worker-manager's own (TC `services/worker-manager/src/
+api.js` and `generated/references.json`, taskcluster/taskcluster @ 9d59eb59), so worker-runner,
+generic-worker and the Taskcluster clients talk to wm unchanged. `registerWorker` proves a
+worker by its cloud's identity proof and answers Taskcluster credentials; every other endpoint
+but the health routes checks Hawk and the endpoint's scope expression (wm/api/authn.py,
+wm/tc/authorize.py). Bodies are never logged (they hold proofs and secrets), and error bodies
+never echo the payloads of register/reregister. Load shedding, body limits and the last-resort
+error answer are the guard's (wm/api/guard.py); `/healthz`, `/metrics` and the OpenAPI
+document stay at wm's own paths.
+
+Pool ids hold a `/`, which clients send escaped (`proj-x%2Fci`). Starlette decodes the path
+before routing, so `KeepEscapedSlashes` routes on the raw path with `%2F` left escaped, and the
+`poolid` path convertor accepts one `%2F` or one literal `/` (worker-manager's `{*workerPoolId}`)
+and unescapes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
+import time
 import traceback
-from collections.abc import Mapping
-from typing import Annotated
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Header, Path, Request
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
-from wm.api import auth
-from wm.api.guard import Guard
+from wm.api.authn import Authenticator, IssuerSource
+from wm.api.errors import error_response
+from wm.api.guard import Guard, KeepEscapedSlashes
 from wm.api.models import (
-    ID_MAX_CHARS,
-    ID_PATTERN,
-    Problem,
-    RegisterRequest,
-    RegisterResponse,
-    ReregisterRequest,
-    ReregisterResponse,
-    ShouldTerminateResponse,
-    WorkerErrorReport,
+    NAME_PATTERN,
+    POOL_ID_PATTERN,
+    Credentials,
+    Ping,
+    ProviderList,
+    RegisterWorkerRequest,
+    RegisterWorkerResponse,
+    ReportWorkerErrorRequest,
+    ReregisterWorkerRequest,
+    ReregisterWorkerResponse,
+    ShouldWorkerTerminateResponse,
+    Worker,
+    WorkerList,
+    WorkerPool,
+    WorkerPoolError,
+    WorkerPoolErrorList,
+    WorkerPoolList,
+    WorkerPoolListStats,
+    WorkerPoolStats,
 )
-from wm.config import format_key_path
-from wm.db import pool_errors, registration
-from wm.db import pools as pool_store
+from wm.api.paging import page_from_query, paginate
+from wm.api.views import (
+    error_id_from_slug,
+    error_view,
+    launch_config_stats,
+    pool_stats,
+    pool_view,
+    provider_list,
+    worker_view,
+)
+from wm.db import api_reads, pool_errors, registration
 from wm.db.pool_errors import NewPoolError
-from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity, IdentityRejected, IdentityVerifier
 from wm.model import WorkerState
+from wm.tc.authorize import authorize
+from wm.tc.credentials import new_worker_secret, worker_credentials
+from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
+from wm.tc.errors import TaskclusterError
+from wm.tc.hawk import Authenticated, AuthenticationFailed, HawkRequest, request_host_port
 from wm.telemetry import capture, log
 
+PREFIX = "/api/worker-manager/v1"
 MAX_BODY_BYTES = 64 * 1024
 # API requests handled at once; more get 429. procs/web.py passes its database pool's size, so a
 # request in flight never waits for a connection.
@@ -54,47 +95,72 @@ BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB: far longer than any c
 RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
 WORKER_REPORTS_PER_HOUR = 10  # error reports one worker may add to its pool's errors per hour
 REPORTS_RETRY_AFTER_S = 300
-EXEMPT_FROM_SHEDDING = ("/healthz", "/metrics")  # probes must see a busy process alive
-PROOF_REJECTED = Problem(code="identity-rejected", message="the identity proof was not accepted")
+# Probes must see a busy process alive: never shed.
+EXEMPT_FROM_SHEDDING = (
+    "/healthz",
+    "/metrics",
+    f"{PREFIX}/ping",
+    f"{PREFIX}/__lbheartbeat__",
+    f"{PREFIX}/__heartbeat__",
+    f"{PREFIX}/__version__",
+)
 # Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
 # Any other database error is a bug, answered 500 by the guard.
 DATABASE_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
-HTTP_CODES = {
-    400: "bad-request",
-    404: "not-found",
-    405: "method-not-allowed",
-    408: "body-timeout",
-    413: "too-large",
+# registerWorker's answer to every refused proof, by provider kind (worker-manager's words).
+PROOF_REJECTED = {
+    "aws": "Instance identity document validation error",
+    "gcp": "Token validation error",
+    "azure": "Signature validation error",
 }
-# Path parameters: the same rules as ids in bodies (no control characters, bounded).
-PathId = Annotated[str, Path(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)]
+# Request bodies that hold proofs or secrets are never echoed in an error's requestInfo.
+OMITTED = "(OMITTED)"
+SECRET_BODIES = frozenset({"registerWorker", "reregisterWorker"})
+SCALE_DOWN_REASON = "worker pool has more capacity than it needs"
+UNKNOWN_METHOD = "unknown"
+
+_NAME = re.compile(NAME_PATTERN)
+_POOL = re.compile(POOL_ID_PATTERN)
+T = TypeVar("T")
 
 
-class ApiError(Exception):
-    def __init__(
-        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-    ) -> None:
-        self.status = status
-        self.problem = Problem(code=code, message=message)
-        self.headers = headers
+class PoolIdConvertor(Convertor[str]):
+    """A worker pool id in a path: `<a>%2F<b>` as clients escape it, or `<a>/<b>`."""
+
+    regex = "[^/%]+(?:%2[Ff]|/)[^/%]+"  # Taskcluster pool ids hold no other escape
+
+    def convert(self, value: str) -> str:
+        return value.replace("%2F", "/").replace("%2f", "/")
+
+    def to_string(self, value: str) -> str:
+        return value.replace("/", "%2F")
+
+
+register_url_convertor("poolid", PoolIdConvertor())
 
 
 def create_app(
     engine: Engine,
     verifiers: Mapping[str, IdentityVerifier],
     *,
+    provider_kinds: Mapping[str, str],
     deployment_id: str,
-    audience: str,
-    operator_token: str | None,
+    root_url: str,
+    authenticator: Authenticator,
+    issuer: IssuerSource,
+    version: str = "0",
     max_in_flight: int = MAX_IN_FLIGHT,
     body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
+    started = time.monotonic()
+    owner = f"wm@{deployment_id}.invalid"  # worker-pool-full requires an email address
     app = FastAPI(
-        title="wm worker API",
+        title="wm: Taskcluster's worker-manager API",
         openapi_url="/api/openapi.json",
         docs_url=None,
         redoc_url=None,
     )
+    app.add_middleware(KeepEscapedSlashes, prefix=PREFIX)
     app.add_middleware(
         Guard,
         max_in_flight=max_in_flight,
@@ -104,87 +170,202 @@ def create_app(
         exempt_paths=EXEMPT_FROM_SHEDDING,
     )
 
-    @app.exception_handler(ApiError)
-    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.problem.model_dump(), status_code=exc.status, headers=exc.headers)
+    # -- errors ----------------------------------------------------------------------------
+
+    def context(request: Request) -> tuple[str, dict[str, str], Any]:
+        return getattr(request.state, "tc", (UNKNOWN_METHOD, {}, {}))
+
+    class TaskclusterRoute(APIRoute):
+        """Answers a TaskclusterError raised by its endpoint. (Not an exception handler:
+        Starlette clears a handled exception's traceback, which a frozen dataclass refuses.)"""
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def handle(request: Request) -> Response:
+                # What an error body names, until the endpoint knows more (a body that fails
+                # validation never reaches it).
+                params = {k: str(v) for k, v in request.path_params.items()}
+                shown = OMITTED if self.name in SECRET_BODIES else {}
+                request.state.tc = (self.name, params, shown)
+                try:
+                    return await handler(request)
+                except TaskclusterError as error:
+                    method, params, payload = context(request)
+                    return error_response(error, method=method, params=params, payload=payload)
+
+            return handle
+
+    app.router.route_class = TaskclusterRoute
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        # Name the fields, never echo their values (they may hold proofs or secrets).
-        fields = [
-            f"{format_key_path([p for p in e['loc'] if p != 'body'])}: {_what_is_wrong(e)}"
-            for e in exc.errors()
-        ]
-        return _problem(400, "bad-request", "; ".join(fields))
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        method, params, payload = context(request)
+        errors = exc.errors()
+        if any(e["type"] == "json_invalid" for e in errors):
+            error = TaskclusterError("MalformedPayload", "Failed to parse the request body")
+        elif all(e["loc"][:1] == ("query",) for e in errors):
+            error = TaskclusterError("InvalidRequestArguments", _describe(errors))
+        else:
+            error = TaskclusterError("InputValidationError", _describe(errors))
+        return error_response(error, method=method, params=params, payload=payload)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
-        # Starlette's own answers (unknown route, wrong method, a body that is not JSON, a body
-        # over the limit) in the same Problem shape as every other error.
-        code = HTTP_CODES.get(exc.status_code, "error")
-        message = "the body is not valid JSON" if exc.status_code == 400 else str(exc.detail)
-        return _problem(exc.status_code, code, message, exc.headers)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # Starlette's own answers: an unknown route, a wrong method, a body too large or late.
+        method, params, payload = context(request)
+        if exc.status_code == 413:
+            error = TaskclusterError("InputTooLarge", str(exc.detail))
+        elif exc.status_code == 400:
+            error = TaskclusterError("MalformedPayload", "Failed to parse the request body")
+        elif exc.status_code == 404:
+            error = TaskclusterError("ResourceNotFound", "No such route")
+        else:
+            return error_response(
+                None,
+                code=_HTTP_CODES.get(exc.status_code, "InternalServerError"),
+                status=exc.status_code,
+                message=str(exc.detail),
+                method=method,
+                params=params,
+                payload=payload,
+                headers=exc.headers,
+            )
+        return error_response(error, method=method, params=params, payload=payload)
 
-    async def database_down(_request: Request, exc: Exception) -> JSONResponse:
+    async def database_down(request: Request, exc: Exception) -> JSONResponse:
         log("api-database-error", logging.ERROR, error=type(exc).__name__)
-        return _problem(
-            503, "unavailable", "the database is unavailable; retry shortly", RETRY_AFTER
+        method, params, payload = context(request)
+        return error_response(
+            None,
+            code="ServiceUnavailable",
+            status=503,
+            message="the database is unavailable; retry shortly",
+            method=method,
+            params=params,
+            payload=payload,
+            headers=RETRY_AFTER,
         )
 
     for error_type in DATABASE_DOWN:
         app.add_exception_handler(error_type, database_down)
 
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def begin(
+        request: Request, name: str, params: Mapping[str, str], payload: Any = None
+    ) -> None:
+        """Name the call for error bodies, and check its path parameters' patterns."""
+        shown = {} if payload is None else payload
+        request.state.tc = (name, dict(params), shown)
+        for key, value in params.items():
+            pattern = _POOL if key == "workerPoolId" else _NAME
+            if not pattern.match(value) or (key != "workerPoolId" and len(value) > 38):
+                raise TaskclusterError(
+                    "InvalidRequestArguments",
+                    f"Invalid URL parameter {key}: does not match {pattern.pattern}",
+                )
+
+    async def check(
+        request: Request, name: str, scope_params: Mapping[str, object]
+    ) -> Authenticated | None:
+        """Hawk and the endpoint's scopes, off the event loop (it may call the auth service)."""
+        hawk = await hawk_request(request)
+        client_ip = request.client.host if request.client else None
+        return await run_in_threadpool(
+            authorize,
+            ENDPOINT_SCOPES[name],
+            scope_params,
+            lambda: authenticator.authenticate(hawk, client_ip),
+        )
+
+    async def run(fn: Callable[..., T], *args: Any) -> T:
+        return await run_in_threadpool(fn, *args)
+
+    def reply(model: BaseModel) -> JSONResponse:
+        return JSONResponse(model.model_dump(mode="json", exclude_none=True))
+
+    # -- health ------------------------------------------------------------------------------
+
+    @app.get(f"{PREFIX}/ping", response_model=Ping, name="ping")
+    async def ping(request: Request) -> JSONResponse:
+        await begin(request, "ping", {})
+        return reply(Ping(alive=True, uptime=round(time.monotonic() - started, 3)))
+
+    @app.get(f"{PREFIX}/__lbheartbeat__", name="lbheartbeat")
+    async def lbheartbeat(request: Request) -> JSONResponse:
+        await begin(request, "lbheartbeat", {})
+        return JSONResponse({})
+
+    @app.get(f"{PREFIX}/__version__", name="version")
+    async def version_info(request: Request) -> JSONResponse:
+        await begin(request, "version", {})
+        # Dockerflow's version object; wm knows its package version only.
+        return JSONResponse({"source": "wm", "version": version, "commit": "", "build": ""})
+
+    @app.get(f"{PREFIX}/__heartbeat__", name="heartbeat")
+    async def heartbeat(request: Request) -> JSONResponse:
+        await begin(request, "heartbeat", {})
+        await run(registration.pool_exists, engine, "")
+        return JSONResponse({})
+
+    # -- the worker interface ----------------------------------------------------------------
+
     @app.post(
-        "/api/v1/workers/register",
-        response_model=RegisterResponse,
-        responses={
-            400: {"model": Problem},
-            403: {"model": Problem},
-            404: {"model": Problem},
-            409: {"model": Problem},
-        },
+        f"{PREFIX}/worker/register", response_model=RegisterWorkerResponse, name="registerWorker"
     )
-    def register(body: RegisterRequest) -> RegisterResponse:
-        """Register a worker that proves, with its cloud's identity proof, that it is that VM."""
-        if not registration.pool_exists(engine, body.pool_id):
-            raise ApiError(404, "unknown-pool", f"no worker pool {body.pool_id!r}")
-        target = registration.registration_target(engine, body.worker_id)
-        if target is None or target.worker.pool_id != body.pool_id:
-            raise ApiError(404, "unknown-worker", f"no worker {body.worker_id!r} in this pool")
-        allowed = {target.pool_provider_id, *target.previous_provider_ids} - {None}
-        if body.provider_id not in allowed or target.worker.provider_id != body.provider_id:
-            raise ApiError(400, "provider-mismatch", "the worker does not belong to that provider")
-        if target.worker.worker_group != body.worker_group:
-            raise ApiError(400, "group-mismatch", "the worker is not in that worker group")
-        if target.worker.state != WorkerState.REQUESTED:
-            raise ApiError(409, "not-requested", "the worker is not waiting to register")
-        if target.expired:
-            raise ApiError(409, "deadline-passed", "the registration deadline has passed")
-        verifier = verifiers.get(body.provider_id)
+    async def register_worker(request: Request, body: RegisterWorkerRequest) -> JSONResponse:
+        """Register a running worker, proven by its cloud's identity proof: Taskcluster
+        credentials, its worker config and the secret for reregisterWorker."""
+        await begin(request, "registerWorker", {}, OMITTED)
+        return reply(await run(register, body))
+
+    def register(body: RegisterWorkerRequest) -> RegisterWorkerResponse:
+        # worker-manager's order (WM src/api.js registerWorker); the state is checked before
+        # the proof, so a replay costs no signature check.
+        if not registration.pool_exists(engine, body.workerPoolId):
+            raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
+        verifier = verifiers.get(body.providerId)
         if verifier is None:
-            raise ApiError(400, "provider-mismatch", "no identity verifier for that provider")
+            raise TaskclusterError("ResourceNotFound", "Provider does not exist")
+        target = registration.registration_target(
+            engine, body.workerPoolId, body.workerGroup, body.workerId
+        )
+        if target is None:
+            raise TaskclusterError("ResourceNotFound", "Worker not found")
+        allowed = {target.pool_provider_id, *target.previous_provider_ids} - {None}
+        if body.providerId not in allowed:
+            raise TaskclusterError("InputError", "Worker pool does not use this provider")
+        if target.expired:
+            raise TaskclusterError("InputError", "Worker has expired")
+        if target.worker.provider_id != body.providerId:
+            raise TaskclusterError("InputError", "Worker does not belong to this provider")
+        if target.worker.state != WorkerState.REQUESTED:
+            raise TaskclusterError("InputError", "This worker is either stopped or running")
+        worker = target.worker
         expected = ExpectedIdentity(
             deployment_id=deployment_id,
-            provider_id=body.provider_id,
-            pool_id=body.pool_id,
-            worker_id=body.worker_id,
-            region=target.worker.worker_group,
-            cloud_id=target.worker.cloud_id,
-            audience=audience,
-            provider_data=target.worker.provider_data,
-            requested_at=target.worker.created,
+            provider_id=body.providerId,
+            pool_id=body.workerPoolId,
+            worker_id=worker.worker_id,
+            region=worker.worker_group,
+            cloud_id=worker.cloud_id,
+            audience=root_url,
+            provider_data=worker.provider_data,
+            requested_at=worker.created,
         )
+        refused = PROOF_REJECTED.get(provider_kinds.get(body.providerId, ""), "Invalid proof")
         try:
-            verifier.verify(body.identity_proof, expected)
+            verifier.verify(body.workerIdentityProof, expected)
         except IdentityRejected as rejected:
             log(
                 "identity-rejected",
                 logging.WARNING,
-                worker=body.worker_id,
-                provider=body.provider_id,
+                worker=worker.worker_id,
+                provider=body.providerId,
                 reason=rejected.reason,
             )
-            raise ApiError(403, PROOF_REJECTED.code, PROOF_REJECTED.message) from None
+            raise TaskclusterError("InputError", refused) from None
         except Exception as exc:
             # A verifier bug met input it did not expect. Fail closed, with the same answer as
             # any rejection (a 500 would tell a forger it reached somewhere new), and report it.
@@ -192,160 +373,379 @@ def create_app(
             log(
                 "identity-verifier-failed",
                 logging.ERROR,
-                worker=body.worker_id,
-                provider=body.provider_id,
+                worker=worker.worker_id,
+                provider=body.providerId,
                 error=type(exc).__name__,
                 where=f"{where.filename}:{where.lineno}",
             )
-            capture(exc, provider=body.provider_id)
-            raise ApiError(403, PROOF_REJECTED.code, PROOF_REJECTED.message) from None
-        secret = auth.new_secret()
+            capture(exc, provider=body.providerId)
+            raise TaskclusterError("InputError", refused) from None
+        secret = new_worker_secret()
         expires = registration.register(
-            engine, body.worker_id, auth.secret_hash(secret), target.reregistration_timeout_s
+            engine, worker.worker_id, secret_hash(secret), target.reregistration_timeout_s
         )
-        if expires is None:  # a replay, or the deadline passed while we verified
-            raise ApiError(409, "not-requested", "the worker is not waiting to register")
-        log("worker-running", worker=body.worker_id, pool=body.pool_id, provider=body.provider_id)
-        return RegisterResponse(
-            worker_id=body.worker_id,
-            secret=secret,
+        if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
+            raise TaskclusterError("InputError", "This worker is either stopped or running")
+        log(
+            "worker-running",
+            worker=worker.worker_id,
+            pool=body.workerPoolId,
+            provider=body.providerId,
+        )
+        return RegisterWorkerResponse(
             expires=expires,
-            worker_config=dict(target.worker_config),
+            credentials=issue(worker.provider_id, body, expires),
+            workerConfig=dict(target.worker_config),
+            secret=secret,
         )
+
+    def issue(provider_id: str, body: Any, expires: datetime) -> Credentials:
+        credentials = worker_credentials(
+            issuer.get(),
+            provider_id=provider_id,
+            worker_pool_id=body.workerPoolId,
+            worker_group=body.workerGroup,
+            worker_id=body.workerId,
+            expires=expires,
+            now=datetime.now(UTC),
+        )
+        return Credentials(**credentials.as_json())
 
     @app.post(
-        "/api/v1/workers/reregister",
-        response_model=ReregisterResponse,
-        responses={403: {"model": Problem}},
+        f"{PREFIX}/worker/reregister",
+        response_model=ReregisterWorkerResponse,
+        name="reregisterWorker",
     )
-    def reregister(body: ReregisterRequest) -> ReregisterResponse:
-        """Rotate a registered worker's secret and extend its deadline."""
-        target = registration.registration_target(engine, body.worker_id)
-        if (
-            target is None
-            or target.worker.pool_id != body.pool_id
-            or target.worker.worker_group != body.worker_group
-        ):
-            raise ApiError(403, "bad-secret", "unknown worker or wrong secret")
-        secret = auth.new_secret()
+    async def reregister_worker(request: Request, body: ReregisterWorkerRequest) -> JSONResponse:
+        """New credentials and a new secret for a running worker holding its current secret."""
+        await begin(request, "reregisterWorker", {}, OMITTED)
+        ids = {
+            "workerPoolId": body.workerPoolId,
+            "workerGroup": body.workerGroup,
+            "workerId": body.workerId,
+        }
+        await check(request, "reregisterWorker", ids)
+        return reply(await run(reregister, body))
+
+    def reregister(body: ReregisterWorkerRequest) -> ReregisterWorkerResponse:
+        refused = TaskclusterError("InputError", "Could not generate credentials for this secret")
+        target = registration.registration_target(
+            engine, body.workerPoolId, body.workerGroup, body.workerId
+        )
+        if target is None:
+            raise refused
+        secret = new_worker_secret()
         expires = registration.reregister(
             engine,
-            body.worker_id,
-            auth.secret_hash(body.secret),
-            auth.secret_hash(secret),
+            target.worker.worker_id,
+            secret_hash(body.secret),
+            secret_hash(secret),
             target.reregistration_timeout_s,
         )
-        if expires is None:
-            raise ApiError(403, "bad-secret", "unknown worker or wrong secret")
-        return ReregisterResponse(worker_id=body.worker_id, secret=secret, expires=expires)
-
-    def worker_from_secret(pool_id: str, group: str, worker_id: str, authorization: str | None):
-        secret = auth.bearer(authorization)
-        worker = (
-            registration.worker_with_secret(engine, worker_id, auth.secret_hash(secret))
-            if secret
-            else None
+        if expires is None:  # wrong or old secret, not running, or expired
+            raise refused
+        return ReregisterWorkerResponse(
+            expires=expires,
+            credentials=issue(target.worker.provider_id, body, expires),
+            secret=secret,
         )
-        if worker is None or worker.pool_id != pool_id or worker.worker_group != group:
-            raise ApiError(403, "bad-secret", "unknown worker or wrong secret")
-        return worker
+
+    worker_path = f"{PREFIX}/workers/{{workerPoolId:poolid}}/{{workerGroup}}/{{workerId}}"
 
     @app.get(
-        "/api/v1/workers/{pool_id:path}/{group}/{worker_id}/should-terminate",
-        response_model=ShouldTerminateResponse,
+        f"{worker_path}/should-terminate",
+        response_model=ShouldWorkerTerminateResponse,
+        name="shouldWorkerTerminate",
     )
-    def should_terminate(
-        pool_id: PathId, group: PathId, worker_id: PathId, authorization: str | None = Header(None)
-    ) -> ShouldTerminateResponse:
-        """Whether the worker should shut down (the pool has more capacity than it needs)."""
-        worker = worker_from_secret(pool_id, group, worker_id, authorization)
-        if worker.state == WorkerState.STOPPING:
-            return ShouldTerminateResponse(should_terminate=True, reason=worker.stop_reason)
-        reason = "scale-down" if worker.should_terminate else None
-        return ShouldTerminateResponse(should_terminate=worker.should_terminate, reason=reason)
-
-    @app.delete("/api/v1/workers/{pool_id:path}/{group}/{worker_id}", status_code=202)
-    def remove(
-        pool_id: PathId, group: PathId, worker_id: PathId, authorization: str | None = Header(None)
-    ) -> dict[str, str]:
-        """Remove a worker (the worker itself, or an operator): it stops and its VM is deleted."""
-        token = auth.bearer(authorization)
-        if auth.token_matches(token, operator_token):
-            reason = "removed-by-operator"
-            target = registration.registration_target(engine, worker_id)
-            if target is None or target.worker.pool_id != pool_id:
-                raise ApiError(404, "unknown-worker", f"no worker {worker_id!r} in this pool")
+    async def should_worker_terminate(
+        request: Request, workerPoolId: str, workerGroup: str, workerId: str
+    ) -> JSONResponse:
+        """Whether the worker should shut down, and why."""
+        ids = {"workerPoolId": workerPoolId, "workerGroup": workerGroup, "workerId": workerId}
+        await begin(request, "shouldWorkerTerminate", ids)
+        await check(request, "shouldWorkerTerminate", ids)
+        worker = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
+        if worker is None:
+            raise TaskclusterError("ResourceNotFound", "Worker not found")
+        if worker.state in (WorkerState.STOPPING, WorkerState.STOPPED):
+            answer = (True, worker.stop_reason or f"worker is {worker.state.value}")
+        elif worker.should_terminate:
+            answer = (True, SCALE_DOWN_REASON)
         else:
-            worker_from_secret(pool_id, group, worker_id, authorization)
-            reason = "removed-by-worker"
-        registration.request_removal(engine, worker_id, reason)
-        log("worker-removal-requested", worker=worker_id, pool=pool_id, reason=reason)
-        return {"worker_id": worker_id, "state": "stopping"}
+            answer = (False, "none")
+        return reply(ShouldWorkerTerminateResponse(terminate=answer[0], reason=answer[1]))
 
-    @app.post("/api/v1/pools/{pool_id:path}/errors", status_code=201)
-    def report_error(
-        pool_id: PathId, body: WorkerErrorReport, authorization: str | None = Header(None)
-    ) -> dict[str, str]:
-        """A worker reports an error; it shows in `wm pools errors POOL`."""
-        secret = auth.bearer(authorization)
-        worker = (
-            registration.worker_with_secret(engine, body.worker_id, auth.secret_hash(secret))
-            if secret
-            else None
-        )
-        if worker is None or worker.pool_id != pool_id:
-            raise ApiError(403, "bad-secret", "unknown worker or wrong secret")
-        report = NewPoolError(
+    @app.delete(worker_path, name="removeWorker")
+    async def remove_worker(
+        request: Request, workerPoolId: str, workerGroup: str, workerId: str
+    ) -> JSONResponse:
+        """Remove a worker: it goes to stopping and its VM is deleted by the scanner."""
+        ids = {"workerPoolId": workerPoolId, "workerGroup": workerGroup, "workerId": workerId}
+        await begin(request, "removeWorker", ids)
+        who = await check(request, "removeWorker", ids)
+        worker = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
+        if worker is None:
+            raise TaskclusterError("ResourceNotFound", "Worker not found")
+        by_worker = who is not None and (who.client_id or "").startswith("worker/")
+        reason = "removed-by-worker" if by_worker else "removed-by-operator"
+        await run(registration.request_removal, engine, worker.worker_id, reason)
+        log("worker-removal-requested", worker=worker.worker_id, pool=workerPoolId, reason=reason)
+        return JSONResponse({})
+
+    errors_path = f"{PREFIX}/worker-pool-errors/{{workerPoolId:poolid}}"
+
+    @app.post(errors_path, response_model=WorkerPoolError, name="reportWorkerError")
+    async def report_worker_error(
+        request: Request, workerPoolId: str, body: ReportWorkerErrorRequest
+    ) -> JSONResponse:
+        """A worker reports an error; it shows in listWorkerPoolErrors (errors are public)."""
+        await begin(request, "reportWorkerError", {"workerPoolId": workerPoolId}, body.model_dump())
+        ids = {
+            "workerPoolId": workerPoolId,
+            "workerGroup": body.workerGroup,
+            "workerId": body.workerId,
+        }
+        await check(request, "reportWorkerError", ids)
+        return reply(await run(report, workerPoolId, body))
+
+    def report(pool_id: str, body: ReportWorkerErrorRequest) -> WorkerPoolError:
+        if not registration.pool_exists(engine, pool_id):
+            raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
+        worker = api_reads.worker_by_name(engine, pool_id, body.workerGroup, body.workerId)
+        new = NewPoolError(
             pool_id=pool_id,
-            kind="worker-report",
+            kind=body.kind,
             title=body.title,
             description=body.description,
-            provider_id=worker.provider_id,
-            launch_config_id=worker.launch_config_id,
-            # The worker's id last: a report cannot name another worker as its sender.
-            extra={**body.extra, "worker_id": worker.worker_id},
+            provider_id=worker.provider_id if worker else None,
+            launch_config_id=worker.launch_config_id if worker else None,
+            # The worker's names last: a report cannot name another worker as its sender.
+            extra={**body.extra, "workerGroup": body.workerGroup, "workerId": body.workerId},
         )
-        if not pool_errors.record_worker_report(
-            engine, report, worker.worker_id, WORKER_REPORTS_PER_HOUR
-        ):
-            raise ApiError(
+        stored = pool_errors.record_worker_report(
+            engine,
+            new,
+            worker_key=worker.worker_id if worker else None,
+            worker_group=body.workerGroup,
+            worker_name=body.workerId,
+            per_window=WORKER_REPORTS_PER_HOUR,
+        )
+        if stored is None:
+            # Not a Taskcluster code: worker-manager has no such limit, and 429 is what says
+            # "later" to any HTTP client without claiming the server failed.
+            raise HTTPException(
                 429,
-                "too-many-reports",
                 f"this worker has sent {WORKER_REPORTS_PER_HOUR} error reports within the "
                 "last hour; this one was not recorded",
                 {"Retry-After": str(REPORTS_RETRY_AFTER_S)},
             )
-        return {"status": "recorded"}
+        return error_view(stored)
 
-    def require_operator(authorization: str | None) -> None:
-        if not operator_token:
-            raise ApiError(403, "operator-disabled", "WM_OPERATOR_TOKEN is not set on this server")
-        if not auth.token_matches(auth.bearer(authorization), operator_token):
-            raise ApiError(401, "unauthorized", "an operator bearer token is required")
+    # -- reads ----------------------------------------------------------------------------------
 
-    @app.get("/api/v1/pools")
-    def pools(authorization: str | None = Header(None)) -> list[dict]:
-        """Every pool with pending tasks and capacity by state (operators)."""
-        require_operator(authorization)
-        return [s.__dict__ for s in pool_store.pool_statuses(engine)]
+    @app.get(worker_path, response_model=Worker, name="worker")
+    async def worker(
+        request: Request, workerPoolId: str, workerGroup: str, workerId: str
+    ) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId, "workerGroup": workerGroup, "workerId": workerId}
+        await begin(request, "worker", ids)
+        await check(request, "worker", ids)
+        found = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
+        if found is None:
+            raise TaskclusterError("ResourceNotFound", "Worker not found")
+        return reply(worker_view(found))
 
-    @app.get("/api/v1/pools/{pool_id:path}/workers")
-    def pool_workers(pool_id: PathId, authorization: str | None = Header(None)) -> list[dict]:
-        """Workers of one pool (operators)."""
-        require_operator(authorization)
-        _known_pool(pool_id)
-        return [_worker_view(w) for w in list_workers(engine, pool_id=pool_id)]
+    @app.get(
+        f"{PREFIX}/workers/{{workerPoolId:poolid}}/{{workerGroup}}",
+        response_model=WorkerList,
+        name="listWorkersForWorkerGroup",
+    )
+    async def list_workers_for_worker_group(
+        request: Request,
+        workerPoolId: str,
+        workerGroup: str,
+        continuationToken: str | None = None,
+        limit: str | None = None,
+    ) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId, "workerGroup": workerGroup}
+        await begin(request, "listWorkersForWorkerGroup", ids)
+        await check(request, "listWorkersForWorkerGroup", ids)
+        page = page_from_query(continuationToken, limit)
+        rows, token = await run(
+            paginate,
+            page,
+            lambda offset, n: api_reads.workers_page(
+                engine, workerPoolId, offset=offset, limit=n, worker_group=workerGroup
+            ),
+        )
+        return reply(WorkerList(workers=[worker_view(w) for w in rows], continuationToken=token))
 
-    @app.get("/api/v1/pools/{pool_id:path}/errors")
-    def errors(pool_id: PathId, authorization: str | None = Header(None)) -> list[dict]:
-        """Recent errors of one pool (operators)."""
-        require_operator(authorization)
-        _known_pool(pool_id)
-        return [e.__dict__ for e in pool_errors.list_errors(engine, pool_id)]
+    @app.get(
+        f"{PREFIX}/workers/{{workerPoolId:poolid}}",
+        response_model=WorkerList,
+        name="listWorkersForWorkerPool",
+    )
+    async def list_workers_for_worker_pool(
+        request: Request,
+        workerPoolId: str,
+        continuationToken: str | None = None,
+        limit: str | None = None,
+        launchConfigId: str | None = None,
+        state: str | None = None,
+    ) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "listWorkersForWorkerPool", ids)
+        await check(request, "listWorkersForWorkerPool", ids)
+        if state is not None and state not in (*(s.value for s in WorkerState), "standalone"):
+            raise TaskclusterError(
+                "InvalidRequestArguments", "state must be requested, running, stopping or stopped"
+            )
+        page = page_from_query(continuationToken, limit)
+        if not await run(registration.pool_exists, engine, workerPoolId):
+            raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
+        rows, token = await run(
+            paginate,
+            page,
+            lambda offset, n: api_reads.workers_page(
+                engine,
+                workerPoolId,
+                offset=offset,
+                limit=n,
+                state=state,
+                launch_config_id=launchConfigId,
+            ),
+        )
+        return reply(WorkerList(workers=[worker_view(w) for w in rows], continuationToken=token))
 
-    def _known_pool(pool_id: str) -> None:
-        if not registration.pool_exists(engine, pool_id):
-            raise ApiError(404, "unknown-pool", f"no worker pool {pool_id!r}")
+    pool_path = f"{PREFIX}/worker-pool/{{workerPoolId:poolid}}"
+
+    @app.get(pool_path, response_model=WorkerPool, name="workerPool")
+    async def worker_pool(request: Request, workerPoolId: str) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "workerPool", ids)
+        await check(request, "workerPool", ids)
+        views = await run(
+            lambda: api_reads.pools_page(engine, offset=0, limit=1, pool_id=workerPoolId)
+        )
+        if not views:
+            raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
+        stats = await run(api_reads.state_counts, engine, [workerPoolId])
+        return reply(pool_view(views[0], stats, owner))
+
+    for verb in ("put", "post", "delete"):
+        name = {"put": "createWorkerPool", "post": "updateWorkerPool", "delete": "deleteWorkerPool"}
+
+        async def not_yet(request: Request, workerPoolId: str, _name: str = name[verb]) -> None:
+            await begin(request, _name, {"workerPoolId": workerPoolId})
+            raise TaskclusterError(
+                "InputError",
+                f"{_name} is not supported by wm yet: worker pools are defined in wm's "
+                "config.toml and loaded with `wm pools sync`",
+            )
+
+        app.add_api_route(
+            pool_path, not_yet, methods=[verb.upper()], name=name[verb], include_in_schema=False
+        )
+
+    @app.get(f"{pool_path}/stats", response_model=WorkerPoolStats, name="workerPoolStats")
+    async def worker_pool_stats(request: Request, workerPoolId: str) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "workerPoolStats", ids)
+        await check(request, "workerPoolStats", ids)
+        views = await run(
+            lambda: api_reads.pools_page(engine, offset=0, limit=1, pool_id=workerPoolId)
+        )
+        if not views:
+            raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
+        stats = await run(api_reads.state_counts, engine, [workerPoolId])
+        configs = [lc.launch_config_id for lc in views[0].launch_configs]
+        return reply(
+            WorkerPoolStats(launchConfigStats=launch_config_stats(workerPoolId, configs, stats))
+        )
+
+    @app.get(f"{PREFIX}/worker-pools", response_model=WorkerPoolList, name="listWorkerPools")
+    async def list_worker_pools(
+        request: Request, continuationToken: str | None = None, limit: str | None = None
+    ) -> JSONResponse:
+        await begin(request, "listWorkerPools", {})
+        await check(request, "listWorkerPools", {})
+        page = page_from_query(continuationToken, limit)
+        views, token = await run(
+            paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
+        )
+        stats = await run(api_reads.state_counts, engine, [v.pool.pool_id for v in views])
+        pools = [pool_view(v, stats, owner) for v in views]
+        return reply(WorkerPoolList(workerPools=pools, continuationToken=token))
+
+    @app.get(
+        f"{PREFIX}/worker-pools/stats",
+        response_model=WorkerPoolListStats,
+        name="listWorkerPoolsStats",
+    )
+    async def list_worker_pools_stats(
+        request: Request, continuationToken: str | None = None, limit: str | None = None
+    ) -> JSONResponse:
+        await begin(request, "listWorkerPoolsStats", {})
+        await check(request, "listWorkerPoolsStats", {})
+        page = page_from_query(continuationToken, limit)
+        views, token = await run(
+            paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
+        )
+        ids = [v.pool.pool_id for v in views]
+        stats = await run(api_reads.state_counts, engine, ids)
+        return reply(
+            WorkerPoolListStats(
+                workerPoolsStats=[pool_stats(pool_id, stats) for pool_id in ids],
+                continuationToken=token,
+            )
+        )
+
+    @app.get(errors_path, response_model=WorkerPoolErrorList, name="listWorkerPoolErrors")
+    async def list_worker_pool_errors(
+        request: Request,
+        workerPoolId: str,
+        continuationToken: str | None = None,
+        limit: str | None = None,
+        launchConfigId: str | None = None,
+        errorId: str | None = None,
+    ) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "listWorkerPoolErrors", ids)
+        await check(request, "listWorkerPoolErrors", ids)
+        page = page_from_query(continuationToken, limit)
+        if errorId is not None and error_id_from_slug(errorId) is None:
+            return reply(WorkerPoolErrorList(workerPoolErrors=[]))
+        wanted = error_id_from_slug(errorId) if errorId is not None else None
+        rows, token = await run(
+            paginate,
+            page,
+            lambda offset, n: api_reads.errors_page(
+                engine,
+                workerPoolId,
+                offset=offset,
+                limit=n,
+                launch_config_id=launchConfigId,
+                error_id=wanted,
+            ),
+        )
+        return reply(
+            WorkerPoolErrorList(
+                workerPoolErrors=[error_view(e) for e in rows], continuationToken=token
+            )
+        )
+
+    @app.get(f"{PREFIX}/providers", response_model=ProviderList, name="listProviders")
+    async def list_providers(
+        request: Request, continuationToken: str | None = None, limit: str | None = None
+    ) -> JSONResponse:
+        await begin(request, "listProviders", {})
+        await check(request, "listProviders", {})
+        page = page_from_query(continuationToken, limit)
+        everything = provider_list(provider_kinds)
+        rows, token = paginate(page, lambda offset, n: everything[offset : offset + n])
+        return reply(ProviderList(providers=rows, continuationToken=token))
+
+    # -- wm's own ------------------------------------------------------------------------------
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -360,23 +760,44 @@ def create_app(
     return app
 
 
-def _worker_view(worker) -> dict:
-    view = {k: v for k, v in worker.__dict__.items() if k not in ("idempotency_token",)}
-    view["state"] = worker.state.value
-    return view
+def secret_hash(secret: str) -> str:
+    # Secrets are 264 random bits: a plain hash is enough, no slow KDF needed.
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _what_is_wrong(error: Mapping) -> str:
-    if error["type"] == "string_pattern_mismatch":  # ids: ID_PATTERN
-        return "must not contain control characters"
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
-def _problem(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        Problem(code=code, message=message).model_dump(),
-        status_code=status,
-        headers=dict(headers or {}),
+async def hawk_request(request: Request) -> HawkRequest:
+    """What the client signed: the resource exactly as received, host and port as it saw them."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string", b"")
+    resource = raw_path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+    headers = request.headers
+    try:
+        host, port = request_host_port(
+            headers.get("host", ""),
+            tls=request.url.scheme == "https",
+            forwarded_port=headers.get("x-forwarded-port"),
+            forwarded_proto=headers.get("x-forwarded-proto"),
+        )
+    except AuthenticationFailed:
+        host, port = "", 0  # no signature can match: authentication fails with its message
+    return HawkRequest(
+        method=request.method,
+        resource=resource,
+        host=host,
+        port=port,
+        authorization=headers.get("authorization"),
+        content=await request.body(),
+        content_type=headers.get("content-type"),
     )
+
+
+_HTTP_CODES = {405: "MethodNotAllowed", 408: "RequestTimeout", 429: "TooManyRequests"}
+
+
+def _describe(errors: Any) -> str:
+    """The fields that failed and why, never their values (they may hold proofs or secrets)."""
+    lines = []
+    for error in errors:
+        where = ".".join(str(p) for p in error["loc"] if p not in ("body", "query"))
+        lines.append(f"{where or 'body'}: {str(error['msg']).removeprefix('Value error, ')}")
+    return "Schema validation error:\n" + "\n".join(lines)

@@ -11,7 +11,7 @@
   must also arrive within `body_timeout_s` (408 otherwise): a client that sends its headers and
   then trickles or stalls would hold a place in flight for ever, and a handful of them would
   shed every genuine worker.
-- Nothing unexpected escapes: an error no handler answered becomes a 500 Problem, logged by
+- Nothing unexpected escapes: an error no handler answered becomes a 500, logged by
   its type and place only (never its message, which may quote a request) and sent to Sentry.
 
 It is plain ASGI, not a `BaseHTTPMiddleware`, so that it can count a streamed body as it is
@@ -21,16 +21,18 @@ received and answer before the application starts.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
+from urllib.parse import unquote
 
 from prometheus_client import Counter
 from starlette.exceptions import HTTPException
 
-from wm.api.models import Problem
+from wm.api.errors import error_json
 from wm.telemetry import capture, log
 
 Scope = MutableMapping[str, Any]
@@ -85,7 +87,7 @@ class Guard:
             return
         length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await self._answer(send, 413, "too-large", BodyTooLarge(self.max_body_bytes).detail)
+            await self._answer(send, 413, "InputTooLarge", BodyTooLarge(self.max_body_bytes).detail)
             API_REQUESTS.labels(UNMATCHED, "413").inc()
             return
         if scope["path"] in self.exempt_paths:
@@ -95,7 +97,7 @@ class Guard:
             await self._answer(
                 send,
                 429,
-                "busy",
+                "TooManyRequests",
                 "too many requests at once; retry after the Retry-After delay",
                 headers=[(b"retry-after", str(self.retry_after_s).encode())],
             )
@@ -142,7 +144,7 @@ class Guard:
                 raise
             status = 500
             _report(scope, exc)
-            await self._answer(send, 500, "internal-error", "the server failed; retry later")
+            await self._answer(send, 500, "InternalServerError", "the server failed; retry later")
         path = getattr(scope.get("route"), "path", UNMATCHED)
         API_REQUESTS.labels(path, str(status)).inc()
         log(
@@ -161,7 +163,11 @@ class Guard:
         message: str,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        body = Problem(code=code, message=message).model_dump_json().encode()
+        body = json.dumps(
+            error_json(
+                code=code, status=status, message=message, method="unknown", params={}, payload={}
+            )
+        ).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -174,6 +180,28 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class KeepEscapedSlashes:
+    """Routes API paths with `%2F` left escaped, so a pool id stays one path segment.
+
+    Starlette routes on the decoded path, in which `proj-x%2Fci` has become two segments; here
+    the path is decoded from the raw one except for `%2F`, which the `poolid` convertor
+    (wm/api/app.py) unescapes. Other paths are left alone.
+    """
+
+    def __init__(self, app: Asgi, *, prefix: str) -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw and scope["path"].startswith(self.prefix):
+            text = raw.decode("latin-1").split("?", 1)[0]
+            kept = text.replace("%2F", "%252F").replace("%2f", "%252F")
+            # In place: the guard reads the matched route back from this same scope.
+            scope["path"] = unquote(kept)
+        await self.app(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -1,23 +1,38 @@
-"""Request and response bodies of the worker API.
+"""Request and response bodies of the worker-manager API, as Taskcluster declares them.
 
-Every value a request stores or looks up must be one Postgres takes as it is: text there cannot
-hold NUL, and JSONB holds neither NUL nor NaN nor infinities. Such input is a 400 here, not a
-driver error (a 500) later. Ids refuse every control character. Identity proofs are never
-stored: whatever they hold is the verifier's to refuse, with the same answer for every proof.
-Secrets and proofs are left out of the models' reprs, so no traceback or error report shows one.
+Field names, patterns and limits follow TC `services/worker-manager/schemas/v1/*.yml` (rendered
+in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59). Every model refuses
+properties it does not declare, both ways: a request with one is an `InputValidationError`, and
+a response could not carry one. Secrets and proofs are left out of the models' reprs, so no
+traceback or error report shows one.
+
+Every value a request stores must be one Postgres takes as it is: text there cannot hold NUL,
+and JSONB holds neither NUL nor NaN nor infinities; such input is refused here, not by the
+driver later.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
-ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"  # no control characters
-ID_MAX_CHARS = 200
-ID = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
+from wm.tc.errors import js_time
+
+# Taskcluster's identifier patterns (worker-full.yml, worker-pool-full.yml).
+POOL_ID_PATTERN = r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
+NAME_PATTERN = r"^([a-zA-Z0-9-_]*)$"
+SECRET_PATTERN = r"^[a-zA-Z0-9_-]{44}$"
+KIND_PATTERN = r"[-a-z0-9]+"
+
+PoolId = Annotated[str, Field(pattern=POOL_ID_PATTERN)]
+Name = Annotated[str, Field(min_length=1, max_length=38, pattern=NAME_PATTERN)]
+Secret = Annotated[str, Field(pattern=SECRET_PATTERN, repr=False)]
+# Dates as JavaScript's Date.toJSON() writes them: what worker-manager sends.
+JsTime = Annotated[datetime, PlainSerializer(js_time, return_type=str)]
+WorkerState = Literal["requested", "running", "stopping", "stopped"]
 
 
 class _Body(BaseModel):
@@ -46,46 +61,56 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
-class RegisterRequest(_Body):
-    pool_id: str = ID
-    provider_id: str = ID
-    worker_group: str = ID
-    worker_id: str = ID
-    identity_proof: dict[str, Any] = Field(repr=False)
+# -- the worker interface ------------------------------------------------------------------
 
 
-class RegisterResponse(_Body):
-    worker_id: str
-    secret: str = Field(repr=False)  # present once; only its hash is stored
-    expires: datetime  # re-register before this
-    worker_config: dict[str, Any]
+class RegisterWorkerRequest(_Body):
+    workerPoolId: PoolId
+    providerId: Name
+    workerGroup: Name
+    workerId: Name
+    # One of the providers' shapes (google {token}, aws {document, signature}, azure
+    # {document}, static {staticSecret}); the provider's verifier refuses any other, with the
+    # same InputError as a bad signature, so the shape is checked in one place only.
+    workerIdentityProof: dict[str, Any] = Field(repr=False)
+    systemBootTime: datetime | None = None
 
 
-class ReregisterRequest(_Body):
-    pool_id: str = ID
-    worker_group: str = ID
-    worker_id: str = ID
-    secret: str = Field(min_length=1, max_length=200, repr=False)
+class Credentials(_Body):
+    clientId: str
+    accessToken: str = Field(repr=False)
+    certificate: str
 
 
-class ReregisterResponse(_Body):
-    worker_id: str
-    secret: str = Field(repr=False)
-    expires: datetime
+class RegisterWorkerResponse(_Body):
+    expires: JsTime
+    credentials: Credentials
+    workerConfig: dict[str, Any]
+    secret: Secret
 
 
-class ShouldTerminateResponse(_Body):
-    should_terminate: bool
-    reason: str | None = None
+class ReregisterWorkerRequest(_Body):
+    workerPoolId: PoolId
+    workerGroup: Name
+    workerId: Name
+    secret: Secret
 
 
-class WorkerErrorReport(_Body):
-    worker_id: str = ID
-    title: str = Field(min_length=1, max_length=500)
-    description: str = Field(default="", max_length=10_000)
-    extra: dict[str, Any] = Field(default_factory=dict)
+class ReregisterWorkerResponse(_Body):
+    expires: JsTime
+    credentials: Credentials
+    secret: Secret
 
-    @field_validator("title", "description", "extra")
+
+class ReportWorkerErrorRequest(_Body):
+    workerGroup: Name
+    workerId: Name
+    kind: str = Field(max_length=128, pattern=KIND_PATTERN)
+    title: str = Field(max_length=128)
+    description: str = Field(max_length=10240)
+    extra: dict[str, Any]
+
+    @field_validator("kind", "title", "description", "extra")
     @classmethod
     def _storable(cls, value: Any) -> Any:
         problem = unstorable(value)
@@ -94,8 +119,120 @@ class WorkerErrorReport(_Body):
         return value
 
 
-class Problem(_Body):
-    """Every error answer: a stable code and a message naming what is wrong."""
+class ShouldWorkerTerminateResponse(_Body):
+    terminate: bool
+    reason: str = Field(min_length=1)
 
-    code: str
-    message: str
+
+# -- reads --------------------------------------------------------------------------------
+
+
+class Worker(_Body):
+    """worker-full.yml."""
+
+    workerPoolId: str
+    workerGroup: str
+    workerId: str
+    providerId: str
+    created: JsTime
+    expires: JsTime
+    state: WorkerState
+    capacity: int = Field(ge=1)
+    lastChecked: JsTime
+    lastModified: JsTime
+    launchConfigId: str | None = None
+
+
+class WorkerList(_Body):
+    workers: list[Worker]
+    continuationToken: str | None = None
+
+
+class WorkerPool(_Body):
+    """worker-pool-full.yml, with its deprecated counts (still required by the schema)."""
+
+    workerPoolId: str
+    providerId: str
+    description: str
+    created: JsTime
+    lastModified: JsTime
+    config: dict[str, Any]
+    owner: str
+    emailOnError: bool
+    currentCapacity: int = Field(ge=0)
+    requestedCount: int = Field(ge=0)
+    runningCount: int = Field(ge=0)
+    stoppingCount: int = Field(ge=0)
+    stoppedCount: int = Field(ge=0)
+    requestedCapacity: int = Field(ge=0)
+    runningCapacity: int = Field(ge=0)
+    stoppingCapacity: int = Field(ge=0)
+    stoppedCapacity: int = Field(ge=0)
+
+
+class WorkerPoolList(_Body):
+    workerPools: list[WorkerPool]
+    continuationToken: str | None = None
+
+
+class WorkerPoolError(_Body):
+    """worker-pool-error.yml."""
+
+    workerPoolId: str
+    errorId: str
+    reported: JsTime
+    kind: str
+    title: str
+    description: str
+    extra: dict[str, Any]
+    launchConfigId: str | None = None
+
+
+class WorkerPoolErrorList(_Body):
+    workerPoolErrors: list[WorkerPoolError]
+    continuationToken: str | None = None
+
+
+class Provider(_Body):
+    providerId: str
+    providerType: str
+
+
+class ProviderList(_Body):
+    providers: list[Provider]
+    continuationToken: str | None = None
+
+
+class _Counts(_Body):
+    currentCapacity: int = Field(ge=0)
+    requestedCount: int = Field(ge=0)
+    runningCount: int = Field(ge=0)
+    stoppingCount: int = Field(ge=0)
+    stoppedCount: int = Field(ge=0)
+    requestedCapacity: int = Field(ge=0)
+    runningCapacity: int = Field(ge=0)
+    stoppingCapacity: int = Field(ge=0)
+    stoppedCapacity: int = Field(ge=0)
+
+
+class LaunchConfigStats(_Counts):
+    workerPoolId: str
+    launchConfigId: str
+
+
+class WorkerPoolStats(_Body):
+    launchConfigStats: list[LaunchConfigStats]
+
+
+class PoolStats(_Counts):
+    workerPoolId: str
+
+
+class WorkerPoolListStats(_Body):
+    workerPoolsStats: list[PoolStats]
+    continuationToken: str | None = None
+
+
+class Ping(_Body):
+    alive: bool
+    uptime: float

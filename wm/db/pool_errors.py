@@ -35,45 +35,69 @@ def record_errors(engine: Engine, errors: Sequence[NewPoolError]) -> None:
 
 
 def record_worker_report(
-    engine: Engine, report: NewPoolError, worker_id: str, per_window: int
-) -> bool:
+    engine: Engine,
+    report: NewPoolError,
+    *,
+    worker_key: str | None,
+    worker_group: str,
+    worker_name: str,
+    per_window: int,
+) -> PoolError | None:
     """Record a worker's own report unless it already sent `per_window` within the window: a
-    worker stuck in a loop must not flood the table and `wm pools errors`. False: refused,
-    nothing written."""
+    worker stuck in a loop must not flood the table and the pool's error list. Reports are
+    recognised by the `workerGroup`/`workerId` Taskcluster adds to their `extra`. Returns the
+    stored error; None: refused, nothing written."""
     with engine.begin() as conn:
-        # The worker's row lock makes its concurrent reports count one after the other.
-        conn.execute(
-            select(workers.c.worker_id).where(workers.c.worker_id == worker_id).with_for_update()
-        )
+        if worker_key is not None:
+            # The worker's row lock makes its concurrent reports count one after the other.
+            conn.execute(
+                select(workers.c.worker_id)
+                .where(workers.c.worker_id == worker_key)
+                .with_for_update()
+            )
         sent = conn.execute(
             select(func.count()).where(
                 worker_pool_errors.c.pool_id == report.pool_id,
                 worker_pool_errors.c.reported > func.now() - RECENT_WINDOW,
-                worker_pool_errors.c.kind == report.kind,
-                worker_pool_errors.c.extra["worker_id"].astext == worker_id,
+                worker_pool_errors.c.extra["workerGroup"].astext == worker_group,
+                worker_pool_errors.c.extra["workerId"].astext == worker_name,
             )
         ).scalar_one()
         if sent >= per_window:
-            return False
-        _insert(conn, [report])
-        return True
+            return None
+        row = conn.execute(
+            worker_pool_errors.insert().returning(worker_pool_errors), [_values(report)]
+        ).one()
+        return error_from_row(row)
 
 
 def _insert(conn: Connection, errors: Sequence[NewPoolError]) -> None:
-    conn.execute(
-        worker_pool_errors.insert(),
-        [
-            {
-                "pool_id": e.pool_id,
-                "provider_id": e.provider_id,
-                "launch_config_id": e.launch_config_id,
-                "kind": e.kind,
-                "title": e.title,
-                "description": e.description,
-                "extra": e.extra,
-            }
-            for e in errors
-        ],
+    conn.execute(worker_pool_errors.insert(), [_values(e) for e in errors])
+
+
+def _values(error: NewPoolError) -> dict[str, Any]:
+    return {
+        "pool_id": error.pool_id,
+        "provider_id": error.provider_id,
+        "launch_config_id": error.launch_config_id,
+        "kind": error.kind,
+        "title": error.title,
+        "description": error.description,
+        "extra": error.extra,
+    }
+
+
+def error_from_row(row) -> PoolError:
+    return PoolError(
+        error_id=row.error_id,
+        pool_id=row.pool_id,
+        provider_id=row.provider_id,
+        launch_config_id=row.launch_config_id,
+        kind=row.kind,
+        title=row.title,
+        description=row.description,
+        reported=row.reported,
+        extra=row.extra,
     )
 
 
@@ -85,20 +109,7 @@ def list_errors(engine: Engine, pool_id: str, limit: int = LIST_LIMIT) -> list[P
         .limit(limit)
     )
     with engine.connect() as conn:
-        return [
-            PoolError(
-                error_id=row.error_id,
-                pool_id=row.pool_id,
-                provider_id=row.provider_id,
-                launch_config_id=row.launch_config_id,
-                kind=row.kind,
-                title=row.title,
-                description=row.description,
-                reported=row.reported,
-                extra=row.extra,
-            )
-            for row in conn.execute(query)
-        ]
+        return [error_from_row(row) for row in conn.execute(query)]
 
 
 def recent_error_counts(

@@ -23,7 +23,7 @@ from wm.pool_sync import SyncPlan, plan_sync
 ERRORS_WINDOW = timedelta(hours=1)
 
 
-def _pool(row) -> PoolRecord:
+def pool_from_row(row) -> PoolRecord:
     return PoolRecord(
         pool_id=row.pool_id,
         provider_id=row.provider_id,
@@ -39,7 +39,7 @@ def _pool(row) -> PoolRecord:
     )
 
 
-def _launch_config(row) -> LaunchConfigRecord:
+def launch_config_from_row(row) -> LaunchConfigRecord:
     return LaunchConfigRecord(
         pool_id=row.pool_id,
         launch_config_id=row.launch_config_id,
@@ -59,7 +59,7 @@ def _launch_config(row) -> LaunchConfigRecord:
 def load_pools(engine: Engine) -> list[PoolRecord]:
     with engine.connect() as conn:
         rows = conn.execute(select(worker_pools).order_by(worker_pools.c.pool_id))
-        return [_pool(row) for row in rows]
+        return [pool_from_row(row) for row in rows]
 
 
 def load_launch_configs(
@@ -71,7 +71,7 @@ def load_launch_configs(
     if not include_archived:
         query = query.where(launch_configs.c.archived.is_(False))
     with engine.connect() as conn:
-        return [_launch_config(row) for row in conn.execute(query)]
+        return [launch_config_from_row(row) for row in conn.execute(query)]
 
 
 def load_scan_units(engine: Engine) -> list[tuple[str, str]]:

@@ -1,4 +1,8 @@
-"""Registration, re-registration and removal: conditional updates, never read-then-write."""
+"""Registration, re-registration and removal: conditional updates, never read-then-write.
+
+Rows are found by Taskcluster's names (pool, group, `tc_worker_id`) and changed by wm's own
+key (`worker_id`), under the same conditions as before: one registration per instance.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +36,10 @@ def pool_exists(engine: Engine, pool_id: str) -> bool:
         return conn.execute(query).first() is not None
 
 
-def registration_target(engine: Engine, worker_id: str) -> RegistrationTarget | None:
+def registration_target(
+    engine: Engine, pool_id: str, worker_group: str, tc_worker_id: str
+) -> RegistrationTarget | None:
+    """The worker Taskcluster names (workerPoolId, workerGroup, workerId), with its pool's."""
     query = (
         select(
             workers,
@@ -50,7 +57,11 @@ def registration_target(engine: Engine, worker_id: str) -> RegistrationTarget | 
                 launch_configs.c.launch_config_id == workers.c.launch_config_id,
             ),
         )
-        .where(workers.c.worker_id == worker_id)
+        .where(
+            workers.c.pool_id == pool_id,
+            workers.c.worker_group == worker_group,
+            workers.c.tc_worker_id == tc_worker_id,
+        )
     )
     with engine.connect() as conn:
         row = conn.execute(query).first()
@@ -112,17 +123,6 @@ def reregister(
     )
     with engine.begin() as conn:
         return conn.execute(statement).scalar_one_or_none()
-
-
-def worker_with_secret(engine: Engine, worker_id: str, secret_hash: str) -> WorkerRecord | None:
-    query = select(workers).where(
-        workers.c.worker_id == worker_id,
-        workers.c.secret_hash == secret_hash,
-        workers.c.state.in_(("running", "stopping")),
-    )
-    with engine.connect() as conn:
-        row = conn.execute(query).first()
-    return worker_from_row(row) if row else None
 
 
 def request_removal(engine: Engine, worker_id: str, reason: str) -> bool:

@@ -21,6 +21,7 @@ from tests.fixtures.sim_ec2 import aws_config
 from tests.fixtures.sim_gce import gcp_config
 from tests.support.configs import build
 from wm.api.app import create_app
+from wm.api.authn import Authenticator, IssuerSource
 from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.server import free_port
@@ -66,8 +67,15 @@ def api(engine) -> Iterator[tuple[str, dict]]:
     verifiers: dict = {}
     port = free_port()
     public_url = f"http://127.0.0.1:{port}"
+    issuer = IssuerSource(engine)
     app = create_app(
-        engine, verifiers, deployment_id="test-deploy", audience=public_url, operator_token=None
+        engine,
+        verifiers,
+        provider_kinds={"aws-test": "aws", "gcp-test": "gcp", "azure-test": "azure"},
+        deployment_id="test-deploy",
+        root_url=public_url,
+        authenticator=Authenticator(issuer, operator_token=None, auth_service=None),
+        issuer=issuer,
     )
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
@@ -94,7 +102,6 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
 # The simulated worker now reads worker-manager's boot data from its VM's metadata and speaks
 # only /api/worker-manager/v1 (issue 18): this test runs again once the providers write that
 # boot data and the web process serves that API; then drop this mark.
-@pytest.mark.xfail(reason="needs issue 18's boot data and worker-manager API", strict=False)
 @pytest.mark.parametrize("cloud", CLOUDS, ids=[c.kind for c in CLOUDS])
 def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, cloud):
     sim = request.getfixturevalue(cloud.sim_fixture)

@@ -1,0 +1,156 @@
+"""What the worker-manager API reads: workers by Taskcluster's names, pools, errors, counts.
+
+Pages are offset/limit, as Taskcluster's own `paginateResults` does them; every query has a
+total order so that consecutive pages neither repeat nor skip a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, func, select
+
+from wm.db.pool_errors import error_from_row
+from wm.db.pools import launch_config_from_row, pool_from_row
+from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
+from wm.db.workers import worker_from_row
+from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
+
+STATES = ("requested", "running", "stopping", "stopped")
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """A pool as the API shows it: its record, its times and its launch configs."""
+
+    pool: PoolRecord
+    created: datetime
+    last_modified: datetime
+    launch_configs: tuple[LaunchConfigRecord, ...]
+
+
+@dataclass(frozen=True)
+class StateCounts:
+    """Workers and their capacity in one state, for one pool (and launch config)."""
+
+    pool_id: str
+    launch_config_id: str
+    state: str
+    count: int
+    capacity: int
+
+
+def worker_by_name(
+    engine: Engine, pool_id: str, worker_group: str, tc_worker_id: str
+) -> WorkerRecord | None:
+    """The worker Taskcluster calls (workerPoolId, workerGroup, workerId)."""
+    query = select(workers).where(
+        workers.c.pool_id == pool_id,
+        workers.c.worker_group == worker_group,
+        workers.c.tc_worker_id == tc_worker_id,
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).first()
+    return worker_from_row(row) if row else None
+
+
+def workers_page(
+    engine: Engine,
+    pool_id: str,
+    *,
+    offset: int,
+    limit: int,
+    worker_group: str | None = None,
+    state: str | None = None,
+    launch_config_id: str | None = None,
+) -> list[WorkerRecord]:
+    """Named workers of a pool (those whose cloud id is known), in a stable order."""
+    query = (
+        select(workers)
+        .where(workers.c.pool_id == pool_id, workers.c.tc_worker_id.is_not(None))
+        .order_by(workers.c.worker_group, workers.c.tc_worker_id)
+        .offset(offset)
+        .limit(limit)
+    )
+    if worker_group is not None:
+        query = query.where(workers.c.worker_group == worker_group)
+    if state is not None:
+        query = query.where(workers.c.state == state)
+    if launch_config_id is not None:
+        query = query.where(workers.c.launch_config_id == launch_config_id)
+    with engine.connect() as conn:
+        return [worker_from_row(row) for row in conn.execute(query)]
+
+
+def pools_page(
+    engine: Engine, *, offset: int, limit: int, pool_id: str | None = None
+) -> list[PoolView]:
+    query = select(worker_pools).order_by(worker_pools.c.pool_id).offset(offset).limit(limit)
+    if pool_id is not None:
+        query = query.where(worker_pools.c.pool_id == pool_id)
+    with engine.connect() as conn:
+        rows = list(conn.execute(query))
+        ids = [row.pool_id for row in rows]
+        configs = conn.execute(
+            select(launch_configs)
+            .where(launch_configs.c.pool_id.in_(ids), launch_configs.c.archived.is_(False))
+            .order_by(launch_configs.c.pool_id, launch_configs.c.launch_config_id)
+        )
+        by_pool: dict[str, list[LaunchConfigRecord]] = {}
+        for lc in configs:
+            by_pool.setdefault(lc.pool_id, []).append(launch_config_from_row(lc))
+    return [
+        PoolView(
+            pool=pool_from_row(row),
+            created=row.created,
+            last_modified=row.last_modified,
+            launch_configs=tuple(by_pool.get(row.pool_id, ())),
+        )
+        for row in rows
+    ]
+
+
+def state_counts(engine: Engine, pool_ids: Sequence[str]) -> list[StateCounts]:
+    """Worker counts and capacity per (pool, launch config, state)."""
+    query = (
+        select(
+            workers.c.pool_id,
+            workers.c.launch_config_id,
+            workers.c.state,
+            func.count(),
+            func.coalesce(func.sum(workers.c.capacity), 0),
+        )
+        .where(workers.c.pool_id.in_(list(pool_ids)))
+        .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
+    )
+    with engine.connect() as conn:
+        return [
+            StateCounts(pool, lc, state, int(count), int(capacity))
+            for pool, lc, state, count, capacity in conn.execute(query)
+        ]
+
+
+def errors_page(
+    engine: Engine,
+    pool_id: str,
+    *,
+    offset: int,
+    limit: int,
+    launch_config_id: str | None = None,
+    error_id: int | None = None,
+) -> list[PoolError]:
+    query = (
+        select(worker_pool_errors)
+        .where(worker_pool_errors.c.pool_id == pool_id)
+        .order_by(worker_pool_errors.c.reported.desc(), worker_pool_errors.c.error_id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    if launch_config_id is not None:
+        query = query.where(worker_pool_errors.c.launch_config_id == launch_config_id)
+    if error_id is not None:
+        query = query.where(worker_pool_errors.c.error_id == error_id)
+    with engine.connect() as conn:
+        return [error_from_row(row) for row in conn.execute(query)]

@@ -350,6 +350,7 @@ def create_app(
             worker_id=worker.worker_id,
             region=worker.worker_group,
             cloud_id=worker.cloud_id,
+            tc_worker_id=worker.tc_worker_id,
             audience=root_url,
             provider_data=worker.provider_data,
             requested_at=worker.created,

@@ -99,9 +99,6 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-# The simulated worker now reads worker-manager's boot data from its VM's metadata and speaks
-# only /api/worker-manager/v1 (issue 18): this test runs again once the providers write that
-# boot data and the web process serves that API; then drop this mark.
 @pytest.mark.parametrize("cloud", CLOUDS, ids=[c.kind for c in CLOUDS])
 def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, cloud):
     sim = request.getfixturevalue(cloud.sim_fixture)
@@ -121,14 +118,22 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
                 # Re-registration within the test, at half the secret's life, with room to spare
                 # on a loaded machine before the secret expires.
                 "reregistration_timeout_s": 4.0,
-                "launch_configs": [{"region": region, "machine_type": machine, "image": image}],
+                "launch_configs": [
+                    {
+                        "region": region,
+                        "machine_type": machine,
+                        "image": image,
+                        # worker-runner on GCE will not start without an external IP to read
+                        "public_ip": cloud.kind == "gcp",
+                    }
+                ],
             }
         ],
     }
     config = build(raw)
     pool_store.apply_sync(engine, plan_sync(config, [], []))
     verifiers[provider_cfg.id] = build_verifier(provider_cfg, "test-deploy", public_url)
-    provider = build_provider(provider_cfg, "test-deploy")
+    provider = build_provider(provider_cfg, "test-deploy", root_url=public_url)
     try:
         tasks.submit_tasks(engine, POOL, 2, 0.2)
         Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)

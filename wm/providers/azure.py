@@ -599,7 +599,7 @@ def vm_body(
     tags: Mapping[str, str],
     subnet_id: str | None,
     admin_password: str,
-    custom_data: str,
+    custom_data: str | None = None,
 ) -> dict[str, Any]:
     """The VM PUT body: NIC inline, a public IP only when asked, everything deleted with it."""
     ip_config: dict[str, Any] = {"primary": True}
@@ -629,7 +629,8 @@ def vm_body(
             "computerName": computer_name(worker_id),
             "adminUsername": ADMIN_USERNAME,
             "adminPassword": admin_password,
-            "customData": custom_data,
+            # worker-manager's boot data (absent on VMs made by hand, as in tests)
+            **({"customData": custom_data} if custom_data is not None else {}),
         },
         "networkProfile": {
             "networkApiVersion": NETWORK_API_VERSION,

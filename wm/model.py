@@ -179,6 +179,7 @@ class WorkerRecord:
     unanswered_at: datetime | None = None
     # Taskcluster's workerId: EC2 instance id, GCE numeric instance id, Azure VM name.
     tc_worker_id: str | None = None
+    booted_at: datetime | None = None  # its VM's boot, as its worker reported (systemBootTime)
 
     @property
     def unresolved_intent(self) -> bool:

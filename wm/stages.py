@@ -2,9 +2,10 @@
 
 Launch: task pending -> capacity requested -> cloud accepted -> cloud running -> registered ->
 first task claimed. Removal: decided -> delete call -> gone. Each stage runs between two
-points, read from a worker row's timestamps (wm/db/tables.py). "Cloud running" is when a scan
-first saw the cloud run the VM, or the registration if that came first: a worker that
-registers proves its VM runs, and a scan may not have looked yet.
+points, read from a worker row's timestamps (wm/db/tables.py). "Cloud running" is the earliest
+of: the VM's boot as its worker reported it at registration (systemBootTime, kept within what
+wm knows), the first scan that saw the cloud run it, and the registration itself (a worker that
+registers proves its VM runs, and a scan may not have looked yet).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ POINTS: Mapping[str, tuple[str, ...]] = {
     "demand": ("demand_at",),
     "requested": ("created",),
     "accepted": ("accepted_at",),
-    "cloud_running": ("cloud_running_at", "registered_at"),
+    "cloud_running": ("booted_at", "cloud_running_at", "registered_at"),
     "registered": ("registered_at",),
     "first_claim": ("first_claimed_at",),
     "removal_decided": ("stopping_at",),

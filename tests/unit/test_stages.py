@@ -142,3 +142,9 @@ def test_the_named_stages_of_a_worker(names, stamps, expected):
 def test_an_unknown_stage_name_is_an_error_not_a_silent_nothing():
     with pytest.raises(ValueError, match="no such stage"):
         durations(worker(**FULL_LIFE), ["delete_too_gone"])
+
+
+def test_a_reported_boot_ends_the_accepted_stage_before_any_scan_saw_the_vm():
+    booted_first = worker(accepted_at=5, booted_at=40, registered_at=60, cloud_running_at=90)
+    found = durations(booted_first, ["accepted_to_running", "running_to_registered"])
+    assert found == {"accepted_to_running": 35.0, "running_to_registered": 20.0}

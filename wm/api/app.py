@@ -383,7 +383,11 @@ def create_app(
             raise TaskclusterError("InputError", refused) from None
         secret = new_worker_secret()
         expires = registration.register(
-            engine, worker.worker_id, secret_hash(secret), target.reregistration_timeout_s
+            engine,
+            worker.worker_id,
+            secret_hash(secret),
+            target.reregistration_timeout_s,
+            booted_at=body.systemBootTime,
         )
         if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
             raise TaskclusterError("InputError", "This worker is either stopped or running")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy import DateTime, Engine, and_, func, literal, select, update
 
 from wm.db.tables import launch_configs, worker_pools, workers
 from wm.db.workers import worker_from_row
@@ -77,8 +77,26 @@ def registration_target(
     )
 
 
-def register(engine: Engine, worker_id: str, secret_hash: str, timeout_s: float) -> datetime | None:
-    """requested -> running, once: of concurrent calls exactly one gets the new expiry."""
+def register(
+    engine: Engine,
+    worker_id: str,
+    secret_hash: str,
+    timeout_s: float,
+    booted_at: datetime | None = None,
+) -> datetime | None:
+    """requested -> running, once: of concurrent calls exactly one gets the new expiry.
+
+    `booted_at` is the worker's own word (systemBootTime): kept only within what wm knows,
+    after the cloud accepted the create (or the row was written) and not after now."""
+    boot = None
+    if booted_at is not None:
+        boot = func.least(
+            func.greatest(
+                literal(booted_at, DateTime(timezone=True)),
+                func.coalesce(workers.c.accepted_at, workers.c.created),
+            ),
+            func.now(),
+        )
     statement = (
         update(workers)
         .where(
@@ -89,6 +107,7 @@ def register(engine: Engine, worker_id: str, secret_hash: str, timeout_s: float)
         .values(
             state="running",
             registered_at=func.now(),
+            booted_at=boot,
             last_active=func.now(),
             secret_hash=secret_hash,
             expires=func.now() + timedelta(seconds=timeout_s),

@@ -117,6 +117,9 @@ workers = Table(
     # Taskcluster's workerId for it, known once the cloud named it: the EC2 instance id, the
     # GCE numeric instance id, the Azure VM name. (worker_id stays wm's own intent key.)
     Column("tc_worker_id", Text, nullable=True),
+    # When its VM booted, as worker-runner said at registration (systemBootTime), bounded by
+    # when the cloud accepted the create and when it registered.
+    Column("booted_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],

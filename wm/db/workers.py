@@ -49,6 +49,7 @@ def worker_from_row(row) -> WorkerRecord:
         preempted_at=row.preempted_at,
         unanswered_at=row.unanswered_at,
         tc_worker_id=row.tc_worker_id,
+        booted_at=row.booted_at,
     )
 
 

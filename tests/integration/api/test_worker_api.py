@@ -26,6 +26,7 @@ from sqlalchemy import text
 from tests.support.api_stack import http_call, in_parallel, serving
 from tests.support.configs import build
 from tests.support.tc_schemas import check
+from wm import stages
 from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
 from wm.api.authn import OPERATOR_CLIENT, Authenticator, AuthService, IssuerSource
 from wm.db import pools as pool_store
@@ -520,3 +521,38 @@ def test_foreign_credentials_are_checked_by_the_auth_service(engine, verifier):
 
 def _later() -> str:
     return (datetime.now(UTC) + timedelta(minutes=15)).isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "boot_offset_s", "kept"),
+    [
+        ("booted a minute after wm asked for it", +60.0, "as said"),
+        ("claims a boot before wm asked for it", -3600.0, "the request"),
+        ("claims a boot in the future", +7200.0, "the registration"),
+    ],
+)
+def test_the_reported_boot_time_marks_when_the_vm_ran_within_what_wm_knows(
+    base, engine, scenario, boot_offset_s, kept
+):
+    key, tc_id = intent(engine)
+    with engine.begin() as conn:  # asked for ten minutes ago
+        conn.execute(
+            text(
+                "UPDATE workers SET created = created - interval '10 minutes' WHERE worker_id = :w"
+            ),
+            {"w": key},
+        )
+    before = row(engine, key)
+    said = before.created + timedelta(seconds=boot_offset_s)
+    body = register_body(key, tc_id, systemBootTime=said.isoformat())
+
+    manager(base).registerWorker(body)
+
+    after = row(engine, key)
+    expected = {"as said": said, "the request": before.created, "the registration": None}[kept]
+    if expected is None:  # clamped to the moment of registration
+        assert before.created < after.booted_at <= after.registered_at, scenario
+    else:
+        assert after.booted_at == expected, scenario
+    # The stage "cloud accepted -> running" now ends at the boot, not at a later scan.
+    assert stages.point(after, "cloud_running") == after.booted_at

@@ -9,6 +9,7 @@ import pytest
 import taskcluster
 
 from wm.tc.credentials import (
+    ISSUER_SCOPES,
     CertificateInvalid,
     IssuerCredentials,
     issue_temporary_credentials,
@@ -18,20 +19,6 @@ from wm.tc.credentials import (
 )
 
 ISSUER = IssuerCredentials("static/taskcluster/worker-manager", "issuer-token-abc")
-# The static worker-manager client's scopes (TC services/auth/src/static-scopes.json).
-ISSUER_SCOPES = [
-    "assume:worker-id:*",
-    "assume:worker-pool:*",
-    "assume:worker-type:*",
-    "auth:create-client:worker/*",
-    "queue:claim-work:*",
-    "queue:worker-id:*",
-    "secrets:get:worker-pool:*",
-    "secrets:get:worker-type:*",
-    "worker-manager:remove-worker:*",
-    "worker-manager:reregister-worker:*",
-    "worker-manager:should-worker-terminate:*",
-]
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 NAME = "worker/aws/proj/ci/us-east-1/i-1"
 

@@ -28,7 +28,7 @@ import taskcluster.exceptions
 from sqlalchemy import Engine
 
 from wm.db.deployment_keys import get_or_create_key
-from wm.tc.credentials import IssuerCredentials
+from wm.tc.credentials import ISSUER_SCOPES, IssuerCredentials
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import (
     ANONYMOUS_LIFETIME,
@@ -44,21 +44,6 @@ STANDALONE_ISSUER = "static/wm"
 STANDALONE_ISSUER_KEY = f"issuer:{STANDALONE_ISSUER}"
 OPERATOR_CLIENT = "static/wm-operator"
 OPERATOR_SCOPES = ("worker-manager:*",)
-# What worker-manager's own client holds (TC `services/auth/src/static-scopes.json`): enough to
-# issue the ten worker scopes. Certificates wm checks locally must stay within it.
-ISSUER_SCOPES = (
-    "assume:worker-id:*",
-    "assume:worker-pool:*",
-    "assume:worker-type:*",
-    "auth:create-client:worker/*",
-    "queue:claim-work:*",
-    "queue:worker-id:*",
-    "secrets:get:worker-pool:*",
-    "secrets:get:worker-type:*",
-    "worker-manager:remove-worker:*",
-    "worker-manager:reregister-worker:*",
-    "worker-manager:should-worker-terminate:*",
-)
 # Permanent clients known locally never expire by themselves.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 

@@ -47,6 +47,24 @@ class CertificateInvalid(ValueError):
     """A certificate failed one of the auth service's checks; the message is Taskcluster's."""
 
 
+# What worker-manager's own Taskcluster client holds (TC services/auth/src/static-scopes.json):
+# enough to issue the ten worker scopes. An issuer whose certificates wm checks locally holds
+# exactly these.
+ISSUER_SCOPES = (
+    "assume:worker-id:*",
+    "assume:worker-pool:*",
+    "assume:worker-type:*",
+    "auth:create-client:worker/*",
+    "queue:claim-work:*",
+    "queue:worker-id:*",
+    "secrets:get:worker-pool:*",
+    "secrets:get:worker-type:*",
+    "worker-manager:remove-worker:*",
+    "worker-manager:reregister-worker:*",
+    "worker-manager:should-worker-terminate:*",
+)
+
+
 @dataclass(frozen=True)
 class IssuerCredentials:
     """Permanent credentials that sign temporary ones (wm's Taskcluster client or its own key)."""

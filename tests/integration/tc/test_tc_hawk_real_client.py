@@ -17,7 +17,7 @@ import pytest
 import requests
 import taskcluster
 
-from wm.tc.credentials import IssuerCredentials, worker_credentials
+from wm.tc.credentials import ISSUER_SCOPES, IssuerCredentials, worker_credentials
 from wm.tc.hawk import (
     AuthenticationFailed,
     Client,
@@ -29,19 +29,6 @@ from wm.tc.hawk import (
 from wm.tc.scopes import satisfies
 
 ISSUER = IssuerCredentials("static/taskcluster/worker-manager", "wm-issuer-token")
-ISSUER_SCOPES = (
-    "assume:worker-id:*",
-    "assume:worker-pool:*",
-    "assume:worker-type:*",
-    "auth:create-client:worker/*",
-    "queue:claim-work:*",
-    "queue:worker-id:*",
-    "secrets:get:worker-pool:*",
-    "secrets:get:worker-type:*",
-    "worker-manager:remove-worker:*",
-    "worker-manager:reregister-worker:*",
-    "worker-manager:should-worker-terminate:*",
-)
 FAR = datetime(2100, 1, 1, tzinfo=UTC)
 OPERATOR = Client("project/ops", "operator-token", ("worker-manager:list-workers:*",), FAR)
 POOL, GROUP, WORKER = "proj-x/ci", "us-east-1", "i-0abc"

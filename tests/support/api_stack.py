@@ -30,11 +30,12 @@ from tests.support.stack import Stack, WmProcess, aws_provider, azure_provider, 
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.pools import load_launch_configs, load_pools
 from wm.db.server import free_port
-from wm.db.workers import LaunchOutcome, insert_intents, list_workers, record_launches
+from wm.db.workers import insert_intents, list_workers, record_launches
 from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import _batch as provisioner_batch
+from wm.provisioner import judge_results
 from wmsim.arm import SimArm
 from wmsim.ec2 import SimEc2
 from wmsim.fleet import proof_fetcher
@@ -119,12 +120,11 @@ class ApiStack:
         insert_intents(self.engine, rows)
         results = self.providers[kind].create(batch)
         assert all(r.cloud_id and r.error is None for r in results), results
-        record_launches(
-            self.engine,
-            [LaunchOutcome(r.worker_id, r.cloud_id, dict(r.provider_data)) for r in results],
+        outcomes, _ = judge_results(
+            self.providers[kind].id, [batch], {r.worker_id: r for r in results}
         )
+        record_launches(self.engine, outcomes)
         wanted = {r.worker_id for r in rows}
-        self._name_launched(wanted)
         launched = [
             w for w in list_workers(self.engine, pool_id=pool.pool_id) if w.worker_id in wanted
         ]
@@ -143,20 +143,6 @@ class ApiStack:
             config.root_url,
         )
         return fetch()
-
-    def _name_launched(self, worker_ids: set[str]) -> None:
-        """Taskcluster's workerId for launched workers that have none yet. (Until the providers
-        report it at launch: then this changes nothing.) The cloud id's last path segment: the
-        EC2 instance id, the GCE instance, the Azure VM name."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE workers SET tc_worker_id = left(regexp_replace("
-                    "regexp_replace(cloud_id, '^.*/', ''), '[^a-zA-Z0-9_-]', '-', 'g'), 38) "
-                    "WHERE worker_id = ANY(:ids) AND tc_worker_id IS NULL"
-                ),
-                {"ids": list(worker_ids)},
-            )
 
     def register_body(self, worker: WorkerRecord, proof: Any) -> dict[str, Any]:
         return {

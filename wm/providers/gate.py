@@ -166,12 +166,8 @@ class Gate:
         """The longest one `call` can last once its first attempt is sent: every attempt
         timing out, with the longest backoff between them. A create sent less than this ago
         may still be on its way to the cloud, or its answer on its way back."""
-        c = self.config
-        backoffs = sum(
-            min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
-            for attempt in range(1, c.max_attempts)
-        )
-        return c.max_attempts * c.timeout_s + backoffs
+        backoffs = sum(self._backoff_ceiling_s(a) for a in range(1, self.config.max_attempts))
+        return self.config.max_attempts * self.config.timeout_s + backoffs
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -233,9 +229,12 @@ class Gate:
                 operation=operation,
             )
 
+    def _backoff_ceiling_s(self, attempt: int) -> float:
+        """The longest full-jitter backoff after the given (failed) attempt."""
+        return min(self.config.backoff_max_s, self.config.backoff_base_s * 2 ** (attempt - 1))
+
     def _backoff_s(self, attempt: int, error: CloudError) -> float:
-        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2 ** (attempt - 1))
-        jitter = self._rng() * ceiling
+        jitter = self._rng() * self._backoff_ceiling_s(attempt)
         return max(jitter, error.retry_after_s or 0.0)
 
     def _refuse_if_paused(self, operation: str) -> None:

@@ -165,7 +165,7 @@ class ScanPass:
         # Pools whose provisioning pass runs now: their intents' creates may be in flight.
         intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
         in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
-        found = self._diff(instances, rows, pools, now, provider.gate.longest_call_s(), in_flight)
+        found = self._diff(instances, rows, pools, now, in_flight)
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
@@ -201,8 +201,7 @@ class ScanPass:
         rows: Sequence[WorkerRecord],
         pools: Mapping[str, PoolRecord],
         now: datetime,
-        intent_grace_s: float = 0.0,
-        in_flight_pools: set[str] | None = None,
+        in_flight_pools: set[str],
     ) -> scan_diff.ScanDiff:
         first_seen = self.scanner.first_seen(self.provider.id, self.region, instances, now)
         return scan_diff.diff(
@@ -213,8 +212,9 @@ class ScanPass:
             missing_grace=timedelta(seconds=self.scanner.missing_grace_s),
             orphan_grace=timedelta(seconds=self.scanner.orphan_grace_s),
             first_seen=first_seen,
-            intent_grace=timedelta(seconds=intent_grace_s),
-            in_flight_pools=in_flight_pools or set(),
+            # An open intent's create may still be retried by its gate until then.
+            intent_grace=timedelta(seconds=self.provider.gate.longest_call_s()),
+            in_flight_pools=in_flight_pools,
         )
 
     def _apply(

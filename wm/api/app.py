@@ -75,6 +75,7 @@ from wm.api.views import (
     worker_view,
 )
 from wm.db import api_reads, pool_errors, registration
+from wm.db.engine import ping as ping_database
 from wm.db.pool_errors import NewPoolError
 from wm.identity import ExpectedIdentity, IdentityRejected, IdentityVerifier
 from wm.model import WorkerState
@@ -306,7 +307,7 @@ def create_app(
     @app.get(f"{PREFIX}/__heartbeat__", name="heartbeat")
     async def heartbeat(request: Request) -> JSONResponse:
         await begin(request, "heartbeat", {})
-        await run(registration.pool_exists, engine, "")
+        await run(ping_database, engine)
         return JSONResponse({})
 
     # -- the worker interface ----------------------------------------------------------------
@@ -755,7 +756,7 @@ def create_app(
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         """200 when the database answers."""
-        registration.pool_exists(engine, "")
+        ping_database(engine)
         return {"status": "ok"}
 
     @app.get("/metrics")

@@ -25,6 +25,12 @@ def make_engine(url: str, *, application_name: str = "wm", pool_size: int = POOL
     )
 
 
+def ping(engine: Engine) -> None:
+    """One round trip; raises when the database does not answer (health checks)."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
 def with_database(url: str, database: str) -> str:
     return make_url(normalise_url(url)).set(database=database).render_as_string(hide_password=False)
 

@@ -146,7 +146,12 @@ def test_sigkill_after_the_intent_commit_leaks_nothing_and_launches_nothing_twic
         return not [r for r in rows if r.state == WorkerState.REQUESTED and not r.cloud_id]
 
     restarted.wait_for(resolved, 30, "intent recovery")
-    restarted.wait_for(lambda: passes(restarted, "gcp-sim") >= 5, 30, "more passes")
+    # Counted from here: recovery waits out the gate's retry sequence, so by now many
+    # passes ran, and the one that recovered may still be launching the replacements.
+    recovered_at = passes(restarted, "gcp-sim")
+    restarted.wait_for(
+        lambda: passes(restarted, "gcp-sim") >= recovered_at + 5, 30, "five more passes"
+    )
     vms = {vm.name for vm in live(sim_gce)}
     rows = list_workers(engine, pool_id="proj/crash")
     live_rows = {r.worker_id for r in rows if r.state != WorkerState.STOPPED}
@@ -190,7 +195,12 @@ def test_sigkill_during_the_create_call_adopts_the_vm_it_made(
         30,
         "adoption",
     )
-    restarted.wait_for(lambda: passes(restarted, "azure-sim") >= 5, 30, "more passes")
+    # Counted from here: recovery waits out the gate's retry sequence, so by now many
+    # passes ran, and the one that recovered may still be launching the replacements.
+    recovered_at = passes(restarted, "azure-sim")
+    restarted.wait_for(
+        lambda: passes(restarted, "azure-sim") >= recovered_at + 5, 30, "five more passes"
+    )
     assert len(sim_arm.instances()) == 3
     assert len(list_workers(engine, pool_id="proj/crash")) == 3
 

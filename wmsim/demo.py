@@ -150,6 +150,7 @@ class Demo:
         next_arrival = 0
         with LiveView(self.console, live=self.run_spec.live) as view:
             while True:
+                raise_if_stop_asked()
                 tick = time.monotonic()
                 elapsed = progress.elapsed_s
                 while next_arrival < len(arrivals) and arrivals[next_arrival].at_s <= elapsed:
@@ -205,6 +206,7 @@ class Demo:
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not endpoints_file.exists():
+            raise_if_stop_asked()
             if process.popen.poll() is not None or time.monotonic() > deadline:
                 raise WmError(f"the simulated clouds did not start:\n{process.tail()}")
             time.sleep(0.1)
@@ -270,6 +272,7 @@ class Demo:
         url = self.root_url + "/healthz"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
+            raise_if_stop_asked()
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
                 if answer.status == 200:
                     return
@@ -492,16 +495,34 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return {}
 
 
+class _StopAsked:
+    """Whether SIGTERM or Ctrl-C asked the demo to stop.
+
+    The signal handler raises KeyboardInterrupt where the main thread happens to be; when that
+    is inside a finaliser (a `__del__`, a weakref callback) Python prints the exception and
+    drops it. The flag survives that, and every wait loop raises it again at its next tick.
+    """
+
+    asked = False
+
+
+def raise_if_stop_asked() -> None:
+    if _StopAsked.asked:
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def interrupted_by_sigterm() -> Iterator[None]:
     """SIGTERM stops the demo as Ctrl-C does: everything it started is stopped on the way out."""
     import signal
 
     def stop(_signum: int, _frame: object) -> None:
+        _StopAsked.asked = True
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

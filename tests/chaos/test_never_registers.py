@@ -85,9 +85,23 @@ def test_workers_that_never_register_are_replaced_at_their_deadline_and_no_faste
 
     assert sampler.over == [], f"capacity above max: {sampler.over[:5]}"
     assert {e["reason"] for e in scanner.events("worker-deadline")} == {REGISTRATION_TIMEOUT}
-    assert min(lateness) >= -0.01  # never before the deadline...
-    assert max(lateness) <= 2 * INTERVAL_S + 1.0  # ...and within a scan or two of it
+    assert min(lateness) >= -0.01  # never before the deadline
     assert set(deadlines) == set(expires)  # every one of them
+    # Taken by the first scan of its region that starts after its deadline, or the next:
+    # counted in scans, not seconds, since a loaded machine stretches the time between scans.
+    scans = [
+        (e["provider"], e["region"], e["ts"] - e["duration_s"], e["ts"])
+        for e in scanner.events("scan")
+    ]
+    for row in rows:
+        missed = [
+            scan
+            for scan in scans
+            if scan[:2] == (row.provider_id, row.worker_group)
+            and scan[2] >= expires[row.worker_id]
+            and scan[3] < deadlines[row.worker_id]
+        ]
+        assert len(missed) <= 1, (row.worker_id, missed)
     assert {r.stop_reason for r in rows} == {REGISTRATION_TIMEOUT}
     launches = {}
     for kind in KINDS:

@@ -42,7 +42,9 @@ from bench.common import (
     MACHINES,
     PROVIDER_IDS,
     RESULTS_DIR,
+    BenchConfig,
     CloudProcess,
+    bench_definitions,
     emit,
     fresh_database,
     parse_config,
@@ -105,7 +107,7 @@ class Arm(CloudProcess):
         return self.ask("running_vms")
 
 
-def azure_config(arm: Arm, db_url: str, vms: int) -> Config:
+def azure_config(arm: Arm, db_url: str, vms: int) -> BenchConfig:
     region, machine_type, image = MACHINES["azure"]
     raw = {
         "deployment_id": DEPLOYMENT_ID,
@@ -241,7 +243,7 @@ def run_baseline(engine: Engine, config: Config, arm: Arm, params: Params) -> di
                     worker_group=launch_config.region,
                     provider_id=provider_config.id,
                     capacity=1,
-                    launch_config_id=launch_config.id,
+                    launch_config_id=launch_config.old_id,
                     idempotency_token=worker_id,
                     batch_token=worker_id,
                     launch_index=0,
@@ -264,9 +266,16 @@ def run_baseline(engine: Engine, config: Config, arm: Arm, params: Params) -> di
         old.close()
 
 
-def launch_config_spec(config: Config) -> LaunchSpec:
-    lc = config.pools[0].launch_configs[0]
-    return LaunchSpec(lc.id, lc.region, lc.machine_type, lc.image, lc.capacity_per_worker)
+def launch_config_spec(config: BenchConfig) -> LaunchSpec:
+    (definition,) = bench_definitions(config)
+    lc = definition.launch_configs[0]
+    return LaunchSpec(
+        launch_config_id=lc.launch_config_id,
+        region=lc.worker_group,
+        capacity_per_worker=lc.capacity_per_instance,
+        launch_config=lc.body,
+        pool_owner=definition.owner,
+    )
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from bench.common import (
     POOL_MIX,
     PROVIDER_IDS,
     RESULTS_DIR,
+    BenchConfig,
     CloudProcess,
     CreateCall,
     CreateRecorder,
@@ -174,7 +175,7 @@ def split_tasks(total: int) -> dict[str, int]:
 
 def bench_config(
     clouds: Clouds, demand: Mapping[str, int], db_url: str, interval_s: float
-) -> Config:
+) -> BenchConfig:
     providers = provider_entries(clouds.endpoints, clouds.cert_path)
     pools = []
     for pool_id, cloud, _ in POOL_MIX:

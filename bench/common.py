@@ -36,9 +36,13 @@ from wm.db import migrate
 from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.server import PostgresServer, find_or_start
-from wm.pool_sync import plan_sync
+from wm.errors import WmError
+from wm.legacy_pools import OldPool, OldProvider, convert
+from wm.pool_apply import plan_apply
+from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
+from wmsim.arm import default_subnet_id
 
 WsgiApp = Callable[..., Any]
 
@@ -55,6 +59,7 @@ POOL_MIX = (
 )
 CLOUDS = ("aws", "azure", "gcp")
 PROVIDER_IDS = {"aws": "aws-bench", "gcp": "gcp-bench", "azure": "azure-bench"}
+BENCH_OWNER = "bench@example.com"
 MACHINES = {  # cloud -> (region or zone, machine type, image)
     "aws": ("us-east-1", "m5.large", "ami-0abcdef1234567890"),
     "gcp": ("us-central1-a", "e2-small", "projects/debian-cloud/global/images/family/debian-12"),
@@ -305,18 +310,64 @@ def provider_entries(
     return providers
 
 
-def parse_config(raw: Mapping[str, Any], db_url: str, source: str) -> Config:
-    return config_module.parse(dict(raw), environ={"DATABASE_URL": db_url}, source=source)
+@dataclass(frozen=True)
+class BenchConfig:
+    """A benchmark's config and its pools, written in the short old `[[pools]]` form and
+    applied as the Taskcluster definitions `wm pools convert` makes of them. Reads of anything
+    else go to the config."""
+
+    config: Config
+    pools: tuple[OldPool, ...]
+
+    def pool(self, pool_id: str) -> OldPool:
+        return next(p for p in self.pools if p.id == pool_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.config, name)
 
 
-def sync_pools(engine: Engine, config: Config) -> None:
-    plan = plan_sync(
-        config,
-        pool_store.load_pools(engine),
-        pool_store.load_launch_configs(engine),
-        pool_store.load_scan_units(engine),
+def parse_config(raw: Mapping[str, Any], db_url: str, source: str) -> BenchConfig:
+    data = {k: v for k, v in raw.items() if k != "pools"}
+    config = config_module.parse(data, environ={"DATABASE_URL": db_url}, source=source)
+    pools = tuple(OldPool.model_validate(p) for p in raw.get("pools", []))
+    return BenchConfig(config, pools)
+
+
+def bench_definitions(bench: BenchConfig) -> list[PoolDefinition]:
+    raw = [p.model_dump() for p in bench.pools]
+    providers = {p.id: OldProvider(p.kind, azure_subnet(p)) for p in bench.config.providers}
+    conversion = convert(raw, providers, owner=BENCH_OWNER)
+    if conversion.problems:
+        raise WmError("; ".join(conversion.problems))
+    kinds = bench.config.provider_kinds()
+    return [parse_pool_definition(d["workerPoolId"], _body(d), kinds) for d in conversion.documents]
+
+
+def azure_subnet(provider: Any) -> str | None:
+    if provider.kind != "azure":
+        return None
+    return default_subnet_id(provider.subscription_id, provider.resource_group)
+
+
+def _body(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k != "workerPoolId"}
+
+
+def sync_pools(engine: Engine, bench: BenchConfig) -> None:
+    definitions = bench_definitions(bench)
+    registers = {p.id: p.workers_register for p in bench.config.providers}
+    for pool in bench.pools:
+        if not pool.requires_registration:
+            registers[pool.provider] = False
+    pool_store.apply_definitions(
+        engine,
+        lambda pools, lcs: plan_apply(
+            definitions, pools, lcs, workers_register=registers, prune=True
+        ),
     )
-    pool_store.apply_sync(engine, plan)
+    pool_store.ensure_scan_units(
+        engine, [(p.id, r) for p in bench.config.providers for r in p.regions]
+    )
 
 
 @contextlib.contextmanager

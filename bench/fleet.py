@@ -35,6 +35,7 @@ from bench.common import (
     MACHINES,
     POOL_MIX,
     PROVIDER_IDS,
+    BenchConfig,
     CloudProcess,
     CpuMeter,
     PeakMemory,
@@ -55,9 +56,9 @@ from wm.db.workers import (
     list_workers,
     record_launches,
 )
-from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.model import WorkerRef, WorkerState
 from wm.providers import aws, build_provider, gcp
-from wm.providers.azure import image_reference, vm_body, vm_name
+from wm.providers.azure import vm_body, vm_name
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -68,7 +69,7 @@ from wm.providers.base import (
 )
 from wm.scanner import Scanner
 from wmsim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
-from wmsim.arm import SimArm
+from wmsim.arm import SimArm, example_launch_config
 from wmsim.ec2 import SimEc2
 from wmsim.gce import SimGce
 from wmsim.workload import split
@@ -102,7 +103,9 @@ def units() -> list[tuple[str, str]]:
     return found
 
 
-def fleet_config(endpoints: Mapping[str, str], cert_path: str, db_url: str, workers: int) -> Config:
+def fleet_config(
+    endpoints: Mapping[str, str], cert_path: str, db_url: str, workers: int
+) -> BenchConfig:
     regions: dict[str, list[str]] = {cloud: [] for cloud in CLOUDS}
     pools = []
     for pool_id, cloud, _ in POOL_MIX:
@@ -149,7 +152,7 @@ def plan_fleet(config: Config, workers: int, missing: int) -> list[PoolFleet]:
     missing_per_pool = split(missing, shares)
     fleets = []
     for index, (pool_id, cloud, _) in enumerate(POOL_MIX):
-        lc_id = config.pool(pool_id).launch_configs[0].id
+        lc_id = config.pool(pool_id).launch_configs[0].old_id
         ids = [f"w{index:02d}{n:012x}" for n in range(per_pool[pool_id])]
         gone = min(missing_per_pool[pool_id], len(ids))
         fleets.append(
@@ -232,7 +235,7 @@ class FleetHost:
             cloud_ids = self.gce.seed_instances(GCP_PROJECT, fleet.region, named)
             return [(w, c, None, None) for w, c in zip(ids, cloud_ids, strict=True)]
         _, machine_type, image = MACHINES["azure"]
-        spec = LaunchSpec(fleet.launch_config_id, fleet.region, machine_type, image, 1)
+        launch_config = example_launch_config(fleet.region, vm_size=machine_type, image=image)
         seeded = []
         for worker_id in ids:
             rid = (
@@ -240,11 +243,11 @@ class FleetHost:
                 f"/providers/Microsoft.Compute/virtualMachines/{vm_name(worker_id)}"
             )
             body = vm_body(
-                spec=spec,
-                image=image_reference(image),
+                launch_config=launch_config,
+                location=fleet.region,
                 worker_id=worker_id,
                 tags={**labels, TAG_WORKER: worker_id},
-                subnet_id=None,
+                admin_username="seeded",
                 admin_password=SEED_ADMIN_PASSWORD,
             )
             self.arm.preload(rid, body)

@@ -88,11 +88,11 @@ HEALTHS = ("healthy", "sick")
 
 
 def aws_pool(run: str, wave: int) -> str:
-    return f"proj-iso/{run}/aws-{wave:02d}"
+    return f"iso-{run}/aws-{wave:02d}"
 
 
 def azure_pool(run: str, wave: int) -> str:
-    return f"proj-iso/{run}/azure-{wave:02d}"
+    return f"iso-{run}/azure-{wave:02d}"
 
 
 def deployment(run: str) -> str:
@@ -175,7 +175,7 @@ def iso_raw_config(clouds: IsoClouds, params: Params, run: str) -> dict[str, Any
             "launch_configs": [{"region": region, "machine_type": machine_type, "image": image}],
         }
 
-    pools = [pool(f"proj-iso/{run}/gce", "gcp", 0)]
+    pools = [pool(f"iso-{run}/gce", "gcp", 0)]
     for wave in range(params.waves):
         pools.append(pool(aws_pool(run, wave), "aws", params.aws_tasks))
         pools.append(pool(azure_pool(run, wave), "azure", params.azure_tasks))
@@ -197,7 +197,8 @@ def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
     its log lines at warning and above, by event, filled in when it has stopped."""
     with tempfile.TemporaryDirectory(prefix="wm-bench-iso-") as tmp:
         config_path, log_path = Path(tmp) / "config.toml", Path(tmp) / "provisioner.log"
-        config_path.write_text(toml_text(raw))
+        # Pools are applied to the database, never part of config.toml.
+        config_path.write_text(toml_text({k: v for k, v in raw.items() if k != "pools"}))
         env = simulated_child_environment(config_path, db_url)
         with open(log_path, "w") as log_file:
             process = subprocess.Popen(

@@ -44,6 +44,7 @@ from bench.common import (
     POOL_MIX,
     PROVIDER_IDS,
     RESULTS_DIR,
+    BenchConfig,
     emit,
     fresh_database,
     parse_config,
@@ -116,7 +117,7 @@ def pass_figures(prefix: str, result: Round) -> dict[str, Any]:
 # -- pools ---------------------------------------------------------------------------------------
 
 
-def pools_config(clouds: FleetClouds, db_url: str, pools: int, deployment_id: str) -> Config:
+def pools_config(clouds: FleetClouds, db_url: str, pools: int, deployment_id: str) -> BenchConfig:
     # At least one pool per cloud; the rest in the mix.
     per_cloud = split(pools - len(CLOUDS), CLOUD_SHARES)
     entries = []

@@ -16,7 +16,6 @@ from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig
 from wm.db import pools as pool_store
 from wm.db import scans
-from wm.pool_sync import plan_sync
 from wm.queues import build_queue
 from wm.scanner import Scanner
 
@@ -74,10 +73,10 @@ def add_jobs(
 
 
 def _ensure_scan_units(runtime: Runtime, config: Config) -> None:
-    # A region added to the config gets its claim row even before `wm pools sync` runs.
-    plan = plan_sync(config, [], [], pool_store.load_scan_units(runtime.engine))
-    if plan.scan_units:
-        pool_store.apply_sync(runtime.engine, type(plan)(scan_units=plan.scan_units))
+    # Regions are the deployment's: the config lists them, and each gets its claim row here.
+    pool_store.ensure_scan_units(
+        runtime.engine, [(p.id, region) for p in config.providers for region in p.regions]
+    )
 
 
 def _housekeeping(runtime: Runtime, config: Config, provider_id: str) -> None:

@@ -53,7 +53,9 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     app = create_app(
         engine,
         verifiers,
-        provider_kinds={p.id: p.kind for p in config.providers},
+        provider_kinds=config.provider_kinds(),
+        provider_regions={p.id: p.regions for p in config.providers},
+        workers_register={p.id: p.workers_register for p in config.providers},
         deployment_id=config.deployment_id,
         root_url=config.root_url,
         authenticator=Authenticator(

@@ -7,8 +7,6 @@ the file: a key that looks like one is itself an error. No other module reads `o
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import tomllib
@@ -58,6 +56,12 @@ PER_WORKER_CALL_CLASSES = frozenset({CallClass.RUN_INSTANCES})
 # port (standalone, the demo). Workers find wm at `<root_url>/api/worker-manager/v1/`.
 DEFAULT_ROOT_URL = "http://127.0.0.1:8080"
 ROOT_URL_SCHEMES = frozenset({"http", "https"})
+POOLS_MOVED = (
+    "pools: [[pools]] moved out of config.toml: worker pools are Taskcluster worker pool "
+    "definitions, applied with `wm pools apply FILE` or the API's createWorkerPool; "
+    "`wm pools convert` writes them from this file's [[pools]] tables (README: Moving from "
+    "[[pools]])"
+)
 
 
 class _Frozen(BaseModel):
@@ -125,6 +129,10 @@ class _ProviderBase(_Frozen):
     account: Annotated[str, Field(min_length=1)] | None = None
     budgets: Mapping[str, BudgetLimit] = Field(default_factory=dict)  # call class -> limit
     shared_budget: bool = True  # processes with a database draw from the shared budget
+    # Whether this provider's images run worker-runner, which registers each worker. Images
+    # without one count as running when the cloud says so, and never expire for want of a
+    # registration (the chaos scenarios' VMs, an image being brought up).
+    workers_register: bool = True
 
     @property
     def budget_account(self) -> str:
@@ -177,49 +185,25 @@ class AzureProviderConfig(_ProviderBase):
     kind: Literal["azure"]
     subscription_id: Annotated[str, Field(min_length=1)]
     resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
-    subnet_id: str | None = None  # full ARM id of the subnet for NICs
     ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
     authority: str | None = None  # Entra ID authority host; the endpoint when simulated
     identity_roots: tuple[str, ...] = ()  # PEM files of roots trusted for attested data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_subnet_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "subnet_id" in data:
+            raise ValueError(
+                "subnet_id is no longer a provider setting: each launch config names its "
+                "subnet, as Taskcluster's do; move the value into the launch configs' "
+                "`subnetId` and remove the key"
+            )
+        return data
 
 
 ProviderConfig = Annotated[
     AwsProviderConfig | GcpProviderConfig | AzureProviderConfig, Field(discriminator="kind")
 ]
-
-
-class LaunchConfig(_Frozen):
-    """Where and what to launch. `id` is derived from the fields that define the machine."""
-
-    region: Annotated[str, Field(min_length=1)]  # region on EC2/Azure, zone on GCE
-    machine_type: Annotated[str, Field(min_length=1)]
-    image: Annotated[str, Field(min_length=1)]
-    capacity_per_worker: int = Field(1, ge=1)
-    weight: float = Field(1.0, ge=0)
-    max_capacity: int | None = Field(None, ge=0)
-    public_ip: bool = False  # Azure: create a public IP for the VM
-    spot: bool = False
-    worker_config: Mapping[str, Any] = Field(default_factory=dict)  # handed to the worker
-
-    @property
-    def id(self) -> str:
-        # Weight and max capacity are tuning: editing them keeps the launch config's identity.
-        identity = self.model_dump(exclude={"weight", "max_capacity"})
-        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-        return f"lc-{digest[:16]}"
-
-
-class PoolConfig(_Frozen):
-    id: Annotated[str, Field(pattern=ID_PATTERN)]
-    provider: str
-    min_capacity: int = Field(0, ge=0)
-    max_capacity: int = Field(ge=0)
-    scaling_ratio: float = Field(1.0, ge=0, le=1)
-    registration_timeout_s: float = Field(1800.0, gt=0)
-    reregistration_timeout_s: float = Field(4 * 24 * 3600.0, gt=0)
-    queue_inactivity_timeout_s: float = Field(7200.0, gt=0)
-    requires_registration: bool = True
-    launch_configs: Annotated[tuple[LaunchConfig, ...], Field(min_length=1)]
 
 
 class QueueConfig(_Frozen):
@@ -299,7 +283,6 @@ class Config(_Frozen):
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
     providers: tuple[ProviderConfig, ...] = ()
-    pools: tuple[PoolConfig, ...] = ()
     env: Environment = Environment()
     source: str = DEFAULT_CONFIG_PATH
 
@@ -320,14 +303,12 @@ class Config(_Frozen):
                 return provider
         raise KeyError(provider_id)
 
-    def pool(self, pool_id: str) -> PoolConfig:
-        for pool in self.pools:
-            if pool.id == pool_id:
-                return pool
-        raise KeyError(pool_id)
-
     def provider_interval_s(self, provider: ProviderConfig) -> float:
         return provider.provision_interval_s or self.intervals.provision_s
+
+    def provider_kinds(self) -> dict[str, str]:
+        """Provider id -> kind: which schema a pool definition's config follows."""
+        return {p.id: p.kind for p in self.providers}
 
 
 def environment_from(environ: Mapping[str, str]) -> Environment:
@@ -407,7 +388,9 @@ def parse(
     problems += environment_problems(environ)
     if "env" in raw or "source" in raw:
         problems.append("env, source: not settable in the file")
-    data = {k: v for k, v in raw.items() if k not in ("env", "source", *skip)}
+    if "pools" in raw:
+        problems.append(POOLS_MOVED)
+    data = {k: v for k, v in raw.items() if k not in ("env", "source", "pools", *skip)}
     if environ.get("TASKCLUSTER_ROOT_URL"):
         # The deployment's root URL is one value: Taskcluster's own variable wins over the file.
         data["root_url"] = environ["TASKCLUSTER_ROOT_URL"]
@@ -528,31 +511,6 @@ def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
             problems.append(f"providers[{index}].id: duplicate provider id {pid!r}")
         regions = provider.get("regions")
         regions_by_provider[pid] = set(regions) if isinstance(regions, list) else set()
-    seen_pools: set[str] = set()
-    for index, pool in enumerate(_list(raw.get("pools"))):
-        if not isinstance(pool, Mapping):
-            continue
-        key = f"pools[{index}]"
-        pool_id = pool.get("id")
-        if pool_id in seen_pools:
-            problems.append(f"{key}.id: duplicate pool id {pool_id!r}")
-        seen_pools.add(pool_id)
-        provider_id = pool.get("provider")
-        if provider_id is not None and provider_id not in regions_by_provider:
-            problems.append(f"{key}.provider: no provider with id {provider_id!r}")
-        low, high = pool.get("min_capacity", 0), pool.get("max_capacity")
-        if isinstance(low, int) and isinstance(high, int) and low > high:
-            problems.append(f"{key}.min_capacity: must be <= max_capacity ({high})")
-        regions = regions_by_provider.get(provider_id, set())
-        for lc_index, launch_config in enumerate(_list(pool.get("launch_configs"))):
-            if not isinstance(launch_config, Mapping):
-                continue
-            region = launch_config.get("region")
-            if regions and isinstance(region, str) and region not in regions:
-                problems.append(
-                    f"{key}.launch_configs[{lc_index}].region: {region!r} is not one of "
-                    f"provider {provider_id!r}'s regions {sorted(regions)}"
-                )
     return problems
 
 

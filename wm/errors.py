@@ -84,6 +84,21 @@ class CloudError(WmError):
         never sent the request (paused, stopping), and no earlier attempt may have acted."""
         return self.category in DEFINITE_REFUSALS and not self.maybe_applied
 
+    def not_found_as_config(self) -> CloudError:
+        """A create answered "not found" names something its body refers to (an image, a
+        network, a subnet, a zone), never the instance it creates: a definition to fix."""
+        if self.category is not ErrorCategory.NOT_FOUND:
+            return self
+        return CloudError(
+            self.provider,
+            ErrorCategory.BAD_CONFIG,
+            self.code,
+            self.message,
+            operation=self.operation,
+            retry_after_s=self.retry_after_s,
+            maybe_applied=self.maybe_applied,
+        )
+
 
 class UnknownCloudState(WmError):
     """A cloud reported an instance state that wm has no mapping for."""

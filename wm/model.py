@@ -1,6 +1,6 @@
 """Domain records: the lifecycle of a worker row, what a provider is asked for and what it
-sees, and the rows read from the database (frozen values). The bottom of wm: it imports only
-the config."""
+sees, and the rows read from the database (frozen values). The bottom of wm: it imports none
+of wm."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
-
-from wm.config import LaunchConfig, PoolConfig
 
 
 class WorkerState(StrEnum):
@@ -22,16 +20,23 @@ class WorkerState(StrEnum):
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What to launch, as a provider needs it (from a pool's launch config)."""
+    """What to launch, as a provider needs it: one launch config of a Taskcluster worker pool
+    definition, verbatim, with the pool facts worker-manager's overrides use.
+
+    The provider builds its create call from `launch_config` (EC2: `launchConfig` is the
+    RunInstances parameters; GCE: the launch config is the instances.insert body; Azure: the VM
+    body) and adds exactly worker-manager's overrides (boot data, tags/labels, names).
+    """
 
     launch_config_id: str
-    region: str  # region on EC2/Azure, zone on GCE
-    machine_type: str
-    image: str
-    capacity_per_worker: int
-    public_ip: bool = False  # Azure: attach a public IP
-    spot: bool = False
-    worker_config: Mapping[str, Any] = field(default_factory=dict)  # passed to the VM as user data
+    region: str  # the worker group: region on EC2, zone on GCE, location on Azure
+    capacity_per_worker: int  # workerManager.capacityPerInstance (or the deprecated fallback)
+    # The launch config as the definition holds it, `workerManager` included (with its
+    # launchConfigId filled in). Providers read cloud fields from it and never change it.
+    launch_config: Mapping[str, Any] = field(default_factory=dict)
+    worker_config: Mapping[str, Any] = field(default_factory=dict)  # registerWorker returns it
+    pool_owner: str = ""  # the definition's `owner` (EC2 Owner tag, GCE/Azure owner label/tag)
+    pool_description: str = ""  # the definition's `description` (GCE's default description)
 
 
 @dataclass(frozen=True)
@@ -70,76 +75,51 @@ class WorkerRef:
 
 @dataclass(frozen=True)
 class PoolRecord:
+    """A worker pool as the database holds it: Taskcluster's definition, with the figures wm
+    decides on read out of its `config`."""
+
     pool_id: str
-    provider_id: str | None  # None once removed from the config
+    provider_id: str | None  # None once deleted (Taskcluster's "null-provider")
     previous_provider_ids: tuple[str, ...]  # still scanned and drained, never provisioned
     min_capacity: int
     max_capacity: int
     scaling_ratio: float
-    registration_timeout_s: float
+    registration_timeout_s: float  # effective: registrationTimeout, capped by the next one
     reregistration_timeout_s: float
     queue_inactivity_timeout_s: float
-    requires_registration: bool
+    requires_registration: bool = True  # the provider's `workers_register`, at apply time
     removed: bool = False
-
-    @classmethod
-    def from_config(cls, pool: PoolConfig, previous: tuple[str, ...] = ()) -> PoolRecord:
-        return cls(
-            pool_id=pool.id,
-            provider_id=pool.provider,
-            previous_provider_ids=previous,
-            min_capacity=pool.min_capacity,
-            max_capacity=pool.max_capacity,
-            scaling_ratio=pool.scaling_ratio,
-            registration_timeout_s=pool.registration_timeout_s,
-            reregistration_timeout_s=pool.reregistration_timeout_s,
-            queue_inactivity_timeout_s=pool.queue_inactivity_timeout_s,
-            requires_registration=pool.requires_registration,
-        )
+    description: str = ""
+    owner: str = ""
+    email_on_error: bool = False
+    config: Mapping[str, Any] = field(default_factory=dict)  # the definition's, verbatim
 
 
 @dataclass(frozen=True)
 class LaunchConfigRecord:
+    """One launch config of a pool, as `worker_pool_launch_configs` holds it in Taskcluster."""
+
     pool_id: str
     launch_config_id: str
-    region: str
-    machine_type: str
-    image: str
+    region: str  # the worker group: region (EC2), zone (GCE), location (Azure)
     capacity_per_worker: int
-    public_ip: bool
-    spot: bool
-    worker_config: Mapping[str, Any]
-    weight: float
-    max_capacity: int | None
+    weight: float  # workerManager.initialWeight
+    max_capacity: int | None  # workerManager.maxCapacity
+    # The launch config as the definition holds it, workerManager.launchConfigId filled in.
+    configuration: Mapping[str, Any] = field(default_factory=dict)
+    worker_config: Mapping[str, Any] = field(default_factory=dict)
     archived: bool = False
 
-    @classmethod
-    def from_config(cls, pool_id: str, lc: LaunchConfig) -> LaunchConfigRecord:
-        return cls(
-            pool_id=pool_id,
-            launch_config_id=lc.id,
-            region=lc.region,
-            machine_type=lc.machine_type,
-            image=lc.image,
-            capacity_per_worker=lc.capacity_per_worker,
-            public_ip=lc.public_ip,
-            spot=lc.spot,
-            worker_config=dict(lc.worker_config),
-            weight=lc.weight,
-            max_capacity=lc.max_capacity,
-        )
-
-    def spec(self) -> LaunchSpec:
+    def spec(self, pool: PoolRecord) -> LaunchSpec:
         """What a provider needs to launch a worker of this config."""
         return LaunchSpec(
             launch_config_id=self.launch_config_id,
             region=self.region,
-            machine_type=self.machine_type,
-            image=self.image,
             capacity_per_worker=self.capacity_per_worker,
-            public_ip=self.public_ip,
-            spot=self.spot,
+            launch_config=self.configuration,
             worker_config=dict(self.worker_config),
+            pool_owner=pool.owner,
+            pool_description=pool.description,
         )
 
 

@@ -98,7 +98,9 @@ class Provisioner:
         pools = [p for p in pool_store.load_pools(self.engine) if p.pool_id in wanted]
         configs: dict[str, list[LaunchConfigRecord]] = {p.pool_id: [] for p in pools}
         for lc in pool_store.load_launch_configs(self.engine, include_archived=False):
-            if lc.pool_id in configs:
+            # A row from before pools held definitions has nothing to launch from until its
+            # pool's definition is applied (migration 0009).
+            if lc.pool_id in configs and lc.configuration:
                 configs[lc.pool_id].append(lc)
         return pools, configs
 
@@ -347,7 +349,7 @@ def _batch(
     ]
     batch = LaunchBatch(
         pool_id=pool.pool_id,
-        spec=lc.spec(),
+        spec=lc.spec(pool),
         intents=tuple(LaunchIntent(r.worker_id, r.idempotency_token) for r in rows),
         batch_token=batch_token,
     )

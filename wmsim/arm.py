@@ -20,6 +20,25 @@ Real-ARM behaviour copied on purpose, because the adapter depends on it:
   providers (and every resource of a resource group deleted by hand) answer 404 instead:
   `delete_missing_status = 404` makes the sim do that.
 
+What a VM PUT may name must exist, as on ARM (moto's habit for EC2): refusals come in ARM's
+shape and codes (an unknown subnet 400 InvalidResourceReference, an unknown marketplace image
+404 PlatformImageNotFound, an unknown image id 404 NotFound / GalleryImageNotFound, an unknown
+VM size, a missing OS disk or a bad priority / eviction policy / billing profile 400
+InvalidParameter). Known are:
+- virtual networks: every resource group of every subscription holds `wm-vnet` with the subnet
+  `workers` (a default network, like EC2's default VPC; `default_subnet_id`); more through
+  azure-mgmt-network's `virtual_networks` / `subnets.begin_create_or_update`;
+- marketplace images of the common publishers (`MARKETPLACE_IMAGES`, any version); images by
+  id once registered (`register_image`, POST /_sim/images {"id"}, or PUT of a
+  Microsoft.Compute/images resource);
+- the VM sizes in `VM_SIZES`.
+`preload` holds a VM without these checks (VMs made before the test, by hand or in bulk).
+
+Every VM PUT the sim handles is recorded, body verbatim (secrets included: it is a test
+double) with its answer: `vm_puts()` in process, GET /_sim/vm-puts over HTTP. Tests compare
+what reached the cloud with the launch config they started from. `example_launch_config`
+builds a Taskcluster launch config (resource form) the sim accepts as it is.
+
 Metadata: every VM's IMDS is served at /_vm/<VM name>/metadata/... (see wmsim/metadata.py for
 the addressing and wmsim/imds_azure.py for the paths): /metadata/instance with the tags it was
 created with in compute.tagsList, /metadata/attested/document (nonce optional), and
@@ -34,6 +53,7 @@ metadata.azure.com leaf under a simulated Microsoft root, see wmsim/attested.py)
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import hashlib
@@ -53,9 +73,11 @@ from urllib.parse import quote, unquote
 
 from werkzeug.wrappers import Request, Response
 
+from wm.legacy_pools import SPOT_AZURE
 from wmsim import attested, imds_azure, metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.config import SimCloudConfig
+from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
 
@@ -73,6 +95,72 @@ VM_TYPE = "Microsoft.Compute/virtualMachines"
 NIC_TYPE = "Microsoft.Network/networkInterfaces"
 IP_TYPE = "Microsoft.Network/publicIPAddresses"
 DISK_TYPE = "Microsoft.Compute/disks"
+VNET_TYPE = "Microsoft.Network/virtualNetworks"
+SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
+IMAGE_TYPE = "Microsoft.Compute/images"
+# The default network every resource group holds (the subnet launch configs use unless a test
+# creates its own), and where example launch configs put it: the demo's provider.
+DEFAULT_VNET = "wm-vnet"
+DEFAULT_SUBNET = "workers"
+DEFAULT_VNET_PREFIX = "10.0.0.0/16"
+DEFAULT_SUBNET_PREFIX = "10.0.0.0/24"
+DEFAULT_SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
+DEFAULT_RESOURCE_GROUP = "wm-demo-workers"
+DEFAULT_IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"
+# Marketplace images (publisher, offer, sku), lower case as ARM compares them; any version.
+MARKETPLACE_IMAGES = frozenset(
+    {
+        ("canonical", "ubuntu-24_04-lts", "server"),
+        ("canonical", "ubuntu-24_04-lts", "server-gen1"),
+        ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts"),
+        ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"),
+        ("canonical", "0001-com-ubuntu-server-focal", "20_04-lts-gen2"),
+        ("canonical", "ubuntuserver", "18.04-lts"),
+        ("debian", "debian-12", "12"),
+        ("debian", "debian-12", "12-gen2"),
+        ("microsoftwindowsserver", "windowsserver", "2019-datacenter"),
+        ("microsoftwindowsserver", "windowsserver", "2022-datacenter"),
+        ("microsoftwindowsserver", "windowsserver", "2022-datacenter-azure-edition"),
+        ("microsoftwindowsserver", "windowsserver", "2025-datacenter-azure-edition"),
+        ("microsoftwindowsdesktop", "windows-11", "win11-23h2-pro"),
+    }
+)
+# VM sizes the sim offers in every location (VM_SIZES: lower case, as ARM compares them).
+VM_SIZE_NAMES = (
+    "Basic_A1",
+    "Standard_A1_v2",
+    "Standard_A2_v2",
+    "Standard_B1s",
+    "Standard_B2s",
+    "Standard_B2ms",
+    "Standard_D2s_v3",
+    "Standard_D4s_v3",
+    "Standard_D8s_v3",
+    "Standard_D16s_v3",
+    "Standard_D2s_v5",
+    "Standard_D4s_v5",
+    "Standard_D8s_v5",
+    "Standard_D16s_v5",
+    "Standard_D32s_v5",
+    "Standard_D2as_v5",
+    "Standard_D4as_v5",
+    "Standard_D2ds_v5",
+    "Standard_D4ds_v5",
+    "Standard_F2s_v2",
+    "Standard_F4s_v2",
+    "Standard_F8s_v2",
+    "Standard_F16s_v2",
+    "Standard_F32s_v2",
+    "Standard_NC4as_T4_v3",
+    "Standard_NC6s_v3",
+)
+VM_SIZES = frozenset(size.lower() for size in VM_SIZE_NAMES)
+PRIORITIES = frozenset({"regular", "low", "spot"})
+EVICTION_POLICIES = frozenset({"deallocate", "delete"})
+DISK_CREATE_OPTIONS = frozenset({"fromimage", "empty", "attach", "copy", "restore"})
+# VM resource fields that live beside `properties`, kept and echoed.
+VM_RESOURCE_FIELDS = ("plan", "identity", "zones", "extendedLocation", "placement")
+VM_PUTS_KEPT = 10_000  # the record of VM PUT bodies keeps the latest this many
 # (provider namespace, resource type segment) -> canonical type and the operation-id prefix.
 CHILD_KINDS = {
     (NETWORK, "networkinterfaces"): (NIC_TYPE, "NetworkInterfaces"),
@@ -82,14 +170,58 @@ CHILD_KINDS = {
 
 
 class ArmError(Exception):
-    """An ARM error answer: status code plus `{"error": {"code", "message"}}`."""
+    """An ARM error answer: status code plus `{"error": {"code", "message"[, "target"]}}`."""
 
-    def __init__(self, status: int, code: str, message: str, **headers: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, target: str | None = None, **headers: str
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.target = target
         self.headers = headers
+
+
+def _invalid(message: str, target: str) -> ArmError:
+    return ArmError(400, "InvalidParameter", message, target=target)
+
+
+def _missing(parameter: str) -> ArmError:
+    return _invalid(f"Required parameter '{parameter}' is missing (null).", parameter)
+
+
+@dataclass(frozen=True)
+class VmPut:
+    """One VM PUT the sim handled: the body as sent, and what the sim answered."""
+
+    resource_id: str
+    body: dict[str, Any]  # verbatim, admin password and customData included
+    status: int  # 200 / 201, or the error's status
+    error_code: str | None = None  # ARM's error code when refused
+
+    @property
+    def name(self) -> str:
+        return self.resource_id.rsplit("/", 1)[1]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.resource_id,
+            "name": self.name,
+            "body": self.body,
+            "status": self.status,
+            "errorCode": self.error_code,
+        }
+
+
+@dataclass
+class _Vnet:
+    id: str
+    name: str
+    location: str
+    tags: dict[str, str]
+    address_prefixes: list[str]
+    subnets: dict[str, dict[str, Any]]  # lower-case name -> {"name", "properties"}
 
 
 @dataclass
@@ -126,6 +258,7 @@ class _Vm:
     reason: str | None = None  # why it was killed (kept for /_sim/instances)
     # osProfile.customData as created: on the VM's disk, never in ARM's answers.
     custom_data: str | None = None
+    resource_fields: dict[str, Any] = field(default_factory=dict)  # zones, plan, identity...
 
     @property
     def spot(self) -> bool:
@@ -229,6 +362,9 @@ class SimArm:
         self._vms: dict[str, _Vm] = {}
         self._resources: dict[str, _Resource] = {}
         self._operations: dict[str, _Operation] = {}
+        self._vnets: dict[str, _Vnet] = {}  # created ones; the default network is implied
+        self._images: dict[str, dict[str, Any]] = {}  # lower-case id -> model
+        self._vm_puts: collections.deque[VmPut] = collections.deque(maxlen=VM_PUTS_KEPT)
         self._server: ServerThread | None = None
         self._trust = TrustDir(cert_dir, "wm-sim-arm-identity-")
         self._identity_path: Path | None = None
@@ -261,13 +397,17 @@ class SimArm:
         self._trust.cleanup()
 
     def reset(self) -> None:
-        """Forget every resource and count; behaviour goes back to what the sim started with."""
+        """Forget every resource, network, image and count; behaviour goes back to what the
+        sim started with."""
         self.faults.cut_hangs()
         self.delete_missing_status = DELETE_MISSING_STATUS
         with self._lock:
             self._vms.clear()
             self._resources.clear()
             self._operations.clear()
+            self._vnets.clear()
+            self._images.clear()
+            self._vm_puts.clear()
         self.preemptions.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
@@ -279,6 +419,20 @@ class SimArm:
         with self._lock:
             self._sweep()
             return [self._sim_vm(vm) for vm in self._vms.values()]
+
+    def vm_puts(self, name: str | None = None) -> list[VmPut]:
+        """The VM PUTs handled, oldest first; only those of the VM `name` if given."""
+        with self._lock:
+            puts = list(self._vm_puts)
+        if name is None:
+            return puts
+        return [put for put in puts if put.name.lower() == name.lower()]
+
+    def register_image(self, image_id: str, location: str = "eastus") -> None:
+        """An image VMs may name by id: a managed image, a gallery image definition or
+        version, a shared or community gallery image id."""
+        with self._lock:
+            self._images[_key(image_id.rstrip("/"))] = _image_model(image_id, location, {})
 
     def resources(self) -> list[str]:
         """Ids of every resource held: VMs, NICs, public IPs and disks."""
@@ -528,6 +682,14 @@ class SimArm:
         rg, ns, kind, tail = rest[1], rest_lower[3], rest_lower[4], rest[5:]
         if (ns, kind) == (COMPUTE, "virtualmachines"):
             return self._vm_route(method, sub, rg, tail)
+        if (ns, kind) == (NETWORK, "virtualnetworks"):
+            return self._vnet_route(method, sub, rg, tail)
+        if (ns, kind) == (COMPUTE, "images") and len(tail) == 1:
+            rid = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{IMAGE_TYPE}/{tail[0]}"
+            if method == "PUT":
+                return "Images_CreateOrUpdate", lambda: self._put_image(rid)
+            if method == "GET":
+                return "Images_Get", lambda: self._get_image(rid)
         if (ns, kind) in CHILD_KINDS:
             rtype, prefix = CHILD_KINDS[(ns, kind)]
             if not tail and method == "GET":
@@ -564,6 +726,33 @@ class SimArm:
             "DELETE": ("VirtualMachines_Delete", lambda: self._delete_vm(rid)),
         }
         return handlers.get(method)
+
+    def _vnet_route(
+        self, method: str, sub: str, rg: str, tail: list[str]
+    ) -> tuple[str, Callable[[], Response]] | None:
+        group = f"/subscriptions/{sub}/resourceGroups/{rg}"
+        if not tail:
+            if method == "GET":
+                return "VirtualNetworks_List", lambda: self._list_vnets(group)
+            return None
+        vnet_id = f"{group}/providers/{VNET_TYPE}/{tail[0]}"
+        if len(tail) == 1:
+            if method == "GET":
+                return "VirtualNetworks_Get", lambda: _json(_vnet_view(self._vnet_or_404(vnet_id)))
+            if method == "PUT":
+                return "VirtualNetworks_CreateOrUpdate", lambda: self._put_vnet(vnet_id)
+            return None
+        if tail[1].lower() != "subnets" or len(tail) > 3:
+            return None
+        if len(tail) == 2:
+            if method == "GET":
+                return "Subnets_List", lambda: self._list_subnets(vnet_id)
+            return None
+        if method == "GET":
+            return "Subnets_Get", lambda: self._get_subnet(vnet_id, tail[2])
+        if method == "PUT":
+            return "Subnets_CreateOrUpdate", lambda: self._put_subnet(vnet_id, tail[2])
+        return None
 
     def _before(self, operation: str, request: Request) -> Outcome:
         """Count, delay and maybe fault the request; then check the basics ARM checks.
@@ -661,20 +850,29 @@ class SimArm:
     # -- virtual machines --------------------------------------------------------------------
 
     def _put_vm(self, rid: str) -> Response:
-        vm, status = self._store_vm(rid, self._body())
+        body = self._body()
+        sent = json.loads(json.dumps(body))
+        try:
+            vm, status = self._store_vm(rid, body)
+        except ArmError as error:
+            self._vm_puts.append(VmPut(rid, sent, error.status, error.code))
+            raise
+        self._vm_puts.append(VmPut(rid, sent, status))
         return self._vm_accepted(vm, status, "create")
 
     def preload(self, resource_id: str, body: dict[str, Any]) -> None:
-        """Hold a VM as if a PUT of `body` had created it: a fast set-up for big lists."""
+        """Hold a VM as if a PUT of `body` had created it: a fast set-up for big lists. What
+        the body names is not checked (such VMs were made before the test, by any means)."""
         with self._lock:
-            self._store_vm(resource_id, json.loads(json.dumps(body)))
+            self._store_vm(resource_id, json.loads(json.dumps(body)), check=False)
 
-    def _store_vm(self, rid: str, body: dict[str, Any]) -> tuple[_Vm, int]:
+    def _store_vm(self, rid: str, body: dict[str, Any], *, check: bool = True) -> tuple[_Vm, int]:
         props = body.get("properties") or {}
         location = str(body.get("location") or "").lower().replace(" ", "")
         if not location:
             raise ArmError(400, "LocationRequired", "The location property is required.")
-        _validate_vm(props)
+        if check:
+            self._check_vm(rid, location, props)
         os_profile = dict(props.get("osProfile") or {})
         digest = hashlib.sha256(json.dumps(os_profile, sort_keys=True).encode()).hexdigest()
         existing = self._vms.get(_key(rid))
@@ -702,9 +900,11 @@ class SimArm:
             created_at=time.time(),
             boot_s=behaviour.boot_s,
             custom_data=os_profile.get("customData"),
+            resource_fields={k: body[k] for k in VM_RESOURCE_FIELDS if k in body},
         )
         self._attach_network(vm, rid)
         self._attach_os_disk(vm, rid)
+        self._attach_data_disks(vm, rid)
         self._vms[_key(rid)] = vm
         if vm.spot:
             self.preemptions.schedule(vm.id, time.monotonic() + vm.boot_s)
@@ -751,7 +951,8 @@ class SimArm:
         for config in network.get("networkInterfaceConfigurations") or []:
             nic_id = f"{prefix}/providers/{NIC_TYPE}/{config['name']}"
             nic_props = config.get("properties") or {}
-            nic = self._make_nic(nic_id, vm.location, {}, nic_props, prefix)
+            tags = dict(config.get("tags") or {})
+            nic = self._make_nic(nic_id, vm.location, tags, nic_props, prefix)
             nic.owner = _key(rid)
             nic.delete_with_owner = _deletes(nic_props)
             refs.append(
@@ -816,7 +1017,8 @@ class SimArm:
         if config:  # created with the VM
             ip_props = config.get("properties") or {}
             ip_id = f"{prefix}/providers/{IP_TYPE}/{config['name']}"
-            ip = self._make_ip(ip_id, location, {}, ip_props, config.get("sku"))
+            tags = dict(config.get("tags") or {})
+            ip = self._make_ip(ip_id, location, tags, ip_props, config.get("sku"))
             ip.owner, ip.delete_with_owner = _key(nic_id), _deletes(ip_props)
             return ip_id
         ref = cprops.get("publicIPAddress")
@@ -879,6 +1081,274 @@ class SimArm:
             owner=_key(rid),
             delete_with_owner=_deletes(os_disk),
         )
+
+    def _attach_data_disks(self, vm: _Vm, rid: str) -> None:
+        storage = vm.properties.setdefault("storageProfile", {})
+        for disk in storage.get("dataDisks") or []:
+            if str(disk.get("createOption", "")).lower() == "attach":
+                continue  # an existing disk: not the sim's to make
+            name = disk.get("name") or f"{vm.name}_disk{disk.get('lun')}_{uuid.uuid4().hex}"
+            disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
+            disk["name"] = name
+            disk.setdefault("deleteOption", "Detach")
+            disk.setdefault("managedDisk", {})["id"] = disk_id
+            self._resources[_key(disk_id)] = _Resource(
+                id=disk_id,
+                type=DISK_TYPE,
+                name=name,
+                location=vm.location,
+                tags={},
+                properties={
+                    "provisioningState": "Succeeded",
+                    "diskState": "Attached",
+                    "diskSizeGB": int(disk.get("diskSizeGB") or 0),
+                },
+                owner=_key(rid),
+                delete_with_owner=_deletes(disk),
+            )
+
+    # -- what a VM PUT may name --------------------------------------------------------------
+
+    def _check_vm(self, rid: str, location: str, props: dict[str, Any]) -> None:
+        """Refuse, as ARM does, a VM body naming what does not exist or breaking its rules."""
+        _check_size(props)
+        storage = _object(props.get("storageProfile"))
+        os_disk = storage.get("osDisk")
+        if not isinstance(os_disk, dict):
+            raise _missing("osDisk")
+        create = str(os_disk.get("createOption") or "")
+        if not create:
+            raise _missing("osDisk.createOption")
+        if create.lower() not in DISK_CREATE_OPTIONS:
+            raise _invalid(
+                f"The value '{create}' of parameter 'osDisk.createOption' is not valid.",
+                "osDisk.createOption",
+            )
+        if create.lower() == "fromimage":
+            self._check_image(location, storage.get("imageReference"))
+        _check_data_disks(storage.get("dataDisks"))
+        _check_priority(props)
+        os_profile = _object(props.get("osProfile"))
+        if os_profile and not os_profile.get("adminUsername"):
+            raise _missing("adminUsername")
+        self._check_network(rid, props)
+
+    def _check_image(self, location: str, image: Any) -> None:
+        image = _object(image)
+        by_id = (
+            image.get("id")
+            or image.get("sharedGalleryImageId")
+            or image.get("communityGalleryImageId")
+        )
+        if by_id:
+            if self._image_known(str(by_id)):
+                return
+            if "galleries/" in str(by_id).lower():
+                raise ArmError(
+                    404,
+                    "GalleryImageNotFound",
+                    f"The gallery image {by_id} is not available in {location} region. Please "
+                    "contact image owner to replicate to this region, or change your requested "
+                    "region.",
+                    target="imageReference",
+                )
+            raise ArmError(
+                404,
+                "NotFound",
+                f"The Image '{by_id}' cannot be found in '{location}' region.",
+                target="imageReference",
+            )
+        if not image:
+            raise _missing("imageReference")
+        for part in ("publisher", "offer", "sku"):
+            if not image.get(part):
+                raise _missing(f"imageReference.{part}")
+        triple = tuple(str(image[part]).lower() for part in ("publisher", "offer", "sku"))
+        if triple not in MARKETPLACE_IMAGES:
+            urn = ":".join([*map(str, (image["publisher"], image["offer"], image["sku"]))])
+            raise ArmError(
+                404,
+                "PlatformImageNotFound",
+                f"The platform image '{urn}:{image.get('version') or 'latest'}' is not "
+                "available. Verify that all fields in the storage profile are correct. For more "
+                "details about storage profile information, please refer to "
+                "https://aka.ms/storageprofile",
+                target="imageReference",
+            )
+
+    def _image_known(self, image_id: str) -> bool:
+        key = _key(image_id.rstrip("/"))
+        if key in self._images:
+            return True
+        # A gallery image definition (its latest version), or a version of a definition.
+        definition = key.rsplit("/versions/", 1)[0]
+        return any(
+            known == definition or known.startswith(definition + "/versions/")
+            for known in self._images
+        )
+
+    def _check_network(self, rid: str, props: dict[str, Any]) -> None:
+        network = _object(props.get("networkProfile"))
+        configs = network.get("networkInterfaceConfigurations") or []
+        if not network.get("networkInterfaces") and not configs:
+            raise _missing("networkProfile")
+        for ref in network.get("networkInterfaces") or []:
+            nic = self._resources.get(_key(str(_object(ref).get("id", ""))))
+            if nic is None or nic.type != NIC_TYPE:
+                raise ArmError(
+                    400,
+                    "InvalidResourceReference",
+                    f"Resource {_object(ref).get('id')} referenced by resource {rid} was not "
+                    "found.",
+                )
+        prefix = rid.split("/providers/")[0]
+        for config in configs:
+            nic_id = f"{prefix}/providers/{NIC_TYPE}/{_object(config).get('name')}"
+            for ip_config in (
+                _object(_object(config).get("properties")).get("ipConfigurations") or []
+            ):
+                subnet = _object(_object(_object(ip_config).get("properties")).get("subnet"))
+                if not subnet.get("id"):
+                    raise _missing("ipConfiguration.subnet")
+                self._check_subnet(str(subnet["id"]), nic_id)
+
+    def _check_subnet(self, subnet_id: str, referrer: str) -> None:
+        if not self._subnet_known(subnet_id):
+            raise ArmError(
+                400,
+                "InvalidResourceReference",
+                f"Resource {subnet_id} referenced by resource {referrer} was not found. Please "
+                "make sure that the referenced resource exists, and that both resources are in "
+                "the same region.",
+            )
+
+    def _subnet_known(self, subnet_id: str) -> bool:
+        parts = subnet_id.lower().strip("/").split("/")
+        if len(parts) != 10 or parts[8] != "subnets":
+            return False
+        expected = ["subscriptions", "resourcegroups", "providers", "microsoft.network"]
+        if [parts[0], parts[2], parts[4], parts[5], parts[6]] != [*expected, "virtualnetworks"]:
+            return False
+        vnet = self._vnet("/" + "/".join(parts[:8]))
+        return vnet is not None and parts[9] in vnet.subnets
+
+    # -- virtual networks and images -------------------------------------------------------
+
+    def _vnet(self, vnet_id: str) -> _Vnet | None:
+        """A created virtual network, else the default one of its resource group."""
+        found = self._vnets.get(_key(vnet_id))
+        if found is not None or vnet_id.rsplit("/", 1)[1].lower() != DEFAULT_VNET:
+            return found
+        canonical = vnet_id.rsplit("/", 1)[0] + "/" + DEFAULT_VNET
+        subnet = {"addressPrefix": DEFAULT_SUBNET_PREFIX, "provisioningState": "Succeeded"}
+        return _Vnet(
+            id=canonical,
+            name=DEFAULT_VNET,
+            location="eastus",
+            tags={},
+            address_prefixes=[DEFAULT_VNET_PREFIX],
+            subnets={DEFAULT_SUBNET: {"name": DEFAULT_SUBNET, "properties": subnet}},
+        )
+
+    def _vnet_or_404(self, vnet_id: str) -> _Vnet:
+        vnet = self._vnet(vnet_id)
+        if vnet is None:
+            rg, name = vnet_id.split("/")[4], vnet_id.rsplit("/", 1)[1]
+            raise ArmError(
+                404,
+                "ResourceNotFound",
+                f"The Resource '{VNET_TYPE}/{name}' under resource group '{rg}' was not found.",
+            )
+        return vnet
+
+    def _put_vnet(self, vnet_id: str) -> Response:
+        body = self._body()
+        location = str(body.get("location") or "").lower().replace(" ", "")
+        if not location:
+            raise ArmError(400, "LocationRequired", "The location property is required.")
+        props = _object(body.get("properties"))
+        subnets = {}
+        for subnet in props.get("subnets") or []:
+            name = str(_object(subnet).get("name") or "")
+            if not name:
+                raise _missing("subnet.name")
+            subnet_props = dict(_object(_object(subnet).get("properties")))
+            subnet_props["provisioningState"] = "Succeeded"
+            subnets[name.lower()] = {"name": name, "properties": subnet_props}
+        existed = _key(vnet_id) in self._vnets
+        vnet = _Vnet(
+            id=vnet_id,
+            name=vnet_id.rsplit("/", 1)[1],
+            location=location,
+            tags=dict(body.get("tags") or {}),
+            address_prefixes=list(_object(props.get("addressSpace")).get("addressPrefixes") or []),
+            subnets=subnets,
+        )
+        self._vnets[_key(vnet_id)] = vnet
+        return self._accepted(_vnet_view(vnet), 200 if existed else 201, vnet_id, location)
+
+    def _put_subnet(self, vnet_id: str, name: str) -> Response:
+        vnet = self._vnet(vnet_id)
+        if vnet is None:
+            raise ArmError(
+                404,
+                "ParentResourceNotFound",
+                "Can not perform requested operation on nested resource. Parent resource "
+                f"'{vnet_id.rsplit('/', 1)[1]}' not found.",
+            )
+        self._vnets[_key(vnet.id)] = vnet  # a default network, once changed, is held
+        props = dict(_object(self._body().get("properties")))
+        props["provisioningState"] = "Succeeded"
+        existed = name.lower() in vnet.subnets
+        vnet.subnets[name.lower()] = {"name": name, "properties": props}
+        view = _subnet_view(vnet, vnet.subnets[name.lower()])
+        return self._accepted(view, 200 if existed else 201, view["id"], vnet.location)
+
+    def _get_subnet(self, vnet_id: str, name: str) -> Response:
+        vnet = self._vnet_or_404(vnet_id)
+        subnet = vnet.subnets.get(name.lower())
+        if subnet is None:
+            raise ArmError(404, "NotFound", f"Resource {vnet.id}/subnets/{name} not found.")
+        return _json(_subnet_view(vnet, subnet))
+
+    def _list_subnets(self, vnet_id: str) -> Response:
+        vnet = self._vnet_or_404(vnet_id)
+        return _json({"value": [_subnet_view(vnet, s) for s in vnet.subnets.values()]})
+
+    def _list_vnets(self, group: str) -> Response:
+        prefix = _key(group) + "/providers/"
+        held = [v for k, v in self._vnets.items() if k.startswith(prefix)]
+        default = self._vnet(f"{group}/providers/{VNET_TYPE}/{DEFAULT_VNET}")
+        if default is not None and all(_key(v.id) != _key(default.id) for v in held):
+            held.append(default)
+        return _json({"value": [_vnet_view(v) for v in held]})
+
+    def _put_image(self, rid: str) -> Response:
+        body = self._body()
+        location = str(body.get("location") or "").lower().replace(" ", "")
+        if not location:
+            raise ArmError(400, "LocationRequired", "The location property is required.")
+        existed = _key(rid) in self._images
+        model = _image_model(rid, location, dict(body.get("tags") or {}))
+        self._images[_key(rid)] = model
+        return self._accepted(model, 200 if existed else 201, rid, location)
+
+    def _get_image(self, rid: str) -> Response:
+        model = self._images.get(_key(rid))
+        if model is None:
+            rg, name = rid.split("/")[4], rid.rsplit("/", 1)[1]
+            raise ArmError(
+                404,
+                "ResourceNotFound",
+                f"The Resource '{IMAGE_TYPE}/{name}' under resource group '{rg}' was not found.",
+            )
+        return _json(model)
+
+    def _accepted(self, view: dict[str, Any], status: int, rid: str, location: str) -> Response:
+        operation = self._new_operation(_key(rid), "done")
+        response = _json(view, status)
+        response.headers["Azure-AsyncOperation"] = self._operation_url(location, operation)
+        return response
 
     def _get_vm(self, rid: str) -> Response:
         vm = self._vm_or_404(rid)
@@ -1022,6 +1492,7 @@ class SimArm:
             "type": VM_TYPE,
             "location": vm.location,
             "tags": dict(vm.tags),
+            **json.loads(json.dumps(vm.resource_fields)),
             "properties": props,
         }
 
@@ -1058,6 +1529,11 @@ class SimArm:
         tags = dict(body.get("tags") or {})
         props = body.get("properties") or {}
         existing = self._resources.get(_key(rid))
+        if rtype == NIC_TYPE:
+            for config in props.get("ipConfigurations") or []:
+                subnet = _object(_object(_object(config).get("properties")).get("subnet"))
+                if subnet.get("id"):
+                    self._check_subnet(str(subnet["id"]), rid)
         if existing is not None:
             existing.tags = tags
             resource, status = existing, 200
@@ -1179,6 +1655,12 @@ class SimArm:
                 return _json([_sim_vm_json(vm) for vm in self.instances()])
             case "GET", ["resources"]:
                 return _json(self.resources())
+            case "GET", ["vm-puts"]:
+                return _json([put.as_json() for put in self.vm_puts(request.args.get("name"))])
+            case "POST", ["images"]:
+                if not body.get("id"):
+                    return _json({"error": 'body must be {"id": <image resource id>}'}, 400)
+                self.register_image(str(body["id"]), str(body.get("location") or "eastus"))
             case "POST", ["kill"]:
                 return self._control_vm(
                     lambda: self.kill(body["id"], body.get("reason") or "preempted")
@@ -1212,30 +1694,120 @@ class SimArm:
         return _json({"ok": True})
 
 
-def _validate_vm(props: dict[str, Any]) -> None:
-    size = str((props.get("hardwareProfile") or {}).get("vmSize") or "")
-    if not size.lower().startswith(("standard_", "basic_")):
-        raise ArmError(
-            400,
-            "InvalidParameter",
-            f"The value {size!r} provided for the VM size is not valid. The valid sizes in the "
-            "current region are: Standard_B1s, Standard_D2s_v5, ...",
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _check_size(props: dict[str, Any]) -> None:
+    size = _object(props.get("hardwareProfile")).get("vmSize")
+    if not size:
+        raise _missing("hardwareProfile.vmSize")
+    if str(size).lower() not in VM_SIZES:
+        raise _invalid(
+            f"The value {size} provided for the VM size is not valid. The valid sizes in the "
+            "current region are: " + ", ".join(VM_SIZE_NAMES) + ".",
+            "hardwareProfile.vmSize",
         )
-    image = (props.get("storageProfile") or {}).get("imageReference") or {}
-    if not image.get("id") and not all(image.get(k) for k in ("publisher", "offer", "sku")):
-        raise ArmError(
-            400,
-            "InvalidParameter",
-            "Required parameter 'imageReference' is missing (null).",
+
+
+def _check_data_disks(disks: Any) -> None:
+    luns: set[int] = set()
+    for disk in disks or []:
+        disk = _object(disk)
+        lun = disk.get("lun")
+        if not isinstance(lun, int) or isinstance(lun, bool) or lun < 0:
+            raise _missing("dataDisk.lun")
+        if lun in luns:
+            raise _invalid(f"A disk at LUN {lun} already exists.", "dataDisks")
+        luns.add(lun)
+        create = str(disk.get("createOption") or "")
+        if not create:
+            raise _missing("dataDisk.createOption")
+        if create.lower() not in DISK_CREATE_OPTIONS:
+            raise _invalid(
+                f"The value '{create}' of parameter 'dataDisk.createOption' is not valid.",
+                "dataDisk.createOption",
+            )
+        if create.lower() == "empty" and not disk.get("diskSizeGB"):
+            raise _missing("dataDisk.diskSizeGB")
+
+
+def _check_priority(props: dict[str, Any]) -> None:
+    priority = props.get("priority")
+    if priority is not None and str(priority).lower() not in PRIORITIES:
+        raise _invalid(
+            f"The value '{priority}' of parameter 'priority' is not valid. Allowed values are "
+            "Regular, Low, Spot.",
+            "priority",
         )
-    os_profile = props.get("osProfile") or {}
-    if os_profile and not os_profile.get("adminUsername"):
-        raise ArmError(400, "InvalidParameter", "Required parameter 'adminUsername' is missing.")
-    network = props.get("networkProfile") or {}
-    if not network.get("networkInterfaces") and not network.get("networkInterfaceConfigurations"):
-        raise ArmError(
-            400, "InvalidParameter", "Required parameter 'networkProfile' is missing (null)."
+    spot = str(priority or "").lower() in ("spot", "low")
+    policy = props.get("evictionPolicy")
+    if policy is not None:
+        if str(policy).lower() not in EVICTION_POLICIES:
+            raise _invalid(
+                f"The value '{policy}' of parameter 'evictionPolicy' is not valid. Allowed "
+                "values are Deallocate, Delete.",
+                "evictionPolicy",
+            )
+        if not spot:
+            raise _invalid(
+                "Eviction policy can be set only for Azure Spot Virtual Machines (priority Spot).",
+                "evictionPolicy",
+            )
+    billing = props.get("billingProfile")
+    if billing is None:
+        return
+    if not spot:
+        raise _invalid(
+            "Billing profile can be set only for Azure Spot Virtual Machines (priority Spot).",
+            "billingProfile",
         )
+    price = _object(billing).get("maxPrice")
+    if price is not None and (
+        isinstance(price, bool)
+        or not isinstance(price, int | float)
+        or (price != -1 and price <= 0)
+    ):
+        raise _invalid(
+            f"The value '{price}' of parameter 'billingProfile.maxPrice' is not valid: it "
+            "must be -1 or greater than zero.",
+            "billingProfile.maxPrice",
+        )
+
+
+def _image_model(image_id: str, location: str, tags: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": image_id,
+        "name": image_id.rstrip("/").rsplit("/", 1)[1],
+        "type": IMAGE_TYPE,
+        "location": location,
+        "tags": tags,
+        "properties": {"provisioningState": "Succeeded"},
+    }
+
+
+def _vnet_view(vnet: _Vnet) -> dict[str, Any]:
+    return {
+        "id": vnet.id,
+        "name": vnet.name,
+        "type": VNET_TYPE,
+        "location": vnet.location,
+        "tags": dict(vnet.tags),
+        "properties": {
+            "provisioningState": "Succeeded",
+            "addressSpace": {"addressPrefixes": list(vnet.address_prefixes)},
+            "subnets": [_subnet_view(vnet, s) for s in vnet.subnets.values()],
+        },
+    }
+
+
+def _subnet_view(vnet: _Vnet, subnet: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"{vnet.id}/subnets/{subnet['name']}",
+        "name": subnet["name"],
+        "type": SUBNET_TYPE,
+        "properties": json.loads(json.dumps(subnet["properties"])),
+    }
 
 
 def _strip_secrets(props: dict[str, Any]) -> dict[str, Any]:
@@ -1320,12 +1892,93 @@ def _server_error(request: Request) -> ArmError:
 
 
 def _error(error: ArmError) -> Response:
-    response = _json({"error": {"code": error.code, "message": error.message}}, error.status)
+    detail = {"code": error.code, "message": error.message}
+    if error.target:
+        detail["target"] = error.target
+    response = _json({"error": detail}, error.status)
     for name, value in error.headers.items():
         response.headers[name.replace("_", "-")] = value
     if error.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"'
     return response
+
+
+# -- launch configs the sim accepts ------------------------------------------------------------
+
+
+def default_subnet_id(
+    subscription_id: str = DEFAULT_SUBSCRIPTION_ID, resource_group: str = DEFAULT_RESOURCE_GROUP
+) -> str:
+    """The id of the default subnet, which every resource group of the sim holds."""
+    return (
+        f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/"
+        f"{VNET_TYPE}/{DEFAULT_VNET}/subnets/{DEFAULT_SUBNET}"
+    )
+
+
+def image_reference(image: str) -> dict[str, str]:
+    """An ARM imageReference from a resource id or a `publisher:offer:sku:version` URN."""
+    if image.startswith("/"):
+        return {"id": image}
+    parts = image.split(":")
+    if len(parts) == 4 and all(parts):
+        return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))
+    raise ValueError(
+        f"image {image!r} is neither an ARM resource id nor publisher:offer:sku:version"
+    )
+
+
+def example_launch_config(
+    location: str,
+    *,
+    vm_size: str = "Standard_D2s_v3",
+    image: str | None = None,
+    spot: bool = False,
+    public_ip: bool = False,
+    subnet_id: str | None = None,
+    capacity: int = 1,
+    launch_config_id: str | None = None,
+    weight: float | None = None,
+    max_capacity: int | None = None,
+    worker_config: Mapping[str, Any] | None = None,
+    subscription_id: str | None = None,
+    resource_group: str | None = None,
+) -> dict[str, Any]:
+    """A Taskcluster Azure launch config (resource form, config-azure.yml) that the sim
+    launches as it is: the default subnet of `resource_group` in `subscription_id` (the demo
+    provider's by default) unless `subnet_id`, a marketplace image the sim knows unless
+    `image` (a URN or an image id; an id must be registered), a Standard SSD OS disk.
+
+    `spot` makes it a Spot VM as worker pools write it (priority Spot, evicted by deletion,
+    any price); `weight` is `workerManager.initialWeight` (0..1)."""
+    subnet = subnet_id or default_subnet_id(
+        subscription_id or DEFAULT_SUBSCRIPTION_ID, resource_group or DEFAULT_RESOURCE_GROUP
+    )
+    manager = worker_manager(
+        capacity=capacity,
+        launch_config_id=launch_config_id,
+        weight=weight,
+        max_capacity=max_capacity,
+        publicIp=public_ip,
+    )
+    config: dict[str, Any] = {
+        "location": location,
+        "subnetId": subnet,
+        "hardwareProfile": {"vmSize": vm_size},
+        "storageProfile": {
+            "imageReference": image_reference(image or DEFAULT_IMAGE),
+            "osDisk": {
+                "createOption": "FromImage",
+                "caching": "ReadWrite",
+                "managedDisk": {"storageAccountType": "StandardSSD_LRS"},
+            },
+        },
+    }
+    if spot:
+        config.update(SPOT_AZURE)  # Deallocate: an evicted VM stays listed, the scan sees why
+    config["workerConfig"] = dict(worker_config or {})
+    config["workerManager"] = manager
+    return config
 
 
 def serve(config: SimCloudConfig, state_dir: Path) -> SimArm:

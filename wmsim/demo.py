@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+import yaml
 from rich.console import Console
 from sqlalchemy import Engine
 
@@ -39,7 +40,9 @@ from wm.db.pools import pool_statuses
 from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.errors import WmError
+from wm.legacy_pools import SPOT_AZURE, SPOT_EC2, SPOT_GCE
 from wm.model import WorkerState
+from wm.pool_definition import parse_definition_documents
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.telemetry import JsonLineFormatter
 from wmsim import report as report_module
@@ -57,6 +60,7 @@ from wmsim.workload import Arrival, PoolShare, schedule
 
 CLOUDS_PROCESS = "clouds"
 RELEASE = "release"
+APPLY_POOLS = "apply-pools"  # the operator's step after the release: `wm pools apply`
 START_TIMEOUT_S = 60.0
 AGENT_POLL_S = 1.0  # simulated workers look for tasks this often when they have room
 AGENT_SHOULD_TERMINATE_EVERY_S = 5.0
@@ -75,6 +79,8 @@ class DemoRun:
     out_dir: Path
     demo: DemoConfig  # the config's [demo] section with the command line's overrides
     live: bool  # redraw a table in place (a terminal) or print progress lines
+    # Taskcluster worker pool definitions (JSON or YAML) the demo applies, as an operator would.
+    pool_files: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -102,6 +108,7 @@ class Demo:
         self.config: Config | None = None
         self.clouds: dict[str, SimClient] = {}
         self.root_url = ""  # where the web process serves <root_url>/api/worker-manager/v1/
+        self.pools: list[PoolShare] = []  # the applied definitions' pools
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -122,6 +129,9 @@ class Demo:
             self._say(f"clouds: {', '.join(f'{e.kind} {e.endpoint}' for e in endpoints)}")
             self._say("release phase: " + self.supervisor.entry(RELEASE).command)
             self.supervisor.run_once(RELEASE)
+            definitions = self._write_definitions()
+            self._say(f"pools: wm pools apply {definitions}")
+            self.supervisor.run_once(APPLY_POOLS, f"wm pools apply {definitions}")
             for entry in entries:
                 if entry.name != RELEASE:
                     self.supervisor.start(entry.name)
@@ -227,28 +237,9 @@ class Demo:
             providers.append(
                 {**provider, **endpoint.provider_settings(), **_worker_identity(provider)}
             )
-        kinds = {p.get("id"): p.get("kind") for p in providers}
-        spot = self.run_spec.demo.preempt_share > 0
-        pools = [
-            {
-                **p,
-                "launch_configs": [
-                    {
-                        **lc,
-                        **({"spot": True} if spot else {}),
-                        # worker-runner on GCE reads its external IP and will not start
-                        # without one: a GCE worker needs an access config.
-                        **({"public_ip": True} if kinds.get(p.get("provider")) == "gcp" else {}),
-                    }
-                    for lc in p["launch_configs"]
-                ],
-            }
-            for p in raw.get("pools", [])
-        ]
         effective = {
             **_read_toml(self.effective_path),
             "providers": providers,
-            "pools": pools,
             "web": {**raw.get("web", {}), "port": web_port},
             # Every process would serve metrics on the same port: the demo reads the clouds'
             # own request counts and the processes' log lines instead.
@@ -303,9 +294,31 @@ class Demo:
         return Fleet(self.config, engine, settings, running_vms=running_vms)
 
     def _pool_shares(self) -> list[PoolShare]:
+        return list(self.pools)
+
+    def _write_definitions(self) -> Path:
+        """The run's pool definitions in one file: the given ones, on spot VMs where the run
+        pre-empts. Remembers each pool's cloud and max capacity for the workload."""
         assert self.config is not None
-        kinds = {p.id: p.kind for p in self.config.providers}
-        return [PoolShare(p.id, kinds[p.provider], p.max_capacity) for p in self.config.pools]
+        kinds = self.config.provider_kinds()
+        spot = self.run_spec.demo.preempt_share > 0
+        documents: list[dict[str, Any]] = []
+        for path in self.run_spec.pool_files:
+            for pool_id, body in parse_definition_documents(path.read_text(), str(path)):
+                kind = kinds.get(body.get("providerId", ""), "")
+                config = dict(body.get("config", {}))
+                if spot:
+                    config["launchConfigs"] = [
+                        on_spot(kind, lc) for lc in config.get("launchConfigs", [])
+                    ]
+                documents.append({"workerPoolId": pool_id, **body, "config": config})
+                if kind:
+                    self.pools.append(PoolShare(pool_id, kind, int(config.get("maxCapacity", 0))))
+        if not documents:
+            raise WmError("no worker pool definitions to apply: give --pools FILE")
+        path = self.run_spec.out_dir / "pools.yml"
+        path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+        return path
 
     # -- while it runs -------------------------------------------------------------------------
 
@@ -377,9 +390,7 @@ class Demo:
         return not busy and not live_vms
 
     def _pool_clouds(self) -> dict[str, str]:
-        assert self.config is not None
-        kinds = {p.id: p.kind for p in self.config.providers}
-        return {p.id: kinds[p.provider] for p in self.config.pools}
+        return {p.pool_id: p.cloud for p in self.pools}
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -463,6 +474,18 @@ def _worker_identity(provider: Mapping[str, Any]) -> dict[str, Any]:
         "worker_service_account_email": GCE_WORKER_SERVICE_ACCOUNT,
         "worker_service_account_id": service_account_id(GCE_WORKER_SERVICE_ACCOUNT),
     }
+
+
+def on_spot(kind: str, launch_config: Mapping[str, Any]) -> dict[str, Any]:
+    """A launch config on its cloud's spot VMs, in that cloud's own parameters."""
+    lc = dict(launch_config)
+    if kind == "aws":
+        lc["launchConfig"] = {**lc.get("launchConfig", {}), "InstanceMarketOptions": SPOT_EC2}
+    elif kind == "gcp":
+        lc["scheduling"] = {**lc.get("scheduling", {}), **SPOT_GCE}
+    elif kind == "azure":
+        lc |= SPOT_AZURE
+    return lc
 
 
 def _cloud_of(process_name: str) -> str:

@@ -18,6 +18,16 @@ of it, in the same process, adds:
 - idempotency: a RunInstances repeating a ClientToken that already launched gets the first
   call's answer and launches nothing (moto ignores ClientToken); with other parameters it is
   refused with IdempotentParameterMismatch, as EC2 does;
+- refusals: RunInstances is refused, in EC2's XML error shape and with EC2's codes, where EC2
+  refuses and moto would launch (`run_instances_refusal`): an unknown image, key pair,
+  security group (or one of another VPC than the subnet), instance profile, a malformed spot
+  block, a value outside EC2's enumerations, bad tag specifications, user data over 16 KiB;
+  moto itself refuses unknown subnets and security group ids. Only the images in
+  `KNOWN_IMAGES` exist, and those given to `register_image`; key pairs, VPCs, subnets,
+  security groups and instance profiles are made with the SDK, as on AWS;
+- record: every RunInstances past the faults is kept with its parameters decoded into the
+  dict boto3 takes (`launch_requests`, GET /_sim/launch-requests), so tests compare what
+  reached the cloud with the launch config it came from;
 - isolation: each SimEc2 in a process has its own moto account, so two sims never share state;
 - speed: moto's per-resource tag lookup scans every tag in the region (N^2 for a describe); the
   sim swaps in a dict lookup with the same answers, and drops moto's 1,301 public AMIs, which
@@ -25,8 +35,11 @@ of it, in the same process, adds:
 
 Control endpoints for other processes live under /_sim/ (see `_control`); they are neither
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
-forces the outcome of the next requests (`queue_outcomes`). POST /moto-api/reset resets this
-sim only.
+forces the outcome of the next requests (`queue_outcomes`); GET /_sim/launch-requests lists the
+recorded RunInstances; POST /_sim/images {"image_id", "region"?} registers an image. POST
+/moto-api/reset resets this sim only.
+
+`example_launch_config` builds a Taskcluster AWS launch config the sim launches as it is.
 
 Metadata: every instance's IMDSv2 is served at /_vm/<instance id>/latest/... (see
 wmsim/metadata.py for the addressing and wmsim/imds_ec2.py for the paths): its user data as
@@ -43,18 +56,21 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import decimal
 import io
 import json
 import re
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
+from xml.sax.saxutils import escape
 
 from wmsim import imds_ec2, metadata
 from wmsim.behaviour import (
@@ -67,6 +83,7 @@ from wmsim.behaviour import (
     lifecycle_state,
 )
 from wmsim.config import SimCloudConfig
+from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir, pem, self_signed, signing_key
 from wmsim.wsgi import ServerThread
 
@@ -99,6 +116,19 @@ IDENTITY_DOCUMENT_VERSION = "2017-09-30"
 IDENTITY_STATES = frozenset({"pending", "running", "stopping", "stopped", "shutting-down"})
 # Instances whose OS has booted and not yet stopped, so whose metadata service answers.
 METADATA_STATES = frozenset({"running", "stopping", "shutting-down"})
+# The images every region of the sim holds (moto's public ones are dropped for speed): the
+# defaults of `example_launch_config` and of seeding, and the ids the demo and tests launch.
+# Any other image is registered with `register_image` (or POST /_sim/images).
+KNOWN_IMAGES = (
+    "ami-0abcdef1234567890",
+    "ami-0123456789abcdef0",
+    "ami-0fedcba9876543210",
+    "ami-0a1b2c3d4e5f60718",
+)
+DEFAULT_IMAGE = KNOWN_IMAGES[0]
+USER_DATA_MAX_BYTES = 16384  # EC2's limit on user data, before base64
+IMAGE_ROOT_VOLUME_GIB = 8  # the root volume of the sim's images
+LAUNCH_REQUESTS_KEPT = 100_000  # RunInstances records kept (the oldest go first)
 SPOT_TERMINATION = ("Server.SpotInstanceTermination", "Spot instance termination")
 INTERNAL_ERROR = ("Server.InternalError", "Internal error")
 
@@ -127,6 +157,19 @@ class _Answer:
     body: bytes
 
 
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One RunInstances that reached the simulated cloud (past the injected faults)."""
+
+    region: str
+    # The parameters as boto3 takes them, decoded from the Query API form with EC2's service
+    # model; UserData decoded from base64 to its text. Empty lists and structures are absent:
+    # they do not travel on the wire.
+    parameters: dict[str, Any]
+    error: str | None  # EC2's error code when it was refused
+    instance_ids: tuple[str, ...]  # what it launched (or, replayed by ClientToken, launched first)
+
+
 class SimEc2:
     """moto's EC2 on 127.0.0.1 with latency, faults, quotas, lifecycle and instance paging."""
 
@@ -152,6 +195,7 @@ class SimEc2:
         self._fail_count = 0
         # ClientToken -> (digest of the RunInstances parameters, the answer it got)
         self._client_tokens: dict[str, tuple[str, _Answer]] = {}
+        self._launch_requests: deque[LaunchRequest] = deque(maxlen=LAUNCH_REQUESTS_KEPT)
         self._moto: WsgiApp | None = None
         self._server: ServerThread | None = None
         self._trust = TrustDir(trust_dir, "wm-sim-ec2-")
@@ -278,6 +322,19 @@ class SimEc2:
         a counted burst (e.g. two throttles, then normal service) without relying on chance."""
         self.faults.force(*outcomes)
 
+    def register_image(self, image_id: str, region: str = DEFAULT_REGION) -> None:
+        """Make an image exist in a region, so that RunInstances accepts it (any id, even one
+        EC2 would call malformed, as Taskcluster's fixtures use)."""
+        with self._lock:
+            self._prepare_region(region)
+            _add_image(self._backend(region), region, image_id)
+
+    def launch_requests(self) -> list[LaunchRequest]:
+        """Every RunInstances that reached the cloud, oldest first (what a test compares with
+        the launch config it came from)."""
+        with self._lock:
+            return list(self._launch_requests)
+
     # --- identity documents ----------------------------------------------------------------
 
     @property
@@ -384,7 +441,10 @@ class SimEc2:
         if path.startswith("/moto-api"):
             return self._forward(environ, start_response)
         body = _read_body(environ)
-        params = dict(parse_qsl(body.decode() or environ.get("QUERY_STRING", "")))
+        params = dict(
+            # Blank values are parameters too (a tag whose value is empty).
+            parse_qsl(body.decode() or environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        )
         action = params.get("Action")
         if not action:
             return self._forward(environ, start_response)
@@ -464,6 +524,16 @@ class SimEc2:
     def _run_instances(
         self, environ: dict[str, Any], params: dict[str, str], region: str
     ) -> _Answer:
+        request = decode_query("RunInstances", params)
+        answer = self._run_instances_answer(environ, params, request, region)
+        self._launch_requests.append(
+            LaunchRequest(region, _readable(request), _error_code(answer), _instance_ids(answer))
+        )
+        return answer
+
+    def _run_instances_answer(
+        self, environ: dict[str, Any], params: dict[str, str], request: dict[str, Any], region: str
+    ) -> _Answer:
         token = params.get("ClientToken")
         if token and token in self._client_tokens:
             first_digest, first_answer = self._client_tokens[token]
@@ -475,6 +545,9 @@ class SimEc2:
                     "already deleted or with different parameters.",
                 )
             return first_answer
+        refusal = run_instances_refusal(self._backend(region), request)
+        if refusal is not None:
+            return _ec2_error(400, *refusal)
         answer = self._launch(environ, params, region)
         if token and answer.status.startswith("200"):
             self._client_tokens[token] = (digest(_launch_params(params)), answer)
@@ -504,7 +577,8 @@ class SimEc2:
             launch = min(wanted_max, room)
         # moto launches MinCount instances; EC2 launches as many up to MaxCount as fit.
         return self._call_moto(
-            environ, {**params, "MinCount": str(launch), "MaxCount": str(launch)}
+            environ,
+            {**_moto_form(params), "MinCount": str(launch), "MaxCount": str(launch)},
         )
 
     def _describe_instances(
@@ -579,8 +653,10 @@ class SimEc2:
         backend = self._backend(region)
         if id(backend) not in self._prepared:
             # Every instance moto creates scans all public AMIs (1,301 of them) to describe its
-            # image; wm never lists AMIs, so the sim keeps none.
+            # image; wm never lists AMIs, so the sim keeps only its own few.
             backend.amis.clear()
+            for image_id in KNOWN_IMAGES:
+                _add_image(backend, region, image_id)
             self._prepared.add(id(backend))
 
     def _all_instances(self) -> Iterator[tuple[str, Any]]:
@@ -640,12 +716,17 @@ class SimEc2:
 
     def _drop_moto_state(self) -> None:
         from moto.ec2.models import ec2_backends
+        from moto.iam.models import iam_backends
 
-        if self.account_id in ec2_backends:
-            del ec2_backends[self.account_id]
+        # EC2 and IAM (instance profiles): the services a launch config names. The account
+        # is handed to the next sim once this one stops, so nothing of it may be left.
+        for backends in (ec2_backends, iam_backends):
+            if self.account_id in backends:
+                del backends[self.account_id]
         self._life.clear()
         self._prepared.clear()
         self._client_tokens.clear()
+        self._launch_requests.clear()
 
     # --- control endpoints -----------------------------------------------------------------
 
@@ -669,6 +750,11 @@ class SimEc2:
                 return _json_answer(self.faults.behaviour.as_dict())
             if route == ("POST", "/_sim/outcomes"):
                 self.queue_outcomes(*body["outcomes"])
+                return _json_answer({"status": "ok"})
+            if route == ("GET", "/_sim/launch-requests"):
+                return _json_answer([asdict(r) for r in self.launch_requests()])
+            if route == ("POST", "/_sim/images"):
+                self.register_image(body["image_id"], body.get("region", DEFAULT_REGION))
                 return _json_answer({"status": "ok"})
             if route == ("GET", "/_sim/instances"):
                 return _json_answer([_vm_json(vm) for vm in self.instances()])
@@ -718,6 +804,494 @@ def sign_identity_document(document: Mapping[str, Any], key: rsa.RSAPrivateKey) 
 @lru_cache(maxsize=1)
 def _identity_certificate() -> x509.Certificate:
     return self_signed(signing_key(IDENTITY_KEY_NAME), "ec2-identity.wm-sim.invalid")
+
+
+# --- RunInstances: the launch configs it comes from, what reached it, what EC2 refuses ----
+
+Refusal = tuple[str, str]  # EC2's error code and message
+RefusalCheck = Callable[[Any, Mapping[str, Any]], Refusal | None]
+IMAGE_ID_PATTERN = re.compile(r"ami-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+# RunInstances tags only what it creates (EC2's RunInstances reference, TagSpecification.N).
+RUN_INSTANCES_TAGGABLE = frozenset(
+    {"instance", "volume", "network-interface", "spot-instances-request"}
+)
+TAG_KEY_MAX_CHARS, TAG_VALUE_MAX_CHARS = 128, 256
+METADATA_HOP_LIMIT_MAX = 64
+SPOT_ONE_TIME_TERMINATE = {
+    "SpotInstanceType": "one-time",
+    "InstanceInterruptionBehavior": "terminate",
+}
+_ABSENT = object()  # a parameter the form does not hold
+
+
+def example_launch_config(
+    region: str,
+    *,
+    instance_type: str = "m5.large",
+    image_id: str | None = None,
+    spot: bool = False,
+    capacity: int = 1,
+    launch_config_id: str | None = None,
+    weight: float | None = None,
+    max_capacity: int | None = None,
+    worker_config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Taskcluster AWS launch config (config-aws.yml) that the sim launches as it is: an
+    image the sim knows, spot as a one-time request terminated on interruption. `weight` is
+    workerManager.initialWeight (0..1 in Taskcluster)."""
+    launch_config: dict[str, Any] = {
+        "ImageId": image_id or DEFAULT_IMAGE,
+        "InstanceType": instance_type,
+    }
+    if spot:
+        launch_config["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": dict(SPOT_ONE_TIME_TERMINATE),
+        }
+    config: dict[str, Any] = {
+        "region": region,
+        "launchConfig": launch_config,
+        "workerManager": worker_manager(
+            capacity=capacity,
+            launch_config_id=launch_config_id,
+            weight=weight,
+            max_capacity=max_capacity,
+        ),
+    }
+    if worker_config is not None:
+        config["workerConfig"] = dict(worker_config)
+    return config
+
+
+def decode_query(action: str, params: Mapping[str, str]) -> dict[str, Any]:
+    """The parameters of an EC2 Query API request as boto3 takes them: the form's flattened
+    keys (`SecurityGroupId.1`, `TagSpecification.1.Tag.2.Key`) folded back into lists and
+    structures by EC2's service model, scalars typed. Keys the model does not know are left
+    out, and so are empty lists and structures (botocore does not send them)."""
+    shape = _ec2_model().operation_model(action).input_shape
+    prefixes = set()
+    for key in params:
+        parts = key.split(".")
+        prefixes.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    decoded = _decode(shape, params, "", prefixes)
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def run_instances_refusal(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    """EC2's refusal of a RunInstances (decoded, as boto3 takes it) where moto would launch
+    it: moto itself refuses an unknown SubnetId or SecurityGroupIds entry, an Availability
+    Zone of another region, a block device without Ebs and NetworkInterfaces beside SubnetId.
+    `backend` is moto's EC2 backend of the request's account and region."""
+    for check in _RUN_INSTANCES_CHECKS:
+        refusal = check(backend, request)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+def _refuse_counts(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    for name in ("MinCount", "MaxCount"):
+        if name not in request:
+            return "MissingParameter", f"The request must contain the parameter {name}"
+        if not isinstance(request[name], int) or request[name] < 1:
+            return "InvalidParameterValue", (
+                f"Value ({request[name]}) for parameter {name} is invalid. "
+                "Expected a positive integer."
+            )
+    if request["MinCount"] > request["MaxCount"]:
+        return "InvalidParameterValue", (
+            f"Value ({request['MinCount']}) for parameter MinCount is invalid. "
+            "It must be less than or equal to MaxCount."
+        )
+    return None
+
+
+def _refuse_values(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    """A value outside its parameter's enumeration in EC2's service model (MarketType,
+    SpotInstanceType, HttpTokens, VolumeType, InstanceType, ResourceType...)."""
+    shape = _ec2_model().operation_model("RunInstances").input_shape
+    off = _off_enum(shape, request, "")
+    if off is None:
+        return None
+    path, value = off
+    return "InvalidParameterValue", f"Value ({value}) for parameter {path} is invalid."
+
+
+def _refuse_image(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    image_id = request.get("ImageId")
+    if image_id is None:
+        if "LaunchTemplate" in request:
+            return None
+        return "MissingParameter", "The request must contain the parameter ImageId"
+    if image_id in backend.amis:
+        return None
+    if not IMAGE_ID_PATTERN.fullmatch(image_id):
+        return "InvalidAMIID.Malformed", f'Invalid id: "{image_id}" (expecting "ami-...")'
+    return "InvalidAMIID.NotFound", f"The image id '[{image_id}]' does not exist"
+
+
+def _refuse_key_pair(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    name = request.get("KeyName")
+    if name is None or name in backend.key_pairs:
+        return None
+    return "InvalidKeyPair.NotFound", f"The key pair '{name}' does not exist"
+
+
+def _refuse_security_groups(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    """Security groups must exist (moto checks only SecurityGroupIds) and sit in the VPC of
+    the subnet the instance (or each of its network interfaces) is launched into."""
+    interfaces = request.get("NetworkInterfaces") or []
+    names = request.get("SecurityGroups") or []
+    if not (interfaces or names or request.get("SecurityGroupIds")):
+        return None
+    default_vpc = backend.get_default_vpc()
+    if interfaces and (names or request.get("SecurityGroupIds")):
+        return "InvalidParameterCombination", (
+            "Network interfaces and an instance-level security groups may not be specified on "
+            "the same request"
+        )
+    if names and request.get("SubnetId"):
+        return "InvalidParameterCombination", (
+            "The parameter groupName cannot be used with the parameter subnet"
+        )
+    for name in names:
+        vpc_id = default_vpc.id if default_vpc else None
+        if backend.get_security_group_from_name(name, vpc_id=vpc_id) is None:
+            return "InvalidGroup.NotFound", (
+                f"The security group '{name}' does not exist in default VPC '{vpc_id}'"
+            )
+    placements = [(request.get("SubnetId"), request.get("SecurityGroupIds") or [])]
+    if interfaces:
+        placements = [(nic.get("SubnetId"), nic.get("Groups") or []) for nic in interfaces]
+    for subnet_id, group_ids in placements:
+        refusal = group_ids and _refuse_groups_in_subnet(backend, subnet_id, group_ids, default_vpc)
+        if refusal:
+            return refusal
+    return None
+
+
+def _refuse_groups_in_subnet(
+    backend: Any, subnet_id: str | None, group_ids: list[str], default_vpc: Any
+) -> Refusal | None:
+    from moto.ec2.exceptions import InvalidSubnetIdError
+
+    vpc_id = default_vpc.id if default_vpc else None
+    if subnet_id:
+        try:
+            vpc_id = backend.get_subnet(subnet_id).vpc_id
+        except InvalidSubnetIdError:
+            return None  # moto answers this one itself
+    for group_id in group_ids:
+        group = backend.get_security_group_from_id(group_id)
+        if group is None:
+            return "InvalidGroup.NotFound", f"The security group '{group_id}' does not exist"
+        if vpc_id is not None and group.vpc_id != vpc_id:
+            where = f"subnet {subnet_id}" if subnet_id else f"default VPC {vpc_id}"
+            return "InvalidParameter", (
+                f"Security group {group_id} and {where} belong to different networks."
+            )
+    return None
+
+
+def _refuse_instance_profile(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    """An instance profile that does not exist (moto answers IAM's NoSuchEntity, 404)."""
+    from moto.iam.models import iam_backends
+    from moto.utilities.utils import get_partition
+
+    profile = request.get("IamInstanceProfile")
+    if not profile:
+        return None
+    iam = iam_backends[backend.account_id][get_partition(backend.region_name)]
+    known = list(iam.get_instance_profiles())
+    for field, wanted in (("Arn", profile.get("Arn")), ("Name", profile.get("Name"))):
+        if wanted is not None and not any(
+            (p.arn if field == "Arn" else p.name) == wanted for p in known
+        ):
+            return "InvalidParameterValue", (
+                f"Value ({wanted}) for parameter iamInstanceProfile.{field.lower()} is "
+                f"invalid. Invalid IAM Instance Profile {field.lower()}"
+            )
+    return None
+
+
+def _refuse_market_options(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    """A malformed spot block (enumerated values are checked with the others)."""
+    options = request.get("InstanceMarketOptions")
+    if options is None:
+        return None
+    market = options.get("MarketType")
+    spot = options.get("SpotOptions") or {}
+    if market is None:
+        return "MissingParameter", (
+            "The request must contain the parameter InstanceMarketOptions.MarketType"
+        )
+    if market != "spot":
+        if spot:
+            return (
+                "InvalidParameterCombination",
+                "SpotOptions can only be given for MarketType spot",
+            )
+        target = (request.get("CapacityReservationSpecification") or {}).get(
+            "CapacityReservationTarget"
+        )
+        if not target:
+            return "InvalidParameterCombination", (
+                "A capacity-block launch must target a Capacity Block reservation "
+                "(CapacityReservationSpecification.CapacityReservationTarget)"
+            )
+        return None
+    kind = spot.get("SpotInstanceType", "one-time")
+    behaviour = spot.get("InstanceInterruptionBehavior", "terminate")
+    if kind == "persistent" and behaviour == "terminate":
+        return "InvalidParameterCombination", (
+            "For RunInstances, persistent Spot Instance requests are only supported when the "
+            "instance interruption behavior is either hibernate or stop."
+        )
+    if kind == "one-time" and behaviour != "terminate":
+        return "InvalidParameterCombination", (
+            f"The instance interruption behavior {behaviour} is only supported for persistent "
+            "Spot Instance requests."
+        )
+    if kind == "one-time" and "ValidUntil" in spot:
+        return "InvalidParameterCombination", (
+            "ValidUntil is only supported for persistent Spot Instance requests."
+        )
+    if "MaxPrice" in spot and not _positive_decimal(spot["MaxPrice"]):
+        return "InvalidParameterValue", (
+            f"Value ({spot['MaxPrice']}) for parameter SpotOptions.MaxPrice is invalid."
+        )
+    return None
+
+
+def _refuse_metadata_options(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    hops = (request.get("MetadataOptions") or {}).get("HttpPutResponseHopLimit")
+    if hops is None or (isinstance(hops, int) and 1 <= hops <= METADATA_HOP_LIMIT_MAX):
+        return None
+    return "InvalidParameterValue", (
+        f"Value ({hops}) for parameter HttpPutResponseHopLimit is invalid. "
+        f"It must be between 1 and {METADATA_HOP_LIMIT_MAX}."
+    )
+
+
+def _refuse_tags(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    seen: set[str] = set()
+    for spec in request.get("TagSpecifications") or []:
+        kind = spec.get("ResourceType")
+        if kind not in RUN_INSTANCES_TAGGABLE:
+            return "InvalidParameterValue", (
+                f"'{kind}' is not a valid taggable resource type for this operation."
+            )
+        if kind in seen:
+            return "InvalidParameterValue", (
+                "The same resource type may not be specified more than once in tag specifications"
+            )
+        seen.add(kind)
+        keys: set[str] = set()
+        for tag in spec.get("Tags") or []:
+            key, value = tag.get("Key", ""), tag.get("Value", "")
+            if key in keys:
+                return "InvalidParameterValue", f"Duplicate tag key '{key}' specified."
+            keys.add(key)
+            if key.lower().startswith("aws:"):
+                return "InvalidParameterValue", (
+                    "Tag keys starting with 'aws:' are reserved for internal use"
+                )
+            if not 1 <= len(key) <= TAG_KEY_MAX_CHARS or len(value) > TAG_VALUE_MAX_CHARS:
+                return "InvalidParameterValue", (
+                    f"Tag key '{key[:TAG_KEY_MAX_CHARS]}' or its value is too long (keys "
+                    f"1..{TAG_KEY_MAX_CHARS} characters, values up to {TAG_VALUE_MAX_CHARS})"
+                )
+    return None
+
+
+def _refuse_user_data(backend: Any, request: Mapping[str, Any]) -> Refusal | None:
+    encoded = request.get("UserData")
+    if encoded is None:
+        return None
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        return "InvalidUserData.Malformed", "Invalid BASE64 encoding of user data."
+    if len(raw) > USER_DATA_MAX_BYTES:
+        return "InvalidParameterValue", f"User data is limited to {USER_DATA_MAX_BYTES} bytes"
+    return None
+
+
+_RUN_INSTANCES_CHECKS: tuple[RefusalCheck, ...] = (
+    _refuse_counts,
+    _refuse_tags,  # before the enumerations: EC2's own message for a type it cannot tag
+    _refuse_values,
+    _refuse_image,
+    _refuse_key_pair,
+    _refuse_security_groups,
+    _refuse_instance_profile,
+    _refuse_market_options,
+    _refuse_metadata_options,
+    _refuse_user_data,
+)
+
+
+@lru_cache(maxsize=1)
+def _ec2_model() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("ec2")
+
+
+def _decode(shape: Any, params: Mapping[str, str], key: str, prefixes: set[str]) -> Any:
+    if key and key not in prefixes:
+        return _ABSENT
+    if shape.type_name == "structure":
+        found = {}
+        for name, member in shape.members.items():
+            value = _decode(member, params, _join(key, _query_name(member, name)), prefixes)
+            if value is not _ABSENT:
+                found[name] = value
+        return found if found or not key else _ABSENT
+    if shape.type_name == "list":
+        start = len(key) + 1
+        indexes = sorted(
+            int(p[start:]) for p in prefixes if p.startswith(key + ".") and p[start:].isdigit()
+        )
+        items = [_decode(shape.member, params, f"{key}.{i}", prefixes) for i in indexes]
+        return [item for item in items if item is not _ABSENT] or _ABSENT
+    if key not in params:
+        return _ABSENT
+    return _scalar(shape.type_name, params[key])
+
+
+def _query_name(shape: Any, default: str) -> str:
+    """The form key of a member, as botocore's EC2 serializer names it."""
+    if "queryName" in shape.serialization:
+        return str(shape.serialization["queryName"])
+    name = shape.serialization.get("name")
+    return name[0].upper() + name[1:] if name else default
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _scalar(type_name: str, text: str) -> Any:
+    try:
+        if type_name == "boolean":
+            return text.lower() == "true"
+        if type_name in ("integer", "long"):
+            return int(text)
+        if type_name in ("float", "double"):
+            return float(text)
+    except ValueError:
+        return text  # as sent: the checks refuse it
+    return text
+
+
+def _off_enum(shape: Any, value: Any, path: str) -> tuple[str, Any] | None:
+    """The first value (its parameter path and itself) outside its enumeration."""
+    if shape.type_name == "structure" and isinstance(value, Mapping):
+        for name, item in value.items():
+            member = shape.members.get(name)
+            if member is not None and (off := _off_enum(member, item, _join(path, name))):
+                return off
+    elif shape.type_name == "list" and isinstance(value, list):
+        for index, item in enumerate(value, 1):
+            if off := _off_enum(shape.member, item, f"{path}.{index}"):
+                return off
+    elif getattr(shape, "enum", None) and value not in shape.enum:
+        return path, value
+    return None
+
+
+def _positive_decimal(text: Any) -> bool:
+    try:
+        return decimal.Decimal(str(text)) > 0
+    except decimal.InvalidOperation:
+        return False
+
+
+def _readable(request: dict[str, Any]) -> dict[str, Any]:
+    """The request with its UserData as the text it encodes (what the caller gave boto3)."""
+    if "UserData" not in request:
+        return request
+    try:
+        text = base64.b64decode(request["UserData"], validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return request
+    return {**request, "UserData": text}
+
+
+def encode_query(shape: Any, value: Any, key: str) -> dict[str, str]:
+    """The Query API form of a value, as botocore's EC2 serializer writes it."""
+    if shape.type_name == "structure":
+        form: dict[str, str] = {}
+        for name, item in value.items():
+            member = shape.members[name]
+            form.update(encode_query(member, item, _join(key, _query_name(member, name))))
+        return form
+    if shape.type_name == "list":
+        form = {}
+        for index, item in enumerate(value, 1):
+            form.update(encode_query(shape.member, item, f"{key}.{index}"))
+        return form
+    if isinstance(value, bool):
+        return {key: "true" if value else "false"}
+    return {key: str(value)}
+
+
+def _moto_form(params: dict[str, str]) -> dict[str, str]:
+    """The RunInstances form moto is given, where moto reads a request otherwise than EC2
+    (what was asked stays in the launch record):
+
+    - EC2 takes an instance-store mapping (VirtualName, no Ebs) and an Ebs mapping without
+      size or snapshot (the image's root device, sized by the image); moto refuses both with
+      MissingParameter. They reach moto as EBS volumes of the image's size, instance stores
+      not at all;
+    - moto makes any instance with InstanceMarketOptions a spot instance: a capacity-block
+      launch reaches it without them.
+    """
+    form = dict(params)
+    if params.get("InstanceMarketOptions.MarketType", "spot") != "spot":
+        form = {k: v for k, v in form.items() if not k.startswith("InstanceMarketOptions.")}
+    if not any(key.startswith("BlockDeviceMapping.") for key in form):
+        return form
+    kept = []
+    for mapping in decode_query("RunInstances", form).get("BlockDeviceMappings", []):
+        ebs = mapping.get("Ebs")
+        if ebs is not None and "VolumeSize" not in ebs and "SnapshotId" not in ebs:
+            mapping = {**mapping, "Ebs": {**ebs, "VolumeSize": IMAGE_ROOT_VOLUME_GIB}}
+        if ebs is not None or "NoDevice" in mapping:
+            kept.append(mapping)
+    shape = _ec2_model().operation_model("RunInstances").input_shape.members["BlockDeviceMappings"]
+    rest = {k: v for k, v in form.items() if not k.startswith("BlockDeviceMapping.")}
+    return {**rest, **encode_query(shape, kept, "BlockDeviceMapping")}
+
+
+def _error_code(answer: _Answer) -> str | None:
+    if answer.status.startswith("200"):
+        return None
+    found = re.search(rb"<Code>([^<]+)</Code>", answer.body)
+    return found.group(1).decode() if found else answer.status
+
+
+def _instance_ids(answer: _Answer) -> tuple[str, ...]:
+    if not answer.status.startswith("200"):
+        return ()
+    found = re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer.body)
+    return tuple(dict.fromkeys(i.decode() for i in found))
+
+
+def _add_image(backend: Any, region: str, image_id: str) -> None:
+    from moto.ec2.models.amis import Ami
+
+    if image_id not in backend.amis:
+        backend.amis[image_id] = Ami(
+            backend,
+            image_id,
+            name=f"wm-sim {image_id}",
+            architecture="x86_64",
+            virtualization_type="hvm",
+            root_device_type="ebs",
+            region_name=f"{region}a",
+        )
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -904,7 +1478,8 @@ def _ec2_error(
 ) -> _Answer:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{escape(message)}</Message>"
+        "</Error>"
         f"</Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
     ).encode()
     reason = {400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}

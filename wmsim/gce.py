@@ -15,6 +15,19 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
 - throttling is a 403 rateLimitExceeded (or 429), a 5xx is a 503 backendError, and a quota
   failure is either an Operation that is DONE with error QUOTA_EXCEEDED (the default: what GCE
   does for most quota checks on insert) or a synchronous 403 quotaExceeded.
+- an insert body is checked as GCE checks it (wmsim/gce_catalog.py): unknown fields, values
+  and types are a 400 `invalid`, a missing boot disk too, and a reference to a network,
+  subnetwork, image or disk type the cloud does not have a 404 `notFound`. A `default` network
+  with a subnetwork per region exists in every project, public images are the usual families;
+  networks, subnetworks and images are added with networks.insert, subnetworks.insert and
+  images.insert (served, with their get), `add_network` / `add_subnetwork` / `add_image`, or
+  POST /_sim/networks, /_sim/subnetworks, /_sim/images.
+- Spot (scheduling.provisioningModel SPOT, or preemptible) is what the body says; a pre-empted
+  Spot VM is TERMINATED, or gone when its instanceTerminationAction is DELETE.
+
+Inserts are recorded as they reached the cloud, body as sent (camelCase JSON) and the reason
+of any refusal: `inserts()` in process, GET /_sim/creates over HTTP. `example_launch_config`
+makes a Taskcluster Google launch config the simulation accepts as it is.
 
 Metadata: every instance's metadata server is served at /_vm/<numeric id>/computeMetadata/v1/...
 (see wmsim/metadata.py for the addressing and wmsim/imds_gce.py for the paths): its metadata
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import hashlib
 import itertools
 import json
@@ -40,6 +54,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +68,10 @@ from werkzeug.wrappers import Request, Response
 from wmsim import imds_gce, metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.config import SimCloudConfig
+from wmsim.gce_catalog import ApiError, Catalog, CheckedInsert, Image, region_of
+from wmsim.gce_catalog import invalid as _invalid
+from wmsim.gce_catalog import not_found as _not_found
+from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir, signing_key
 from wmsim.wsgi import ServerThread
 
@@ -64,19 +83,9 @@ LIST_PAGE_SIZE_MAX = 500  # GCE's own cap on maxResults
 # Real GCE's operations.wait returns after about 2 minutes even if the operation is not done;
 # the simulation returns sooner so a client's loop is exercised without long blocking calls.
 OPERATION_WAIT_MAX_S = 2.0
+EXAMPLE_MACHINE_TYPE = "e2-standard-2"  # example_launch_config's
+EXAMPLE_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 INSTANCE_ID_BASE = 4_300_000_000_000_000_000  # GCE ids are large unsigned 64-bit numbers
-LABELS_MAX = 64
-NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-LABEL_KEY_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-LABEL_VALUE_PATTERN = re.compile(r"[a-z0-9_-]{0,63}")
-IMAGE_PATTERN = re.compile(
-    r"(https?://[^ ]+/compute/v1/)?(projects/[a-z0-9-]+/)?global/images/(family/)?[a-z0-9-]+"
-)
-# Machine type families GCE has; any other name is "does not exist in zone".
-MACHINE_FAMILIES = frozenset(
-    {"e2", "n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d"}
-    | {"m1", "m2", "m3", "a2", "a3", "g2", "h3", "z3", "f1", "g1"}
-)
 # What a kill reason becomes in GCE's system operations.
 KILL_OPERATION_TYPES = {
     "preempted": "compute.instances.preempted",
@@ -102,48 +111,10 @@ WAIT_FOR_CHANGE_POLL_S = 0.05
 QuotaStyle = Literal["operation", "http"]
 
 
-class ApiError(Exception):
-    """An error answered in GCE's wire shape."""
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        message: str,
-        *,
-        domain: str = "global",
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.domain = domain
-        self.headers: dict[str, str] = dict(headers or {})
-
-    def response(self) -> Response:
-        body = {
-            "error": {
-                "code": self.status,
-                "message": self.message,
-                "errors": [{"message": self.message, "domain": self.domain, "reason": self.reason}],
-            }
-        }
-        return _json(body, self.status, self.headers)
-
-
-def _invalid(field_name: str, value: Any, why: str) -> ApiError:
-    return ApiError(400, "invalid", f"Invalid value for field '{field_name}': '{value}'. {why}")
-
-
 def _backend_error() -> ApiError:
     return ApiError(
         503, "backendError", "Internal error. Please try again or contact Google Support."
     )
-
-
-def _not_found(path: str) -> ApiError:
-    return ApiError(404, "notFound", f"The resource '{path}' was not found")
 
 
 @dataclass
@@ -165,6 +136,8 @@ class _Vm:
     deleted_at: float | None = None  # monotonic; when a delete was accepted
     killed_at: datetime | None = None  # wall clock; when it died out of band
     image: str = ""  # the boot disk's source image
+    # The body's other fields (description, guestAccelerators, tags...): GCE echoes them.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def spot(self) -> bool:
@@ -193,12 +166,33 @@ class _Op:
     status_message: str | None = None
 
 
+@dataclass(frozen=True)
+class InsertRecord:
+    """One instances.insert request that reached the simulated cloud, as it was sent."""
+
+    project: str
+    zone: str
+    request_id: str | None
+    body: dict[str, Any]  # the JSON body, camelCase, exactly as received
+    error: str | None = None  # the reason of GCE's refusal (`invalid`, `notFound`...), or None
+
+
+# Fields of an insert body the simulation builds its instance from; the rest is echoed.
+BUILT_FIELDS = frozenset(
+    {"name", "machineType", "labels", "disks", "networkInterfaces", "metadata", "scheduling"}
+    | {"serviceAccounts", "id", "kind", "status", "zone", "selfLink", "creationTimestamp"}
+)
+INSERTS_KEPT = 10_000  # the newest insert bodies held for tests (a bench makes many more)
+
+
 @dataclass
 class _State:
     vms: dict[tuple[str, str, str], _Vm] = field(default_factory=dict)  # (project, zone, name)
     ops: dict[tuple[str, str, str], _Op] = field(default_factory=dict)  # (project, zone, name)
     request_ids: dict[tuple[str, str], _Op] = field(default_factory=dict)  # (project, requestId)
     zones: set[tuple[str, str]] = field(default_factory=set)  # (project, zone) ever used
+    catalog: Catalog = field(default_factory=Catalog)  # networks, subnetworks, images added
+    inserts: deque[InsertRecord] = field(default_factory=lambda: deque(maxlen=INSERTS_KEPT))
 
 
 class SimGce:
@@ -236,6 +230,13 @@ class SimGce:
             "zoneOperations.get": self._operation_get,
             "zoneOperations.wait": self._operation_wait,
             "zoneOperations.list": self._operation_list,
+            "networks.insert": self._network_insert,
+            "networks.get": self._network_get,
+            "subnetworks.insert": self._subnetwork_insert,
+            "subnetworks.get": self._subnetwork_get,
+            "images.insert": self._image_insert,
+            "images.get": self._image_get,
+            "images.getFromFamily": self._image_get_from_family,
         }
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -296,6 +297,9 @@ class SimGce:
             op_type = KILL_OPERATION_TYPES.get(reason, "compute.instances.guestTerminate")
             op = self._new_op(vm.project, vm.zone, op_type, vm, done_at=time.monotonic())
             op.status_message = reason
+            if reason == "preempted" and vm.scheduling.get("instanceTerminationAction") == "DELETE":
+                # A Spot VM told to DELETE on pre-emption is gone; only the operation remains.
+                del self._state.vms[(vm.project, vm.zone, vm.name)]
 
     def _preempt_due(self) -> None:
         """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share)."""
@@ -319,8 +323,8 @@ class SimGce:
         image: str = "projects/debian-cloud/global/images/family/debian-12",
     ) -> list[str]:
         """Create an instance per name (with its labels) in-process, as instances.insert would,
-        without an API request (nothing counted): large fleets for benchmarks are seeded this
-        way. A name already held is an error. Returns their ids, in order."""
+        without an API request (nothing counted or recorded): large fleets for benchmarks are
+        seeded this way. A name already held is an error. Returns their ids, in order."""
         with self._lock:
             self._state.zones.add((project, zone))
             ids = []
@@ -339,7 +343,8 @@ class SimGce:
             return ids
 
     def reset(self) -> None:
-        """Forget every VM and operation, zero the counters, restore the initial behaviour."""
+        """Forget every VM and operation, the networks, subnetworks and images added and the
+        inserts recorded; zero the counters, restore the initial behaviour."""
         behaviour, self.quota_style, self.throttle_status = self._initial
         self.faults.cut_hangs()
         with self._lock:
@@ -347,6 +352,33 @@ class SimGce:
         self.preemptions.clear()
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
+
+    # -- what the cloud knows besides instances -------------------------------------------------
+
+    def inserts(self) -> list[InsertRecord]:
+        """Every instances.insert that reached the cloud (the newest INSERTS_KEPT), oldest
+        first, with its body as sent: what a test compares with the launch config."""
+        with self._lock:
+            return list(self._state.inserts)
+
+    def add_network(self, project: str, name: str, *, auto_subnetworks: bool = False) -> None:
+        """A VPC network (custom mode unless `auto_subnetworks`), as networks.insert makes."""
+        with self._lock:
+            self._state.catalog.add_network(project, name, auto_subnetworks=auto_subnetworks)
+
+    def add_subnetwork(
+        self, project: str, region: str, name: str, network: str, ip_cidr_range: str = ""
+    ) -> None:
+        """A subnetwork of `network` (a name or a reference), as subnetworks.insert makes."""
+        with self._lock:
+            self._state.catalog.add_subnetwork(
+                project, region, name, network, ip_cidr_range or "10.128.0.0/20"
+            )
+
+    def add_image(self, project: str, name: str, family: str | None = None) -> None:
+        """An image (in a family, if given), as images.insert makes."""
+        with self._lock:
+            self._state.catalog.add_image(project, name, family)
 
     # -- identity tokens -------------------------------------------------------------------------
 
@@ -553,26 +585,39 @@ class SimGce:
             raise ApiError(400, "parseError", "Parse Error")
         request_id = _request_id(request)
         with self._lock:
-            self._state.zones.add((project, zone))
-            if request_id and (project, request_id) in self._state.request_ids:
-                return self._op_response(self._state.request_ids[(project, request_id)])
-            vm = self._vm_from_body(project, zone, body)
-            now = time.monotonic()
-            existing = self._state.vms.get((project, zone, vm.name))
-            if existing is not None and self._status(existing, now) is not None:
-                raise ApiError(409, "alreadyExists", f"The resource '{vm.path}' already exists")
-            quota = self.faults.behaviour.quota_instances
-            if quota is not None and self._live_count(now) >= quota:
-                op = self._quota_failure(project, zone, vm, quota)
-            else:
-                self._state.vms[(project, zone, vm.name)] = vm
-                boot_s = self.faults.behaviour.boot_s
-                if vm.spot:
-                    self.preemptions.schedule(str(vm.id), now + boot_s)
-                op = self._new_op(project, zone, "insert", vm, done_at=now + boot_s)
-            if request_id:
-                self._state.request_ids[(project, request_id)] = op
-            return self._op_response(op)
+            try:
+                response = self._insert_body(project, zone, body, request_id)
+            except ApiError as error:
+                self._state.inserts.append(
+                    InsertRecord(project, zone, request_id, body, error.reason)
+                )
+                raise
+            self._state.inserts.append(InsertRecord(project, zone, request_id, body))
+            return response
+
+    def _insert_body(
+        self, project: str, zone: str, body: dict[str, Any], request_id: str | None
+    ) -> Response:
+        self._state.zones.add((project, zone))
+        if request_id and (project, request_id) in self._state.request_ids:
+            return self._op_response(self._state.request_ids[(project, request_id)])
+        vm = self._vm_from_body(project, zone, body)
+        now = time.monotonic()
+        existing = self._state.vms.get((project, zone, vm.name))
+        if existing is not None and self._status(existing, now) is not None:
+            raise ApiError(409, "alreadyExists", f"The resource '{vm.path}' already exists")
+        quota = self.faults.behaviour.quota_instances
+        if quota is not None and self._live_count(now) >= quota:
+            op = self._quota_failure(project, zone, vm, quota)
+        else:
+            self._state.vms[(project, zone, vm.name)] = vm
+            boot_s = self.faults.behaviour.boot_s
+            if vm.spot:
+                self.preemptions.schedule(str(vm.id), now + boot_s)
+            op = self._new_op(project, zone, "insert", vm, done_at=now + boot_s)
+        if request_id:
+            self._state.request_ids[(project, request_id)] = op
+        return self._op_response(op)
 
     def _quota_failure(self, project: str, zone: str, vm: _Vm, quota: int) -> _Op:
         region = zone.rsplit("-", 1)[0]
@@ -685,6 +730,119 @@ class SimGce:
         cap = self.faults.behaviour.page_size_max
         return min(size, cap) if cap else size
 
+    # -- networks, subnetworks, images ----------------------------------------------------------
+
+    def _network_insert(self, request: Request, project: str) -> Response:
+        body = _body(request)
+        with self._lock:
+            network = self._state.catalog.add_network(
+                project,
+                body.get("name", ""),
+                auto_subnetworks=bool(body.get("autoCreateSubnetworks")),
+            )
+        return _json(self._done_op(request, project, "global", network.path))
+
+    def _network_get(self, request: Request, project: str, name: str) -> Response:
+        with self._lock:
+            network = self._state.catalog.network(project, name)
+            subnetworks = [
+                sub.path
+                for sub in self._state.catalog.subnetworks.values()
+                if network is not None and sub.network == network.path
+            ]
+        if network is None:
+            raise _not_found(f"projects/{project}/global/networks/{name}")
+        base = _base(request)
+        return _json(
+            {
+                "kind": "compute#network",
+                "id": _resource_id(network.path),
+                "name": network.name,
+                "selfLink": f"{base}/{network.path}",
+                "autoCreateSubnetworks": network.auto_subnetworks,
+                "subnetworks": [f"{base}/{path}" for path in subnetworks],
+                "routingConfig": {"routingMode": "REGIONAL"},
+            }
+        )
+
+    def _subnetwork_insert(self, request: Request, project: str, region: str) -> Response:
+        body = _body(request)
+        if body.get("network") is None:
+            raise _invalid(
+                "resource.network", "", "Required field 'resource.network' not specified"
+            )
+        with self._lock:
+            subnetwork = self._state.catalog.add_subnetwork(
+                project,
+                region,
+                body.get("name", ""),
+                body["network"],
+                str(body.get("ipCidrRange") or "10.128.0.0/20"),
+            )
+        return _json(self._done_op(request, project, f"regions/{region}", subnetwork.path))
+
+    def _subnetwork_get(self, request: Request, project: str, region: str, name: str) -> Response:
+        with self._lock:
+            subnetwork = self._state.catalog.subnetwork(project, region, name)
+        if subnetwork is None:
+            raise _not_found(f"projects/{project}/regions/{region}/subnetworks/{name}")
+        base = _base(request)
+        return _json(
+            {
+                "kind": "compute#subnetwork",
+                "id": _resource_id(subnetwork.path),
+                "name": subnetwork.name,
+                "network": f"{base}/{subnetwork.network}",
+                "ipCidrRange": subnetwork.ip_cidr_range,
+                "region": f"{base}/projects/{project}/regions/{region}",
+                "selfLink": f"{base}/{subnetwork.path}",
+            }
+        )
+
+    def _image_insert(self, request: Request, project: str) -> Response:
+        body = _body(request)
+        with self._lock:
+            image = self._state.catalog.add_image(project, body.get("name", ""), body.get("family"))
+        return _json(self._done_op(request, project, "global", image.path))
+
+    def _image_get(self, request: Request, project: str, name: str) -> Response:
+        with self._lock:
+            image = self._state.catalog.image(project, name)
+        if image is None:
+            raise _not_found(f"projects/{project}/global/images/{name}")
+        return _json(_image_json(request, image))
+
+    def _image_get_from_family(self, request: Request, project: str, family: str) -> Response:
+        with self._lock:
+            image = self._state.catalog.image(project, family, family=True)
+        if image is None:
+            raise _not_found(f"projects/{project}/global/images/family/{family}")
+        return _json(_image_json(request, image))
+
+    def _done_op(self, request: Request, project: str, scope: str, target: str) -> dict[str, Any]:
+        """A finished global or regional Operation: these resources are made at once."""
+        base = _base(request)
+        stamp = _stamp(datetime.now(UTC))
+        name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:13]}"
+        op: dict[str, Any] = {
+            "kind": "compute#operation",
+            "id": str(INSTANCE_ID_BASE + next(self._ids)),
+            "name": name,
+            "operationType": "insert",
+            "targetLink": f"{base}/{target}",
+            "targetId": _resource_id(target),
+            "status": "DONE",
+            "user": "anonymous",
+            "progress": 100,
+            "insertTime": stamp,
+            "startTime": stamp,
+            "endTime": stamp,
+            "selfLink": f"{base}/projects/{project}/{scope}/operations/{name}",
+        }
+        if scope.startswith("regions/"):
+            op["region"] = f"{base}/projects/{project}/{scope}"
+        return op
+
     # -- zone operations -------------------------------------------------------------------------
 
     def _operation_get(self, request: Request, project: str, zone: str, operation: str) -> Response:
@@ -729,55 +887,24 @@ class SimGce:
     # -- internals -------------------------------------------------------------------------------
 
     def _vm_from_body(self, project: str, zone: str, body: Mapping[str, Any]) -> _Vm:
-        name = body.get("name", "")
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            raise _invalid(
-                "resource.name", name, f"Must be a match of regex '{NAME_PATTERN.pattern}'"
-            )
-        machine_type = _machine_type(zone, body.get("machineType", ""))
-        labels = _labels(body.get("labels") or {})
-        disks = _disks(body.get("disks") or [])
-        metadata = list((body.get("metadata") or {}).get("items") or [])
-        scheduling = _scheduling(body.get("scheduling") or {})
-        service_accounts = _service_accounts(body.get("serviceAccounts") or [])
+        checked = self._state.catalog.check_insert(project, zone, body)
         vm_id = INSTANCE_ID_BASE + next(self._ids)
-        interfaces = []
-        for index, nic in enumerate(body.get("networkInterfaces") or [{}]):
-            out = {
-                "kind": "compute#networkInterface",
-                "name": f"nic{index}",
-                "network": nic.get("network", f"projects/{project}/global/networks/default"),
-                "networkIP": f"10.128.{(vm_id >> 8) & 255}.{vm_id & 255}",
-                "stackType": "IPV4_ONLY",
-            }
-            if nic.get("accessConfigs"):
-                out["accessConfigs"] = [
-                    {
-                        "kind": "compute#accessConfig",
-                        "name": c.get("name", "External NAT"),
-                        "type": "ONE_TO_ONE_NAT",
-                        "natIP": f"34.{(vm_id >> 16) & 255}.{(vm_id >> 8) & 255}.{vm_id & 255}",
-                        "networkTier": "PREMIUM",
-                    }
-                    for c in nic["accessConfigs"]
-                ]
-            interfaces.append(out)
-        boot = next((d for d in body.get("disks") or [] if d.get("boot")), {})
         return _Vm(
-            image=_image_path(str((boot.get("initializeParams") or {}).get("sourceImage", ""))),
+            image=checked.image,
             id=vm_id,
             project=project,
             zone=zone,
-            name=name,
-            machine_type=machine_type,
-            labels=labels,
-            metadata=metadata,
-            scheduling=scheduling,
-            disks=disks,
-            network_interfaces=interfaces,
+            name=checked.name,
+            machine_type=checked.machine_type,
+            labels=checked.labels,
+            metadata=checked.metadata,
+            scheduling=checked.scheduling,
+            disks=[_attached_disk(i, disk) for i, disk in enumerate(checked.disks)],
+            network_interfaces=_interfaces(checked, vm_id),
             created_at=time.monotonic(),
             created_wall=datetime.now(UTC),
-            service_accounts=service_accounts,
+            service_accounts=checked.service_accounts,
+            extra={k: v for k, v in body.items() if k not in BUILT_FIELDS},
         )
 
     def _new_op(self, project: str, zone: str, op_type: str, vm: _Vm, *, done_at: float) -> _Op:
@@ -863,8 +990,10 @@ class SimGce:
         raise KeyError(cloud_id_or_name)
 
     def _instance_json(self, vm: _Vm, status: str, now: float, request: Request) -> dict[str, Any]:
-        zone_url = f"{_base(request)}/projects/{vm.project}/zones/{vm.zone}"
+        base = _base(request)
+        zone_url = f"{base}/projects/{vm.project}/zones/{vm.zone}"
         out: dict[str, Any] = {
+            **vm.extra,
             "kind": "compute#instance",
             "id": str(vm.id),
             "creationTimestamp": _stamp(vm.created_wall),
@@ -874,7 +1003,14 @@ class SimGce:
             "status": status,
             "zone": zone_url,
             "canIpForward": False,
-            "networkInterfaces": vm.network_interfaces,
+            "networkInterfaces": [
+                {
+                    **nic,
+                    "network": f"{base}/{nic['network']}",
+                    "subnetwork": f"{base}/{nic['subnetwork']}",
+                }
+                for nic in vm.network_interfaces
+            ],
             "disks": vm.disks,
             "metadata": {
                 "kind": "compute#metadata",
@@ -932,6 +1068,31 @@ class SimGce:
                     self.remove(str(body["id"]))
                 case "sim.reset":
                     self.reset()
+                case "sim.creates":
+                    return _json([asdict(record) for record in self.inserts()])
+                case "sim.networks":
+                    self.add_network(
+                        str(body["project"]),
+                        str(body["name"]),
+                        auto_subnetworks=bool(body.get("autoCreateSubnetworks")),
+                    )
+                case "sim.subnetworks":
+                    self.add_subnetwork(
+                        str(body["project"]),
+                        str(body["region"]),
+                        str(body["name"]),
+                        str(body["network"]),
+                        str(body.get("ipCidrRange") or ""),
+                    )
+                case "sim.images":
+                    family = body.get("family")
+                    self.add_image(
+                        str(body["project"]),
+                        str(body["name"]),
+                        None if family is None else str(family),
+                    )
+        except ApiError as error:
+            return error.response()
         except KeyError as exc:
             return _json({"error": f"no such instance or field: {exc}"}, 404)
         except (TypeError, ValueError) as exc:
@@ -945,6 +1106,68 @@ def serve(config: SimCloudConfig, state_dir: Path) -> SimGce:
     sim = SimGce(Behaviour.from_config(config), port=config.port, trust_dir=state_dir).start()
     _ = sim.identity_trust_path  # written now, so a config can name it before any worker boots
     return sim
+
+
+def example_launch_config(
+    zone: str,
+    *,
+    machine_type: str = EXAMPLE_MACHINE_TYPE,
+    image: str | None = None,
+    spot: bool = False,
+    public_ip: bool = True,
+    capacity: int = 1,
+    launch_config_id: str | None = None,
+    weight: float | None = None,
+    max_capacity: int | None = None,
+    worker_config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Taskcluster Google launch config (worker-manager's config-google.yml: the
+    instances.insert body plus region, zone, workerConfig, workerManager) that the simulation
+    accepts as it is: a boot disk from a public image it knows, the `default` network with an
+    external IP when `public_ip` (worker-runner on GCE reads one), Spot scheduling when `spot`.
+
+    `machine_type` is a name (made zone-qualified, as GCE's docs and Taskcluster's own
+    configurations write it) or a reference used as given; `weight` is
+    workerManager.initialWeight (0..1)."""
+    manager = worker_manager(
+        capacity=capacity,
+        launch_config_id=launch_config_id,
+        weight=weight,
+        max_capacity=max_capacity,
+    )
+    interface: dict[str, Any] = {"network": "global/networks/default"}
+    if public_ip:
+        interface["accessConfigs"] = [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
+    # STOP, not DELETE: a pre-empted worker stays visible as TERMINATED, so a scan learns why
+    # it died before deleting it.
+    scheduling = (
+        {
+            "provisioningModel": "SPOT",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "STOP",
+        }
+        if spot
+        else {}
+    )
+    return {
+        "region": region_of(zone),
+        "zone": zone,
+        "machineType": machine_type
+        if "/" in machine_type
+        else f"zones/{zone}/machineTypes/{machine_type}",
+        "disks": [
+            {
+                "type": "PERSISTENT",
+                "boot": True,
+                "autoDelete": True,
+                "initializeParams": {"sourceImage": image or EXAMPLE_IMAGE},
+            }
+        ],
+        "networkInterfaces": [interface],
+        "scheduling": scheduling,
+        "workerConfig": copy.deepcopy(dict(worker_config or {})),
+        "workerManager": manager,
+    }
 
 
 def identity_jwks() -> dict[str, Any]:
@@ -970,21 +1193,77 @@ def service_account_id(email: str) -> str:
     )
 
 
-def _service_accounts(accounts: Any) -> list[dict[str, Any]]:
-    if not isinstance(accounts, list) or len(accounts) > 1:
-        raise _invalid("resource.serviceAccounts", accounts, "At most one service account.")
-    out = []
-    for account in accounts:
-        email = account.get("email") if isinstance(account, Mapping) else None
-        scopes = account.get("scopes", []) if isinstance(account, Mapping) else None
-        if not isinstance(email, str) or not email or not isinstance(scopes, list):
-            raise _invalid("resource.serviceAccounts[0].email", email, "Invalid service account.")
-        out.append({"email": email, "scopes": [str(scope) for scope in scopes]})
+def _project_number(project: str) -> int:
+    return int(hashlib.sha256(project.encode()).hexdigest()[:11], 16)
+
+
+def _resource_id(path: str) -> str:
+    """A stable numeric id for a network, subnetwork or image (GCE's are unsigned 64-bit)."""
+    return str(int.from_bytes(hashlib.sha256(path.encode()).digest()[:8], "big"))
+
+
+def _image_json(request: Request, image: Image) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": "compute#image",
+        "id": _resource_id(image.path),
+        "name": image.name,
+        "status": "READY",
+        "diskSizeGb": "10",
+        "selfLink": f"{_base(request)}/{image.path}",
+    }
+    if image.family:
+        out["family"] = image.family
     return out
 
 
-def _project_number(project: str) -> int:
-    return int(hashlib.sha256(project.encode()).hexdigest()[:11], 16)
+def _body(request: Request) -> dict[str, Any]:
+    body = request.get_json(force=True, silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "parseError", "Parse Error")
+    return body
+
+
+def _attached_disk(index: int, disk: Mapping[str, Any]) -> dict[str, Any]:
+    """An attached disk as instances.get shows it."""
+    params = disk.get("initializeParams") or {}
+    return {
+        "kind": "compute#attachedDisk",
+        "type": disk["type"],
+        "mode": disk.get("mode", "READ_WRITE"),
+        "deviceName": disk.get("deviceName", f"persistent-disk-{index}"),
+        "index": index,
+        "boot": bool(disk.get("boot")),
+        "autoDelete": bool(disk.get("autoDelete", False)),
+        "interface": disk.get("interface", "SCSI"),
+        "diskSizeGb": str(params.get("diskSizeGb", "375" if disk["type"] == "SCRATCH" else "10")),
+    }
+
+
+def _interfaces(checked: CheckedInsert, vm_id: int) -> list[dict[str, Any]]:
+    """The network interfaces as instances.get shows them (paths; URLs added when served)."""
+    out = []
+    for index, nic in enumerate(checked.nics):
+        interface: dict[str, Any] = {
+            "kind": "compute#networkInterface",
+            "name": f"nic{index}",
+            "network": nic.network,
+            "subnetwork": nic.subnetwork,
+            "networkIP": f"10.128.{(vm_id >> 8) & 255}.{vm_id & 255}",
+            "stackType": "IPV4_ONLY",
+        }
+        if nic.access_configs:
+            interface["accessConfigs"] = [
+                {
+                    "kind": "compute#accessConfig",
+                    "name": config.get("name", "External NAT"),
+                    "type": config.get("type", "ONE_TO_ONE_NAT"),
+                    "natIP": f"34.{(vm_id >> 16) & 255}.{(vm_id >> 8) & 255}.{vm_id & 255}",
+                    "networkTier": config.get("networkTier", "PREMIUM"),
+                }
+                for config in nic.access_configs
+            ]
+        out.append(interface)
+    return out
 
 
 # -- routing ---------------------------------------------------------------------------------------
@@ -992,6 +1271,8 @@ def _project_number(project: str) -> int:
 
 def _rules() -> list[Rule]:
     zone = f"{API}/projects/<project>/zones/<zone>"
+    region = f"{API}/projects/<project>/regions/<region>"
+    glob = f"{API}/projects/<project>/global"
     return [
         Rule(f"{zone}/instances", methods=["GET"], endpoint="instances.list"),
         Rule(f"{zone}/instances", methods=["POST"], endpoint="instances.insert"),
@@ -1002,6 +1283,13 @@ def _rules() -> list[Rule]:
         Rule(
             f"{zone}/operations/<operation>/wait", methods=["POST"], endpoint="zoneOperations.wait"
         ),
+        Rule(f"{glob}/networks", methods=["POST"], endpoint="networks.insert"),
+        Rule(f"{glob}/networks/<name>", methods=["GET"], endpoint="networks.get"),
+        Rule(f"{region}/subnetworks", methods=["POST"], endpoint="subnetworks.insert"),
+        Rule(f"{region}/subnetworks/<name>", methods=["GET"], endpoint="subnetworks.get"),
+        Rule(f"{glob}/images", methods=["POST"], endpoint="images.insert"),
+        Rule(f"{glob}/images/<name>", methods=["GET"], endpoint="images.get"),
+        Rule(f"{glob}/images/family/<family>", methods=["GET"], endpoint="images.getFromFamily"),
         Rule(
             f"{API}/projects/<project>/aggregated/instances",
             methods=["GET"],
@@ -1014,6 +1302,10 @@ def _rules() -> list[Rule]:
         Rule("/_sim/kill", methods=["POST"], endpoint="sim.kill"),
         Rule("/_sim/remove", methods=["POST"], endpoint="sim.remove"),
         Rule("/_sim/reset", methods=["POST"], endpoint="sim.reset"),
+        Rule("/_sim/creates", methods=["GET"], endpoint="sim.creates"),
+        Rule("/_sim/networks", methods=["POST"], endpoint="sim.networks"),
+        Rule("/_sim/subnetworks", methods=["POST"], endpoint="sim.subnetworks"),
+        Rule("/_sim/images", methods=["POST"], endpoint="sim.images"),
         Rule("/_sim/identity/<zone>/<name>", methods=["GET"], endpoint="sim.identity"),
         Rule("/_sim/jwks", methods=["GET"], endpoint="sim.jwks"),
     ]
@@ -1038,94 +1330,6 @@ def _request_id(request: Request) -> str | None:
             "supported (00000000-0000-0000-0000-000000000000).",
         )
     return request_id
-
-
-def _image_path(source: str) -> str:
-    """The image as the metadata server names it: `projects/<p>/global/images/<name>`."""
-    return source.split("/compute/v1/", 1)[-1]
-
-
-def _machine_type(zone: str, value: Any) -> str:
-    name = str(value).rsplit("/machineTypes/", 1)[-1]
-    family = name.split("-", 1)[0]
-    if family not in MACHINE_FAMILIES and not name.startswith("custom-"):
-        raise _invalid(
-            "resource.machineType",
-            value,
-            f"Machine type with name '{name}' does not exist in zone '{zone}'.",
-        )
-    return name
-
-
-def _labels(labels: Any) -> dict[str, str]:
-    if not isinstance(labels, dict) or len(labels) > LABELS_MAX:
-        raise _invalid("resource.labels", labels, f"At most {LABELS_MAX} labels are allowed.")
-    for key, value in labels.items():
-        if not LABEL_KEY_PATTERN.fullmatch(str(key)) or not LABEL_VALUE_PATTERN.fullmatch(
-            str(value)
-        ):
-            raise _invalid(
-                "resource.labels",
-                "",
-                f"Label '{key}: {value}' violates format constraints. Keys and values can only "
-                "contain lowercase letters, numeric characters, underscores and dashes, at most "
-                "63 characters; keys start with a lowercase letter.",
-            )
-    return {str(k): str(v) for k, v in labels.items()}
-
-
-def _disks(disks: Any) -> list[dict[str, Any]]:
-    if not isinstance(disks, list) or not any(d.get("boot") for d in disks):
-        raise _invalid("resource.disks", "", "Boot disk must be specified.")
-    out = []
-    for index, disk in enumerate(disks):
-        image = (disk.get("initializeParams") or {}).get("sourceImage")
-        if image is not None and not IMAGE_PATTERN.fullmatch(str(image)):
-            raise _invalid(
-                f"resource.disks[{index}].initializeParams.sourceImage",
-                image,
-                "The URL is malformed.",
-            )
-        out.append(
-            {
-                "kind": "compute#attachedDisk",
-                "type": "PERSISTENT",
-                "mode": "READ_WRITE",
-                "deviceName": disk.get("deviceName", f"persistent-disk-{index}"),
-                "index": index,
-                "boot": bool(disk.get("boot")),
-                "autoDelete": bool(disk.get("autoDelete", False)),
-                "interface": "SCSI",
-                "diskSizeGb": str((disk.get("initializeParams") or {}).get("diskSizeGb", "10")),
-            }
-        )
-    return out
-
-
-def _scheduling(scheduling: Mapping[str, Any]) -> dict[str, Any]:
-    model = scheduling.get("provisioningModel", "STANDARD")
-    spot = model == "SPOT" or bool(scheduling.get("preemptible"))
-    if spot and (
-        scheduling.get("automaticRestart") is True
-        or scheduling.get("onHostMaintenance") == "MIGRATE"
-    ):
-        raise _invalid(
-            "resource.scheduling",
-            "",
-            "Spot and preemptible instances need automaticRestart false and onHostMaintenance "
-            "TERMINATE.",
-        )
-    out: dict[str, Any] = {
-        "onHostMaintenance": "TERMINATE"
-        if spot
-        else scheduling.get("onHostMaintenance", "MIGRATE"),
-        "automaticRestart": False if spot else scheduling.get("automaticRestart", True),
-        "preemptible": bool(scheduling.get("preemptible", False)),
-        "provisioningModel": model,
-    }
-    if spot:
-        out["instanceTerminationAction"] = scheduling.get("instanceTerminationAction", "STOP")
-    return out
 
 
 # -- list filters ----------------------------------------------------------------------------------

@@ -117,9 +117,12 @@ class Supervisor:
                 return entry
         raise ProcfileError(f"the Procfile has no process {name!r}")
 
-    def run_once(self, name: str, timeout_s: float = RELEASE_TIMEOUT_S) -> Supervised:
-        """Run a one-off process (the release phase) to its end; raise if it fails."""
-        process = self.start(name)
+    def run_once(
+        self, name: str, command: str | None = None, timeout_s: float = RELEASE_TIMEOUT_S
+    ) -> Supervised:
+        """Run a one-off process (the release phase, or `command` under `name`) to its end;
+        raise if it fails."""
+        process = self.start(name, command)
         try:
             code = process.popen.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

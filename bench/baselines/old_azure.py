@@ -46,7 +46,6 @@ from wm.model import LaunchSpec
 from wm.providers.azure import (
     AzureClients,
     classify,
-    image_reference,
     read_statuses,
     vm_body,
     vm_name,
@@ -234,11 +233,11 @@ class OldAzureScanner:
 
     def _vm_body(self, worker: OldWorker) -> dict[str, Any]:
         body = vm_body(
-            spec=self.spec,
-            image=image_reference(self.spec.image),
+            launch_config=self.spec.launch_config,
+            location=self.spec.region,
             worker_id=worker.worker_id,
             tags=self._tags(worker),
-            subnet_id=None,
+            admin_username="wmold",
             admin_password=ADMIN_PASSWORD_PREFIX + worker.worker_id,
         )
         # The NIC made in an earlier loop, by id, instead of one inline.

@@ -10,10 +10,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from sqlalchemy import text
 
 from wm.db import pools as pool_store
 from wm.db.workers import NewWorker, insert_intents
+from wm.legacy_pools import OldLaunchConfig
 
 REPO = Path(__file__).resolve().parents[2]
 WM = [sys.executable, "-m", "wm"]
@@ -41,12 +43,59 @@ def example_config(tmp_path) -> Path:
 @pytest.fixture
 def broken_config(tmp_path) -> Path:
     source = (REPO / "config.toml").read_text()
-    broken = source.replace("capacity_per_worker = 2", "capacity_per_worker = 0", 1)
-    broken = broken.replace('provider = "gcp-sim"', 'provider = "gcp-nowhere"', 1)
-    broken = broken.replace("max_capacity = 40", "max_capacity = -1", 1)
+    broken = source.replace("scan_interval_s = 10", "scan_interval_s = -1", 1)
+    broken = broken.replace('kind = "gcp"', 'kind = "ibm"', 1)
+    broken = broken.replace('regions = ["eastus"]', "regions = []", 1)
     path = tmp_path / "broken.toml"
     path.write_text(broken)
     return path
+
+
+EXAMPLE_POOLS = REPO / "pools" / "proj-ci.yml"
+OLD_CONFIG = """
+deployment_id = "old-deploy"
+
+[[providers]]
+id = "aws-old"
+kind = "aws"
+regions = ["us-east-1"]
+
+[[providers]]
+id = "azure-old"
+kind = "azure"
+subscription_id = "sub"
+resource_group = "rg"
+subnet_id = "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/vnets/s"
+regions = ["eastus"]
+
+[[pools]]
+id = "proj-old/linux"
+provider = "aws-old"
+max_capacity = 10
+requires_registration = false
+
+  [[pools.launch_configs]]
+  region = "us-east-1"
+  machine_type = "m5.large"
+  image = "ami-0123456789abcdef0"
+  weight = 2.0
+
+  [[pools.launch_configs]]
+  region = "us-east-1"
+  machine_type = "m5.xlarge"
+  image = "ami-0123456789abcdef0"
+  spot = true
+
+[[pools]]
+id = "proj-old/win"
+provider = "azure-old"
+max_capacity = 5
+
+  [[pools.launch_configs]]
+  region = "eastus"
+  machine_type = "Standard_D4s_v5"
+  image = "MicrosoftWindowsServer:WindowsServer:2022-datacenter-azure-edition:latest"
+"""
 
 
 def row_counts(engine) -> dict[str, int]:
@@ -63,26 +112,27 @@ def test_config_check_accepts_the_example(example_config):
 def test_a_broken_config_lists_every_error_exits_2_and_touches_nothing(
     broken_config, db_url, engine
 ):
-    run_wm("pools", "sync", db_url=db_url, config=broken_config)  # may not write anything either
+    apply = ("pools", "apply", str(EXAMPLE_POOLS))
+    run_wm(*apply, db_url=db_url, config=broken_config)  # may not write anything either
     before = row_counts(engine)
-    for command in (("config", "check"), ("pools", "sync"), ("db", "upgrade")):
+    for command in (("config", "check"), apply, ("db", "upgrade")):
         done = run_wm(*command, db_url=db_url, config=broken_config)
         assert done.returncode == 2, (command, done.stderr)
-        assert "pools[1].launch_configs[0].capacity_per_worker: must be >= 1" in done.stderr
-        assert "pools[2].provider: no provider with id 'gcp-nowhere'" in done.stderr
-        assert "pools[3].max_capacity: must be >= 0" in done.stderr
+        assert "providers[0].scan_interval_s: must be > 0" in done.stderr
+        assert "providers[1].kind: must be one of" in done.stderr
+        assert "providers[2].regions: must not be empty" in done.stderr
         assert "Traceback" not in done.stderr
     assert row_counts(engine) == before == dict.fromkeys(TABLES, 0)
 
 
-def test_upgrade_and_sync_are_idempotent_and_status_shows_every_pool(example_config, db_url):
+def test_upgrade_and_apply_are_idempotent_and_status_shows_every_pool(example_config, db_url):
     assert run_wm("db", "upgrade", db_url=db_url, config=example_config).returncode == 0
     again = run_wm("db", "upgrade", db_url=db_url, config=example_config)
     assert "already at revision" in again.stdout
 
-    first = run_wm("pools", "sync", db_url=db_url, config=example_config)
-    second = run_wm("pools", "sync", db_url=db_url, config=example_config)
-    assert first.returncode == second.returncode == 0
+    first = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    second = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    assert first.returncode == second.returncode == 0, first.stderr
     assert "create pool proj-ci/linux-large" in first.stdout
     assert "nothing to do" in second.stdout
 
@@ -91,16 +141,89 @@ def test_upgrade_and_sync_are_idempotent_and_status_shows_every_pool(example_con
     )
     assert submitted.returncode == 0, submitted.stderr
     status = json.loads(run_wm("status", "--json", db_url=db_url, config=example_config).stdout)
-    configured = [p["id"] for p in tomllib.loads(example_config.read_text())["pools"]]
-    assert sorted(s["pool_id"] for s in status) == sorted(configured)
+    defined = [d["workerPoolId"] for d in yaml.safe_load_all(EXAMPLE_POOLS.read_text())]
+    assert sorted(s["pool_id"] for s in status) == sorted(defined)
     assert next(s for s in status if s["pool_id"] == "proj-ci/gce-linux")["pending"] == 7
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(example_config, db_url, engine):
-    done = run_wm("pools", "sync", "--dry-run", db_url=db_url, config=example_config)
-    assert done.returncode == 0
+    args = ("pools", "apply", "--dry-run", str(EXAMPLE_POOLS))
+    done = run_wm(*args, db_url=db_url, config=example_config)
+    assert done.returncode == 0, done.stderr
     assert "create pool proj-ci/azure-win" in done.stdout and "dry run" in done.stdout
     assert row_counts(engine)["worker_pools"] == 0
+
+
+def test_definitions_with_problems_in_two_files_list_them_all_and_apply_none(
+    example_config, db_url, engine, tmp_path
+):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(next(yaml.safe_load_all(EXAMPLE_POOLS.read_text()))))
+    bad = tmp_path / "bad.yml"
+    documents = list(yaml.safe_load_all(EXAMPLE_POOLS.read_text()))[1:3]
+    documents[0]["config"]["launchConfigs"][0]["launchConfig"].pop("ImageId")
+    documents[1]["config"]["minCapacity"] = -1
+    bad.write_text(yaml.safe_dump_all(documents))
+
+    done = run_wm("pools", "apply", str(good), str(bad), db_url=db_url, config=example_config)
+
+    assert done.returncode == 2, done.stdout
+    assert "proj-ci/linux-gpu" in done.stderr and "ImageId" in done.stderr
+    assert "proj-ci/gce-linux" in done.stderr and "config.minCapacity" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert row_counts(engine)["worker_pools"] == 0
+
+
+def test_prune_deletes_the_pools_the_files_no_longer_define(example_config, db_url, tmp_path):
+    first = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    assert first.returncode == 0, first.stderr
+    fewer = tmp_path / "fewer.yml"
+    fewer.write_text(yaml.safe_dump_all(list(yaml.safe_load_all(EXAMPLE_POOLS.read_text()))[:1]))
+
+    kept = run_wm("pools", "apply", str(fewer), db_url=db_url, config=example_config)
+    pruned = run_wm("pools", "apply", "--prune", str(fewer), db_url=db_url, config=example_config)
+
+    assert "nothing to do" in kept.stdout
+    assert pruned.returncode == 0, pruned.stderr
+    assert "delete pool proj-ci/azure-win" in pruned.stdout
+    listed = json.loads(
+        run_wm("pools", "list", "--json", db_url=db_url, config=example_config).stdout
+    )
+    assert {p["pool_id"]: p["removed"] for p in listed} == {
+        "proj-ci/linux-large": False,
+        "proj-ci/linux-gpu": True,
+        "proj-ci/gce-linux": True,
+        "proj-ci/azure-win": True,
+    }
+
+
+def test_an_old_config_converts_into_definitions_that_keep_its_launch_config_ids(db_url, tmp_path):
+    old = tmp_path / "old.toml"
+    old.write_text(OLD_CONFIG)
+    out = tmp_path / "pools.yml"
+
+    refused = run_wm("config", "check", config=old)
+    converted = run_wm(
+        "pools", "convert", "--owner", "ops@example.com", "--out", str(out), config=old
+    )
+
+    assert refused.returncode == 2 and "wm pools convert" in refused.stderr
+    assert converted.returncode == 0, converted.stderr
+    assert "workers_register = false" in converted.stderr and "subnet_id" in converted.stderr
+    linux, win = yaml.safe_load_all(out.read_text())
+    old_pools = tomllib.loads(OLD_CONFIG)["pools"]
+    ids = [lc["workerManager"]["launchConfigId"] for lc in linux["config"]["launchConfigs"]]
+    assert ids == [OldLaunchConfig(**lc).old_id for lc in old_pools[0]["launch_configs"]]
+    assert win["config"]["launchConfigs"][0]["subnetId"].endswith("/vnets/s")
+
+    # The new config: no [[pools]], no subnet_id; the definitions apply as they are.
+    new = tmp_path / "new.toml"
+    text_ = OLD_CONFIG[: OLD_CONFIG.index("[[pools]]")]
+    new.write_text("\n".join(x for x in text_.splitlines() if not x.startswith("subnet_id")))
+    assert run_wm("db", "upgrade", db_url=db_url, config=new).returncode == 0
+    applied = run_wm("pools", "apply", str(out), db_url=db_url, config=new)
+    assert applied.returncode == 0, applied.stderr
+    assert "create pool proj-old/win" in applied.stdout
 
 
 def test_unknown_pool_is_a_clear_error(example_config, db_url):
@@ -121,7 +244,8 @@ def test_every_command_has_help():
         (),
         ("db", "upgrade"),
         ("config", "check"),
-        ("pools", "sync"),
+        ("pools", "apply"),
+        ("pools", "convert"),
         ("pools", "list"),
         ("pools", "errors"),
         ("workers", "list"),
@@ -145,7 +269,8 @@ def test_every_command_has_help():
 def test_status_shows_each_pools_slowest_stage_and_every_stage_of_one_pool(
     example_config, db_url, engine
 ):
-    assert run_wm("pools", "sync", db_url=db_url, config=example_config).returncode == 0
+    apply = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    assert apply.returncode == 0, apply.stderr
     (lc_id,) = [
         lc.launch_config_id
         for lc in pool_store.load_launch_configs(engine)

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+import yaml
 
+from wm.legacy_pools import OldProvider, convert
+from wmsim.arm import default_subnet_id
 from wmsim.config import simulated_child_environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,6 +31,7 @@ FIGURES = (
     "leaked_vms",
     "crashed_processes",
 )
+AZURE_DEMO_SUBSCRIPTION = "00000000-0000-0000-0000-0000000000de"
 FAST = {"scan_interval_s": 1.0, "gate": {"backoff_base_s": 0.05, "backoff_max_s": 0.2}}
 
 
@@ -66,21 +70,11 @@ def short_demo_config(path: Path, **demo: object) -> Path:
             {
                 "id": "azure-sim",
                 "kind": "azure",
-                "subscription_id": "00000000-0000-0000-0000-0000000000de",
+                "subscription_id": AZURE_DEMO_SUBSCRIPTION,
                 "resource_group": "demo",
                 "regions": ["eastus"],
                 **FAST,
             },
-        ],
-        "pools": [
-            {
-                "id": f"demo/{kind}",
-                "provider": f"{kind}-sim",
-                "max_capacity": 20,
-                "registration_timeout_s": 60,
-                "launch_configs": [launch[kind]],
-            }
-            for kind in ("aws", "gcp", "azure")
         ],
         "sim": {
             "aws": {"boot_s": 1.0},
@@ -101,13 +95,40 @@ def short_demo_config(path: Path, **demo: object) -> Path:
         },
     }
     path.write_text(tomli_w.dumps(config))
+    pools = [
+        {
+            "id": f"demo/{kind}",
+            "provider": f"{kind}-sim",
+            "max_capacity": 20,
+            "registration_timeout_s": 60,
+            # worker-runner on GCE will not start without an external IP to read
+            "launch_configs": [{**launch[kind], "public_ip": kind == "gcp"}],
+        }
+        for kind in ("aws", "gcp", "azure")
+    ]
+    providers = {
+        "aws-sim": OldProvider("aws"),
+        "gcp-sim": OldProvider("gcp"),
+        "azure-sim": OldProvider("azure", default_subnet_id(AZURE_DEMO_SUBSCRIPTION, "demo")),
+    }
+    conversion = convert(pools, providers, owner="demo-test@example.com")
+    assert not conversion.problems, conversion.problems
+    definitions_of(path).write_text(yaml.safe_dump_all(conversion.documents))
     return path
+
+
+def definitions_of(config: Path) -> Path:
+    """The pool definitions written beside a test's config.toml."""
+    return config.parent / "pools.yml"
 
 
 def start_demo(tmp_path: Path, db_url: str, config: Path, *args: str) -> subprocess.Popen[str]:
     env = simulated_child_environment(config, db_url)
     return subprocess.Popen(
-        [sys.executable, "-m", "wmsim", "demo", "--out", str(tmp_path / "out"), "--no-live", *args],
+        [
+            *(sys.executable, "-m", "wmsim", "demo", "--out", str(tmp_path / "out"), "--no-live"),
+            *("--pools", str(definitions_of(config)), *args),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -30,10 +30,10 @@ from tests.support.stack import (
     gcp_provider,
 )
 from wm.db.workers import capacity_by_pool
-from wm.model import LaunchSpec, WorkerRecord
-from wm.providers.azure import image_reference, vm_body, vm_name
+from wm.model import WorkerRecord
+from wm.providers.azure import vm_body, vm_name
 from wm.providers.gcp import request_id
-from wmsim.arm import SimArm
+from wmsim.arm import SimArm, example_launch_config, image_reference
 from wmsim.ec2 import SimEc2
 from wmsim.gce import SimGce
 
@@ -154,13 +154,12 @@ def plant_vm(kind: str, sim: Any, name: str, tags: dict[str, str]) -> str:
         answer = Client(sim).post(path, json=body)
         assert answer.status_code == 200, answer.get_data(as_text=True)
         return next(vm.cloud_id for vm in sim.instances() if vm.name == name)
-    spec = LaunchSpec("lc-by-hand", region, machine, image, 1)
     body = vm_body(
-        spec=spec,
-        image=image_reference(image),
+        launch_config=example_launch_config(region, vm_size=machine, image=image),
+        location=region,
         worker_id=name,
         tags=tags,
-        subnet_id=None,
+        admin_username="byhand",
         admin_password="By-hand-1x",
     )
     resource_id = (

@@ -152,7 +152,7 @@ def launch(stack: Stack, engine, workers: int) -> None:
     for provider_config_ in config.providers:
         provider = build_provider(provider_config_, config.deployment_id)
         try:
-            pool_id = next(p.id for p in config.pools if p.provider == provider.id)
+            pool_id = next(p["id"] for p in stack.data["pools"] if p["provider"] == provider.id)
             tasks.submit_tasks(engine, pool_id, workers, 60.0)
             Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
         finally:

@@ -104,7 +104,12 @@ class ApiStack:
     # -- workers --------------------------------------------------------------------------
 
     def launch(
-        self, kind: str, count: int, *, registration_timeout_s: float | None = None
+        self,
+        kind: str,
+        count: int,
+        *,
+        registration_timeout_s: float | None = None,
+        pool_id: str | None = None,
     ) -> list[WorkerRecord]:
         """`count` new workers of the kind's pool, launched in the provisioner's order: intent
         rows committed first, then the cloud's create through the real provider, then the cloud
@@ -112,8 +117,12 @@ class ApiStack:
 
         (Not a provisioner pass: its estimator counts requested workers as idle capacity, so
         how many a pass launches depends on every earlier scenario of the module.)"""
-        pool = next(p for p in load_pools(self.engine) if p.pool_id == POOLS[kind])
-        (lc,) = [c for c in load_launch_configs(self.engine) if c.pool_id == pool.pool_id]
+        pool = next(p for p in load_pools(self.engine) if p.pool_id == (pool_id or POOLS[kind]))
+        (lc,) = [
+            c
+            for c in load_launch_configs(self.engine, include_archived=False)
+            if c.pool_id == pool.pool_id
+        ]
         rows, batch = provisioner_batch(pool, lc, count)  # the provisioner's own ids and tokens
         if registration_timeout_s is not None:
             rows = [replace(r, expires_in_s=registration_timeout_s) for r in rows]

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from tests.support.definitions import apply_pools
 from wm import config as config_module
 from wm.config import Config
-from wm.db import pools as pool_store
 from wmsim.config import simulated_child_environment
 from wmsim.gce import service_account_id
 
@@ -163,13 +163,14 @@ class Stack:
         return stack
 
     def save(self) -> None:
-        self.path.write_text(to_toml(self.data))
+        # Pools are definitions applied to the database, never part of config.toml.
+        self.path.write_text(to_toml({k: v for k, v in self.data.items() if k != "pools"}))
 
     def config(self) -> Config:
         return config_module.load(self.path, environ={"DATABASE_URL": self.db_url})
 
     def sync_pools(self, engine: Engine) -> None:
-        pool_store.sync_from_config(engine, self.config())
+        apply_pools(engine, self.config(), self.data["pools"])
 
     def start(self, *args: str) -> WmProcess:
         process = WmProcess.start(["run", *args], self.path, self.db_url)

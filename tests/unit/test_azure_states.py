@@ -9,13 +9,13 @@ from wm.model import WorkerState
 from wm.providers.azure import (
     REASON_SPOT_EVICTED,
     classify,
-    image_reference,
     read_statuses,
     retry_after_s,
     stop_reason,
     vm_name,
     worker_state,
 )
+from wmsim.arm import image_reference
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,12 @@ def test_gce_metadata_and_service_account_are_worker_managers():
 
 def test_azure_tags_carry_what_worker_runner_requires_and_custom_data_is_base64_json():
     tags = boot.azure_tags(
-        root_url=ROOT, pool_id=POOL, provider_id="azure", location="eastus", launch_config_id="l"
+        root_url=ROOT,
+        pool_id=POOL,
+        provider_id="azure",
+        location="eastus",
+        launch_config_id="l",
+        owner="ci@example.com",
     )
     assert {k: tags[k] for k in ("worker-pool-id", "provider-id", "worker-group", "root-url")} == {
         "worker-pool-id": POOL,

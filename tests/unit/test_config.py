@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from tests.support.configs import build, raw
+from tests.support.configs import BASE, build, raw
 from wm.config import load, parse
 from wm.errors import ConfigError
 
@@ -15,14 +15,22 @@ def problems_of(data) -> list[str]:
 def test_the_example_config_is_valid():
     config = load("config.toml", environ={})
     assert {p.kind for p in config.providers} == {"aws", "gcp", "azure"}
-    assert {config.provider(p.provider).kind for p in config.pools} == {"aws", "gcp", "azure"}
 
 
 def test_a_valid_config_loads_into_frozen_objects():
     config = build()
-    assert config.pool("proj/linux").max_capacity == 10
+    assert config.provider("aws-a").regions == ("us-east-1", "us-west-2")
     with pytest.raises(ValidationError):
-        config.pool("proj/linux").max_capacity = 3  # type: ignore[misc]
+        config.provider("aws-a").scan_interval_s = 3  # type: ignore[misc]
+
+
+def test_pools_in_the_config_are_refused_with_where_they_went():
+    data = raw()  # with its pools under "pools", as an old config.toml had them
+    with pytest.raises(ConfigError) as caught:
+        parse(data, environ={}, source="old.toml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("pools: [[pools]] moved out of config.toml")
+    assert "wm pools apply" in problem and "wm pools convert" in problem
 
 
 def test_environment_supplies_secrets_and_never_prints_them():
@@ -35,38 +43,13 @@ def test_environment_supplies_secrets_and_never_prints_them():
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (
-            lambda d: d["pools"][1]["launch_configs"][0].update(capacity_per_worker=0),
-            "pools[1].launch_configs[0].capacity_per_worker: must be >= 1",
-        ),
-        (lambda d: d["pools"][0].pop("max_capacity"), "pools[0].max_capacity: required"),
-        (
-            lambda d: d["pools"][0].update(scaling_ratio=1.5),
-            "pools[0].scaling_ratio: must be <= 1",
-        ),
-        (
-            lambda d: d["pools"][0].update(provider="nope"),
-            "pools[0].provider: no provider with id 'nope'",
-        ),
-        (
-            lambda d: d["pools"][0].update(min_capacity=11),
-            "pools[0].min_capacity: must be <= max_capacity (10)",
-        ),
         (lambda d: d["providers"][0].update(kind="ibm"), "providers[0].kind: must be one of"),
         (lambda d: d["providers"][1].pop("project"), "providers[1].project: required"),
-        (lambda d: d["pools"][0].update(maxcapacity=3), "pools[0].maxcapacity: unknown key"),
         (lambda d: d.update(intervls={"provision_s": 5}), "intervls: unknown key"),
         (
             lambda d: d["providers"][0].update(secret_access_key="x"),
             "providers[0].secret_access_key: secrets belong in the environment",
         ),
-        (
-            lambda d: d["pools"][0]["launch_configs"][0].update(region="eu-west-1"),
-            "pools[0].launch_configs[0].region: 'eu-west-1' is not one of",
-        ),
-        (lambda d: d["pools"].append(dict(d["pools"][0])), "pools[2].id: duplicate pool id"),
-        (lambda d: d["pools"][0].update(launch_configs=[]), "pools[0].launch_configs: must not"),
-        (lambda d: d["pools"][0].update(id="Bad Pool!"), "pools[0].id: must match"),
         (
             lambda d: d["providers"][0].update(budgets={"runinstances": {"burst": 9, "per_s": 1}}),
             "providers[0].budgets.runinstances: unknown call class",
@@ -87,9 +70,9 @@ def test_each_problem_is_named_by_its_key_path(edit, expected):
 
 def test_every_problem_is_listed_at_once():
     data = raw()
-    data["pools"][1]["launch_configs"][0]["capacity_per_worker"] = 0
-    data["pools"][0]["provider"] = "nope"
     data["providers"][0]["gate"] = {"timeout_s": -1}
+    data["providers"][1].pop("project")
+    data["providers"][2]["subscription_id"] = ""
     found = problems_of(data)
     assert len(found) == 3, found
 
@@ -107,16 +90,6 @@ def test_config_path_comes_from_wm_config_when_not_given(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('deployment_id = "from-env"\n')
     assert load(environ={"WM_CONFIG": str(path)}).deployment_id == "from-env"
-
-
-def test_launch_config_id_survives_weight_and_max_edits_but_not_machine_edits():
-    first = build().pool("proj/linux").launch_configs[0]
-    data = raw()
-    data["pools"][0]["launch_configs"][0].update(weight=5, max_capacity=3)
-    tuned = build(data).pool("proj/linux").launch_configs[0]
-    data["pools"][0]["launch_configs"][0].update(machine_type="m5.xlarge")
-    changed = build(data).pool("proj/linux").launch_configs[0]
-    assert first.id == tuned.id != changed.id
 
 
 @pytest.mark.parametrize(
@@ -146,7 +119,7 @@ def test_the_retired_intent_recovery_setting_is_refused_with_the_reason():
 
 
 def test_tables_another_package_declares_are_left_to_it_and_others_refused():
-    data = {**raw(), "sim": {"aws": {"port": "not checked by wm"}}}
+    data = {**BASE, "sim": {"aws": {"port": "not checked by wm"}}}
 
     config = parse(data, environ={}, source="c.toml", skip=frozenset({"sim"}))
     with pytest.raises(ConfigError) as caught:

@@ -116,8 +116,15 @@ LAYERS = (
             "wm.launch_choice",
             "wm.lifecycle",
             "wm.stages",
-            "wm.pool_sync",
+            "wm.pool_definition",
+            "wm.pool_apply",
+            "wm.legacy_pools",
             "wm.identity",
+            # Worker pool definitions: the schemas as data, their checker, definition files.
+            "wm.json_check",
+            "wm.pool_schemas",
+            "wm.pool_files",
+            "wm.pool_definition",
             "wm.tc",  # Taskcluster's scopes, credentials, Hawk and errors: pure, no I/O
         ),
     ),

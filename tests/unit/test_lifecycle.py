@@ -1,6 +1,5 @@
 from datetime import UTC, datetime, timedelta
 
-from tests.support.configs import build
 from tests.unit.test_scan_diff import row
 from wm.lifecycle import (
     QUEUE_INACTIVITY,
@@ -12,7 +11,17 @@ from wm.lifecycle import (
 from wm.model import PoolRecord, WorkerState
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-POOL = PoolRecord.from_config(build().pool("proj/linux"))
+POOL = PoolRecord(
+    pool_id="proj/linux",
+    provider_id="aws-a",
+    previous_provider_ids=(),
+    min_capacity=0,
+    max_capacity=10,
+    scaling_ratio=1.0,
+    registration_timeout_s=1800.0,
+    reregistration_timeout_s=345600.0,
+    queue_inactivity_timeout_s=7200.0,
+)
 POOLS = {"p": POOL}
 
 

@@ -21,7 +21,7 @@ def test_the_projects_procfile_has_every_process_type():
         "scanner-azure",
         "web",
     ]
-    assert entries[0].command == "wm db upgrade && wm pools sync"
+    assert entries[0].command == "wm db upgrade"
 
 
 @pytest.mark.parametrize(

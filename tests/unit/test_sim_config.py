@@ -26,8 +26,8 @@ def test_the_installed_package_declares_the_simulators_tables_to_wm():
 
 
 def test_problems_in_both_packages_sections_are_listed_at_once(tmp_path):
-    data = raw()
-    data["pools"][0]["max_capacity"] = -1
+    data = {k: v for k, v in raw().items() if k != "pools"}
+    data["providers"][0]["scan_interval_s"] = -1
     data["sim"] = {"aws": {"port": 70000, "boot": 3}}
     data["demo"] = {"task_s": [9.0, 1.0]}
     path = tmp_path / "config.toml"
@@ -37,7 +37,7 @@ def test_problems_in_both_packages_sections_are_listed_at_once(tmp_path):
         load(path, environ={})
 
     problems = caught.value.problems
-    assert "pools[0].max_capacity: must be >= 0" in problems
+    assert "providers[0].scan_interval_s: must be > 0" in problems
     assert "sim.aws.port: must be <= 65535" in problems
     assert "sim.aws.boot: unknown key" in problems
     assert any(p.startswith("demo.task_s: must be [shortest, longest]") for p in problems)

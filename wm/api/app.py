@@ -23,11 +23,11 @@ import logging
 import re
 import time
 import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -55,11 +55,14 @@ from wm.api.models import (
     ReregisterWorkerRequest,
     ReregisterWorkerResponse,
     ShouldWorkerTerminateResponse,
+    UpdateWorkerPoolRequest,
     Worker,
     WorkerList,
     WorkerPool,
+    WorkerPoolDefinitionRequest,
     WorkerPoolError,
     WorkerPoolErrorList,
+    WorkerPoolLaunchConfigList,
     WorkerPoolList,
     WorkerPoolListStats,
     WorkerPoolStats,
@@ -69,16 +72,31 @@ from wm.api.views import (
     error_id_from_slug,
     error_view,
     launch_config_stats,
+    launch_config_view,
     pool_stats,
     pool_view,
     provider_list,
     worker_view,
 )
 from wm.db import api_reads, pool_errors, registration
+from wm.db import pools as pool_store
 from wm.db.engine import ping as ping_database
 from wm.db.pool_errors import NewPoolError
 from wm.identity import ExpectedIdentity, IdentityRejected, IdentityVerifier
-from wm.model import WorkerState
+from wm.model import LaunchConfigRecord, PoolRecord, WorkerState
+from wm.pool_apply import (
+    ApplyPlan,
+    plan_apply,
+    plan_delete,
+    same_definition,
+    unscanned_worker_groups,
+)
+from wm.pool_definition import (
+    NULL_PROVIDER,
+    DefinitionInvalid,
+    PoolDefinition,
+    parse_pool_definition,
+)
 from wm.tc.authorize import authorize
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
@@ -118,6 +136,7 @@ PROOF_REJECTED = {
 OMITTED = "(OMITTED)"
 SECRET_BODIES = frozenset({"registerWorker", "reregisterWorker"})
 SCALE_DOWN_REASON = "worker pool has more capacity than it needs"
+LAUNCH_CONFIG_ARCHIVED = "launch config archived"
 UNKNOWN_METHOD = "unknown"
 
 _NAME = re.compile(NAME_PATTERN)
@@ -145,6 +164,8 @@ def create_app(
     verifiers: Mapping[str, IdentityVerifier],
     *,
     provider_kinds: Mapping[str, str],
+    provider_regions: Mapping[str, Sequence[str]] | None = None,
+    workers_register: Mapping[str, bool] | None = None,
     deployment_id: str,
     root_url: str,
     authenticator: Authenticator,
@@ -154,7 +175,8 @@ def create_app(
     body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
     started = time.monotonic()
-    owner = f"wm@{deployment_id}.invalid"  # worker-pool-full requires an email address
+    registers = dict(workers_register or {})
+    regions = dict(provider_regions or {})
     app = FastAPI(
         title="wm: Taskcluster's worker-manager API",
         openapi_url="/api/openapi.json",
@@ -473,8 +495,13 @@ def create_app(
         worker = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
         if worker is None:
             raise TaskclusterError("ResourceNotFound", "Worker not found")
+        archived = await run(
+            api_reads.launch_config_archived, engine, worker.pool_id, worker.launch_config_id
+        )
         if worker.state in (WorkerState.STOPPING, WorkerState.STOPPED):
             answer = (True, worker.stop_reason or f"worker is {worker.state.value}")
+        elif archived:
+            answer = (True, LAUNCH_CONFIG_ARCHIVED)  # worker-manager's own words
         elif worker.should_terminate:
             answer = (True, SCALE_DOWN_REASON)
         else:
@@ -636,21 +663,149 @@ def create_app(
         if not views:
             raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
         stats = await run(api_reads.state_counts, engine, [workerPoolId])
-        return reply(pool_view(views[0], stats, owner))
+        return reply(pool_view(views[0], stats))
 
-    for verb in ("put", "post", "delete"):
-        name = {"put": "createWorkerPool", "post": "updateWorkerPool", "delete": "deleteWorkerPool"}
-
-        async def not_yet(request: Request, workerPoolId: str, _name: str = name[verb]) -> None:
-            await begin(request, _name, {"workerPoolId": workerPoolId})
+    def definition(pool_id: str, body: WorkerPoolDefinitionRequest) -> PoolDefinition:
+        """The body as a definition its provider's schema accepts, or the error to answer."""
+        if body.providerId != NULL_PROVIDER and body.providerId not in provider_kinds:
+            valid = sorted([*provider_kinds, NULL_PROVIDER])
             raise TaskclusterError(
                 "InputError",
-                f"{_name} is not supported by wm yet: worker pools are defined in wm's "
-                "config.toml and loaded with `wm pools sync`",
+                f"Invalid Provider: {body.providerId!r} is not one of {', '.join(valid)}",
             )
+        raw = body.model_dump(
+            include={"providerId", "description", "config", "owner", "emailOnError"}
+        )
+        try:
+            parsed = parse_pool_definition(pool_id, raw, provider_kinds)
+        except DefinitionInvalid as invalid:
+            raise TaskclusterError("InputValidationError", "\n".join(invalid.problems)) from None
+        problems = unscanned_worker_groups(parsed, regions)
+        if problems:
+            raise TaskclusterError("InputValidationError", "\n".join(problems))
+        if parsed.warnings:  # accepted, as worker-manager accepts them; said in the log
+            log("worker-pool-warnings", pool=pool_id, warnings=list(parsed.warnings))
+        return parsed
 
-        app.add_api_route(
-            pool_path, not_yet, methods=[verb.upper()], name=name[verb], include_in_schema=False
+    def log_definition_change(event: str, pool_id: str, plan: ApplyPlan) -> None:
+        # The audit trail worker-manager keeps in its audit history: who is in the access log.
+        if not plan.empty:
+            log(event, pool=pool_id, changes=list(plan.lines))
+
+    def pool_answer(pool_id: str) -> WorkerPool:
+        views = api_reads.pools_page(engine, offset=0, limit=1, pool_id=pool_id)
+        stats = api_reads.state_counts(engine, [pool_id])
+        return pool_view(views[0], stats)
+
+    def conflict_free(plan: ApplyPlan) -> ApplyPlan:
+        if plan.conflicts:
+            raise Refused(TaskclusterError("RequestConflict", "; ".join(plan.conflicts)))
+        return plan
+
+    async def apply_definitions(planner: Callable[..., ApplyPlan]) -> ApplyPlan:
+        """Plan and apply in one transaction; a refusal rolls it back."""
+        try:
+            return await run(pool_store.apply_definitions, engine, planner)
+        except Refused as refused:
+            raise refused.error from None
+
+    @app.put(pool_path, response_model=WorkerPool, name="createWorkerPool")
+    async def create_worker_pool(
+        request: Request, workerPoolId: str, body: WorkerPoolDefinitionRequest
+    ) -> JSONResponse:
+        """Create a worker pool from its definition; creating it again as it is answers the
+        pool, with another definition 409."""
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "createWorkerPool", ids)
+        await check(request, "createWorkerPool", {**ids, "providerId": body.providerId})
+        parsed = definition(workerPoolId, body)
+
+        def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
+            existing = next((p for p in pools if p.pool_id == workerPoolId), None)
+            if existing is not None and not same_definition(parsed, existing):
+                raise Refused(TaskclusterError("RequestConflict", "Worker pool already exists"))
+            if existing is not None:
+                return ApplyPlan()
+            return conflict_free(plan_apply([parsed], pools, lcs, workers_register=registers))
+
+        plan = await apply_definitions(planner)
+        log_definition_change("worker-pool-created", workerPoolId, plan)
+        return reply(await run(pool_answer, workerPoolId))
+
+    @app.post(pool_path, response_model=WorkerPool, name="updateWorkerPool")
+    async def update_worker_pool(
+        request: Request, workerPoolId: str, body: UpdateWorkerPoolRequest
+    ) -> JSONResponse:
+        """Replace a pool's definition; launch configs it no longer holds are archived. To
+        delete a pool, set its providerId to "null-provider"."""
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "updateWorkerPool", ids)
+        await check(request, "updateWorkerPool", {**ids, "providerId": body.providerId})
+        parsed = definition(workerPoolId, body)
+        if body.workerPoolId and body.workerPoolId != workerPoolId:
+            raise TaskclusterError("InputError", "Incorrect workerPoolId in request body")
+
+        def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
+            if not any(p.pool_id == workerPoolId for p in pools):
+                raise Refused(TaskclusterError("ResourceNotFound", "Worker pool does not exist"))
+            return conflict_free(plan_apply([parsed], pools, lcs, workers_register=registers))
+
+        plan = await apply_definitions(planner)
+        log_definition_change("worker-pool-updated", workerPoolId, plan)
+        return reply(await run(pool_answer, workerPoolId))
+
+    @app.delete(pool_path, response_model=WorkerPool, name="deleteWorkerPool")
+    async def delete_worker_pool(request: Request, workerPoolId: str) -> JSONResponse:
+        """Mark a pool for deletion: it moves to the null provider, its launch configs are
+        archived and its workers drain."""
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "deleteWorkerPool", ids)
+        await check(request, "deleteWorkerPool", ids)
+
+        def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
+            pool = next((p for p in pools if p.pool_id == workerPoolId), None)
+            if pool is None:
+                raise Refused(TaskclusterError("ResourceNotFound", "Worker pool does not exist"))
+            return plan_delete(pool, [lc for lc in lcs if lc.pool_id == workerPoolId])
+
+        plan = await apply_definitions(planner)
+        log_definition_change("worker-pool-deleted", workerPoolId, plan)
+        return reply(await run(pool_answer, workerPoolId))
+
+    @app.get(
+        f"{pool_path}/launch-configs",
+        response_model=WorkerPoolLaunchConfigList,
+        name="listWorkerPoolLaunchConfigs",
+    )
+    async def list_worker_pool_launch_configs(
+        request: Request,
+        workerPoolId: str,
+        continuationToken: str | None = None,
+        limit: str | None = None,
+        includeArchived: Annotated[str | None, Query(pattern="^(true|false)$")] = None,
+    ) -> JSONResponse:
+        ids = {"workerPoolId": workerPoolId}
+        await begin(request, "listWorkerPoolLaunchConfigs", ids)
+        await check(request, "listWorkerPoolLaunchConfigs", ids)
+        if not await run(registration.pool_exists, engine, workerPoolId):
+            raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
+        page = page_from_query(continuationToken, limit)
+        rows, token = await run(
+            paginate,
+            page,
+            lambda offset, n: api_reads.launch_configs_page(
+                engine,
+                workerPoolId,
+                offset=offset,
+                limit=n,
+                include_archived=includeArchived == "true",
+            ),
+        )
+        return reply(
+            WorkerPoolLaunchConfigList(
+                workerPoolLaunchConfigs=[launch_config_view(r) for r in rows],
+                continuationToken=token,
+            )
         )
 
     @app.get(f"{pool_path}/stats", response_model=WorkerPoolStats, name="workerPoolStats")
@@ -680,7 +835,7 @@ def create_app(
             paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
         )
         stats = await run(api_reads.state_counts, engine, [v.pool.pool_id for v in views])
-        pools = [pool_view(v, stats, owner) for v in views]
+        pools = [pool_view(v, stats) for v in views]
         return reply(WorkerPoolList(workerPools=pools, continuationToken=token))
 
     @app.get(
@@ -807,3 +962,12 @@ def _describe(errors: Any) -> str:
         where = ".".join(str(p) for p in error["loc"] if p not in ("body", "query"))
         lines.append(f"{where or 'body'}: {str(error['msg']).removeprefix('Value error, ')}")
     return "Schema validation error:\n" + "\n".join(lines)
+
+
+class Refused(Exception):
+    """A refusal decided inside a transaction. TaskclusterError is frozen, and leaving a
+    `with` block sets an exception's traceback, so it travels wrapped until outside."""
+
+    def __init__(self, error: TaskclusterError) -> None:
+        super().__init__(error.message)
+        self.error = error

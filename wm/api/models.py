@@ -35,6 +35,14 @@ JsTime = Annotated[datetime, PlainSerializer(js_time, return_type=str)]
 WorkerState = Literal["requested", "running", "stopping", "stopped"]
 
 
+def storable(value: Any) -> Any:
+    """Refuse what Postgres cannot store as it is (see unstorable)."""
+    problem = unstorable(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -113,10 +121,32 @@ class ReportWorkerErrorRequest(_Body):
     @field_validator("kind", "title", "description", "extra")
     @classmethod
     def _storable(cls, value: Any) -> Any:
-        problem = unstorable(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return storable(value)
+
+
+class WorkerPoolDefinitionRequest(_Body):
+    """create-worker-pool-request.yml: a worker pool definition. `config` is checked against
+    its provider's schema by wm.pool_definition once the provider is known."""
+
+    providerId: str = Field(min_length=1, max_length=38, pattern=NAME_PATTERN)
+    description: str = Field(max_length=10240)
+    config: dict[str, Any]
+    owner: str = Field(min_length=1)
+    emailOnError: bool
+
+    @field_validator("description", "config", "owner")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return storable(value)
+
+
+class UpdateWorkerPoolRequest(WorkerPoolDefinitionRequest):
+    """update-worker-pool-request.yml: the same, plus what workerPool() answers so that its
+    answer can be edited and sent back (`workerPoolId` must match; the times are ignored)."""
+
+    workerPoolId: PoolId | None = None
+    created: datetime | None = None
+    lastModified: datetime | None = None
 
 
 class ShouldWorkerTerminateResponse(_Body):
@@ -168,6 +198,20 @@ class WorkerPool(_Body):
     runningCapacity: int = Field(ge=0)
     stoppingCapacity: int = Field(ge=0)
     stoppedCapacity: int = Field(ge=0)
+
+
+class WorkerPoolLaunchConfig(_Body):
+    launchConfigId: str
+    workerPoolId: str
+    isArchived: bool
+    configuration: dict[str, Any]
+    created: JsTime
+    lastModified: JsTime
+
+
+class WorkerPoolLaunchConfigList(_Body):
+    workerPoolLaunchConfigs: list[WorkerPoolLaunchConfig]
+    continuationToken: str | None = None
 
 
 class WorkerPoolList(_Body):

@@ -1,9 +1,8 @@
 """wm's rows as worker-manager shows them: workers, pools, errors, providers and counts.
 
-wm's worker states are Taskcluster's four. A pool is shown in worker-pool-full's shape: its
-`config` holds Taskcluster's common keys (capacities, scaling ratio, lifecycle in seconds) and
-the launch configs as wm keeps them, each with its `workerManager` block; until pool definitions
-come through the API (the next issue), `description` is empty and `owner` a placeholder address.
+wm's worker states are Taskcluster's four. A pool is shown as its definition was applied, with
+`config.launchConfigs` re-assembled from its active launch configs (each with
+`workerManager.launchConfigId` filled in), as worker-manager does.
 Error ids are integers in wm and slugids in Taskcluster: a slugid is made from the integer, and
 read back, so `errorId` filters work.
 """
@@ -22,11 +21,13 @@ from wm.api.models import (
     Worker,
     WorkerPool,
     WorkerPoolError,
+    WorkerPoolLaunchConfig,
 )
-from wm.db.api_reads import PoolView, StateCounts
-from wm.model import LaunchConfigRecord, PoolError, WorkerRecord
+from wm.db.api_reads import LaunchConfigRow, PoolView, StateCounts
+from wm.model import PoolError, WorkerRecord
+from wm.pool_apply import plain_json
+from wm.pool_definition import NULL_PROVIDER
 
-NULL_PROVIDER = "null-provider"  # Taskcluster's provider id of a pool being deleted
 PROVIDER_TYPES = {"aws": "aws", "gcp": "google", "azure": "azure"}
 STATES = ("requested", "running", "stopping", "stopped")
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
@@ -58,48 +59,37 @@ def counts(rows: Iterable[StateCounts]) -> dict[str, int]:
     return {"currentCapacity": current, **totals}
 
 
-def pool_view(view: PoolView, stats: Sequence[StateCounts], owner: str) -> WorkerPool:
+def pool_view(view: PoolView, stats: Sequence[StateCounts]) -> WorkerPool:
     pool = view.pool
     return WorkerPool(
         workerPoolId=pool.pool_id,
         providerId=pool.provider_id or NULL_PROVIDER,
-        description="",
+        description=pool.description,
         created=view.created,
         lastModified=view.last_modified,
-        config={
-            "minCapacity": pool.min_capacity,
-            "maxCapacity": pool.max_capacity,
-            "scalingRatio": pool.scaling_ratio,
-            "lifecycle": {
-                "registrationTimeout": int(pool.registration_timeout_s),
-                "reregistrationTimeout": int(pool.reregistration_timeout_s),
-                "queueInactivityTimeout": int(pool.queue_inactivity_timeout_s),
-            },
-            "launchConfigs": [_launch_config(lc) for lc in view.launch_configs],
-        },
-        owner=owner,
-        emailOnError=False,
+        config=pool_config(view),
+        owner=pool.owner,
+        emailOnError=pool.email_on_error,
         **counts(s for s in stats if s.pool_id == pool.pool_id),
     )
 
 
-def _launch_config(lc: LaunchConfigRecord) -> dict[str, Any]:
-    manager: dict[str, Any] = {
-        "launchConfigId": lc.launch_config_id,
-        "capacityPerInstance": lc.capacity_per_worker,
-        "initialWeight": lc.weight,
-    }
-    if lc.max_capacity is not None:
-        manager["maxCapacity"] = lc.max_capacity
-    return {
-        "workerManager": manager,
-        "region": lc.region,
-        "machineType": lc.machine_type,
-        "image": lc.image,
-        "spot": lc.spot,
-        "publicIp": lc.public_ip,
-        "workerConfig": dict(lc.worker_config),
-    }
+def pool_config(view: PoolView) -> dict[str, Any]:
+    config = plain_json(view.pool.config)
+    if "launchConfigs" in config or view.launch_configs:
+        config["launchConfigs"] = [plain_json(lc.configuration) for lc in view.launch_configs]
+    return config
+
+
+def launch_config_view(lc: LaunchConfigRow) -> WorkerPoolLaunchConfig:
+    return WorkerPoolLaunchConfig(
+        launchConfigId=lc.record.launch_config_id,
+        workerPoolId=lc.record.pool_id,
+        isArchived=lc.record.archived,
+        configuration=plain_json(lc.record.configuration),
+        created=lc.created,
+        lastModified=lc.last_modified,
+    )
 
 
 def pool_stats(pool_id: str, stats: Sequence[StateCounts]) -> PoolStats:

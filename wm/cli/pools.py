@@ -1,12 +1,28 @@
-"""`wm config` and `wm pools`: the configuration and the pools it defines."""
+"""`wm config` and `wm pools`: the deployment's configuration, and the worker pool
+definitions operators apply from files (Taskcluster's, as JSON or YAML)."""
 
 from __future__ import annotations
 
-import click
+import json
+from pathlib import Path
 
+import click
+import yaml
+
+from wm import legacy_pools
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
+from wm.config import POOLS_MOVED, read_toml
 from wm.db import pool_errors
 from wm.db import pools as pool_store
+from wm.errors import ConfigError
+from wm.model import LaunchConfigRecord, PoolRecord
+from wm.pool_apply import ApplyPlan, plan_apply, unscanned_worker_groups
+from wm.pool_definition import (
+    DefinitionInvalid,
+    PoolDefinition,
+    parse_definition_documents,
+    parse_pool_definition,
+)
 
 
 @click.group("config")
@@ -28,14 +44,13 @@ def check(obj: CliContext, as_json: bool) -> None:
         "deployment_id": config.deployment_id,
         "root_url": config.root_url,
         "providers": [p.id for p in config.providers],
-        "pools": [p.id for p in config.pools],
     }
     if as_json:
         echo_json({"ok": True, **summary})
         return
     click.echo(
         f"{config.source}: OK — deployment {config.deployment_id} at {config.root_url}, "
-        f"{len(config.providers)} providers, {len(config.pools)} pools"
+        f"{len(config.providers)} providers"
     )
 
 
@@ -45,21 +60,123 @@ def pools() -> None:
 
 
 @pools.command()
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete every pool the files do not define (the files are the whole truth).",
+)
 @click.pass_obj
-def sync(obj: CliContext, dry_run: bool) -> None:
-    """Make the database's pools match the config, in one transaction."""
-    plan = pool_store.sync_from_config(obj.engine(), obj.config(), apply=False)
+def apply(obj: CliContext, files: tuple[str, ...], dry_run: bool, prune: bool) -> None:
+    """Apply worker pool definitions from FILES (JSON or YAML, one or many per file): all of
+    them in one transaction, or none when any is refused.
+
+    A definition is Taskcluster's: {workerPoolId, providerId, description, owner,
+    emailOnError, config}. Pools the files do not name are left alone unless --prune.
+    """
+    config = obj.config()
+    definitions = read_definitions(files, config.provider_kinds(), config_regions(obj))
+    registers = {p.id: p.workers_register for p in config.providers}
+
+    def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
+        return plan_apply(definitions, pools, lcs, workers_register=registers, prune=prune)
+
+    for definition in definitions:
+        for warning in definition.warnings:
+            click.echo(f"warning: {definition.worker_pool_id}: {warning}", err=True)
+    plan = pool_store.apply_definitions(obj.engine(), planner, dry_run=dry_run)
+    if plan.conflicts:
+        raise ConfigError(list(plan.conflicts), "pool definitions (nothing changed)")
     if plan.empty:
-        click.echo("pools already match the config: nothing to do")
+        click.echo("the database already holds these definitions: nothing to do")
         return
     for line in plan.lines:
         click.echo(line)
-    if dry_run:
-        click.echo("dry run: nothing changed")
-        return
-    pool_store.apply_sync(obj.engine(), plan)
-    click.echo(f"applied {len(plan.lines)} change(s)")
+    click.echo("dry run: nothing changed" if dry_run else f"applied {len(plan.lines)} change(s)")
+
+
+def config_regions(obj: CliContext) -> dict[str, tuple[str, ...]]:
+    return {p.id: p.regions for p in obj.config().providers}
+
+
+def read_definitions(
+    files: tuple[str, ...], kinds: dict[str, str], regions: dict[str, tuple[str, ...]]
+) -> list[PoolDefinition]:
+    """Every definition of every file, or a ConfigError listing every problem of all."""
+    definitions: list[PoolDefinition] = []
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for name in files:
+        try:
+            documents = parse_definition_documents(Path(name).read_text(), name)
+        except DefinitionInvalid as invalid:
+            problems += invalid.problems
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{name}: cannot read: {exc}")
+            continue
+        for pool_id, body in documents:
+            if pool_id in seen:
+                problems.append(f"{name}: {pool_id}: also defined in {seen[pool_id]}")
+                continue
+            seen[pool_id] = name
+            try:
+                definition = parse_pool_definition(pool_id, body, kinds)
+            except DefinitionInvalid as invalid:
+                problems += [f"{name}: {pool_id}: {p}" for p in invalid.problems]
+                continue
+            outside = unscanned_worker_groups(definition, regions)
+            problems += [f"{name}: {pool_id}: {p}" for p in outside]
+            definitions.append(definition)
+    if problems:
+        raise ConfigError(problems, "pool definitions (nothing changed)")
+    return definitions
+
+
+@pools.command()
+@click.option(
+    "--owner",
+    required=True,
+    help="The owner (an email address) every converted definition names.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the definitions here (YAML, or JSON for *.json) instead of printing them.",
+)
+@click.pass_obj
+def convert(obj: CliContext, owner: str, out: str | None) -> None:
+    """Write the old config.toml's [[pools]] tables as Taskcluster worker pool definitions.
+
+    Launch configs keep their ids, so `wm pools apply` of the result adopts the existing
+    workers. Then remove [[pools]] from config.toml (and what the notes name).
+    """
+    from wm.config import config_path
+
+    source = config_path(obj.config_path)
+    raw = read_toml(source)
+    if "pools" not in raw:
+        raise UserError(f"{source}: has no [[pools]] tables to convert")
+    conversion = legacy_pools.convert(
+        raw["pools"], legacy_pools.old_providers(raw.get("providers", [])), owner=owner
+    )
+    if conversion.problems:
+        raise ConfigError(list(conversion.problems), str(source))
+    documents = list(conversion.documents)
+    if out and out.endswith(".json"):
+        text = json.dumps(documents, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump_all(documents, sort_keys=False)
+    if out:
+        Path(out).write_text(text)
+        click.echo(f"wrote {len(documents)} definition(s) to {out}")
+    else:
+        click.echo(text, nl=False)
+    for note in conversion.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"note: {POOLS_MOVED.split(': ', 1)[1]}", err=True)
 
 
 @pools.command("list")
@@ -96,7 +213,9 @@ def errors(obj: CliContext, pool_id: str, as_json: bool) -> None:
     """Recent errors of one pool (launch failures, worker reports), newest first."""
     engine = obj.engine()
     if not any(p.pool_id == pool_id for p in pool_store.load_pools(engine)):
-        raise UserError(f"no pool {pool_id!r} in the database (run `wm pools sync`?)")
+        raise UserError(
+            f"no pool {pool_id!r} in the database (apply its definition with `wm pools apply`)"
+        )
     found = pool_errors.list_errors(engine, pool_id)
     if as_json:
         echo_json(found)

@@ -32,6 +32,15 @@ class PoolView:
 
 
 @dataclass(frozen=True)
+class LaunchConfigRow:
+    """A launch config with its times, for listWorkerPoolLaunchConfigs."""
+
+    record: LaunchConfigRecord
+    created: datetime
+    last_modified: datetime
+
+
+@dataclass(frozen=True)
 class StateCounts:
     """Workers and their capacity in one state, for one pool (and launch config)."""
 
@@ -154,3 +163,33 @@ def errors_page(
         query = query.where(worker_pool_errors.c.error_id == error_id)
     with engine.connect() as conn:
         return [error_from_row(row) for row in conn.execute(query)]
+
+
+def launch_configs_page(
+    engine: Engine, pool_id: str, *, offset: int, limit: int, include_archived: bool
+) -> list[LaunchConfigRow]:
+    query = (
+        select(launch_configs)
+        .where(launch_configs.c.pool_id == pool_id)
+        .order_by(launch_configs.c.launch_config_id)
+        .offset(offset)
+        .limit(limit)
+    )
+    if not include_archived:
+        query = query.where(launch_configs.c.archived.is_(False))
+    with engine.connect() as conn:
+        return [
+            LaunchConfigRow(launch_config_from_row(row), row.created, row.last_modified)
+            for row in conn.execute(query)
+        ]
+
+
+def launch_config_archived(engine: Engine, pool_id: str, launch_config_id: str) -> bool:
+    """Whether the worker's launch config was dropped from its pool's definition (or the pool
+    deleted): worker-manager then tells its workers to terminate."""
+    query = select(launch_configs.c.archived).where(
+        launch_configs.c.pool_id == pool_id,
+        launch_configs.c.launch_config_id == launch_config_id,
+    )
+    with engine.connect() as conn:
+        return bool(conn.execute(query).scalar())

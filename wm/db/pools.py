@@ -1,14 +1,14 @@
-"""Pools, launch configs and scan units: reads, the sync transaction, and `wm status`."""
+"""Pools, launch configs and scan units: reads, the apply transaction, and `wm status`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import timedelta
 
-from sqlalchemy import Engine, and_, case, func, literal, select, text
+from sqlalchemy import Connection, Engine, and_, case, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert
 
-from wm.config import Config
 from wm.db.tables import (
     launch_configs,
     scan_units,
@@ -18,9 +18,11 @@ from wm.db.tables import (
     workers,
 )
 from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus
-from wm.pool_sync import SyncPlan, plan_sync
+from wm.pool_apply import ApplyPlan, plain_json
 
 ERRORS_WINDOW = timedelta(hours=1)
+# pg_advisory_xact_lock key that serialises every change of pool definitions.
+DEFINITIONS_LOCK = 0x776D_706F6F6C73  # "wmpools"
 
 
 def pool_from_row(row) -> PoolRecord:
@@ -36,6 +38,10 @@ def pool_from_row(row) -> PoolRecord:
         queue_inactivity_timeout_s=row.queue_inactivity_timeout_s,
         requires_registration=row.requires_registration,
         removed=row.removed_at is not None,
+        description=row.description,
+        owner=row.owner,
+        email_on_error=row.email_on_error,
+        config=row.config,
     )
 
 
@@ -44,11 +50,8 @@ def launch_config_from_row(row) -> LaunchConfigRecord:
         pool_id=row.pool_id,
         launch_config_id=row.launch_config_id,
         region=row.region,
-        machine_type=row.machine_type,
-        image=row.image,
         capacity_per_worker=row.capacity_per_worker,
-        public_ip=row.public_ip,
-        spot=row.spot,
+        configuration=row.configuration,
         worker_config=row.worker_config,
         weight=row.weight,
         max_capacity=row.max_capacity,
@@ -85,59 +88,84 @@ def _pool_values(pool: PoolRecord) -> dict:
     removed = values.pop("removed")
     values["previous_provider_ids"] = list(pool.previous_provider_ids)
     values["removed_at"] = func.now() if removed else None
+    values["config"] = plain_json(pool.config)
     return values
 
 
 def _lc_values(lc: LaunchConfigRecord) -> dict:
     values = asdict(lc)
-    values["worker_config"] = dict(lc.worker_config)
+    values["worker_config"] = plain_json(lc.worker_config)
+    values["configuration"] = plain_json(lc.configuration)
     return values
 
 
-def apply_sync(engine: Engine, plan: SyncPlan) -> None:
-    """Apply a sync plan in one transaction: all of it or none of it."""
+def apply_plan(engine: Engine, plan: ApplyPlan) -> None:
+    """Apply a plan in one transaction: all of it or none of it."""
     with engine.begin() as conn:
-        if plan.create_pools:
-            conn.execute(insert(worker_pools), [_pool_values(p) for p in plan.create_pools])
-        for pool in plan.update_pools:
-            values = _pool_values(pool)
-            if not pool.removed:
-                values["removed_at"] = None
-            conn.execute(
-                worker_pools.update()
-                .where(worker_pools.c.pool_id == pool.pool_id)
-                .values(**values, last_modified=func.now())
-            )
-        if plan.create_launch_configs:
-            conn.execute(
-                insert(launch_configs), [_lc_values(lc) for lc in plan.create_launch_configs]
-            )
-        for lc in (*plan.update_launch_configs, *plan.archive_launch_configs):
-            conn.execute(
-                launch_configs.update()
-                .where(
-                    and_(
-                        launch_configs.c.pool_id == lc.pool_id,
-                        launch_configs.c.launch_config_id == lc.launch_config_id,
-                    )
+        apply_plan_in(conn, plan)
+
+
+def apply_definitions(
+    engine: Engine,
+    planner: Callable[[list[PoolRecord], list[LaunchConfigRecord]], ApplyPlan],
+    *,
+    dry_run: bool = False,
+) -> ApplyPlan:
+    """Plan against the pools as they are and apply, in one transaction, all or nothing.
+
+    Appliers (the API, `wm pools apply`) queue on one transaction lock, so two of them never
+    plan from the same state; a plan with conflicts, or a dry run, changes nothing.
+    """
+    with engine.begin() as conn:
+        conn.execute(select(func.pg_advisory_xact_lock(DEFINITIONS_LOCK)))
+        pools = [pool_from_row(r) for r in conn.execute(select(worker_pools))]
+        lcs = [launch_config_from_row(r) for r in conn.execute(select(launch_configs))]
+        plan = planner(pools, lcs)
+        if not (dry_run or plan.conflicts or plan.empty):
+            apply_plan_in(conn, plan)
+        return plan
+
+
+def apply_plan_in(conn: Connection, plan: ApplyPlan) -> None:
+    """Apply a plan inside the caller's transaction."""
+    if plan.conflicts:
+        raise ValueError(f"a plan with conflicts is never applied: {plan.conflicts[0]}")
+    if plan.create_pools:
+        conn.execute(insert(worker_pools), [_pool_values(p) for p in plan.create_pools])
+    for pool in plan.update_pools:
+        values = _pool_values(pool)
+        if not pool.removed:
+            values["removed_at"] = None
+        conn.execute(
+            worker_pools.update()
+            .where(worker_pools.c.pool_id == pool.pool_id)
+            .values(**values, last_modified=func.now())
+        )
+    if plan.create_launch_configs:
+        conn.execute(insert(launch_configs), [_lc_values(lc) for lc in plan.create_launch_configs])
+    for lc in (*plan.update_launch_configs, *plan.archive_launch_configs):
+        conn.execute(
+            launch_configs.update()
+            .where(
+                and_(
+                    launch_configs.c.pool_id == lc.pool_id,
+                    launch_configs.c.launch_config_id == lc.launch_config_id,
                 )
-                .values(**_lc_values(lc), last_modified=func.now())
             )
-        if plan.scan_units:
-            conn.execute(
-                insert(scan_units).on_conflict_do_nothing(),
-                [{"provider_id": p, "region": r} for p, r in plan.scan_units],
-            )
+            .values(**_lc_values(lc), last_modified=func.now())
+        )
 
 
-def sync_from_config(engine: Engine, config: Config, *, apply: bool = True) -> SyncPlan:
-    """Plan what the config changes in the database, and apply it unless asked not to."""
-    plan = plan_sync(
-        config, load_pools(engine), load_launch_configs(engine), load_scan_units(engine)
-    )
-    if apply and not plan.empty:
-        apply_sync(engine, plan)
-    return plan
+def ensure_scan_units(engine: Engine, units: Iterable[tuple[str, str]]) -> None:
+    """Give every (provider, region) its scan claim row; existing rows are left alone.
+
+    Only missing rows are inserted: an insert that meets an existing row a scan holds waits
+    for that scan's transaction, and a process starting beside a stuck scan must not."""
+    existing = set(load_scan_units(engine))
+    rows = [{"provider_id": p, "region": r} for p, r in units if (p, r) not in existing]
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(insert(scan_units).on_conflict_do_nothing(), rows)
 
 
 def pool_statuses(engine: Engine, pool_id: str | None = None) -> list[PoolStatus]:

@@ -40,7 +40,7 @@ worker_pools = Table(
     "worker_pools",
     metadata,
     Column("pool_id", Text, primary_key=True),
-    # NULL once the pool is removed from the config; its workers are still drained.
+    # NULL once the pool is deleted (Taskcluster's null-provider); its workers still drain.
     Column("provider_id", Text, nullable=True),
     Column("previous_provider_ids", ARRAY(Text), nullable=False, server_default="{}"),
     Column("min_capacity", Integer, nullable=False),
@@ -55,6 +55,11 @@ worker_pools = Table(
     Column("removed_at", DateTime(timezone=True), nullable=True),
     # When the last provisioning pass of this pool started (set under its claim).
     Column("last_provisioned", DateTime(timezone=True), nullable=True),
+    # The rest of Taskcluster's definition; `config` verbatim as applied.
+    Column("description", Text, nullable=False, server_default=""),
+    Column("owner", Text, nullable=False, server_default=""),
+    Column("email_on_error", Boolean, nullable=False, server_default="false"),
+    Column("config", JSONB, nullable=False, server_default="{}"),
 )
 
 launch_configs = Table(
@@ -62,12 +67,10 @@ launch_configs = Table(
     metadata,
     Column("pool_id", Text, ForeignKey("worker_pools.pool_id"), primary_key=True),
     Column("launch_config_id", Text, primary_key=True),
-    Column("region", Text, nullable=False),
-    Column("machine_type", Text, nullable=False),
-    Column("image", Text, nullable=False),
+    Column("region", Text, nullable=False),  # the worker group: region, zone or location
     Column("capacity_per_worker", Integer, nullable=False),
-    Column("public_ip", Boolean, nullable=False),
-    Column("spot", Boolean, nullable=False),
+    # The launch config as the definition holds it (workerManager.launchConfigId filled in).
+    Column("configuration", JSONB, nullable=False, server_default="{}"),
     Column("worker_config", JSONB, nullable=False, server_default="{}"),
     Column("weight", Float, nullable=False),
     Column("max_capacity", Integer, nullable=True),

@@ -5,6 +5,11 @@ batch tag and their AmiLaunchIndex maps each to its intent (a batch of one also 
 worker tag). ClientToken makes a repeated RunInstances idempotent on AWS; because the simulated
 cloud (moto) ignores it, and to make a retry after a crash cheap to reason about, `create`
 first looks the batch tag up and returns what it finds instead of launching again.
+
+What is launched is the Taskcluster launch config's `launchConfig`, verbatim, as the
+RunInstances parameters (subnet, security groups, disks, spot options...), with exactly the
+overrides worker-manager makes (services/worker-manager/src/providers/aws.js): the UserData,
+the counts and the instance and volume tags; wm adds its ClientToken and ownership tags.
 """
 
 from __future__ import annotations
@@ -50,7 +55,6 @@ OWNER_KEY = "OwnerId"  # the reservation's account id, copied onto each of its i
 SPOT_INTERRUPTION_CODES = frozenset(
     {"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"}
 )
-SPOT_OPTIONS = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
 
 # EC2 instance state name -> wm state. Terminated instances stay listed for about an hour;
 # they map to STOPPED so a scan sees them gone.
@@ -93,13 +97,22 @@ BAD_CONFIG_CODES = frozenset(
         "Unsupported",
         "InvalidInstanceType",
         "InvalidInstanceID.Malformed",
-        "InvalidKeyPair.NotFound",
-        "InvalidSubnetID.NotFound",
-        "InvalidGroup.NotFound",
         "OperationNotPermitted",
     }
 )
-BAD_CONFIG_PREFIXES = ("InvalidAMIID.", "InvalidBlockDeviceMapping", "InvalidUserData.")
+# The launch config names something that does not exist or is malformed (image, subnet,
+# security group, key pair, snapshot...): a human must fix the definition.
+BAD_CONFIG_PREFIXES = (
+    "InvalidAMIID.",
+    "InvalidBlockDeviceMapping",
+    "InvalidUserData.",
+    "InvalidSubnetID.",
+    "InvalidGroup.",
+    "InvalidKeyPair.",
+    "InvalidSnapshot.",
+    "InvalidNetworkInterfaceID.",
+    "InvalidPlacementGroup.",
+)
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound"})
 ACCESS_KEY_PATTERN = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b")
 INSTANCE_ID_PATTERN = re.compile(r"\bi-[0-9a-f]{8,17}\b")
@@ -275,30 +288,11 @@ class AwsProvider:
     # --- requests --------------------------------------------------------------------------
 
     def _run_request(self, batch: LaunchBatch) -> dict[str, Any]:
+        """RunInstances: the launch config's `launchConfig` verbatim, with exactly
+        worker-manager's overrides (UserData, the counts, the instance and volume tags) and
+        wm's own (ClientToken, ownership tags). Spot or not is the launchConfig's
+        InstanceMarketOptions, like everything else about the instance."""
         spec = batch.spec
-        tags = {
-            **boot.ec2_tags(pool_id=batch.pool_id, provider_id=self.id),
-            TAG_DEPLOYMENT: self.deployment_id,
-            TAG_POOL: batch.pool_id,
-            TAG_LAUNCH_CONFIG: spec.launch_config_id,
-            TAG_BATCH: batch.batch_token,
-        }
-        if len(batch.intents) == 1:
-            # One instance per call: the call's tags can name the worker itself.
-            tags[TAG_WORKER] = batch.intents[0].worker_id
-        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
-        request: dict[str, Any] = {
-            "ImageId": spec.image,
-            "InstanceType": spec.machine_type,
-            # EC2 may launch fewer than asked when capacity is short; those intents get errors.
-            "MinCount": 1,
-            "MaxCount": len(batch.intents),
-            "ClientToken": _client_token(batch.batch_token),
-            "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "volume", "Tags": tag_list},
-            ],
-        }
         # One user data for the whole call, the same for every instance: worker-runner takes
         # its workerId from the identity document. botocore base64-encodes UserData itself.
         user_data = boot.ec2_user_data(
@@ -308,11 +302,54 @@ class AwsProvider:
             region=spec.region,
             launch_config_id=spec.launch_config_id,
             worker_config=spec.worker_config,
+            additional=spec.launch_config.get("additionalUserData"),
         )
-        request["UserData"] = json.dumps(user_data)
-        if spec.spot:
-            request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": SPOT_OPTIONS}
-        return request
+        return {
+            **_plain(spec.launch_config.get("launchConfig") or {}),
+            "UserData": json.dumps(user_data),
+            # EC2 may launch fewer than asked when capacity is short; those intents get errors.
+            "MinCount": 1,
+            "MaxCount": len(batch.intents),
+            "ClientToken": _client_token(batch.batch_token),
+            "TagSpecifications": self._tag_specifications(batch),
+        }
+
+    def _tag_specifications(self, batch: LaunchBatch) -> list[dict[str, Any]]:
+        """worker-manager's merge: the user's instance (and volume) tag specifications become
+        one, its tags first and worker-manager's appended (a key given twice stays twice, and
+        EC2 refuses it, as it does for worker-manager); other resource types pass unchanged."""
+        spec = batch.spec
+        given = (spec.launch_config.get("launchConfig") or {}).get("TagSpecifications") or []
+        user: dict[str, list[dict[str, Any]]] = {"instance": [], "volume": []}
+        others = []
+        for item in _plain(given) if isinstance(given, list | tuple) else [given]:
+            if (
+                isinstance(item, dict)
+                and item.get("ResourceType") in user
+                and isinstance(item.get("Tags") or [], list)
+            ):
+                user[item["ResourceType"]] += item.get("Tags") or []
+            else:
+                # Other resource types as given; so is anything malformed, which botocore
+                # then refuses before sending (a definite bad-config error, not a crash).
+                others.append(item)
+        owned = {
+            TAG_DEPLOYMENT: self.deployment_id,
+            TAG_POOL: batch.pool_id,
+            TAG_LAUNCH_CONFIG: spec.launch_config_id,
+            TAG_BATCH: batch.batch_token,
+        }
+        if len(batch.intents) == 1:
+            # One instance per call: the call's tags can name the worker itself.
+            owned[TAG_WORKER] = batch.intents[0].worker_id
+        ours = [
+            *boot.ec2_tags(pool_id=batch.pool_id, provider_id=self.id, owner=spec.pool_owner),
+            *({"Key": key, "Value": value} for key, value in owned.items()),
+        ]
+        return [
+            *others,
+            *({"ResourceType": kind, "Tags": [*tags, *ours]} for kind, tags in user.items()),
+        ]
 
     def _launch_results(
         self, batch: LaunchBatch, instances: list[dict[str, Any]]
@@ -559,6 +596,16 @@ def _client_token(batch_token: str) -> str:
     if len(batch_token) <= CLIENT_TOKEN_MAX_CHARS:
         return batch_token
     return hashlib.sha256(batch_token.encode()).hexdigest()[:CLIENT_TOKEN_MAX_CHARS]
+
+
+def _plain(value: Any) -> Any:
+    """A copy of a launch config value in plain dicts and lists, so that nothing the SDK does
+    to its parameters reaches the launch spec (and read-only mappings serialise)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

@@ -1,9 +1,15 @@
 """Azure provider: one VM PUT creates a worker, one VM DELETE removes it.
 
-Each VM is created with its NIC inline (`networkInterfaceConfigurations`), a public IP only
-when the launch config asks for one, and `deleteOption: Delete` on NIC, IP and OS disk, so ARM
-deletes them with the VM. Names are derived from the worker id, which makes the PUT idempotent:
-a second PUT of the same name updates the VM instead of making another one.
+The VM body is the Taskcluster launch config (resource form) verbatim, plus exactly what
+worker-manager overrides (services/worker-manager/src/providers/azure/index.js
+`#provisionSequentialWorker`): computer name, admin credentials, boot data, disk names, the
+network interface on the launch config's `subnetId`, and its tags on every resource. Where
+worker-manager creates a public IP, a NIC and then the VM, each on a later pass, wm puts the
+NIC inline (`networkInterfaceConfigurations`), a public IP only where `workerManager.publicIp`,
+and `deleteOption: Delete` on NIC, IP and every disk, so ARM deletes them with the VM. Names
+are derived from the worker id, which makes the PUT idempotent: a second PUT of the same name
+updates the VM instead of making another one. Launch configs in the ARM-template form
+(`armDeployment`) are refused as launch errors until wm deploys templates.
 
 Long-running operations are never awaited: every `begin_*` call uses `polling=False`, because
 an `LROPoller` started with polling on spawns a background thread that keeps polling ARM until
@@ -19,10 +25,12 @@ resource id: pages(resource group) + pages(subscription statuses) calls, never o
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import hashlib
 import re
 import secrets
+import string
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +41,7 @@ from typing import Any
 from wm.calls import CallClass
 from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
-from wm.model import CloudInstance, LaunchSpec, WorkerRef, WorkerState
+from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers import boot
 from wm.providers.base import (
     TAG_DEPLOYMENT,
@@ -51,8 +59,7 @@ from wm.telemetry import log
 CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
 POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never waits
 NETWORK_API_VERSION = "2020-11-01"  # the oldest that accepts networkInterfaceConfigurations
-SPOT_EVICTION_POLICY = "Deallocate"  # keeps an evicted VM visible, so the scan sees why it died
-ADMIN_USERNAME = "wmadmin"
+ADMIN_USERNAME_CHARS = 20  # Windows' limit; worker-manager draws 20 random characters too
 # The VM name is the worker's Taskcluster workerId, which allows 38 of [a-zA-Z0-9_-]
 # (worker-manager names its VMs `vm-` + 35 characters for the same reason).
 VM_NAME_MAX_CHARS = 38
@@ -108,6 +115,19 @@ NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
 # A NIC or IP still attached to something being deleted: try again on the next pass.
 IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+VM_NAME_PREFIX = "vm-"
+
+# How a launch config's keys reach the VM PUT (worker-manager passes the launch config to the
+# SDK's VirtualMachine model, which puts each key where ARM wants it):
+WM_ONLY_KEYS = ("capacityPerInstance", "workerConfig", "workerManager")  # never sent
+# The VM resource's own fields, beside `properties` (`location` and `tags` are set apart).
+RESOURCE_KEYS = ("plan", "identity", "zones", "extendedLocation", "placement")
+# Read by worker-manager, unknown to the VM model (so the SDK drops them): `subnetId` goes to
+# the NIC; the deprecated top-level `ignoreFailedProvisioningStates` is worker-manager's.
+NOT_VM_KEYS = ("location", "tags", "subnetId", "ignoreFailedProvisioningStates")
+# Replaced by the NIC wm defines inline.
+NETWORK_OVERRIDDEN = ("networkInterfaces", "networkInterfaceConfigurations", "networkApiVersion")
+ARM_DEPLOYMENT = "armDeployment"  # the ARM-template form of a launch config
 
 
 # ARM's limits per principal and subscription: which of its buckets each operation draws from.
@@ -233,7 +253,6 @@ class AzureProvider:
         self.root_url = root_url
         self.regions = config.regions
         self.deployment_id = deployment_id
-        self._config = config
         self._rg = config.resource_group
         self.gate = gate
         self._clients = clients
@@ -242,12 +261,18 @@ class AzureProvider:
     # -- create ------------------------------------------------------------------------------
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
-        try:
-            image = image_reference(batch.spec.image)
-        except ValueError as exc:
-            error = CloudError(self.id, ErrorCategory.BAD_CONFIG, "InvalidImage", str(exc))
+        if arm_deployment(batch.spec.launch_config):
+            error = CloudError(
+                self.id,
+                ErrorCategory.BAD_CONFIG,
+                "ArmDeploymentNotSupported",
+                f"launch config {batch.spec.launch_config_id} is an ARM template deployment "
+                f"({ARM_DEPLOYMENT}): ARM template deployments are not supported yet; only "
+                "launch configs in the resource form (hardwareProfile, storageProfile, "
+                "subnetId, ...) are launched",
+            )
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
-        make_body = partial(self._vm_body, batch, image)
+        make_body = partial(self._vm_body, batch)
         return list(
             self._pool.map(carry(lambda i: self._create_one(i.worker_id, make_body)), batch.intents)
         )
@@ -263,7 +288,7 @@ class AzureProvider:
                 # The VM exists already (a retried batch): its admin password, chosen anew for
                 # each PUT, is immutable. The existing VM is the answer, if it is ours.
                 return self._existing(worker_id, name, error)
-            return LaunchResult(worker_id, None, error=error)
+            return LaunchResult(worker_id, None, error=error.not_found_as_config())
         return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
 
     def _existing(self, worker_id: str, name: str, conflict: CloudError) -> LaunchResult:
@@ -282,15 +307,21 @@ class AzureProvider:
             self._rg, name, body, polling=False
         ).result()
 
-    def _vm_body(self, batch: LaunchBatch, image: dict[str, str], worker_id: str) -> dict:
+    def _vm_body(self, batch: LaunchBatch, worker_id: str) -> dict:
         spec = batch.spec
+        launch_config = spec.launch_config
+        # The worker group is the launch config's location (a required key).
+        location = str(launch_config.get("location") or spec.region)
         tags = {
+            # The launch config's own tags, under worker-manager's and then wm's ownership tags.
+            **dict(launch_config.get("tags") or {}),
             **boot.azure_tags(
                 root_url=self.root_url,
                 pool_id=batch.pool_id,
                 provider_id=self.id,
-                location=spec.region,
+                location=location,
                 launch_config_id=spec.launch_config_id,
+                owner=spec.pool_owner,
             ),
             TAG_DEPLOYMENT: self.deployment_id,
             TAG_POOL: batch.pool_id,
@@ -298,14 +329,14 @@ class AzureProvider:
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
         }
         custom_data = boot.azure_custom_data(
-            root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=spec.region
+            root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=location
         )
         return vm_body(
-            spec=spec,
-            image=image,
+            launch_config=launch_config,
+            location=location,
             worker_id=worker_id,
             tags=tags,
-            subnet_id=self._config.subnet_id,
+            admin_username=_admin_username(),
             admin_password=_admin_password(),
             custom_data=custom_data,
         )
@@ -551,19 +582,13 @@ def same_region(location: str | None, region: str) -> bool:
     return norm(location or "") == norm(region)
 
 
-def image_reference(image: str) -> dict[str, str]:
-    """An ARM imageReference from a resource id or a `publisher:offer:sku:version` URN."""
-    if image.startswith("/"):
-        return {"id": image}
-    parts = image.split(":")
-    if len(parts) == 4 and all(parts):
-        return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))
-    raise ValueError(
-        f"image {image!r} is neither an ARM resource id nor publisher:offer:sku:version"
-    )
+def arm_deployment(launch_config: Mapping[str, Any]) -> bool:
+    """The launch config is in the ARM-template form (worker-manager tests `armDeployment`
+    for JavaScript truthiness: any object, even empty, counts)."""
+    return launch_config.get(ARM_DEPLOYMENT) not in (None, False, 0, "")
 
 
-def vm_name(worker_id: str, prefix: str = "vm-") -> str:
+def vm_name(worker_id: str, prefix: str = VM_NAME_PREFIX) -> str:
     """A valid ARM name derived from the worker id; the same id always gives the same name."""
     clean = NAME_UNSAFE.sub("-", worker_id)
     name = prefix + clean
@@ -593,55 +618,93 @@ def computer_name(worker_id: str) -> str:
 
 def vm_body(
     *,
-    spec: LaunchSpec,
-    image: dict[str, str],
+    launch_config: Mapping[str, Any],
+    location: str,
     worker_id: str,
-    tags: Mapping[str, str],
-    subnet_id: str | None,
+    tags: Mapping[str, Any],
+    admin_username: str,
     admin_password: str,
     custom_data: str | None = None,
 ) -> dict[str, Any]:
-    """The VM PUT body: NIC inline, a public IP only when asked, everything deleted with it."""
+    """The VM PUT body of a launch config in Taskcluster's resource form: its VM fields
+    verbatim, plus worker-manager's overrides and wm's inline NIC (see the module docstring).
+
+    `custom_data` is worker-manager's boot data; None leaves it out (VMs made by hand).
+    """
+    config = copy.deepcopy(dict(launch_config))
+    skipped = {*WM_ONLY_KEYS, *RESOURCE_KEYS, *NOT_VM_KEYS}
+    properties = {key: value for key, value in config.items() if key not in skipped}
+    properties["osProfile"] = {
+        **_mapping(config.get("osProfile")),
+        "computerName": computer_name(worker_id),
+        **({"customData": custom_data} if custom_data is not None else {}),
+        "adminUsername": admin_username,
+        "adminPassword": admin_password,
+    }
+    properties["storageProfile"] = storage_profile(config.get("storageProfile"), worker_id)
+    properties["networkProfile"] = network_profile(config, worker_id, tags)
+    resource = {key: config[key] for key in RESOURCE_KEYS if key in config}
+    return {**resource, "location": location, "tags": dict(tags), "properties": properties}
+
+
+def storage_profile(storage: Any, worker_id: str) -> dict[str, Any]:
+    """The launch config's storageProfile with its disks named as worker-manager names them
+    (`disk-<vm name suffix>-os`, then `-1`, `-2`... for data disks, as users may not name
+    disks) and each deleted with the VM, since wm never deletes disks one by one."""
+    profile = dict(_mapping(storage))
+    suffix = vm_name(worker_id).removeprefix(VM_NAME_PREFIX)
+    profile["osDisk"] = {
+        **_mapping(profile.get("osDisk")),
+        "name": f"disk-{suffix}-os",
+        "deleteOption": "Delete",
+    }
+    profile["dataDisks"] = [
+        {**_mapping(disk), "name": f"disk-{suffix}-{number}", "deleteOption": "Delete"}
+        for number, disk in enumerate(profile.get("dataDisks") or [], start=1)
+    ]
+    return profile
+
+
+def network_profile(
+    launch_config: Mapping[str, Any], worker_id: str, tags: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The VM's one NIC, inline, on the launch config's subnet, with a public IP only where
+    `workerManager.publicIp` (Static, Standard, as worker-manager makes it)."""
     ip_config: dict[str, Any] = {"primary": True}
+    subnet_id = launch_config.get("subnetId")
     if subnet_id:
         ip_config["subnet"] = {"id": subnet_id}
-    if spec.public_ip:
+    if _mapping(launch_config.get("workerManager")).get("publicIp"):
         ip_config["publicIPAddressConfiguration"] = {
-            "name": vm_name(worker_id, "ip-"),
+            "name": vm_name(worker_id, "pip-"),
             "sku": {"name": "Standard"},
+            "tags": dict(tags),
             "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
         }
     nic_config = {
         "name": vm_name(worker_id, "nic-"),
+        "tags": dict(tags),
         "properties": {
             "primary": True,
             "deleteOption": "Delete",
             "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}],
         },
     }
-    properties: dict[str, Any] = {
-        "hardwareProfile": {"vmSize": spec.machine_type},
-        "storageProfile": {
-            "imageReference": image,
-            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
-        },
-        "osProfile": {
-            "computerName": computer_name(worker_id),
-            "adminUsername": ADMIN_USERNAME,
-            "adminPassword": admin_password,
-            # worker-manager's boot data (absent on VMs made by hand, as in tests)
-            **({"customData": custom_data} if custom_data is not None else {}),
-        },
-        "networkProfile": {
-            "networkApiVersion": NETWORK_API_VERSION,
-            "networkInterfaceConfigurations": [nic_config],
-        },
+    network = _mapping(launch_config.get("networkProfile"))
+    kept = {key: value for key, value in network.items() if key not in NETWORK_OVERRIDDEN}
+    return {
+        **kept,
+        "networkApiVersion": NETWORK_API_VERSION,
+        "networkInterfaceConfigurations": [nic_config],
     }
-    if spec.spot:
-        properties.update(
-            priority="Spot", evictionPolicy=SPOT_EVICTION_POLICY, billingProfile={"maxPrice": -1}
-        )
-    return {"location": spec.region, "tags": dict(tags), "properties": properties}
+
+
+def _admin_username() -> str:
+    # Like worker-manager: a fresh random name per create, never used (a user who needs to log
+    # in resets it). A letter first, since Linux user names may not start with a digit.
+    alphabet = string.ascii_lowercase + string.digits
+    rest = "".join(secrets.choice(alphabet) for _ in range(ADMIN_USERNAME_CHARS - 1))
+    return secrets.choice(string.ascii_lowercase) + rest
 
 
 def _admin_password() -> str:
@@ -653,6 +716,10 @@ def _admin_password() -> str:
 def _vm_data(vm: Any) -> dict[str, Any]:
     vm_id = vm.properties.vm_id if vm.properties is not None else None
     return {VM_ID: vm_id} if vm_id else {}
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:

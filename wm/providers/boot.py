@@ -23,6 +23,7 @@ GCE_METADATA_KEY = "taskcluster"  # the metadata item worker-runner reads
 GCE_SERVICE_ACCOUNT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 MANAGED_BY = "taskcluster"
 _GCE_LABEL_UNSAFE = re.compile(r"[^a-zA-Z0-9-]")
+_GCE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")  # what GCE accepts as a label value
 
 
 def ec2_user_data(
@@ -33,9 +34,12 @@ def ec2_user_data(
     region: str,
     launch_config_id: str,
     worker_config: Mapping[str, Any],
+    additional: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The UserData JSON of a RunInstances call (botocore base64-encodes it)."""
+    """The UserData JSON of a RunInstances call (botocore base64-encodes it): the launch
+    config's `additionalUserData` first, worker-manager's keys over it."""
     return {
+        **dict(additional or {}),
         "rootUrl": root_url,
         "workerPoolId": pool_id,
         "providerId": provider_id,
@@ -45,14 +49,17 @@ def ec2_user_data(
     }
 
 
-def ec2_tags(*, pool_id: str, provider_id: str) -> dict[str, str]:
-    """The tags worker-manager puts on instances and volumes (operators' tooling keys on them)."""
-    return {
+def ec2_tags(*, pool_id: str, provider_id: str, owner: str) -> list[dict[str, str]]:
+    """The tags worker-manager appends to the instance and volume tag specifications, in its
+    order (operators' tooling keys on them); `owner` is the pool definition's."""
+    tags = {
         "CreatedBy": f"taskcluster-wm-{provider_id}",
+        "Owner": owner,
         "ManagedBy": MANAGED_BY,
         "Name": pool_id,
         "WorkerPoolId": pool_id,
     }
+    return [{"Key": key, "Value": value} for key, value in tags.items()]
 
 
 def gce_metadata(
@@ -78,21 +85,36 @@ def gce_service_accounts(email: str) -> list[dict[str, Any]]:
     return [{"email": email, "scopes": list(GCE_SERVICE_ACCOUNT_SCOPES)}]
 
 
-def gce_labels(*, pool_id: str, provider_id: str, launch_config_id: str) -> dict[str, str]:
-    """worker-manager's labels (values sanitised as it does: GCE allows [a-z0-9_-])."""
+def gce_labels(
+    *, pool_id: str, provider_id: str, launch_config_id: str, owner: str = ""
+) -> dict[str, str]:
+    """worker-manager's labels, on the instance and its persistent disks, valued as it values
+    them (google.js: pool id and owner with [^a-zA-Z0-9-] made `-` and lowercased; the launch
+    config id as it is). Where worker-manager's value would break GCE's rule for label values
+    (lowercase [a-z0-9_-], at most 63 characters) and fail the insert, it is made to fit."""
     return {
         "created-by": _gce_label(f"taskcluster-wm-{provider_id}"),
         "managed-by": MANAGED_BY,
         "worker-pool-id": _gce_label(pool_id),
-        "launch-config-id": _gce_label(launch_config_id),
+        "owner": _gce_label(owner),
+        "launch-config-id": launch_config_id
+        if _GCE_LABEL_VALUE.fullmatch(launch_config_id)
+        else _gce_label(launch_config_id),
     }
 
 
 def azure_tags(
-    *, root_url: str, pool_id: str, provider_id: str, location: str, launch_config_id: str
+    *,
+    root_url: str,
+    pool_id: str,
+    provider_id: str,
+    location: str,
+    launch_config_id: str,
+    owner: str,
 ) -> dict[str, str]:
-    """The tags worker-runner reads from IMDS `compute.tagsList` (the first four, each
-    required), with worker-manager's own beside them."""
+    """The tags worker-manager puts on every resource of a worker (`#deploymentTags`, over
+    the launch config's own `tags`): worker-runner reads the first four from IMDS
+    `compute.tagsList` (each required); operators' tooling reads the others."""
     return {
         "worker-pool-id": pool_id,
         "provider-id": provider_id,
@@ -100,6 +122,7 @@ def azure_tags(
         "root-url": root_url,
         "created-by": f"taskcluster-wm-{provider_id}",
         "managed-by": MANAGED_BY,
+        "owner": owner,  # the pool definition's owner
         "launch-config-id": launch_config_id,
     }
 

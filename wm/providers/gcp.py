@@ -1,5 +1,12 @@
 """Google Compute Engine: one instance per worker, named by its worker id; zones are scan units.
 
+A launch config is Taskcluster's (config-google.yml): the instances.insert body itself, plus
+`region`, `zone`, `workerConfig`, `workerManager` (and the deprecated `capacityPerInstance`).
+The body sent is that launch config without those keys, everything else verbatim, with
+worker-manager's overrides (services/worker-manager/src/providers/google.js) and wm's
+ownership labels (`insert_body`); it goes through the SDK's typed Instance, so a key the API
+does not have fails the launch, naming the key, before any call.
+
 Creates are one `instances.insert` per intent with `requestId` derived from the intent's token,
 run concurrently (bounded by the gate), not one `bulkInsert` per batch: bulkInsert's
 per-instance properties carry only a name and hostname, so every instance of a batch would get
@@ -56,6 +63,13 @@ WORKER_NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035
 # uuid5 namespace turning wm's idempotency tokens into the UUIDs GCE requires as requestId.
 REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7c36-3f0e-4c55-9d7e-3b9a4f2f6c1e")
 REASON_PREEMPTED = "preempted"
+# What worker-manager leaves out of a launch config to make the insert body (google.js).
+NOT_IN_INSERT_BODY = frozenset(
+    {"region", "zone", "workerConfig", "workerManager", "capacityPerInstance"}
+)
+# The code of a launch failure wm finds before calling GCE: the launch config holds a key (or
+# a value) the API does not have, so no insert could take it.
+INVALID_LAUNCH_CONFIG = "invalidLaunchConfig"
 
 STATES: Mapping[str, WorkerState] = {
     "PENDING": WorkerState.REQUESTED,  # flex-start: waiting for capacity
@@ -166,10 +180,14 @@ class GcpProvider:
 
     def _insert(self, batch: LaunchBatch, index: int, intent: LaunchIntent) -> LaunchResult:
         zone = batch.spec.region
+        try:
+            resource = self._instance_resource(batch, intent)
+        except CloudError as error:  # the launch config is no instances.insert body
+            return self._failed(intent, index, error)
         request = self._compute.InsertInstanceRequest(
             project=self._project,
             zone=zone,
-            instance_resource=self._instance_resource(batch, intent),
+            instance_resource=resource,
             request_id=request_id(intent.idempotency_token),
         )
         try:
@@ -177,10 +195,10 @@ class GcpProvider:
         except CloudError as error:
             if error.code == "alreadyExists":
                 return self._adopt(zone, index, intent)
-            return self._failed(intent, index, _not_found_is_config(error))
+            return self._failed(intent, index, error.not_found_as_config())
         failure = _operation_error(self.id, op, "instances.insert")
         if failure is not None:
-            return self._failed(intent, index, _not_found_is_config(failure))
+            return self._failed(intent, index, failure.not_found_as_config())
         if not op.target_id:  # GCE always names the new instance's id; be safe if it did not
             return self._adopt(zone, index, intent)
         return LaunchResult(
@@ -220,12 +238,33 @@ class GcpProvider:
         return LaunchResult(intent.worker_id, None, error=error, launch_index=index)
 
     def _instance_resource(self, batch: LaunchBatch, intent: LaunchIntent) -> Any:
-        c = self._compute
+        """The typed Instance of the insert body, or a CloudError naming the key the SDK (and
+        so the API) does not have: nothing is sent for a launch config GCE cannot take."""
+        from google.protobuf import json_format
+
+        body = self._insert_body(batch, intent)
+        try:
+            return self._compute.Instance.from_json(json.dumps(body))
+        except (json_format.ParseError, TypeError, ValueError) as error:
+            first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise CloudError(
+                self.id,
+                ErrorCategory.BAD_CONFIG,
+                INVALID_LAUNCH_CONFIG,
+                f"launch config {batch.spec.launch_config_id} is not an instances.insert body: "
+                f"{first_line}",
+                operation="instances.insert",
+            ) from None
+
+    def _insert_body(self, batch: LaunchBatch, intent: LaunchIntent) -> dict[str, Any]:
         spec = batch.spec
-        labels = {
-            **boot.gce_labels(
-                pool_id=batch.pool_id, provider_id=self.id, launch_config_id=spec.launch_config_id
-            ),
+        tc_labels = boot.gce_labels(
+            pool_id=batch.pool_id,
+            provider_id=self.id,
+            launch_config_id=spec.launch_config_id,
+            owner=spec.pool_owner,
+        )
+        wm_labels = {
             TAG_DEPLOYMENT: self._deployment,
             TAG_POOL: _label_value(batch.pool_id),
             TAG_WORKER: intent.worker_id,
@@ -244,48 +283,24 @@ class GcpProvider:
             zone=spec.region,
             worker_config=spec.worker_config,
         )
-        items = [c.Items(key=boot.GCE_METADATA_KEY, value=json.dumps(taskcluster))]
+        items = [{"key": boot.GCE_METADATA_KEY, "value": json.dumps(taskcluster)}]
+        # Where a label had to be sanitised, its original value rides in metadata.
         items += [
-            c.Items(key=key, value=value)
+            {"key": key, "value": value}
             for key, value in originals.items()
-            if labels[key] != value
+            if wm_labels[key] != value
         ]
-        nic = c.NetworkInterface(network="global/networks/default")
-        if spec.public_ip:
-            nic.access_configs = [c.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
-        machine_type = spec.machine_type
-        if "/" not in machine_type:
-            machine_type = f"zones/{spec.region}/machineTypes/{machine_type}"
-        instance = c.Instance(
+        # Without a service account the VM's metadata server mints no identity token.
+        accounts = boot.gce_service_accounts(self._service_account) if self._service_account else []
+        return insert_body(
+            spec.launch_config,
             name=intent.worker_id,
-            machine_type=machine_type,
-            labels=labels,
-            metadata=c.Metadata(items=items),
-            disks=[
-                c.AttachedDisk(
-                    boot=True,
-                    auto_delete=True,
-                    initialize_params=c.AttachedDiskInitializeParams(source_image=spec.image),
-                )
-            ],
-            network_interfaces=[nic],
+            labels=tc_labels,
+            own_labels=wm_labels,
+            description=spec.pool_description,
+            service_accounts=accounts,
+            metadata_items=items,
         )
-        if self._service_account:
-            # Without a service account the VM's metadata server mints no identity token.
-            instance.service_accounts = [
-                c.ServiceAccount(email=account["email"], scopes=account["scopes"])
-                for account in boot.gce_service_accounts(self._service_account)
-            ]
-        if spec.spot:
-            # STOP, not DELETE: a pre-empted worker stays visible as TERMINATED, so the scan
-            # learns why it died before deleting it.
-            instance.scheduling = c.Scheduling(
-                provisioning_model="SPOT",
-                automatic_restart=False,
-                on_host_maintenance="TERMINATE",
-                instance_termination_action="STOP",
-            )
-        return instance
 
     # -- list, look up ---------------------------------------------------------------------------
 
@@ -305,7 +320,7 @@ class GcpProvider:
                 # later pages outside it.
                 page = self._call("instances.list", self._instances.list, request=request)
             except CloudError as error:
-                raise _not_found_is_config(error) from error
+                raise error.not_found_as_config() from error
             found += [
                 self._cloud_instance(instance, region)
                 for instance in page.items
@@ -457,6 +472,70 @@ def request_id(token: str) -> str:
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
 
 
+def insert_body(
+    launch_config: Mapping[str, Any],
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    own_labels: Mapping[str, str],
+    description: str,
+    service_accounts: Sequence[Mapping[str, Any]],
+    metadata_items: Sequence[Mapping[str, str]],
+) -> dict[str, Any]:
+    """The instances.insert body of a Taskcluster Google launch config, as worker-manager
+    makes it (google.js `provision`): the launch config without its worker-manager keys,
+    verbatim, with worker-manager's overrides and wm's own labels.
+
+    `labels` (worker-manager's) go on the instance and into every PERSISTENT disk's
+    initializeParams.labels (after the disk's own `labels`, which GCE's AttachedDisk does not
+    have and so are moved there; other disks lose theirs); `own_labels` (wm's ownership)
+    on the instance only. The description is the launch config's, else the pool's; the
+    service accounts are wm's, never the launch config's; scheduling.automaticRestart is
+    false; `metadata_items` follow the launch config's metadata items.
+    """
+    body = {k: v for k, v in _plain(launch_config).items() if k not in NOT_IN_INSERT_BODY}
+    # A value of the wrong shape (labels not an object, disks not a list...) is left as it is:
+    # turning it into the SDK's Instance then fails with its key named.
+    body["name"] = name
+    body["labels"] = _merged(body.get("labels") or {}, {**labels, **own_labels})
+    body["description"] = body.get("description") or description
+    disks = body.get("disks") or []
+    body["disks"] = [_labelled_disk(d, labels) for d in disks] if isinstance(disks, list) else disks
+    body["serviceAccounts"] = [dict(account) for account in service_accounts]
+    body["scheduling"] = _merged(body.get("scheduling") or {}, {"automaticRestart": False})
+    metadata = body.get("metadata") or {}
+    given = (metadata.get("items") or []) if isinstance(metadata, dict) else []
+    items = [*given, *(dict(item) for item in metadata_items)] if isinstance(given, list) else given
+    body["metadata"] = {"items": items}
+    return body
+
+
+def _merged(value: Any, overrides: Mapping[str, Any]) -> Any:
+    return {**value, **overrides} if isinstance(value, dict) else value
+
+
+def _labelled_disk(disk: Any, labels: Mapping[str, str]) -> Any:
+    if not isinstance(disk, dict):
+        return disk
+    disk = dict(disk)
+    own = disk.pop("labels", None) or {}
+    params = disk.get("initializeParams") or {}
+    if disk.get("type") != "PERSISTENT" or not isinstance(params, dict):
+        return disk
+    merged = _merged(params.get("labels") or {}, own if isinstance(own, dict) else {})
+    disk["initializeParams"] = {**params, "labels": _merged(merged, labels)}
+    return disk
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy made of dicts and lists (definitions may hold read-only mappings)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _identity(instance_id: int, zone: str) -> dict[str, str]:
     """What identity tokens are checked against (gcp_identity.py): the numeric id and zone."""
     return {"instance_id": str(instance_id), "zone": zone}
@@ -507,22 +586,6 @@ def _category_for_status(status: int) -> ErrorCategory:
     if status == 404:
         return ErrorCategory.NOT_FOUND
     return ErrorCategory.BAD_CONFIG
-
-
-def _not_found_is_config(error: CloudError) -> CloudError:
-    # A create or list that finds nothing names a missing image, network, zone or project:
-    # configuration, not a missing instance.
-    if error.category is not ErrorCategory.NOT_FOUND:
-        return error
-    return CloudError(
-        error.provider,
-        ErrorCategory.BAD_CONFIG,
-        error.code,
-        error.message,
-        operation=error.operation,
-        retry_after_s=error.retry_after_s,
-        maybe_applied=error.maybe_applied,
-    )
 
 
 def classify(provider_id: str, exc: BaseException) -> CloudError:

@@ -12,6 +12,7 @@ from wm.db.server import postgres
 from wmsim.cli.context import SimContext
 
 DEFAULT_OUT = "demo-out"
+DEFAULT_POOL_FILES = ("*.yml", "*.yaml", "*.json")  # in pools/
 INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
 
 
@@ -44,6 +45,14 @@ INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
     help="The processes to run.",
 )
 @click.option(
+    "--pools",
+    "pool_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Worker pool definitions to apply (JSON or YAML; repeatable). "
+    "Default: every pools/*.yml, *.yaml and *.json.",
+)
+@click.option(
     "--preempt",
     "preempt_share",
     type=click.FloatRange(0, 1),
@@ -62,13 +71,15 @@ def demo(
     workload: str | None,
     out_dir: Path,
     procfile: Path,
+    pool_files: tuple[Path, ...],
     preempt_share: float | None,
     live: bool | None,
 ) -> None:
     """Run every Procfile process against the simulated clouds and drive a workload.
 
     Uses DATABASE_URL when set; otherwise a throwaway local PostgreSQL removed at exit. Tasks
-    arrive (a steady stream and a burst, 84 % EC2, 13 % Azure, 3 % GCE), simulated workers boot,
+    arrive (a steady stream and a burst, 84 % EC2, 13 % Azure, 3 % GCE) for the pools of the
+    applied definitions (--pools, default pools/*.yml), simulated workers boot,
     register, run them and leave; at the end the summary is printed and report.json and
     report.png are written to --out. Exits 0 only when every task ran, no process crashed and
     nothing was left in the clouds.
@@ -100,9 +111,17 @@ def demo(
                     out_dir=out_dir,
                     demo=settings,
                     live=console.is_terminal if live is None else live,
+                    pool_files=pool_files or default_pool_files(),
                 )
                 code = Demo(run, console).run()
         except KeyboardInterrupt:
             console.print("== interrupted: every process was stopped")
             sys.exit(INTERRUPTED_EXIT)
     sys.exit(code)
+
+
+def default_pool_files() -> tuple[Path, ...]:
+    found = sorted(path for pattern in DEFAULT_POOL_FILES for path in Path("pools").glob(pattern))
+    if not found:
+        raise UserError("no worker pool definitions in pools/: give --pools FILE")
+    return tuple(found)

@@ -24,7 +24,8 @@ from fastapi import FastAPI, Request
 from sqlalchemy import text
 
 from tests.support.api_stack import http_call, in_parallel, serving
-from tests.support.configs import build
+from tests.support.configs import build, raw
+from tests.support.definitions import apply_pools
 from tests.support.tc_schemas import check
 from wm import stages
 from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
@@ -34,7 +35,6 @@ from wm.db.pool_errors import list_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.identity import IdentityRejected
 from wm.model import WorkerState
-from wm.pool_sync import plan_sync
 from wm.tc.credentials import IssuerCredentials, worker_credentials
 
 POOL, PROVIDER, GROUP = "proj/linux", "aws-a", "us-east-1"
@@ -60,7 +60,7 @@ def verifier():
 
 
 def make_app(engine, verifier, auth_service=None):
-    pool_store.apply_sync(engine, plan_sync(build(), [], []))
+    apply_pools(engine, build(), raw()["pools"])
     issuer = IssuerSource(engine)
     return create_app(
         engine,
@@ -465,7 +465,7 @@ def test_bad_bodies_are_taskcluster_400s_that_do_not_echo_values(base, engine, v
     assert verifier.calls == 0
 
 
-def test_pool_changes_are_refused_clearly(base):
+def test_an_incomplete_definition_is_refused_naming_what_it_lacks(base):
     admin = operator(base)
     definition = {
         "providerId": PROVIDER,
@@ -475,7 +475,10 @@ def test_pool_changes_are_refused_clearly(base):
         "emailOnError": False,
     }
     status, code = refused(lambda: admin.createWorkerPool(POOL, definition))
-    assert (status, code) == (400, "InputError")
+    assert (status, code) == (400, "InputValidationError")
+    with pytest.raises(taskcluster.TaskclusterRestFailure) as caught:
+        admin.createWorkerPool(POOL, definition)
+    assert "config.launchConfigs: required" in caught.value.body["message"]
 
 
 def test_foreign_credentials_are_checked_by_the_auth_service(engine, verifier):

@@ -41,10 +41,11 @@ from wm.providers.base import (
     LaunchResult,
 )
 from wmsim.config import SimCloudConfig
-from wmsim.ec2 import SimEc2, serve
+from wmsim.ec2 import SimEc2, example_launch_config, serve
 from wmsim.wsgi import ServerThread
 
 POOL = "proj-ci/linux-large"
+OWNER = "ci-team@example.com"
 LAUNCH_CONFIG = "lc-0123456789abcdef"
 IMAGE = "ami-0abcdef1234567890"
 
@@ -53,11 +54,16 @@ def spec(*, region: str = EC2_REGION, spot: bool = False, **worker_config: Any) 
     return LaunchSpec(
         launch_config_id=LAUNCH_CONFIG,
         region=region,
-        machine_type="m5.large",
-        image=IMAGE,
         capacity_per_worker=1,
-        spot=spot,
+        launch_config=example_launch_config(
+            region,
+            image_id=IMAGE,
+            spot=spot,
+            launch_config_id=LAUNCH_CONFIG,
+            worker_config=worker_config,
+        ),
         worker_config=worker_config,
+        pool_owner=OWNER,
     )
 
 
@@ -435,9 +441,11 @@ def test_spot_tags_and_taskclusters_user_data_reach_the_cloud(
     # Its workerId is the instance id (from the identity document), named on the result.
     assert result.tc_worker_id == result.cloud_id == instance["InstanceId"]
     tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
-    assert {k: tags[k] for k in ("ManagedBy", "CreatedBy", "WorkerPoolId")} == {
-        "ManagedBy": "taskcluster",
+    assert {k: tags[k] for k in ("CreatedBy", "Owner", "ManagedBy", "Name", "WorkerPoolId")} == {
         "CreatedBy": f"taskcluster-wm-{aws_provider.id}",
+        "Owner": OWNER,
+        "ManagedBy": "taskcluster",
+        "Name": POOL,
         "WorkerPoolId": POOL,
     }
     assert {k: tags[k] for k in (TAG_DEPLOYMENT, TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)} == {

@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent
 from wm.provisioner import new_worker_id
+from wmsim import arm, ec2, gce
 
 GONE_WITHIN_S = 10
 
@@ -51,14 +54,35 @@ def cloud(request):
     return spec, sim, provider
 
 
+def launch_config(kind: str, spec: Cloud, where: str, spot: bool) -> dict[str, Any]:
+    """The cloud's own Taskcluster launch config for the machine, as the sims accept it."""
+    if kind == "aws":
+        return ec2.example_launch_config(
+            where, instance_type=spec.machine_type, image_id=spec.image, spot=spot
+        )
+    if kind == "gcp":
+        return gce.example_launch_config(
+            where, machine_type=spec.machine_type, image=spec.image, spot=spot
+        )
+    return arm.example_launch_config(
+        where,
+        vm_size=spec.machine_type,
+        image=spec.image,
+        spot=spot,
+        subscription_id=AZURE_SUBSCRIPTION,
+        resource_group=AZURE_RESOURCE_GROUP,
+    )
+
+
 def make_batch(provider, spec: Cloud, count: int, *, spot: bool = False) -> LaunchBatch:
+    kind = next(k for k, c in CLOUDS.items() if c == spec)
+    region = provider.regions[0]
     launch = LaunchSpec(
         launch_config_id="lc-contract",
-        region=provider.regions[0],
-        machine_type=spec.machine_type,
-        image=spec.image,
+        region=region,
         capacity_per_worker=1,
-        spot=spot,
+        launch_config=launch_config(kind, spec, region, spot),
+        pool_owner="contract@example.com",
     )
     intents = tuple(LaunchIntent(new_worker_id(), str(uuid.uuid4())) for _ in range(count))
     return LaunchBatch("proj/contract", launch, intents, batch_token=uuid.uuid4().hex)

@@ -34,21 +34,29 @@ from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
 from wm.providers.gcp import GcpProvider, make
 from wmsim.config import SimCloudConfig
-from wmsim.gce import SimGce, serve
+from wmsim.gce import SimGce, example_launch_config, serve
 
 POOL = "proj-ci/linux-large"  # has "/", so its label is sanitised and metadata keeps it
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+LC_ID = "lc-0123456789abcdef"
+WORKER_CONFIG = {"queue": "linux-large"}
 
 
 def spec(*, zone: str = GCE_ZONE, spot: bool = False, machine_type: str = "e2-small") -> LaunchSpec:
     return LaunchSpec(
-        launch_config_id="lc-0123456789abcdef",
+        launch_config_id=LC_ID,
         region=zone,
-        machine_type=machine_type,
-        image=IMAGE,
         capacity_per_worker=1,
-        spot=spot,
-        worker_config={"queue": "linux-large"},
+        launch_config=example_launch_config(
+            zone,
+            machine_type=machine_type,
+            spot=spot,
+            launch_config_id=LC_ID,
+            worker_config=WORKER_CONFIG,
+        ),
+        worker_config=WORKER_CONFIG,
+        pool_owner="CI Team <ci@example.com>",
+        pool_description="Linux CI workers",
     )
 
 
@@ -139,6 +147,7 @@ def test_the_instance_carries_labels_taskcluster_metadata_service_account_and_sp
         "created-by": "taskcluster-wm-gcp-test",
         "managed-by": "taskcluster",
         "worker-pool-id": "proj-ci-linux-large",
+        "owner": "ci-team--ci-example-com-",
         "launch-config-id": "lc-0123456789abcdef",
     }
     metadata = {item.key: item.value for item in instance.metadata.items}

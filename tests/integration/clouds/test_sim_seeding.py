@@ -18,7 +18,7 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.providers.gcp import GcpProvider
-from wmsim.ec2 import SimEc2
+from wmsim.ec2 import SimEc2, example_launch_config
 from wmsim.gce import SimGce
 
 POOL = "proj/seeded"
@@ -32,7 +32,12 @@ def test_ec2_seeding_into_a_full_region_makes_complete_instances_and_leaves_moto
     tags = {TAG_DEPLOYMENT: EC2_DEPLOYMENT, TAG_POOL: POOL}
     first = sim_ec2.seed_instances(300, tags={**tags, TAG_BATCH: "seed-1"})
     second = sim_ec2.seed_instances(200, tags={**tags, TAG_BATCH: "seed-2"})
-    spec = LaunchSpec("lc-1", EC2_REGION, "m5.large", "ami-0abcdef1234567890", 1)
+    spec = LaunchSpec(
+        "lc-1",
+        EC2_REGION,
+        1,
+        example_launch_config(EC2_REGION, image_id="ami-0abcdef1234567890"),
+    )
     launched = aws_provider.create(
         LaunchBatch(POOL, spec, (LaunchIntent("w-after", "t-after"),), "after-seeding")
     )

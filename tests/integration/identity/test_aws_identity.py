@@ -18,15 +18,17 @@ from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
 from wm.providers.aws import AwsProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
-from wmsim.ec2 import SimEc2, sign_identity_document
+from wmsim.ec2 import SimEc2, example_launch_config, sign_identity_document
 from wmsim.trust import new_rsa_key, pem, self_signed
 
+IMAGE, INSTANCE_TYPE = "ami-0abcdef1234567890", "m5.large"
 SPEC = LaunchSpec(
     launch_config_id="lc-identity",
     region=EC2_REGION,
-    machine_type="m5.large",
-    image="ami-0abcdef1234567890",
     capacity_per_worker=1,
+    launch_config=example_launch_config(
+        EC2_REGION, image_id=IMAGE, instance_type=INSTANCE_TYPE, launch_config_id="lc-identity"
+    ),
 )
 
 
@@ -60,7 +62,7 @@ def test_the_provider_records_what_the_document_is_checked_against(
     data = launched[0].provider_data
     assert data["account_id"] == sim_ec2.account_id
     assert data["availability_zone"].startswith(EC2_REGION)
-    assert (data["image_id"], data["instance_type"]) == (SPEC.image, SPEC.machine_type)
+    assert (data["image_id"], data["instance_type"]) == (IMAGE, INSTANCE_TYPE)
 
 
 def test_a_worker_recovered_by_look_up_records_the_same(

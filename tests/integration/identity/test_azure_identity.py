@@ -23,7 +23,12 @@ from tests.fixtures.identity import (
     expected_identity,
     over_the_wire,
 )
-from tests.fixtures.sim_arm import AZURE_DEPLOYMENT, AZURE_SUBSCRIPTION, azure_config
+from tests.fixtures.sim_arm import (
+    AZURE_DEPLOYMENT,
+    AZURE_RESOURCE_GROUP,
+    AZURE_SUBSCRIPTION,
+    azure_config,
+)
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec
@@ -31,7 +36,7 @@ from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.azure import AzureProvider, vm_name
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wmsim import attested
-from wmsim.arm import SimArm
+from wmsim.arm import SimArm, example_launch_config
 
 REGION = "eastus"
 NONCE = "a1b2c3d4e5"
@@ -39,9 +44,15 @@ AIA_URL = "http://www.microsoft.com/pkiops/certs/Simulated%20Issuing%20CA.crt"
 SPEC = LaunchSpec(
     launch_config_id="lc-identity",
     region=REGION,
-    machine_type="Standard_D2s_v5",
-    image="Canonical:ubuntu-24_04-lts:server:latest",
     capacity_per_worker=1,
+    launch_config=example_launch_config(
+        REGION,
+        vm_size="Standard_D2s_v5",
+        launch_config_id="lc-identity",
+        subscription_id=AZURE_SUBSCRIPTION,
+        resource_group=AZURE_RESOURCE_GROUP,
+    ),
+    pool_owner="ci-admins@example.com",
 )
 
 

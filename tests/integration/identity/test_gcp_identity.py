@@ -34,15 +34,16 @@ from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier, gcp_identity
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import GcpProvider
-from wmsim.gce import SimGce, identity_jwks, service_account_id
+from wmsim.gce import SimGce, example_launch_config, identity_jwks, service_account_id
 from wmsim.trust import new_rsa_key
 
 SPEC = LaunchSpec(
     launch_config_id="lc-identity",
     region=GCE_ZONE,
-    machine_type="e2-small",
-    image="projects/debian-cloud/global/images/family/debian-12",
     capacity_per_worker=1,
+    launch_config=example_launch_config(
+        GCE_ZONE, machine_type="e2-small", launch_config_id="lc-identity"
+    ),
 )
 
 

@@ -20,14 +20,13 @@ from tests.fixtures.sim_arm import azure_config
 from tests.fixtures.sim_ec2 import aws_config
 from tests.fixtures.sim_gce import gcp_config
 from tests.support.configs import build
+from tests.support.definitions import apply_pools
 from wm.api.app import create_app
 from wm.api.authn import Authenticator, IssuerSource
-from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.model import WorkerState
-from wm.pool_sync import plan_sync
 from wm.providers import build_provider, build_verifier
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
@@ -131,7 +130,7 @@ def test_a_worker_lives_its_whole_life_through_the_api(request, engine, api, clo
         ],
     }
     config = build(raw)
-    pool_store.apply_sync(engine, plan_sync(config, [], []))
+    apply_pools(engine, config, raw["pools"])
     verifiers[provider_cfg.id] = build_verifier(provider_cfg, "test-deploy", public_url)
     provider = build_provider(provider_cfg, "test-deploy", root_url=public_url)
     try:

@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
+from tests.support.definitions import apply_pools
 from tests.support.memory_provider import MemoryProvider, quota_error
 from wm import stages
 from wm.db import claims, pool_errors, tasks
@@ -17,7 +18,6 @@ from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
 from wm.db.workers import list_workers
 from wm.errors import CloudError
-from wm.pool_sync import plan_sync
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
@@ -26,9 +26,7 @@ POOL = "proj/linux"
 
 
 def sync(engine, data) -> None:
-    config = build(data)
-    plan = plan_sync(config, pool_store.load_pools(engine), pool_store.load_launch_configs(engine))
-    pool_store.apply_sync(engine, plan)
+    apply_pools(engine, build(data), data["pools"], prune=True)
 
 
 @pytest.fixture

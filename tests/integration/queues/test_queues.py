@@ -4,11 +4,10 @@ import time
 import pytest
 
 from tests.support.configs import build, raw
+from tests.support.definitions import apply_pools
 from tests.support.fake_taskcluster import FakeQueue
-from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.errors import QueueUnavailable
-from wm.pool_sync import plan_sync
 from wm.queues import QueueCounts, build_queue
 from wm.queues.builtin import BuiltinQueue
 from wm.queues.taskcluster import TaskclusterQueue
@@ -145,5 +144,4 @@ def test_taskcluster_without_root_url_is_a_clear_error():
 
 @pytest.fixture(autouse=True)
 def synced_pools(engine):
-    config = build()
-    pool_store.apply_sync(engine, plan_sync(config, [], []))
+    apply_pools(engine, build(), raw()["pools"])

@@ -16,13 +16,13 @@ from tests.fixtures.sim_arm import AZURE_REGIONS
 from tests.fixtures.sim_ec2 import EC2_REGION
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_PROJECT, GCE_ZONE
 from tests.support.configs import build
+from tests.support.definitions import apply_pools
 from wm.db import pools as pool_store
 from wm.db import scans, tasks
 from wm.db.pool_errors import NewPoolError, list_errors, record_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.model import WorkerState
-from wm.pool_sync import plan_sync
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -71,7 +71,7 @@ def configure(engine, provider, kind: str, region: str, **pool_changes):
         ],
     }
     config = build(data)
-    pool_store.apply_sync(engine, plan_sync(config, [], []))
+    apply_pools(engine, config, data["pools"])
     return config
 
 
@@ -417,7 +417,12 @@ def test_rows_learn_the_workerid_worker_runner_reads_from_a_pass_and_from_a_scan
     )  # fmt: skip
     insert_intents(engine, [intent])
     provider.create(
-        LaunchBatch("proj/scan", lc.spec(), (LaunchIntent(worker_id, token),), batch_token)
+        LaunchBatch(
+            "proj/scan",
+            lc.spec(pool_store.load_pools(engine)[0]),
+            (LaunchIntent(worker_id, token),),
+            batch_token,
+        )
     )
     with engine.begin() as conn:  # long past any retry of that create
         conn.execute(text("UPDATE workers SET created = created - interval '1 hour'"))

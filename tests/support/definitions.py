@@ -1,0 +1,75 @@
+"""Pools for tests: written in the short old `[[pools]]` form, applied as the Taskcluster
+definitions `wm pools convert` makes of them (wm.legacy_pools), so most scenarios stay one line
+and the converter is exercised by every one of them.
+
+A pool dict is {id, provider, max_capacity, launch_configs: [{region, machine_type, image, ...}],
+...}. `requires_registration = false` in the old form is now the provider's `workers_register`:
+applying here passes it per provider, as a converted config would set it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+
+from wm import legacy_pools
+from wm.config import Config
+from wm.db import pools as pool_store
+from wm.pool_apply import ApplyPlan, plan_apply
+from wm.pool_definition import PoolDefinition, parse_pool_definition
+from wmsim.arm import default_subnet_id
+
+OWNER = "wm-tests@example.com"
+
+
+def old_providers(config: Config) -> dict[str, legacy_pools.OldProvider]:
+    found = {}
+    for provider in config.providers:
+        subnet = None
+        if provider.kind == "azure":
+            subnet = default_subnet_id(provider.subscription_id, provider.resource_group)
+        found[provider.id] = legacy_pools.OldProvider(provider.kind, subnet)
+    return found
+
+
+def documents(config: Config, pools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pools as definition documents ({workerPoolId, providerId, ..., config})."""
+    conversion = legacy_pools.convert([dict(p) for p in pools], old_providers(config), owner=OWNER)
+    assert not conversion.problems, conversion.problems
+    return [dict(d) for d in conversion.documents]
+
+
+def definitions(config: Config, pools: Iterable[Mapping[str, Any]]) -> list[PoolDefinition]:
+    parsed = []
+    for document in documents(config, pools):
+        pool_id = document.pop("workerPoolId")
+        parsed.append(parse_pool_definition(pool_id, document, config.provider_kinds()))
+    return parsed
+
+
+def registers(config: Config, pools: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Per provider: its `workers_register`, false where an old-form pool said so."""
+    found = {p.id: p.workers_register for p in config.providers}
+    for pool in pools:
+        if pool.get("requires_registration") is False:
+            found[pool["provider"]] = False
+    return found
+
+
+def apply_pools(
+    engine: Engine, config: Config, pools: Sequence[Mapping[str, Any]], *, prune: bool = False
+) -> ApplyPlan:
+    """Apply the pools (old form) as their definitions, as `wm pools apply` does."""
+    parsed = definitions(config, pools)
+    wanted = registers(config, pools)
+    plan = pool_store.apply_definitions(
+        engine,
+        lambda current, lcs: plan_apply(parsed, current, lcs, workers_register=wanted, prune=prune),
+    )
+    assert not plan.conflicts, plan.conflicts
+    pool_store.ensure_scan_units(
+        engine, [(p.id, region) for p in config.providers for region in p.regions]
+    )
+    return plan

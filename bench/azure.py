@@ -1,30 +1,39 @@
-"""Azure: new VMs until all run, wm's single VM PUT against the old IP, NIC, VM steps.
+"""Azure: new VMs until all run, wm's single VM PUT and ARM template deployment against the old
+IP, NIC, VM steps.
 
 `python -m bench.azure` asks for `--vms` new Azure workers (default 100) at once and measures,
-on each side, on a fresh database and a fresh simulated ARM (in a process of its own, every call
-taking `--latency-ms`, every VM `--boot-s` to boot), the time and the API calls until every VM
-is seen running:
+on each of three sides, on a fresh database and a fresh simulated ARM (in a process of its own,
+every call taking `--latency-ms`, every VM `--boot-s` to boot), the time and the API calls
+until every VM is seen running:
 
 - wm: the real `Provisioner` (one pass: one VM PUT per worker, NIC inline, no public IP, through
   wm.providers.azure) and the real `Scanner` scanning the region every `--scan-loop-s` (an
   interval from start to start, as the scanner process's job), until every row is running;
+- arm: the same `Provisioner` and `Scanner`, the pool's launch config in Taskcluster's
+  ARM-template form (`armDeployment`, a template spec version of wmsim's worker template, a
+  resource group of its own, as fxci-config's Azure pools): one deployment PUT per worker
+  (wm.providers.azure_arm), the scan listing the group's deployments beside its VMs;
 - baseline: `bench.baselines.old_azure`: the provisioner writes rows only; the scan loop, which
   waits `--scan-loop-s` after each loop (taskcluster-lib-iterate's waitTime), advances each
   worker one resource per loop (public IP, then NIC, then VM), two workers at a time, and sees
   the VM running in a later loop.
 
-Both sides begin their first scan loop at the demand, use the same gate (wm's defaults: 20 calls
+All sides begin their first scan loop at the demand, use the same gate (wm's defaults: 20 calls
 per second) and count a VM as running at the end of the loop (scan) that saw it running.
 
-Figures, the same names on both sides (see bench/README.md): all_running_s, running_p50_s,
-vms_running, api_calls, resource_puts, scan_loops, loop_max_s. Results go to stdout and to
-bench/results/azure.json as {"wm", "baseline", "ratio", "params", "log_warnings"}.
+Figures, the same names on every side (see bench/README.md): all_running_s, running_p50_s,
+vms_running, api_calls, resource_puts, scan_loops, loop_max_s; and each side's ARM calls by
+operation (the simulated ARM's count of requests). Results go to stdout and to
+bench/results/azure.json as {"wm", "baseline", "ratio" (baseline / wm), "arm", "arm_ratio"
+({"baseline_over_arm", "arm_over_wm"}), "calls_by_operation" ({side: {operation: calls}}),
+"params", "log_warnings"}.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import threading
 import time
@@ -37,6 +46,9 @@ from sqlalchemy import Engine
 
 from bench.baselines.old_azure import OldAzureScanner
 from bench.common import (
+    AZURE_RESOURCE_GROUP,
+    AZURE_SUBSCRIPTION,
+    BENCH_OWNER,
     DEPLOYMENT_ID,
     JOIN_TIMEOUT_S,
     MACHINES,
@@ -45,6 +57,7 @@ from bench.common import (
     BenchConfig,
     CloudProcess,
     bench_definitions,
+    cell,
     emit,
     fresh_database,
     parse_config,
@@ -54,21 +67,35 @@ from bench.common import (
     rounded,
     run_sides,
     sync_pools,
-    table,
 )
 from wm.config import AzureProviderConfig, Config
+from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.server import PostgresServer
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.pool_apply import plan_apply
+from wm.pool_definition import parse_pool_definition
 from wm.providers import build_provider
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wmsim.arm import SimArm
+from wmsim.arm import SimArm, default_subnet_id
 from wmsim.behaviour import Behaviour
+from wmsim.templates import WORKER_TEMPLATE
 
 POOL_ID = "proj-ci/win-2022"
+ARM_LOCATION = MACHINES["azure"][0]
+ARM_GROUP = "rg-tc-azure-proj-ci-win-2022"  # the launch config's own group, as fxci-config's
+ARM_SPEC_ID = (
+    f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/rg-template-specs/providers"
+    "/Microsoft.Resources/templateSpecs/win-worker/versions/1.0.0"
+)
+ARM_IMAGE_ID = (
+    f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/rg-template-specs/providers"
+    "/Microsoft.Compute/galleries/images/images/win2022/versions/1.0.0"
+)
+ARM_LAUNCH_CONFIG_ID = "lc-arm-bench"
 TASK_DURATION_S = 600.0  # recorded on the tasks; nothing runs them here
 ROW_EXPIRY_S = 3600.0  # registration deadline of the baseline's rows: never reached here
 
@@ -95,6 +122,13 @@ class ArmHost:
     def running_vms(self) -> int:
         return sum(1 for vm in self.arm.instances() if vm.state == "running")
 
+    def publish_worker_template(self) -> None:
+        """What an operator publishes before applying an ARM-template pool: the template spec
+        version its launch config names and the image the template deploys."""
+        template = json.loads(WORKER_TEMPLATE.read_text())
+        self.arm.deployments.put_template_spec(ARM_SPEC_ID, template, ARM_LOCATION)
+        self.arm.register_image(ARM_IMAGE_ID, ARM_LOCATION)
+
 
 class Arm(CloudProcess):
     def counts(self) -> dict[str, int]:
@@ -105,6 +139,9 @@ class Arm(CloudProcess):
 
     def running_vms(self) -> int:
         return self.ask("running_vms")
+
+    def publish_worker_template(self) -> None:
+        self.ask("publish_worker_template")
 
 
 def azure_config(arm: Arm, db_url: str, vms: int) -> BenchConfig:
@@ -183,7 +220,11 @@ def run_loops(
 # -- the two sides -------------------------------------------------------------------------------
 
 
-def run_wm(engine: Engine, config: Config, arm: Arm, params: Params) -> dict[str, Any]:
+Measured = tuple[dict[str, Any], dict[str, int]]  # a side's figures, its calls by operation
+
+
+def run_wm(engine: Engine, config: Config, arm: Arm, params: Params) -> Measured:
+    """wm's provisioner and scanner; the pool's launch config says which form (resource, ARM)."""
     provider_config = config.providers[0]
     provider = build_provider(provider_config, config.deployment_id)
     try:
@@ -209,12 +250,13 @@ def run_wm(engine: Engine, config: Config, arm: Arm, params: Params) -> dict[str
             scan, progress, params.vms, params.scan_loop_s, params.timeout_s, wait_after=False
         )
         passing.join(JOIN_TIMEOUT_S)
-        return progress.figures(params.vms, arm.counts())
+        counts = arm.counts()
+        return progress.figures(params.vms, counts), counts
     finally:
         provider.close()
 
 
-def run_baseline(engine: Engine, config: Config, arm: Arm, params: Params) -> dict[str, Any]:
+def run_baseline(engine: Engine, config: Config, arm: Arm, params: Params) -> Measured:
     provider_config = config.providers[0]
     assert isinstance(provider_config, AzureProviderConfig)
     launch_config = config.pools[0].launch_configs[0]
@@ -261,7 +303,8 @@ def run_baseline(engine: Engine, config: Config, arm: Arm, params: Params) -> di
             params.timeout_s,
             wait_after=True,
         )
-        return progress.figures(params.vms, arm.counts())
+        counts = arm.counts()
+        return progress.figures(params.vms, counts), counts
     finally:
         old.close()
 
@@ -287,14 +330,71 @@ class Params:
     timeout_s: float
 
 
+SIDES = ("wm", "arm", "baseline")
+
+
 def run_side(name: str, params: Params, server: PostgresServer) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         engine, db_url = stack.enter_context(fresh_database(server, f"azure_{name}"))
         arm = stack.enter_context(Arm.running(ArmHost, params.boot_s, params.latency_ms))
         config = azure_config(arm, db_url, params.vms)
-        sync_pools(engine, config)
-        run = run_wm if name == "wm" else run_baseline
-        return run(engine, config, arm, params)
+        if name == "arm":
+            arm.publish_worker_template()
+            apply_arm_pool(engine, config, params.vms)
+        else:
+            sync_pools(engine, config)
+        run = run_baseline if name == "baseline" else run_wm
+        figures, calls = run(engine, config, arm, params)
+        return {"figures": figures, "calls": dict(sorted(calls.items()))}
+
+
+def arm_launch_config() -> dict[str, Any]:
+    """The resource form's VM (same location, size, subnet) as an ARM-template launch config,
+    written as fxci-config writes its Azure pools' (a template spec version by id)."""
+    _region, machine_type, _image = MACHINES["azure"]
+    parameters = {
+        "location": ARM_LOCATION,
+        "vmSize": machine_type,
+        "imageId": ARM_IMAGE_ID,
+        "subnetId": default_subnet_id(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP),
+        "priority": "Regular",
+    }
+    return {
+        "location": ARM_LOCATION,
+        "armDeployment": {
+            "mode": "Incremental",
+            "templateLink": {"id": ARM_SPEC_ID},
+            "parameters": {k: {"value": v} for k, v in parameters.items()},
+        },
+        "armDeploymentResourceGroup": ARM_GROUP,
+        "workerConfig": {},
+        "workerManager": {"launchConfigId": ARM_LAUNCH_CONFIG_ID, "capacityPerInstance": 1},
+    }
+
+
+def apply_arm_pool(engine: Engine, config: BenchConfig, vms: int) -> None:
+    """The bench pool, its one launch config in ARM-template form; no registration needed, as
+    on the other sides."""
+    provider_id = PROVIDER_IDS["azure"]
+    body = {
+        "providerId": provider_id,
+        "description": "Azure workers deployed from a template spec",
+        "owner": BENCH_OWNER,
+        "emailOnError": False,
+        "config": {
+            "minCapacity": 0,
+            "maxCapacity": 2 * vms,
+            "launchConfigs": [arm_launch_config()],
+        },
+    }
+    definition = parse_pool_definition(POOL_ID, body, config.config.provider_kinds())
+    pool_store.apply_definitions(
+        engine,
+        lambda pools, lcs: plan_apply(
+            [definition], pools, lcs, workers_register={provider_id: False}, prune=True
+        ),
+    )
+    pool_store.ensure_scan_units(engine, [(p.id, r) for p in config.providers for r in p.regions])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -328,16 +428,58 @@ def main(argv: list[str] | None = None) -> int:
         f"s, latency {params.latency_ms:g} ms",
         file=sys.stderr,
     )
-    results, warnings = run_sides(lambda name, server: run_side(name, params, server), args.log)
+    results, warnings = run_sides(
+        lambda name, server: run_side(name, params, server), args.log, SIDES
+    )
+    wm, arm, baseline = (results[side]["figures"] for side in ("wm", "arm", "baseline"))
     result = {
-        "wm": results["wm"],
-        "baseline": results["baseline"],
-        "ratio": ratios(results["wm"], results["baseline"]),
+        "wm": wm,
+        "baseline": baseline,
+        "ratio": ratios(wm, baseline),
+        "arm": arm,
+        "arm_ratio": {"baseline_over_arm": ratios(arm, baseline), "arm_over_wm": ratios(wm, arm)},
+        "calls_by_operation": {side: results[side]["calls"] for side in SIDES},
         "params": {k: getattr(params, k) for k in Params.__dataclass_fields__},
         "log_warnings": warnings,
     }
-    emit(result, table(result), args.output)
+    emit(result, three_sides(result) + "\n\n" + calls_table(result), args.output)
     return 0
+
+
+def three_sides(result: dict[str, Any]) -> str:
+    """Each figure on the three sides and their ratios."""
+    header = ("figure", "wm", "arm", "baseline", "baseline/wm", "baseline/arm", "arm/wm")
+    rows = [header]
+    arm_ratio = result["arm_ratio"]
+    for name in result["wm"]:
+        values = (
+            result["wm"][name],
+            result["arm"][name],
+            result["baseline"][name],
+            result["ratio"][name],
+            arm_ratio["baseline_over_arm"][name],
+            arm_ratio["arm_over_wm"][name],
+        )
+        rows.append((name, *(cell(v) for v in values)))
+    return aligned(rows)
+
+
+def calls_table(result: dict[str, Any]) -> str:
+    """Each side's ARM calls by operation."""
+    calls = result["calls_by_operation"]
+    operations = sorted({op for side in SIDES for op in calls[side]})
+    rows = [("ARM operation", *SIDES)]
+    rows += [(op, *(str(calls[side].get(op, 0)) for side in SIDES)) for op in operations]
+    return aligned(rows)
+
+
+def aligned(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        row[0].ljust(widths[0])
+        + "".join(c.rjust(w + 2) for c, w in zip(row[1:], widths[1:], strict=True))
+        for row in rows
+    )
 
 
 if __name__ == "__main__":

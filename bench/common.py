@@ -597,7 +597,7 @@ def ratios(wm: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, floa
     return out
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -610,7 +610,7 @@ def table(result: Mapping[str, Any]) -> str:
     rows = [("figure", "wm", "baseline", "baseline/wm")]
     for name in result["wm"]:
         cells = (result["wm"][name], result["baseline"][name], result["ratio"][name])
-        rows.append((name, *(_cell(v) for v in cells)))
+        rows.append((name, *(cell(v) for v in cells)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [
         row[0].ljust(widths[0])
@@ -633,7 +633,9 @@ SIDES = ("wm", "baseline")
 
 
 def run_sides(
-    run_side: Callable[[str, PostgresServer], dict[str, Any]], log_path: Path | None
+    run_side: Callable[[str, PostgresServer], dict[str, Any]],
+    log_path: Path | None,
+    sides: Sequence[str] = SIDES,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]]]:
     """Run each side, wm first, on the Postgres found or started (and stopped after): their
     figures, and wm's log lines at warning and above per side (to `log_path`.SIDE.log too)."""
@@ -641,7 +643,7 @@ def run_sides(
     warnings: dict[str, dict[str, int]] = {}
     server = find_or_start()
     try:
-        for name in SIDES:
+        for name in sides:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             with wm_logging(log_path.with_suffix(f".{name}.log") if log_path else None) as events:
                 results[name] = run_side(name, server)

@@ -61,6 +61,17 @@ DEFAULT_QUEUE_INACTIVITY_TIMEOUT_S = 7200
 DEFAULT_SCALING_RATIO = 1.0  # the estimator's default
 # RunInstances parameters wm sets itself, whatever the launch config says.
 AWS_OVERRIDDEN_KEYS = ("UserData", "MinCount", "MaxCount", "ClientToken")
+# The template parameters worker-manager sets in every ARM deployment, over the launch
+# config's own values (azure/index.js `#provisionARMTemplateWorker`): a template that does not
+# declare one is refused by ARM (400 InvalidTemplate), so an inline template is checked here.
+AZURE_ARM_INJECTED_PARAMETERS = (
+    "tags",
+    "vmName",
+    "computerName",
+    "adminUsername",
+    "adminPassword",
+    "customData",
+)
 
 
 class DefinitionInvalid(WmError):
@@ -107,7 +118,7 @@ class LaunchConfigDefinition:
     worker_config: Mapping[str, Any]
     # Verbatim, with workerManager.launchConfigId filled in: what the provider launches from.
     body: Mapping[str, Any]
-    arm_deployment: bool = False  # Azure ARM-template form (launched by a later issue)
+    arm_deployment: bool = False  # Azure ARM-template form: launched as a deployment
 
 
 @dataclass(frozen=True)
@@ -257,6 +268,7 @@ def _launch_configs(
             continue
         entry = _launch_config(worker_pool_id, kind, launch_config)
         warnings.extend(_override_warnings(kind, launch_config, path))
+        problems += _undeclared_template_parameters(kind, launch_config, path)
         earlier = by_id.get(entry.launch_config_id)
         if earlier is None:
             by_id[entry.launch_config_id] = (index, entry)
@@ -331,6 +343,28 @@ def _arm_location(launch_config: Mapping[str, Any]) -> Any:
     parameters = deployment.get("parameters") if isinstance(deployment, Mapping) else None
     location = parameters.get("location") if isinstance(parameters, Mapping) else None
     return location.get("value") if isinstance(location, Mapping) else None
+
+
+def _undeclared_template_parameters(
+    kind: str, launch_config: Mapping[str, Any], path: str
+) -> list[str]:
+    """An inline ARM template must declare every parameter worker-manager sets, or every
+    deployment of it fails. ARM compares parameter names without case. A template named by
+    `templateLink` cannot be read here: ARM's refusal names the parameter at launch."""
+    deployment = launch_config.get("armDeployment")
+    if kind != "azure" or not isinstance(deployment, Mapping):
+        return []
+    template = deployment.get("template")
+    if not isinstance(template, Mapping):
+        return []
+    declared = template.get("parameters")
+    names = {str(k).lower() for k in declared} if isinstance(declared, Mapping) else set()
+    return [
+        f"{path}.armDeployment.template.parameters.{name}: not declared; worker-manager sets "
+        f"this parameter in every deployment ({', '.join(AZURE_ARM_INJECTED_PARAMETERS)})"
+        for name in AZURE_ARM_INJECTED_PARAMETERS
+        if name.lower() not in names
+    ]
 
 
 def _override_warnings(kind: str, launch_config: Mapping[str, Any], path: str) -> list[str]:

@@ -41,6 +41,8 @@ WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
+# Stop reasons of workers whose launch the cloud accepted and then failed.
+LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,12 @@ class ScanPass:
         """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
         deletion finished."""
         changed = scans.apply_changes(self.engine, changes)
+        # A worker the cloud says never launched (an ARM deployment that failed): a launch
+        # error against its launch config, as the provisioner records a refused create.
+        failed = {c.worker_id for c in changes if c.state == "stopping" and failed_launch(c.reason)}
+        pool_errors.record_errors(
+            self.engine, launch_errors([w for w in changed if w.worker_id in failed])
+        )
         preempted = {c.worker_id for c in changes if c.preempted}
         lost = [w for w in changed if w.worker_id in preempted]
         if lost:
@@ -458,6 +466,35 @@ def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
             },
         )
         for (pool_id, launch_config_id), late in sorted(by_config.items())
+    ]
+
+
+def failed_launch(reason: str | None) -> bool:
+    return (reason or "").startswith(LAUNCH_FAILURE_REASONS)
+
+
+def launch_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
+    """One pool error per launch config and reason whose workers the cloud failed to launch
+    after accepting them; weighed, like every launch error, against the launch config."""
+    by_config: dict[tuple[str, str, str], list[WorkerRecord]] = {}
+    for worker in workers:
+        key = (worker.pool_id, worker.launch_config_id, worker.stop_reason or "")
+        by_config.setdefault(key, []).append(worker)
+    return [
+        NewPoolError(
+            pool_id=pool_id,
+            kind="launch-failed",
+            title=f"launch failed: {reason.split(':', 1)[0]}",
+            description=reason,
+            provider_id=failed[0].provider_id,
+            launch_config_id=launch_config_id,
+            extra={
+                "workers": len(failed),
+                "examples": [w.worker_id for w in failed[:ERROR_EXAMPLES]],
+                "region": failed[0].worker_group,
+            },
+        )
+        for (pool_id, launch_config_id, reason), failed in sorted(by_config.items())
     ]
 
 

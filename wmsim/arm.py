@@ -39,6 +39,10 @@ double) with its answer: `vm_puts()` in process, GET /_sim/vm-puts over HTTP. Te
 what reached the cloud with the launch config they started from. `example_launch_config`
 builds a Taskcluster launch config (resource form) the sim accepts as it is.
 
+Deployments, template specs and resource groups (Microsoft.Resources) live in
+wmsim/arm_deployments.py (`sim.deployments`): a deployed VM, NIC, public IP or disk is made
+by this module's own code, so it is a resource like any other here.
+
 Metadata: every VM's IMDS is served at /_vm/<VM name>/metadata/... (see wmsim/metadata.py for
 the addressing and wmsim/imds_azure.py for the paths): /metadata/instance with the tags it was
 created with in compute.tagsList, /metadata/attested/document (nonce optional), and
@@ -161,6 +165,9 @@ DISK_CREATE_OPTIONS = frozenset({"fromimage", "empty", "attach", "copy", "restor
 # VM resource fields that live beside `properties`, kept and echoed.
 VM_RESOURCE_FIELDS = ("plan", "identity", "zones", "extendedLocation", "placement")
 VM_PUTS_KEPT = 10_000  # the record of VM PUT bodies keeps the latest this many
+# Creates journalled with their idempotency key (the name) -> VMs each takes from the
+# create-rate bucket.
+KEYED_CREATES = {"VirtualMachines_CreateOrUpdate": 1, "Deployments_CreateOrUpdate": 0}
 # (provider namespace, resource type segment) -> canonical type and the operation-id prefix.
 CHILD_KINDS = {
     (NETWORK, "networkinterfaces"): (NIC_TYPE, "NetworkInterfaces"),
@@ -173,14 +180,31 @@ class ArmError(Exception):
     """An ARM error answer: status code plus `{"error": {"code", "message"[, "target"]}}`."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, target: str | None = None, **headers: str
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        target: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+        **headers: str,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.target = target
+        self.details = details  # ARM's inner errors, e.g. of InvalidTemplateDeployment
         self.headers = headers
+
+    def as_json(self) -> dict[str, Any]:
+        """The `error` object of ARM's answer (also a deployment operation's error)."""
+        detail: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.target:
+            detail["target"] = self.target
+        if self.details:
+            detail["details"] = self.details
+        return detail
 
 
 def _invalid(message: str, target: str) -> ArmError:
@@ -192,8 +216,9 @@ def _missing(parameter: str) -> ArmError:
 
 
 @dataclass(frozen=True)
-class VmPut:
-    """One VM PUT the sim handled: the body as sent, and what the sim answered."""
+class RecordedPut:
+    """One PUT the sim handled (a VM's, a deployment's): the body as sent, and what the sim
+    answered."""
 
     resource_id: str
     body: dict[str, Any]  # verbatim, admin password and customData included
@@ -364,8 +389,13 @@ class SimArm:
         self._operations: dict[str, _Operation] = {}
         self._vnets: dict[str, _Vnet] = {}  # created ones; the default network is implied
         self._images: dict[str, dict[str, Any]] = {}  # lower-case id -> model
-        self._vm_puts: collections.deque[VmPut] = collections.deque(maxlen=VM_PUTS_KEPT)
+        self._vm_puts: collections.deque[RecordedPut] = collections.deque(maxlen=VM_PUTS_KEPT)
         self._server: ServerThread | None = None
+        # Imported here: it builds on this module (Microsoft.Resources: deployments, template
+        # specs, resource groups; see wmsim/arm_deployments.py).
+        from wmsim.arm_deployments import ArmDeployments
+
+        self.deployments = ArmDeployments(self, seed=seed)
         self._trust = TrustDir(cert_dir, "wm-sim-arm-identity-")
         self._identity_path: Path | None = None
         self.cert_path: Path | None = None
@@ -408,6 +438,7 @@ class SimArm:
             self._vnets.clear()
             self._images.clear()
             self._vm_puts.clear()
+            self.deployments.reset()
         self.preemptions.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
@@ -420,7 +451,7 @@ class SimArm:
             self._sweep()
             return [self._sim_vm(vm) for vm in self._vms.values()]
 
-    def vm_puts(self, name: str | None = None) -> list[VmPut]:
+    def vm_puts(self, name: str | None = None) -> list[RecordedPut]:
         """The VM PUTs handled, oldest first; only those of the VM `name` if given."""
         with self._lock:
             puts = list(self._vm_puts)
@@ -657,6 +688,8 @@ class SimArm:
     def _route(
         self, method: str, parts: list[str], lower: list[str]
     ) -> tuple[str, Callable[[], Response]] | None:
+        if (found := self.deployments.route(method, parts, lower)) is not None:
+            return found
         sub = parts[1]
         rest, rest_lower = parts[2:], lower[2:]
         # /subscriptions/{sub}/providers/{ns}/...
@@ -757,12 +790,13 @@ class SimArm:
     def _before(self, operation: str, request: Request) -> Outcome:
         """Count, delay and maybe fault the request; then check the basics ARM checks.
         Returns OK, or LOST for a request to carry out whose answer is then lost."""
-        if operation == "VirtualMachines_CreateOrUpdate":
+        if operation in KEYED_CREATES:
             outcome = self.faults.before(
                 operation,
-                key=request.path.rsplit("/", 1)[1].lower(),  # the VM name: ARM's idempotency
+                # the VM's or deployment's name: ARM's idempotency
+                key=request.path.rsplit("/", 1)[1].lower(),
                 params=request.get_json(silent=True),
-                vms=1,
+                vms=KEYED_CREATES[operation],
             )
         else:
             outcome = self.faults.before(operation)
@@ -855,9 +889,9 @@ class SimArm:
         try:
             vm, status = self._store_vm(rid, body)
         except ArmError as error:
-            self._vm_puts.append(VmPut(rid, sent, error.status, error.code))
+            self._vm_puts.append(RecordedPut(rid, sent, error.status, error.code))
             raise
-        self._vm_puts.append(VmPut(rid, sent, status))
+        self._vm_puts.append(RecordedPut(rid, sent, status))
         return self._vm_accepted(vm, status, "create")
 
     def preload(self, resource_id: str, body: dict[str, Any]) -> None:
@@ -1022,7 +1056,7 @@ class SimArm:
             ip.owner, ip.delete_with_owner = _key(nic_id), _deletes(ip_props)
             return ip_id
         ref = cprops.get("publicIPAddress")
-        if ref:  # an existing public IP, the old multi-step way
+        if ref and ref.get("id"):  # an existing public IP (the multi-step way, templates)
             ip = self._resources.get(_key(str(ref.get("id", ""))))
             if ip is None:
                 raise ArmError(
@@ -1031,6 +1065,7 @@ class SimArm:
                     f"Resource {ref.get('id')} referenced by resource {nic_id} was not found.",
                 )
             ip.owner = _key(nic_id)
+            ip.delete_with_owner = _deletes(ref.get("properties"))
             return ip.id
         return None
 
@@ -1086,7 +1121,12 @@ class SimArm:
         storage = vm.properties.setdefault("storageProfile", {})
         for disk in storage.get("dataDisks") or []:
             if str(disk.get("createOption", "")).lower() == "attach":
-                continue  # an existing disk: not the sim's to make
+                # An existing disk: not the sim's to make, but its VM's from now on.
+                held = self._resources.get(_key(str(_object(disk.get("managedDisk")).get("id"))))
+                if held is not None and held.type == DISK_TYPE:
+                    held.owner, held.delete_with_owner = _key(rid), _deletes(disk)
+                    held.properties["diskState"] = "Attached"
+                continue
             name = disk.get("name") or f"{vm.name}_disk{disk.get('lun')}_{uuid.uuid4().hex}"
             disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
             disk["name"] = name
@@ -1522,7 +1562,14 @@ class SimArm:
     # -- NICs, public IPs, disks -------------------------------------------------------------
 
     def _put_child(self, rid: str, rtype: str) -> Response:
-        body = self._body()
+        resource, status = self._store_child(rid, rtype, self._body())
+        operation = self._new_operation(_key(rid), "done")
+        response = _json(_child_view(resource), status)
+        response.headers["Azure-AsyncOperation"] = self._operation_url(resource.location, operation)
+        return response
+
+    def _store_child(self, rid: str, rtype: str, body: dict[str, Any]) -> tuple[_Resource, int]:
+        """Create (201) or update (200: tags) a NIC, public IP or disk from a PUT body."""
         location = str(body.get("location") or "").lower().replace(" ", "")
         if not location:
             raise ArmError(400, "LocationRequired", "The location property is required.")
@@ -1536,17 +1583,29 @@ class SimArm:
                     self._check_subnet(str(subnet["id"]), rid)
         if existing is not None:
             existing.tags = tags
-            resource, status = existing, 200
-        elif rtype == NIC_TYPE:
-            resource = self._make_nic(rid, location, tags, props, rid.split("/providers/")[0])
-            status = 201
-        else:
-            resource = self._make_ip(rid, location, tags, props, body.get("sku"))
-            status = 201
-        operation = self._new_operation(_key(rid), "done")
-        response = _json(_child_view(resource), status)
-        response.headers["Azure-AsyncOperation"] = self._operation_url(location, operation)
-        return response
+            return existing, 200
+        if rtype == NIC_TYPE:
+            return self._make_nic(rid, location, tags, props, rid.split("/providers/")[0]), 201
+        if rtype == IP_TYPE:
+            return self._make_ip(rid, location, tags, props, body.get("sku")), 201
+        disk = _Resource(
+            id=rid,
+            type=DISK_TYPE,
+            name=rid.rsplit("/", 1)[1],
+            location=location,
+            tags=tags,
+            sku=body.get("sku"),
+            properties={
+                "provisioningState": "Succeeded",
+                "diskState": "Unattached",
+                "diskSizeGB": int(props.get("diskSizeGB") or 0),
+                "creationData": dict(
+                    _object(props.get("creationData")) or {"createOption": "Empty"}
+                ),
+            },
+        )
+        self._resources[_key(rid)] = disk
+        return disk, 201
 
     def _get_child(self, rid: str) -> Response:
         resource = self._resources.get(_key(rid))
@@ -1611,11 +1670,12 @@ class SimArm:
     # -- deletion and cascades ---------------------------------------------------------------
 
     def _sweep(self) -> None:
-        """Drop VMs whose delete finished, with what they delete."""
+        """Drop VMs whose delete finished, with what they delete; move deployments on."""
         now = time.time()
         for key, vm in list(self._vms.items()):
             if vm.deleted_at is not None and now >= vm.deleted_at + vm.delete_s:
                 self._drop_vm(key)
+        self.deployments.advance(now)
 
     def _drop_vm(self, key: str) -> None:
         self._vms.pop(key, None)
@@ -1641,6 +1701,9 @@ class SimArm:
 
     def _control(self, request: Request, path: list[str]) -> Response:
         body = request.get_json(silent=True) or {}
+        found = self.deployments.control(request.method, path, body, dict(request.args))
+        if found is not None:
+            return found
         match request.method, path:
             case "GET", ["requests"]:
                 return _json(self.faults.counts())
@@ -1892,10 +1955,7 @@ def _server_error(request: Request) -> ArmError:
 
 
 def _error(error: ArmError) -> Response:
-    detail = {"code": error.code, "message": error.message}
-    if error.target:
-        detail["target"] = error.target
-    response = _json({"error": detail}, error.status)
+    response = _json({"error": error.as_json()}, error.status)
     for name, value in error.headers.items():
         response.headers[name.replace("_", "-")] = value
     if error.status == 401:

@@ -74,5 +74,13 @@ class SimClient:
     def update_behaviour(self, **changes: Any) -> None:
         self._call("POST", "/_sim/behaviour", changes)
 
+    def resources(self) -> list[str]:
+        """Simulated ARM: the ids of every VM, NIC, public IP and disk it holds."""
+        return [str(r) for r in self._call("GET", "/_sim/resources")]
+
+    def control(self, path: str, body: Any) -> Any:
+        """POST to one of the sim's /_sim/ control endpoints (seeding what an operator made)."""
+        return self._call("POST", "/_sim/" + path.lstrip("/"), body)
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         return get_json(self.endpoint.rstrip("/") + path, self.ca_bundle, method, body)

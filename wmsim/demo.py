@@ -56,6 +56,7 @@ from wmsim.plot import write_png
 from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
 from wmsim.serve import SimEndpoint
 from wmsim.supervisor import Supervisor, read_procfile
+from wmsim.templates import WORKER_TEMPLATE
 from wmsim.workload import Arrival, PoolShare, schedule
 
 CLOUDS_PROCESS = "clouds"
@@ -307,6 +308,8 @@ class Demo:
             for pool_id, body in parse_definition_documents(path.read_text(), str(path)):
                 kind = kinds.get(body.get("providerId", ""), "")
                 config = dict(body.get("config", {}))
+                if kind == "azure":
+                    self._publish_what_deployments_name(config.get("launchConfigs", []))
                 if spot:
                     config["launchConfigs"] = [
                         on_spot(kind, lc) for lc in config.get("launchConfigs", [])
@@ -389,6 +392,23 @@ class Demo:
         live_vms = any(vm.state in LIVE_VM_STATES for vms in progress.vms.values() for vm in vms)
         return not busy and not live_vms
 
+    def _publish_what_deployments_name(self, launch_configs: list[Any]) -> None:
+        """What an operator publishes before applying ARM-template pools: the template spec
+        version each names (the simulator's worker template) and the image it deploys."""
+        azure = self.clouds["azure"]
+        template = json.loads(WORKER_TEMPLATE.read_text())
+        for lc in launch_configs:
+            deployment = lc.get("armDeployment") if isinstance(lc, Mapping) else None
+            if not isinstance(deployment, Mapping):
+                continue
+            spec_id = deployment.get("templateLink", {}).get("id")
+            if spec_id:
+                azure.control("template-specs", {"id": spec_id, "mainTemplate": template})
+            image = deployment.get("parameters", {}).get("imageId", {}).get("value")
+            if image:
+                where = deployment.get("parameters", {}).get("location", {}).get("value")
+                azure.control("images", {"id": image, "location": where or "eastus"})
+
     def _pool_clouds(self) -> dict[str, str]:
         return {p.pool_id: p.cloud for p in self.pools}
 
@@ -427,11 +447,21 @@ class Demo:
                 kind: sum(1 for vm in vms if vm.state in LIVE_VM_STATES)
                 for kind, vms in progress.vms.items()
             },
+            leaked_resources=self._leftover_resources(),
             live_rows=live_rows,
             crashed={c.name: _cloud_of(c.name) for c in self.supervisor.crashes()},
             submitted=dict(progress.submitted),
             drained=progress.drained,
         )
+
+    def _leftover_resources(self) -> dict[str, int]:
+        """NICs, public IPs and disks still held by the simulated ARM (VMs are counted apart):
+        what a deployment made must go with its worker."""
+        azure = self.clouds.get("azure")
+        if azure is None:
+            return {}
+        left = [r for r in azure.resources() if "/virtualMachines/" not in r]
+        return {"azure": len(left)}
 
     def _write_report(self, report: dict[str, Any]) -> None:
         out = self.run_spec.out_dir

@@ -69,6 +69,8 @@ class RunFacts:
     crashed: Mapping[str, str]  # process name -> cloud kind it serves ("" for all)
     submitted: Mapping[str, int] = field(default_factory=dict)  # pool id -> tasks submitted
     drained: bool = True  # every task done and every worker gone before the drain timeout
+    # cloud kind -> what else a worker left (Azure: NICs, public IPs, disks of deployments)
+    leaked_resources: Mapping[str, int] = field(default_factory=dict)
 
 
 def peak_ratio(samples: Sequence[Sample], pool_ids: Iterable[str]) -> float | None:
@@ -122,6 +124,7 @@ def figures(facts: RunFacts, cloud: str | None = None) -> dict[str, Any]:
         "replace_p50_s": percentile(replace_s, 50),
         "replace_p95_s": percentile(replace_s, 95),
         "leaked_vms": sum(facts.leaked_vms.get(c, 0) for c in clouds),
+        "leaked_resources": sum(facts.leaked_resources.get(c, 0) for c in clouds),
         "crashed_processes": sum(
             1 for kind in facts.crashed.values() if cloud is None or kind in ("", cloud)
         ),
@@ -179,6 +182,8 @@ def problems(facts: RunFacts, run: Mapping[str, Any]) -> list[str]:
         found.append(f"processes crashed: {', '.join(sorted(facts.crashed))}")
     if run["leaked_vms"]:
         found.append(f"{run['leaked_vms']} VMs were left in the clouds at the end")
+    if run.get("leaked_resources"):
+        found.append(f"{run['leaked_resources']} NICs, public IPs or disks were left in the clouds")
     live = sum(facts.live_rows.values())
     if live:
         found.append(f"{live} workers were not stopped at the end")

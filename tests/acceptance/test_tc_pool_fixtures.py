@@ -20,8 +20,8 @@ Three fixture launch configs make no VM, and the test says why:
   its body reaches GCE, is compared like any other, and is refused for want of a boot disk;
 - sample-google-config.json holds an EC2-style `launchConfig` beside the Google fields: the
   instances.insert API has no such field, so wm fails the launch before any call, naming it;
-- sample-azure-arm-config.json is the ARM-template form, which wm does not deploy yet: the
-  pool gets a clear error and ARM gets no call.
+- sample-azure-arm-config.json is the ARM-template form: wm deploys it, and ARM refuses the
+  deployment, for the template spec version it names was never published in this cloud.
 provider-azure-test.json has no workerConfig, which Taskcluster's schema requires: both ways
 refuse it, naming the key.
 """
@@ -83,8 +83,9 @@ class NoVm:
 NO_VM = {
     ("provider-google-test.json", 0): NoVm("invalid", True, "Boot disk must be specified"),
     ("sample-google-config.json", 0): NoVm("invalidLaunchConfig", False, '"launchConfig"'),
+    # Its create is a deployment PUT, which ARM refuses: no VM PUT is ever recorded.
     ("sample-azure-arm-config.json", 0): NoVm(
-        "ArmDeploymentNotSupported", False, "ARM template deployments are not supported yet"
+        "InvalidTemplateSpec", False, "Unable to retrieve the template content"
     ),
 }
 

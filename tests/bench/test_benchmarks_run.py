@@ -115,7 +115,7 @@ def test_extrapolation_scales_per_worker_costs_and_leaves_the_rest_unknown():
     assert extrapolation_note(60, 150) == {"from_workers": 60, "factor": 2.5}
 
 
-def test_azure_needs_one_put_per_vm_against_three_and_more_loops(tmp_path):
+def test_azure_needs_one_put_or_deployment_per_vm_against_three_and_more_loops(tmp_path):
     result = run(
         azure,
         tmp_path,
@@ -124,15 +124,27 @@ def test_azure_needs_one_put_per_vm_against_three_and_more_loops(tmp_path):
         "0",
     )
 
-    wm, baseline = result["wm"], result["baseline"]
+    wm, arm, baseline = result["wm"], result["arm"], result["baseline"]
     assert_compared(wm, baseline, result["ratio"])
-    assert wm["vms_running"] == baseline["vms_running"] == 4
-    assert wm["resource_puts"] == 4  # one VM PUT, NIC inline
+    assert_compared(arm, baseline, result["arm_ratio"]["baseline_over_arm"])
+    assert_compared(wm, arm, result["arm_ratio"]["arm_over_wm"])
+    assert wm["vms_running"] == arm["vms_running"] == baseline["vms_running"] == 4
+    calls = result["calls_by_operation"]
+    assert calls.keys() == {"wm", "arm", "baseline"}
+    assert {side: sum(calls[side].values()) for side in calls} == {
+        side: figures["api_calls"]
+        for side, figures in (("wm", wm), ("arm", arm), ("baseline", baseline))
+    }
+    assert wm["resource_puts"] == calls["wm"]["VirtualMachines_CreateOrUpdate"] == 4  # NIC inline
+    # ARM: one deployment per worker, and the launch config's resource group made once.
+    assert calls["arm"]["Deployments_CreateOrUpdate"] == 4
+    assert calls["arm"]["ResourceGroups_CreateOrUpdate"] == 1
+    assert arm["resource_puts"] == 5
     assert baseline["resource_puts"] == 12  # public IP, NIC, VM
     # IP, NIC and VM each in a loop of its own, then a loop that finds the VM.
     assert baseline["scan_loops"] >= 4
-    assert wm["api_calls"] < baseline["api_calls"]
-    assert wm["all_running_s"] is not None and baseline["all_running_s"] is not None
+    assert wm["api_calls"] < baseline["api_calls"] and arm["api_calls"] < baseline["api_calls"]
+    assert None not in (wm["all_running_s"], arm["all_running_s"], baseline["all_running_s"])
 
 
 def test_isolation_a_sick_azure_holds_aws_back_in_the_single_loop(tmp_path):

@@ -36,7 +36,14 @@ from botocore.config import Config as BotoConfig
 from sqlalchemy import Engine
 
 from tests.support.api_stack import OPERATOR_CLIENT, OPERATOR_TOKEN, database, http_call
-from tests.support.stack import REPO, Stack, aws_provider, azure_provider, gcp_provider
+from tests.support.stack import (
+    AZURE_SUBSCRIPTION,
+    REPO,
+    Stack,
+    aws_provider,
+    azure_provider,
+    gcp_provider,
+)
 from wm.config import Config
 from wm.db import tasks
 from wm.db.engine import make_engine
@@ -189,6 +196,9 @@ def make_fixture_resources(sims: Mapping[str, Any]) -> FixtureClouds:
         for launch_config in fixture.launch_configs():
             if "armDeployment" not in launch_config:
                 _make_azure_resources(sims["azure"], launch_config)
+    # The provider's own resource group exists, as an operator made it; the template spec the
+    # ARM fixture names does not (ARM refuses its deployment: InvalidTemplateSpec).
+    sims["azure"].deployments.create_resource_group(AZURE_SUBSCRIPTION, "wm-test", "eastus")
     return FixtureClouds(sims, groups)
 
 

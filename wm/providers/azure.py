@@ -9,7 +9,9 @@ NIC inline (`networkInterfaceConfigurations`), a public IP only where `workerMan
 and `deleteOption: Delete` on NIC, IP and every disk, so ARM deletes them with the VM. Names
 are derived from the worker id, which makes the PUT idempotent: a second PUT of the same name
 updates the VM instead of making another one. Launch configs in the ARM-template form
-(`armDeployment`) are refused as launch errors until wm deploys templates.
+(`armDeployment`) are launched as one template deployment per worker (wm/providers/azure_arm.py);
+this module lists, looks up and deletes their VMs with the rest, in every resource group they
+are deployed into.
 
 Long-running operations are never awaited: every `begin_*` call uses `polling=False`, because
 an `LROPoller` started with polling on spawns a background thread that keeps polling ARM until
@@ -17,10 +19,13 @@ the operation ends. The initial response is all wm needs; later state comes from
 
 Listing (a departure from "filter on the deployment tag server-side"): ARM's VM lists take no
 tag filter and no page size (ARM picks the page size). The server-side filter is the
-deployment's resource group, and the deployment tag is checked on every VM client-side.
-`statusOnly=true` lists carry power states but no tags (azure-sdk-for-go#18565), and the model
-list carries tags but no power state, so a scan reads both, by pages, and joins them by
-resource id: pages(resource group) + pages(subscription statuses) calls, never one per VM.
+resource group, and the deployment tag is checked on every VM client-side. `statusOnly=true`
+lists carry power states but no tags (azure-sdk-for-go#18565), and the model list carries tags
+but no power state, so a scan reads both, by pages, and joins them by resource id:
+pages(each resource group) + pages(subscription statuses) calls, never one per VM. The groups
+are the provider's and those ARM-template launch configs deploy into that this process knows
+of (it deployed there, or a row it looked up or deleted names the group); for those, the scan
+also reads the groups' deployments, by pages (wm/providers/azure_arm.py).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import hashlib
 import re
 import secrets
 import string
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +49,8 @@ from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers import boot
+from wm.providers.azure_arm import ARM_DEPLOYMENT, TORN_DOWN_TYPES, VM_TYPE, ArmDeployments
+from wm.providers.azure_arm import parse_resource_id as _parse_resource_id
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -127,7 +135,6 @@ RESOURCE_KEYS = ("plan", "identity", "zones", "extendedLocation", "placement")
 NOT_VM_KEYS = ("location", "tags", "subnetId", "ignoreFailedProvisioningStates")
 # Replaced by the NIC wm defines inline.
 NETWORK_OVERRIDDEN = ("networkInterfaces", "networkInterfaceConfigurations", "networkApiVersion")
-ARM_DEPLOYMENT = "armDeployment"  # the ARM-template form of a launch config
 
 
 # ARM's limits per principal and subscription: which of its buckets each operation draws from.
@@ -140,6 +147,16 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "VirtualMachines_Get": (CallClass.READ,),
     "VirtualMachines_List": (CallClass.READ,),
     "VirtualMachines_ListAll": (CallClass.READ,),
+    "Deployments_CreateOrUpdate": (CallClass.WRITE,),
+    "Deployments_Get": (CallClass.READ,),
+    "Deployments_ListByResourceGroup": (CallClass.READ,),
+    "Deployments_Delete": (CallClass.DELETE,),
+    "DeploymentOperations_List": (CallClass.READ,),
+    "ResourceGroups_CheckExistence": (CallClass.READ,),
+    "ResourceGroups_CreateOrUpdate": (CallClass.WRITE,),
+    "NetworkInterfaces_List": (CallClass.READ,),
+    "PublicIPAddresses_List": (CallClass.READ,),
+    "Disks_ListByResourceGroup": (CallClass.READ,),
 }
 
 
@@ -176,16 +193,44 @@ class AzureClients:
             self.credential, config.subscription_id, **self._client_options()
         )
         self._network: Any = None
+        self._deployments: Any = None
+        self._resources: Any = None
+        self._lock = threading.Lock()
 
     @property
     def network(self) -> Any:
-        if self._network is None:
-            from azure.mgmt.network import NetworkManagementClient
+        with self._lock:
+            if self._network is None:
+                from azure.mgmt.network import NetworkManagementClient
 
-            self._network = NetworkManagementClient(
-                self.credential, self._config.subscription_id, **self._client_options()
-            )
-        return self._network
+                self._network = NetworkManagementClient(
+                    self.credential, self._config.subscription_id, **self._client_options()
+                )
+            return self._network
+
+    @property
+    def deployments(self) -> Any:
+        """Template deployments and their operations (ARM-template launch configs only)."""
+        with self._lock:
+            if self._deployments is None:
+                from azure.mgmt.resource.deployments import DeploymentsMgmtClient
+
+                self._deployments = DeploymentsMgmtClient(
+                    self.credential, self._config.subscription_id, **self._client_options()
+                )
+            return self._deployments
+
+    @property
+    def resources(self) -> Any:
+        """Resource groups (an ARM-template launch config's own group is made if missing)."""
+        with self._lock:
+            if self._resources is None:
+                from azure.mgmt.resource.resources import ResourceManagementClient
+
+                self._resources = ResourceManagementClient(
+                    self.credential, self._config.subscription_id, **self._client_options()
+                )
+            return self._resources
 
     def _client_options(self) -> dict[str, Any]:
         from azure.core.pipeline.transport import RequestsTransport
@@ -210,8 +255,9 @@ class AzureClients:
 
     def close(self) -> None:
         self.compute.close()
-        if self._network is not None:
-            self._network.close()
+        for client in (self._network, self._deployments, self._resources):
+            if client is not None:
+                client.close()
         self.credential.close()
         self._session.close()
 
@@ -239,7 +285,8 @@ def _credential(config: AzureProviderConfig) -> Any:
 
 
 class AzureProvider:
-    """VMs in one resource group of one subscription, owned by the deployment tag."""
+    """VMs in one subscription, owned by the deployment tag: in the provider's resource group,
+    and in the groups ARM-template launch configs deploy into."""
 
     def __init__(
         self,
@@ -253,25 +300,20 @@ class AzureProvider:
         self.root_url = root_url
         self.regions = config.regions
         self.deployment_id = deployment_id
-        self._rg = config.resource_group
+        self.subscription_id = config.subscription_id
+        self.resource_group = self._rg = config.resource_group
         self.gate = gate
-        self._clients = clients
-        self._pool = ThreadPoolExecutor(CALL_CONCURRENCY, thread_name_prefix=f"azure-{config.id}")
+        self.clients = self._clients = clients
+        self.pool = self._pool = ThreadPoolExecutor(
+            CALL_CONCURRENCY, thread_name_prefix=f"azure-{config.id}"
+        )
+        self._arm = ArmDeployments(self)
 
     # -- create ------------------------------------------------------------------------------
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
         if arm_deployment(batch.spec.launch_config):
-            error = CloudError(
-                self.id,
-                ErrorCategory.BAD_CONFIG,
-                "ArmDeploymentNotSupported",
-                f"launch config {batch.spec.launch_config_id} is an ARM template deployment "
-                f"({ARM_DEPLOYMENT}): ARM template deployments are not supported yet; only "
-                "launch configs in the resource form (hardwareProfile, storageProfile, "
-                "subnetId, ...) are launched",
-            )
-            return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
+            return self._arm.create(batch)
         make_body = partial(self._vm_body, batch)
         return list(
             self._pool.map(carry(lambda i: self._create_one(i.worker_id, make_body)), batch.intents)
@@ -293,11 +335,11 @@ class AzureProvider:
 
     def _existing(self, worker_id: str, name: str, conflict: CloudError) -> LaunchResult:
         try:
-            vm = self._get_vm(name)
+            vm = self.get_vm(name)
         except CloudError as error:
             error.maybe_applied = True  # ARM said the VM exists: it may be this one
             return LaunchResult(worker_id, None, error=error)
-        if vm is None or not self._owns(vm):
+        if vm is None or not self.owns(vm):
             return LaunchResult(worker_id, None, error=conflict)
         return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
 
@@ -307,14 +349,12 @@ class AzureProvider:
             self._rg, name, body, polling=False
         ).result()
 
-    def _vm_body(self, batch: LaunchBatch, worker_id: str) -> dict:
+    def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]:
+        """The tags of every resource of a worker: the launch config's own, under
+        worker-manager's (what worker-runner reads) and then wm's ownership tags."""
         spec = batch.spec
-        launch_config = spec.launch_config
-        # The worker group is the launch config's location (a required key).
-        location = str(launch_config.get("location") or spec.region)
-        tags = {
-            # The launch config's own tags, under worker-manager's and then wm's ownership tags.
-            **dict(launch_config.get("tags") or {}),
+        return {
+            **dict(spec.launch_config.get("tags") or {}),
             **boot.azure_tags(
                 root_url=self.root_url,
                 pool_id=batch.pool_id,
@@ -328,6 +368,13 @@ class AzureProvider:
             TAG_WORKER: worker_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
         }
+
+    def _vm_body(self, batch: LaunchBatch, worker_id: str) -> dict:
+        spec = batch.spec
+        launch_config = spec.launch_config
+        # The worker group is the launch config's location (a required key).
+        location = str(launch_config.get("location") or spec.region)
+        tags = self.worker_tags(batch, worker_id, location)
         custom_data = boot.azure_custom_data(
             root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=location
         )
@@ -344,20 +391,31 @@ class AzureProvider:
     # -- list --------------------------------------------------------------------------------
 
     def list_instances(self, region: str) -> list[CloudInstance]:
+        own = self._rg.lower()
+        groups = [self._rg, *(g for g in self._arm.groups() if g.lower() != own)]
+        return self._arm.instances(region, self.list_groups(region, groups))
+
+    def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]:
+        """This deployment's VMs of one region in these resource groups: a paged list per
+        group (tags), then the subscription's status list (power states), joined by id."""
         compute = self._clients.compute
-        models = self._all_pages(
-            "VirtualMachines_List", lambda: compute.virtual_machines.list(self._rg)
-        )
+
+        def list_group(group: str) -> Callable[[], Any]:
+            return lambda: compute.virtual_machines.list(group)
+
+        models = [
+            vm
+            for group in groups
+            for vm in self.all_pages("VirtualMachines_List", list_group(group))
+        ]
         owned = {
-            vm.id.lower(): vm
-            for vm in models
-            if self._owns(vm) and same_region(vm.location, region)
+            vm.id.lower(): vm for vm in models if self.owns(vm) and same_region(vm.location, region)
         }
         if not owned:
             return []
         statuses = {
             vm.id.lower(): vm.properties.instance_view
-            for vm in self._all_pages(
+            for vm in self.all_pages(
                 "VirtualMachines_ListAll",
                 lambda: compute.virtual_machines.list_all(status_only="true"),
             )
@@ -370,7 +428,7 @@ class AzureProvider:
             if key in statuses
         ]
 
-    def _all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
+    def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
         items: list[Any] = []
         token: str | None = None
         while True:
@@ -382,11 +440,22 @@ class AzureProvider:
     # -- lookup ------------------------------------------------------------------------------
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
-        found = self._pool.map(carry(self._lookup_one), refs)
-        return {ref.worker_id: inst for ref, inst in zip(refs, found, strict=True) if inst}
+        deployed = [(ref, self._arm.ref_of(ref)) for ref in refs]
+        arm = [(ref, dep) for ref, dep in deployed if dep is not None]
+        plain = [ref for ref, dep in deployed if dep is None]
+        found = self._arm.lookup(arm) if arm else {}
+        answers = self._pool.map(carry(self._lookup_one), plain)
+        for ref, instance in zip(plain, answers, strict=True):
+            if instance is not None:
+                found[ref.worker_id] = instance
+        unrecorded = [r for r in plain if r.worker_id not in found and not r.provider_data]
+        if unrecorded:
+            names = {r.worker_id: ref_vm_name(r) for r in unrecorded}
+            found.update(self._arm.find_unrecorded(unrecorded, names))
+        return found
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
-        vm = self._get_vm(ref_vm_name(ref), expand="instanceView")
+        vm = self.get_vm(ref_vm_name(ref), expand="instanceView", group=ref_group(ref, self._rg))
         if vm is None and _old_style_resources(ref):
             # The VM is gone but a worker made the old multi-step way had a NIC, public IP and
             # disk that do not go with it: until terminate finds them gone too, the worker is
@@ -399,31 +468,47 @@ class AzureProvider:
                 reason=GONE_LEAVING_RESOURCES,
                 provider_data=dict(ref.provider_data),
             )
-        if vm is None or not self._owns(vm):
+        if vm is None or not self.owns(vm):
             return None
         return self._instance(vm, vm.properties.instance_view, ref.region)
+
+    def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None:
+        """One VM of this deployment, looked up by name in a resource group."""
+        vm = self.get_vm(name, expand="instanceView", group=group)
+        if vm is None or not self.owns(vm):
+            return None
+        return self._instance(vm, vm.properties.instance_view, region)
 
     # -- terminate ---------------------------------------------------------------------------
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
-        return list(self._pool.map(carry(self._terminate_one), refs))
+        return list(self._pool.map(carry(self._terminate_any), refs))
+
+    def _terminate_any(self, ref: WorkerRef) -> TerminateResult:
+        deployment = self._arm.ref_of(ref)
+        if deployment is not None:
+            return self._arm.terminate(ref, deployment)
+        parsed = _parse_resource_id(ref.cloud_id or "")
+        if parsed is not None and parsed.type in TORN_DOWN_TYPES - {VM_TYPE}:
+            return self._arm.delete_leftover(ref)  # an orphan NIC, public IP or disk
+        return self._terminate_one(ref)
 
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
         # The VM the cloud named, where known (an orphan found by its tag may carry any name);
         # else the name wm gave the worker's VM.
-        name = ref_vm_name(ref)
+        name, group = ref_vm_name(ref), ref_group(ref, self._rg)
         try:
-            vm = self._get_vm(name)
+            vm = self.get_vm(name, group=group)
             if vm is None:
                 return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
-            if not self._owns(vm):
+            if not self.owns(vm):
                 # Not this deployment's VM: never touched. Nothing of this worker is there.
                 log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
                 return TerminateResult(ref.worker_id, gone=True)
-            if _text(vm.properties.provisioning_state).lower() == "deleting":
+            if self.provisioning_state(vm) == "deleting":
                 return TerminateResult(ref.worker_id, gone=False, nothing_sent=True)
             try:
-                self.gate.call("VirtualMachines_Delete", self._delete, "vm", name)
+                self.gate.call("VirtualMachines_Delete", self.delete, "vm", name, group)
             except CloudError as error:
                 if error.category is not ErrorCategory.NOT_FOUND:
                     raise
@@ -450,7 +535,7 @@ class AzureProvider:
             "disk": "Disks_Delete",
         }[kind]
         try:
-            status = self.gate.call(operation, self._delete, kind, name)
+            status = self.gate.call(operation, self.delete, kind, name)
         except CloudError as error:
             if error.category is ErrorCategory.NOT_FOUND:
                 return True  # deleted already (ARM answers 404 where it does not answer 204)
@@ -460,7 +545,8 @@ class AzureProvider:
         # 200: deleted synchronously, 204: there was nothing; 202 means still deleting.
         return status in (200, 204)
 
-    def _delete(self, kind: str, name: str) -> int:
+    def delete(self, kind: str, name: str, group: str | None = None) -> int:
+        """One DELETE (`kind`: vm, disk, nic or ip), never awaited; its HTTP status."""
         clients = self._clients
         operations = {
             "vm": lambda: clients.compute.virtual_machines,
@@ -468,25 +554,32 @@ class AzureProvider:
             "nic": lambda: clients.network.network_interfaces,
             "ip": lambda: clients.network.public_ip_addresses,
         }
-        poller = operations[kind]().begin_delete(self._rg, name, polling=False, cls=_status_code)
+        poller = operations[kind]().begin_delete(
+            group or self._rg, name, polling=False, cls=_status_code
+        )
         return poller.result()
 
     # -- shared ------------------------------------------------------------------------------
 
-    def _get_vm(self, name: str, expand: str | None = None) -> Any:
+    def get_vm(self, name: str, expand: str | None = None, group: str | None = None) -> Any:
         """The VM model, or None when ARM says it does not exist."""
         get = self._clients.compute.virtual_machines.get
+        group = group or self._rg
         try:
             if expand:
-                return self.gate.call("VirtualMachines_Get", get, self._rg, name, expand=expand)
-            return self.gate.call("VirtualMachines_Get", get, self._rg, name)
+                return self.gate.call("VirtualMachines_Get", get, group, name, expand=expand)
+            return self.gate.call("VirtualMachines_Get", get, group, name)
         except CloudError as error:
             if error.category is ErrorCategory.NOT_FOUND:
                 return None
             raise
 
-    def _owns(self, vm: Any) -> bool:
+    def owns(self, vm: Any) -> bool:
         return (vm.tags or {}).get(TAG_DEPLOYMENT) == self.deployment_id
+
+    @staticmethod
+    def provisioning_state(vm: Any) -> str:
+        return _text(vm.properties.provisioning_state).lower()
 
     def _instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance:
         tags = vm.tags or {}
@@ -610,6 +703,12 @@ def ref_vm_name(ref: WorkerRef) -> str:
     if ref.cloud_id and "/virtualmachines/" in ref.cloud_id.lower():
         return ref.cloud_id.rstrip("/").rsplit("/", 1)[1]
     return vm_name(ref.worker_id)
+
+
+def ref_group(ref: WorkerRef, default: str) -> str:
+    """The resource group of a worker's VM: from its resource id when the cloud told it."""
+    parsed = _parse_resource_id(ref.cloud_id or "")
+    return parsed.resource_group if parsed is not None else default
 
 
 def computer_name(worker_id: str) -> str:

@@ -25,9 +25,10 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from cryptography.x509 import verification
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID, NameOID
 
 from wm.config import AzureProviderConfig
-from wm.errors import ConfigError
+from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
     SIGNATURE_CHECKS,
@@ -114,6 +115,10 @@ class AzureIdentityVerifier:
     subscription_id: str
     roots: tuple[x509.Certificate, ...]
     aia: AiaCache
+    # The vmId ARM gives the VM with this resource id (None: no such VM). A VM an ARM
+    # deployment made is on its row only once a scan saw it; a worker that registers sooner is
+    # checked against ARM's answer, as worker-manager's registerWorker does (fetchVmInfo).
+    vm_id_of: Callable[[str], str | None] | None = None
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
         fields = proof_strings(proof, {"document": DOCUMENT_MAX_CHARS})
@@ -124,7 +129,16 @@ class AzureIdentityVerifier:
             raise IdentityRejected(f"document is not PKCS#7 SignedData: {exc}") from None
         content = _content(signed)
         now = datetime.now(UTC)
-        check_claims(content, expected, subscription_id=self.subscription_id, now=now)
+        recorded = expected.provider_data.get("vmId")
+        if not recorded and not (self.vm_id_of and expected.cloud_id):
+            raise IdentityRejected("no vmId recorded for this worker")
+        check_claims(
+            content,
+            expected,
+            subscription_id=self.subscription_id,
+            now=now,
+            vm_id=recorded or None,
+        )
         if len(signed.signers) != 1:
             raise IdentityRejected("document must have exactly one signer")
         signer_info = signed.signers[0]
@@ -135,6 +149,10 @@ class AzureIdentityVerifier:
         check_signature(signer_info, signer, signed.content or b"")
         intermediates = [c for c in certificates if c is not signer]
         self._check_chain(signer, intermediates, now)
+        if not recorded:
+            # Only a document Azure signed costs a call to ARM: one GET of this worker's VM.
+            assert self.vm_id_of is not None and expected.cloud_id
+            check_vm_id(content, self.vm_id_of(expected.cloud_id))
 
     def _check_chain(
         self, signer: x509.Certificate, intermediates: list[x509.Certificate], now: datetime
@@ -163,13 +181,12 @@ def check_claims(
     *,
     subscription_id: str,
     now: datetime,
+    vm_id: str | None = "",
 ) -> None:
-    """The signed content is fresh and names exactly this worker's VM."""
-    recorded_vm_id = expected.provider_data.get("vmId")
-    if not recorded_vm_id:
-        raise IdentityRejected("no vmId recorded for this worker")
-    if not _same_guid(content.get("vmId"), recorded_vm_id):
-        raise IdentityRejected("vmId does not match the worker")
+    """The signed content is fresh and names exactly this worker's VM. `vm_id` None: the
+    caller checks the vmId itself, against ARM's answer (check_vm_id)."""
+    if vm_id is not None:
+        check_vm_id(content, vm_id or expected.provider_data.get("vmId"))
     if not _same_guid(content.get("subscriptionId"), subscription_id):
         raise IdentityRejected("subscription does not match the provider")
     stamps = content.get("timeStamp")
@@ -184,6 +201,13 @@ def check_claims(
     if (now - created).total_seconds() > ATTESTED_MAX_AGE_S:
         raise IdentityRejected("attested data is too old")
     require_not_before_request(created, expected, "attested data")
+
+
+def check_vm_id(content: Mapping[str, Any], recorded_vm_id: Any) -> None:
+    if not recorded_vm_id:
+        raise IdentityRejected("no vmId recorded for this worker")
+    if not _same_guid(content.get("vmId"), recorded_vm_id):
+        raise IdentityRejected("vmId does not match the worker")
 
 
 def check_signer(signer: x509.Certificate, now: datetime) -> None:
@@ -250,7 +274,38 @@ def make_verifier(
             raise ConfigError([f"{key_path}: cannot read {path}: {exc.strerror}"]) from None
         except ValueError:
             raise ConfigError([f"{key_path}: {path} holds no PEM certificate"]) from None
-    return AzureIdentityVerifier(config.id, config.subscription_id, tuple(roots), AiaCache(fetch))
+    return AzureIdentityVerifier(
+        config.id, config.subscription_id, tuple(roots), AiaCache(fetch), vm_id_lookup(config)
+    )
+
+
+def vm_id_lookup(config: AzureProviderConfig) -> Callable[[str], str | None]:
+    """One GET of a VM by its resource id, through a gate of the web process's own: its vmId,
+    or None when ARM has no such VM. The SDK clients are built at the first call."""
+    from wm.providers.azure import AzureClients, classify
+    from wm.providers.gate import Gate
+
+    gate = Gate(config.id, config.gate, partial(classify, config.id))
+    clients: list[AzureClients] = []
+    lock = threading.Lock()
+
+    def vm_id_of(resource_id: str) -> str | None:
+        with lock:
+            if not clients:
+                clients.append(AzureClients(config))
+        parts = resource_id.strip("/").split("/")
+        group, name = parts[3], parts[-1]
+        try:
+            vm = gate.call(
+                "VirtualMachines_Get", clients[0].compute.virtual_machines.get, group, name
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return None
+            raise IdentityRejected(f"cannot look up the worker's VM: {error.code}") from None
+        return getattr(vm, "vm_id", None)
+
+    return vm_id_of
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from wm.pool_definition import AZURE_ARM_INJECTED_PARAMETERS
+
 EC2_USER_DATA_MAX_BYTES = 16384  # EC2's limit on raw user data
 GCE_METADATA_KEY = "taskcluster"  # the metadata item worker-runner reads
 # The only scope worker-manager gives a worker's service account: IAM roles limit what it may
@@ -138,6 +140,29 @@ def azure_custom_data(*, root_url: str, pool_id: str, provider_id: str, location
         "workerConfig": {},
     }
     return base64.b64encode(json.dumps(data).encode()).decode()
+
+
+def azure_arm_parameters(
+    *,
+    tags: Mapping[str, str],
+    vm_name: str,
+    computer_name: str,
+    admin_username: str,
+    admin_password: str,
+    custom_data: str,
+) -> dict[str, dict[str, Any]]:
+    """The deployment parameters worker-manager sets over the launch config's (in its ARM
+    form): the `tags` worker-runner reads from IMDS, the VM's name (the workerId), the boot
+    data and generated admin credentials, each as `{"value": ...}`."""
+    values = {
+        "tags": dict(tags),
+        "vmName": vm_name,
+        "computerName": computer_name,
+        "adminUsername": admin_username,
+        "adminPassword": admin_password,
+        "customData": custom_data,
+    }
+    return {name: {"value": values[name]} for name in AZURE_ARM_INJECTED_PARAMETERS}
 
 
 def _gce_label(value: str) -> str:

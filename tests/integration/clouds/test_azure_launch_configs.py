@@ -35,7 +35,6 @@ from wm.providers.base import (
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
-    LaunchResult,
 )
 from wm.provisioner import judge_results
 from wmsim.arm import SimArm, default_subnet_id, example_launch_config
@@ -520,40 +519,6 @@ def test_what_arm_refuses_is_a_launch_error_that_surely_made_nothing(
     assert [(e.title, e.launch_config_id) for e in errors] == [
         (f"launch failed: {code}", LAUNCH_CONFIG_ID)
     ]
-
-
-def arm_template_launch_config() -> dict[str, Any]:
-    """Taskcluster's ARM-template form (test/fixtures/schemas/sample-azure-arm-config.json)."""
-    return {
-        "armDeployment": {
-            "mode": "Incremental",
-            "templateLink": {
-                "id": f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/templates/providers"
-                "/Microsoft.Resources/templateSpecs/windows-spot-worker/versions/1.0.0"
-            },
-            "parameters": {
-                "location": {"value": "eastus"},
-                "vmSize": {"value": "Standard_F16s_v2"},
-            },
-        },
-        "workerManager": {"launchConfigId": "lc-arm", "capacityPerInstance": 1},
-        "workerConfig": {},
-    }
-
-
-def test_an_arm_template_launch_config_is_refused_clearly_and_sends_nothing(
-    sim_arm: SimArm, azure_provider: AzureProvider
-):
-    results: list[LaunchResult] = azure_provider.create(
-        batch(arm_template_launch_config(), ("w-arm-1", "w-arm-2"))
-    )
-
-    assert [r.cloud_id for r in results] == [None, None]
-    for result in results:
-        assert result.error is not None and result.error.nothing_applied
-        assert result.error.code == "ArmDeploymentNotSupported"
-        assert "ARM template deployments are not supported yet" in result.error.message
-    assert sim_arm.faults.counts() == {}
 
 
 def test_every_resource_group_has_the_default_network_and_tests_add_their_own(

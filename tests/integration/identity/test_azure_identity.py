@@ -11,6 +11,7 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -201,12 +202,16 @@ def test_data_older_than_the_worker_row_is_rejected(
     assert "older than the worker" in reason
 
 
-def test_a_worker_without_a_recorded_vm_id_is_rejected(
+def test_a_worker_without_a_recorded_vm_id_is_checked_against_its_vm_in_arm(
     sim_arm: SimArm, launched: list[LaunchResult], azure_identity_verifier
 ):
-    proof = mint(sim_arm, launched[0])
+    # An ARM deployment's VM registering before a scan recorded its vmId: ARM's answer for
+    # the row's VM stands in for the record, as in worker-manager's registerWorker.
     no_vm_id = expected(launched[0], provider_data={})
-    assert "recorded" in rejected(azure_identity_verifier, proof, no_vm_id)
+    azure_identity_verifier.verify(over_the_wire(mint(sim_arm, launched[0])), no_vm_id)
+    assert "vmId" in rejected(azure_identity_verifier, mint(sim_arm, launched[1]), no_vm_id)
+    gone = replace(no_vm_id, cloud_id=str(launched[0].cloud_id) + "-gone")
+    assert "recorded" in rejected(azure_identity_verifier, mint(sim_arm, launched[0]), gone)
 
 
 @pytest.mark.parametrize(

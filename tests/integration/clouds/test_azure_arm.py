@@ -1,0 +1,659 @@
+"""ARM-template launch configs against the simulated ARM: real SDKs, real HTTPS, nothing patched.
+
+The launch configs mirror the public ones (fxci-config's Azure pools): a template spec version
+by `templateLink.id`, parameters vmSize, imageId, location, subnetId and priority Spot, and a
+resource group of their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+from azure.identity import ClientSecretCredential
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.network import NetworkManagementClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+from azure.mgmt.resource.templatespecs import TemplateSpecsClient
+
+from tests.fixtures.sim_arm import (
+    AZURE_DEPLOYMENT,
+    AZURE_RESOURCE_GROUP,
+    AZURE_ROOT_URL,
+    AZURE_SUBNET,
+    AZURE_SUBSCRIPTION,
+    azure_config,
+)
+from wm.db import pools as pool_store
+from wm.db import tasks
+from wm.db.pool_errors import list_errors
+from wm.db.workers import list_workers
+from wm.identity import ExpectedIdentity
+from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.pool_apply import plan_apply
+from wm.pool_definition import parse_pool_definition
+from wm.providers import azure_arm as arm
+from wm.providers import azure_identity
+from wm.providers.azure import AzureProvider
+from wm.providers.base import (
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    LaunchBatch,
+    LaunchIntent,
+    LaunchResult,
+    TerminateResult,
+)
+from wm.provisioner import Provisioner
+from wm.queues.builtin import BuiltinQueue
+from wm.scanner import Scanner
+from wmsim.arm import SimArm
+from wmsim.templates import WORKER_TEMPLATE
+
+TEMPLATE = json.loads(WORKER_TEMPLATE.read_text())
+POOL = "proj-win/win2022"
+LAUNCH_CONFIG_ID = "lc-arm-1"
+LOCATION = "eastus"
+ARM_GROUP = "rg-tc-azure-proj-win-win2022"
+SPEC_GROUP = "rg-template-specs"
+IMAGE_ID = (
+    f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{SPEC_GROUP}/providers"
+    "/Microsoft.Compute/galleries/images/images/win2022/versions/1.0.0"
+)
+OWNER = "relops@example.com"
+
+
+def credential(sim: SimArm) -> ClientSecretCredential:
+    return ClientSecretCredential(
+        "tenant",
+        "client",
+        "secret",
+        authority=sim.endpoint,
+        disable_instance_discovery=True,
+        connection_verify=str(sim.cert_path),
+    )
+
+
+def sdk_options(sim: SimArm) -> dict[str, Any]:
+    return {
+        "base_url": sim.endpoint,
+        "connection_verify": str(sim.cert_path),
+        "retry_total": 0,
+        "polling_interval": 0,
+        "credential_scopes": [sim.endpoint + "/.default"],
+    }
+
+
+@pytest.fixture
+def compute(sim_arm: SimArm) -> ComputeManagementClient:
+    return ComputeManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+
+
+@pytest.fixture
+def network(sim_arm: SimArm) -> NetworkManagementClient:
+    return NetworkManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+
+
+@pytest.fixture
+def groups(sim_arm: SimArm) -> ResourceManagementClient:
+    return ResourceManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+
+
+def publish(sim: SimArm, template: Mapping[str, Any], name: str = "win-worker") -> str:
+    """A template spec version holding `template`, made with the real SDK; its resource id."""
+    specs = TemplateSpecsClient(credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
+    sim.deployments.create_resource_group(AZURE_SUBSCRIPTION, SPEC_GROUP, LOCATION)
+    specs.template_specs.create_or_update(SPEC_GROUP, name, {"location": LOCATION})
+    version = specs.template_spec_versions.create_or_update(
+        SPEC_GROUP, name, "1.0.0", {"location": LOCATION, "main_template": dict(template)}
+    )
+    return version.id
+
+
+@pytest.fixture
+def spec_id(sim_arm: SimArm) -> str:
+    sim_arm.register_image(IMAGE_ID, LOCATION)
+    # The provider's own group exists, as an operator made it.
+    sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, LOCATION)
+    return publish(sim_arm, TEMPLATE)
+
+
+def launch_config(spec: str, *, group: str | None = ARM_GROUP, **parameters: Any) -> dict:
+    """A launch config as fxci-config generates them (src/ciadmin/generate/worker_pools.py)."""
+    values = {
+        "vmSize": "Standard_F16s_v2",
+        "imageId": IMAGE_ID,
+        "location": LOCATION,
+        "subnetId": AZURE_SUBNET,
+        "priority": "Spot",
+        **parameters,
+    }
+    config: dict[str, Any] = {
+        "location": LOCATION,
+        "tags": {"team": "relops"},
+        "workerConfig": {"genericWorker": {"config": {"idleTimeoutSecs": 90}}},
+        "armDeployment": {
+            "mode": "Incremental",
+            "templateLink": {"id": spec},
+            "parameters": {k: {"value": v} for k, v in values.items()},
+        },
+        "workerManager": {"launchConfigId": LAUNCH_CONFIG_ID, "capacityPerInstance": 1},
+    }
+    if group is not None:
+        config["armDeploymentResourceGroup"] = group
+    return config
+
+
+def batch(config: Mapping[str, Any], *workers: str) -> LaunchBatch:
+    spec = LaunchSpec(
+        launch_config_id=LAUNCH_CONFIG_ID,
+        region=LOCATION,
+        capacity_per_worker=1,
+        launch_config=config,
+        worker_config=config["workerConfig"],
+        pool_owner=OWNER,
+    )
+    intents = tuple(LaunchIntent(w, f"token-{w}") for w in workers)
+    return LaunchBatch(POOL, spec, intents, batch_token=f"batch-{workers[0]}")
+
+
+def ref(result: LaunchResult) -> WorkerRef:
+    """The worker row's reference, as the provisioner records a launch."""
+    return WorkerRef(result.worker_id, LOCATION, result.cloud_id, None, None, result.provider_data)
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+    return found
+
+
+def listed(provider: AzureProvider, worker: str) -> Any:
+    return next((i for i in provider.list_instances(LOCATION) if i.worker_id == worker), None)
+
+
+def deployments(sim: SimArm) -> dict[str, str]:
+    """Deployment name -> provisioning state, of every deployment the sim holds."""
+    return {d["id"].rsplit("/", 1)[1]: d["provisioningState"] for d in sim.deployments.summary()}
+
+
+def terminate_until_gone(provider: AzureProvider, worker: WorkerRef) -> list[TerminateResult]:
+    results = []
+    deadline = time.monotonic() + 5.0
+    while True:
+        (result,) = provider.terminate([worker])
+        results.append(result)
+        assert result.error is None, result.error
+        if result.gone:
+            return results
+        assert time.monotonic() < deadline, results
+        time.sleep(0.02)
+
+
+def test_an_arm_launch_config_deploys_a_vm_with_worker_managers_parameters(
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    spec_id: str,
+    compute: ComputeManagementClient,
+    groups: ResourceManagementClient,
+):
+    config = launch_config(spec_id)
+
+    results = azure_provider.create(batch(config, "w-arm-1", "w-arm-2"))
+
+    assert [r.error for r in results] == [None, None]
+    for result in results:
+        vm = f"vm-{result.worker_id}"
+        assert result.tc_worker_id == vm  # the VM name is the Taskcluster workerId
+        assert result.cloud_id == arm.vm_resource_id(AZURE_SUBSCRIPTION, ARM_GROUP, vm)
+        assert arm.deployment_ref(result.provider_data) == arm.DeploymentRef(
+            ARM_GROUP, f"deploy-{result.worker_id}"
+        )
+    # The launch config's group was made once, in its location; one PUT per worker.
+    assert groups.resource_groups.get(ARM_GROUP).location == LOCATION
+    counts = sim_arm.faults.counts()
+    assert counts["ResourceGroups_CreateOrUpdate"] == 1
+    assert counts["Deployments_CreateOrUpdate"] == 2
+    (put,) = sim_arm.deployments.puts("deploy-w-arm-1")
+    parameters = put.body["properties"]["parameters"]
+    assert put.body["properties"]["templateLink"] == {"id": spec_id}
+    assert {k: parameters[k]["value"] for k in ("vmSize", "imageId", "subnetId", "priority")} == {
+        "vmSize": "Standard_F16s_v2",
+        "imageId": IMAGE_ID,
+        "subnetId": AZURE_SUBNET,
+        "priority": "Spot",
+    }
+    assert parameters["vmName"] == {"value": "vm-w-arm-1"}
+    assert len(parameters["computerName"]["value"]) <= 15
+
+    # The deployment made the VM, with worker-manager's tags (what worker-runner reads) and
+    # wm's ownership tags, and worker-manager's boot data.
+    model = wait_for(lambda: _vm(compute, "vm-w-arm-1"))
+    assert model.priority == "Spot"
+    assert dict(model.tags) == {
+        "team": "relops",
+        "worker-pool-id": POOL,
+        "provider-id": azure_provider.id,
+        "worker-group": LOCATION,
+        "root-url": AZURE_ROOT_URL,
+        "created-by": f"taskcluster-wm-{azure_provider.id}",
+        "managed-by": "taskcluster",
+        "owner": OWNER,
+        "launch-config-id": LAUNCH_CONFIG_ID,
+        TAG_DEPLOYMENT: AZURE_DEPLOYMENT,
+        TAG_POOL: POOL,
+        TAG_WORKER: "w-arm-1",
+        TAG_LAUNCH_CONFIG: LAUNCH_CONFIG_ID,
+    }
+    custom = json.loads(base64.b64decode(sim_arm.custom_data("vm-w-arm-1") or ""))
+    assert custom == {
+        "workerPoolId": POOL,
+        "workerGroup": LOCATION,
+        "providerId": azure_provider.id,
+        "rootUrl": AZURE_ROOT_URL,
+        "workerConfig": {},
+    }
+    # The scan lists the launch config's group beside the provider's: both workers run.
+    running = wait_for(
+        lambda: (
+            {
+                i.worker_id: i
+                for i in azure_provider.list_instances(LOCATION)
+                if i.state is WorkerState.RUNNING
+            }.keys()
+            == {"w-arm-1", "w-arm-2"}
+        )
+    )
+    assert running
+    instance = listed(azure_provider, "w-arm-1")
+    assert instance.tc_worker_id == "vm-w-arm-1"
+    assert (instance.pool_id, instance.launch_config_id) == (POOL, LAUNCH_CONFIG_ID)
+
+
+def _vm(compute: ComputeManagementClient, name: str, group: str = ARM_GROUP) -> Any:
+    try:
+        return compute.virtual_machines.get(group, name)
+    except Exception:  # not there yet
+        return None
+
+
+def test_without_a_group_of_its_own_a_launch_config_deploys_into_the_providers(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, compute
+):
+    (result,) = azure_provider.create(batch(launch_config(spec_id, group=None), "w-arm-home"))
+
+    assert result.error is None
+    assert arm.deployment_ref(result.provider_data).resource_group == AZURE_RESOURCE_GROUP
+    assert "ResourceGroups_CheckExistence" not in sim_arm.faults.counts()
+    assert wait_for(lambda: _vm(compute, "vm-w-arm-home", AZURE_RESOURCE_GROUP))
+
+
+def test_a_deployment_in_flight_is_a_requested_worker_and_counts_as_its_row(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    sim_arm.faults.behaviour.update(boot_s=30)  # the VM's operation runs until it boots
+    (result,) = azure_provider.create(batch(launch_config(spec_id), "w-arm-slow"))
+
+    instance = wait_for(lambda: listed(azure_provider, "w-arm-slow"))
+
+    assert instance.state is WorkerState.REQUESTED
+    assert deployments(sim_arm) == {"deploy-w-arm-slow": "Running"}
+    # Torn down while it runs: nothing is sent until it ends.
+    (early,) = azure_provider.terminate([ref(result)])
+    assert (early.gone, early.nothing_sent) == (False, True)
+
+
+def test_a_retried_create_sends_the_same_deployment_and_makes_no_second_vm(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    config = launch_config(spec_id)
+    # The first PUT is carried out and its answer lost: the gate sends it again.
+    sim_arm.faults.force("lose", operation="Deployments_CreateOrUpdate")
+
+    (first,) = azure_provider.create(batch(config, "w-arm-again"))
+    wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-again") == "Succeeded")
+    # And the whole create again, as a retried batch would.
+    (second,) = azure_provider.create(batch(config, "w-arm-again"))
+
+    assert first.error is None and second.error is None
+    assert (second.cloud_id, second.provider_data) == (first.cloud_id, first.provider_data)
+    puts = sim_arm.deployments.puts("deploy-w-arm-again")
+    assert len(puts) == 3
+    assert all(p.body == puts[0].body for p in puts)  # the same deployment every time
+    wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-again") == "Succeeded")
+    vms = [v for v in sim_arm.instances() if v.name == "vm-w-arm-again"]
+    assert len(vms) == 1 and len(sim_arm.instances()) == 1
+
+
+def test_a_template_that_does_not_declare_an_injected_parameter_is_a_definite_launch_error(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    template = copy.deepcopy(TEMPLATE)
+    del template["parameters"]["customData"]
+    template["resources"][-1]["properties"]["osProfile"].pop("customData")
+    lacking = publish(sim_arm, template, "no-custom-data")
+
+    results = azure_provider.create(batch(launch_config(lacking), "w-arm-bad", "w-arm-bad2"))
+
+    for result in results:
+        assert result.cloud_id is None and result.error is not None
+        assert result.error.nothing_applied  # the row stops and becomes a pool error
+        assert result.error.code == "InvalidTemplate"
+        assert "does not declare the parameter(s) customData" in result.error.message
+        assert f"launch config {LAUNCH_CONFIG_ID}" in result.error.message
+    assert deployments(sim_arm) == {}
+    assert sim_arm.resources() == []
+
+
+def test_a_deployment_failing_half_way_shows_as_a_stopped_worker_and_leaves_nothing(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    sim_arm.deployments.fail_halfway(1)  # the VM is made, its provisioning then fails
+    (result,) = azure_provider.create(
+        batch(launch_config(spec_id, createPublicIp=True, dataDiskSizeGB=32), "w-arm-half")
+    )
+    assert result.error is None
+
+    failed = wait_for(
+        lambda: (i := listed(azure_provider, "w-arm-half")) and i.state is WorkerState.STOPPED and i
+    )
+
+    assert failed.reason.startswith("arm-deployment-failed: OSProvisioningTimedOut")
+    assert deployments(sim_arm) == {"deploy-w-arm-half": "Failed"}
+    # The VM, its NIC, public IP, OS and data disks are left, as ARM leaves them.
+    assert len(sim_arm.resources()) == 5
+    terminate_until_gone(azure_provider, ref(result))
+    assert sim_arm.resources() == []
+    assert deployments(sim_arm) == {}
+    assert listed(azure_provider, "w-arm-half") is None
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, keep: bool
+):
+    config = launch_config(spec_id, createPublicIp=True, dataDiskSizeGB=32)
+    config["workerManager"]["keepDeployment"] = keep
+    (result,) = azure_provider.create(batch(config, "w-arm-end"))
+    wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-end") == "Succeeded")
+    made = set(sim_arm.resources())
+    assert {r.rsplit("/", 2)[1] for r in made} == {
+        "virtualMachines",
+        "networkInterfaces",
+        "publicIPAddresses",
+        "disks",
+    }
+
+    results = terminate_until_gone(azure_provider, ref(result))
+
+    assert sim_arm.resources() == []
+    assert deployments(sim_arm) == ({"deploy-w-arm-end": "Succeeded"} if keep else {})
+    counts = sim_arm.faults.counts()
+    assert counts["VirtualMachines_Delete"] == 1
+    assert counts.get("Deployments_Delete", 0) == (0 if keep else 1)
+    assert not results[0].nothing_sent  # the VM's DELETE
+    # Terminating again finds nothing and sends nothing.
+    (again,) = azure_provider.terminate([ref(result)])
+    assert (again.gone, again.error) == (True, None)
+    assert again.nothing_sent
+
+
+def detaching(template: Mapping[str, Any]) -> dict[str, Any]:
+    """The template with nothing deleted with its VM (ARM's default: Detach)."""
+    text = json.dumps(template)
+    text = text.replace(", 'deleteOption', 'Delete'", "")
+    found = json.loads(text)
+    vm = found["resources"][-1]["properties"]
+    vm["storageProfile"]["osDisk"].pop("deleteOption")
+    vm["networkProfile"]["networkInterfaces"][0].pop("properties")
+    found["variables"]["ipConfig"].pop("properties")
+    return found
+
+
+@pytest.mark.parametrize("missing_status", [204, 404])
+def test_resources_deleted_out_of_band_are_gone_not_errors(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, missing_status: int
+):
+    sim_arm.delete_missing_status = missing_status
+    spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
+    config = launch_config(spec, createPublicIp=True, dataDiskSizeGB=32)
+    (result,) = azure_provider.create(batch(config, "w-arm-oob"))
+    wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-oob") == "Succeeded")
+    sim_arm.remove("vm-w-arm-oob")  # by hand: its NIC, public IP and disks stay
+    sim_arm.remove_resource("vm-w-arm-oob-data")
+    left = {r.rsplit("/", 1)[1] for r in sim_arm.resources()}
+    assert left == {"vm-w-arm-oob-nic", "vm-w-arm-oob-ip", "vm-w-arm-oob-osdisk"}
+
+    # The scan sees the worker's VM gone: it is stopped, and what is left is deleted (the OS
+    # disk, which no deployment operation names, from the deployment's outputs).
+    gone = wait_for(lambda: azure_provider.lookup([ref(result)]).get("w-arm-oob"))
+    assert (gone.state, gone.reason) == (WorkerState.STOPPED, arm.REASON_VM_GONE)
+    terminate_until_gone(azure_provider, ref(result))
+    assert sim_arm.resources() == []
+    assert deployments(sim_arm) == {}
+    assert azure_provider.lookup([ref(result)]) == {}
+
+
+def test_a_fresh_process_finds_its_rows_groups_in_bulk_then_lists_them(
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    make_azure_provider: Callable[..., AzureProvider],
+    spec_id: str,
+):
+    results = azure_provider.create(batch(launch_config(spec_id), "w-arm-a", "w-arm-b"))
+    wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
+    scanner = make_azure_provider(sim_arm)  # another process: it never deployed into the group
+    assert {i.worker_id for i in scanner.list_instances(LOCATION)} == set()
+
+    sim_arm.faults.reset_counts()
+    found = scanner.lookup([ref(r) for r in results])
+
+    assert {w: i.state for w, i in found.items()} == {
+        "w-arm-a": WorkerState.RUNNING,
+        "w-arm-b": WorkerState.RUNNING,
+    }
+    counts = sim_arm.faults.counts()
+    assert "VirtualMachines_Get" not in counts and "Deployments_Get" not in counts  # in bulk
+    assert {i.worker_id for i in scanner.list_instances(LOCATION)} == {"w-arm-a", "w-arm-b"}
+
+
+def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    spec_id: str,
+    network: NetworkManagementClient,
+):
+    azure_provider.create(batch(launch_config(spec_id), "w-arm-live"))
+    wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-live") == "Succeeded")
+    tags = {TAG_DEPLOYMENT: AZURE_DEPLOYMENT, TAG_WORKER: "w-arm-lost", TAG_POOL: POOL}
+    nic = network.network_interfaces.begin_create_or_update(
+        ARM_GROUP,
+        "vm-w-arm-lost-nic",
+        {
+            "location": LOCATION,
+            "tags": tags,
+            "ip_configurations": [{"name": "ip", "subnet": {"id": AZURE_SUBNET}}],
+        },
+        polling=False,
+    ).result()
+    azure_provider._arm.leftover_sweep_s = 0.0
+
+    first = [i for i in azure_provider.list_instances(LOCATION) if i.worker_id is None]
+    second = [i for i in azure_provider.list_instances(LOCATION) if i.worker_id is None]
+
+    assert [i.cloud_id for i in first] == [nic.id]  # the live worker's NIC is attached
+    assert second[0].launched_at == first[0].launched_at  # dated by the first sweep
+    orphan = second[0]
+    (result,) = azure_provider.terminate(
+        [WorkerRef(orphan.cloud_id, LOCATION, orphan.cloud_id, None, None, orphan.provider_data)]
+    )
+    assert (result.gone, result.error) == (True, None)
+    assert nic.id not in sim_arm.resources()
+    assert any(r.endswith("/vm-w-arm-live-nic") for r in sim_arm.resources())
+
+
+# -- through the provisioner and the scanner (real Postgres) -------------------------------------
+
+
+def apply_arm_pool(engine, provider: AzureProvider, config: Mapping[str, Any]) -> None:
+    body = {
+        "providerId": provider.id,
+        "description": "Windows workers deployed from a template spec",
+        "owner": OWNER,
+        "emailOnError": False,
+        "config": {"minCapacity": 0, "maxCapacity": 10, "launchConfigs": [dict(config)]},
+    }
+    definition = parse_pool_definition(POOL, body, {provider.id: "azure"})
+    pool_store.apply_definitions(
+        engine,
+        lambda current, lcs: plan_apply(
+            [definition], current, lcs, workers_register={provider.id: False}
+        ),
+    )
+    pool_store.ensure_scan_units(engine, [(provider.id, LOCATION)])
+
+
+def provision(engine, provider: AzureProvider) -> None:
+    Provisioner(engine, BuiltinQueue(engine), {provider.id: provider}).run_pass(provider.id)
+
+
+def test_a_pool_of_arm_workers_runs_and_a_half_way_failure_leaves_nothing(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    apply_arm_pool(engine, azure_provider, launch_config(spec_id))
+    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    sim_arm.faults.behaviour.update(boot_s=0.3)
+    tasks.submit_tasks(engine, POOL, 1, 60.0)
+
+    provision(engine, azure_provider)
+    provision(engine, azure_provider)  # the deployment in flight is the requested capacity
+
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert row.state is WorkerState.REQUESTED
+    assert row.tc_worker_id == f"vm-{row.worker_id}"
+    assert arm.deployment_ref(row.provider_data) == arm.DeploymentRef(
+        ARM_GROUP, f"deploy-{row.worker_id}"
+    )
+    assert sim_arm.faults.counts()["Deployments_CreateOrUpdate"] == 1
+    wait_for(lambda: deployments(sim_arm) == {f"deploy-{row.worker_id}": "Succeeded"})
+    scanner.scan(azure_provider.id, LOCATION)
+    assert list_workers(engine, pool_id=POOL)[0].state is WorkerState.RUNNING
+
+    # A second worker's deployment makes its VM, then fails.
+    sim_arm.deployments.fail_halfway(1)
+    tasks.submit_tasks(engine, POOL, 1, 60.0)
+    provision(engine, azure_provider)
+    failing = next(w for w in list_workers(engine, pool_id=POOL) if w.worker_id != row.worker_id)
+    wait_for(lambda: deployments(sim_arm).get(f"deploy-{failing.worker_id}") == "Failed")
+
+    def stopped() -> bool:
+        scanner.scan(azure_provider.id, LOCATION)
+        states = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
+        return states[failing.worker_id].state is WorkerState.STOPPED
+
+    wait_for(stopped)
+    after = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
+    assert after[failing.worker_id].stop_reason.startswith(
+        "arm-deployment-failed: OSProvisioningTimedOut"
+    )
+    assert after[row.worker_id].state is WorkerState.RUNNING
+    # Nothing of the failed deployment is left; the running worker's resources are untouched.
+    assert all(row.worker_id in r for r in sim_arm.resources())
+    assert deployments(sim_arm) == {f"deploy-{row.worker_id}": "Succeeded"}
+
+
+def test_a_failed_deployment_is_a_pool_error_against_its_launch_config(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    apply_arm_pool(engine, azure_provider, launch_config(spec_id))
+    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    sim_arm.deployments.fail_halfway(1)
+    tasks.submit_tasks(engine, POOL, 1, 60.0)
+    provision(engine, azure_provider)
+    (row,) = list_workers(engine, pool_id=POOL)
+    wait_for(lambda: deployments(sim_arm).get(f"deploy-{row.worker_id}") == "Failed")
+
+    scanner.scan(azure_provider.id, LOCATION)
+
+    errors = list_errors(engine, POOL)
+    assert [(e.launch_config_id, e.provider_id) for e in errors] == [
+        (LAUNCH_CONFIG_ID, azure_provider.id)
+    ]
+    assert "OSProvisioningTimedOut" in errors[0].description
+
+
+def test_a_key_vault_reference_reaches_arm_untouched_and_arm_resolves_it(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, compute
+):
+    vault = (
+        f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{SPEC_GROUP}"
+        "/providers/Microsoft.KeyVault/vaults/relops"
+    )
+    sim_arm.deployments.put_secret(vault, "image", IMAGE_ID)
+    reference = {"reference": {"keyVault": {"id": vault}, "secretName": "image"}}
+    config = launch_config(spec_id)
+    config["armDeployment"]["parameters"]["imageId"] = reference
+
+    (result,) = azure_provider.create(batch(config, "w-arm-kv"))
+
+    assert result.error is None
+    (put,) = sim_arm.deployments.puts("deploy-w-arm-kv")
+    assert put.body["properties"]["parameters"]["imageId"] == reference
+    model = wait_for(lambda: _vm(compute, "vm-w-arm-kv"))
+    assert model.storage_profile.image_reference.id == IMAGE_ID
+
+
+def test_a_deployment_that_failed_before_its_vm_is_removed_the_same_way(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    unknown_subnet = AZURE_SUBNET.replace("/wm-vnet/", "/no-such-vnet/")
+    config = launch_config(spec_id, createPublicIp=True, subnetId=unknown_subnet)
+    (result,) = azure_provider.create(batch(config, "w-arm-early"))
+    assert result.error is None  # ARM took the deployment; the NIC fails as it runs
+
+    failed = wait_for(lambda: listed(azure_provider, "w-arm-early"))
+
+    assert failed.state is WorkerState.STOPPED
+    assert failed.reason.startswith("arm-deployment-failed: ")
+    assert [r.rsplit("/", 1)[1] for r in sim_arm.resources()] == ["vm-w-arm-early-ip"]
+    terminate_until_gone(azure_provider, ref(result))
+    assert sim_arm.resources() == []
+    assert deployments(sim_arm) == {}
+
+
+def test_an_arm_worker_registers_before_any_scan_saw_its_vm(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    apply_arm_pool(engine, azure_provider, launch_config(spec_id))
+    tasks.submit_tasks(engine, POOL, 1, 60.0)
+    provision(engine, azure_provider)
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert "vmId" not in row.provider_data  # the deployment was accepted; no VM exists yet
+    wait_for(lambda: deployments(sim_arm) == {f"deploy-{row.worker_id}": "Succeeded"})
+
+    assert arm.deployment_ref(row.provider_data) is not None
+    # What worker-runner posts is checked against the vmId ARM gives the row's VM, as
+    # worker-manager's registerWorker does when its row has none yet.
+    config = azure_config(sim_arm, identity_roots=(str(sim_arm.identity_trust_path),))
+    verifier = azure_identity.make_verifier(config, AZURE_DEPLOYMENT, AZURE_ROOT_URL)
+    expected = ExpectedIdentity(
+        deployment_id=AZURE_DEPLOYMENT,
+        provider_id=azure_provider.id,
+        pool_id=POOL,
+        worker_id=row.worker_id,
+        region=LOCATION,
+        cloud_id=row.cloud_id,
+        audience=AZURE_ROOT_URL,
+        provider_data=row.provider_data,
+        requested_at=row.created,
+        tc_worker_id=row.tc_worker_id,
+    )
+    verifier.verify(sim_arm.attested_document(row.tc_worker_id), expected)

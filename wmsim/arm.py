@@ -1097,25 +1097,7 @@ class SimArm:
     def _attach_os_disk(self, vm: _Vm, rid: str) -> None:
         storage = vm.properties.setdefault("storageProfile", {})
         os_disk = storage.setdefault("osDisk", {"createOption": "FromImage"})
-        name = os_disk.get("name") or f"{vm.name}_OsDisk_1_{uuid.uuid4().hex}"
-        disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
-        os_disk["name"] = name
-        os_disk.setdefault("deleteOption", "Detach")
-        os_disk.setdefault("managedDisk", {})["id"] = disk_id
-        self._resources[_key(disk_id)] = _Resource(
-            id=disk_id,
-            type=DISK_TYPE,
-            name=name,
-            location=vm.location,
-            tags={},
-            properties={
-                "provisioningState": "Succeeded",
-                "diskState": "Attached",
-                "diskSizeGB": int(os_disk.get("diskSizeGB") or 30),
-            },
-            owner=_key(rid),
-            delete_with_owner=_deletes(os_disk),
-        )
+        self._make_disk(vm, rid, os_disk, f"{vm.name}_OsDisk_1", default_size_gb=30)
 
     def _attach_data_disks(self, vm: _Vm, rid: str) -> None:
         storage = vm.properties.setdefault("storageProfile", {})
@@ -1127,25 +1109,32 @@ class SimArm:
                     held.owner, held.delete_with_owner = _key(rid), _deletes(disk)
                     held.properties["diskState"] = "Attached"
                 continue
-            name = disk.get("name") or f"{vm.name}_disk{disk.get('lun')}_{uuid.uuid4().hex}"
-            disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
-            disk["name"] = name
-            disk.setdefault("deleteOption", "Detach")
-            disk.setdefault("managedDisk", {})["id"] = disk_id
-            self._resources[_key(disk_id)] = _Resource(
-                id=disk_id,
-                type=DISK_TYPE,
-                name=name,
-                location=vm.location,
-                tags={},
-                properties={
-                    "provisioningState": "Succeeded",
-                    "diskState": "Attached",
-                    "diskSizeGB": int(disk.get("diskSizeGB") or 0),
-                },
-                owner=_key(rid),
-                delete_with_owner=_deletes(disk),
-            )
+            self._make_disk(vm, rid, disk, f"{vm.name}_disk{disk.get('lun')}", default_size_gb=0)
+
+    def _make_disk(
+        self, vm: _Vm, rid: str, disk: dict[str, Any], prefix: str, *, default_size_gb: int
+    ) -> None:
+        """A managed disk the VM's body asks ARM to make: named (ARM's default name when the
+        body gives none), held as a resource of the VM, deleted with it per its deleteOption."""
+        name = disk.get("name") or f"{prefix}_{uuid.uuid4().hex}"
+        disk_id = f"{rid.split('/providers/')[0]}/providers/{DISK_TYPE}/{name}"
+        disk["name"] = name
+        disk.setdefault("deleteOption", "Detach")
+        disk.setdefault("managedDisk", {})["id"] = disk_id
+        self._resources[_key(disk_id)] = _Resource(
+            id=disk_id,
+            type=DISK_TYPE,
+            name=name,
+            location=vm.location,
+            tags={},
+            properties={
+                "provisioningState": "Succeeded",
+                "diskState": "Attached",
+                "diskSizeGB": int(disk.get("diskSizeGB") or default_size_gb),
+            },
+            owner=_key(rid),
+            delete_with_owner=_deletes(disk),
+        )
 
     # -- what a VM PUT may name --------------------------------------------------------------
 

@@ -35,6 +35,7 @@ import pytest
 from botocore.config import Config as BotoConfig
 from sqlalchemy import Engine
 
+from tests.fixtures.sim_arm import sdk_credential, sdk_options
 from tests.support.api_stack import OPERATOR_CLIENT, OPERATOR_TOKEN, database, http_call
 from tests.support.stack import (
     AZURE_SUBSCRIPTION,
@@ -246,27 +247,13 @@ def _make_ec2_resources(sim: Any, launch_config: Mapping[str, Any]) -> dict[tupl
 
 
 def _make_azure_resources(sim: Any, launch_config: Mapping[str, Any]) -> None:
-    from azure.identity import ClientSecretCredential
     from azure.mgmt.network import NetworkManagementClient
 
     location = launch_config["location"]
     subnet = AZURE_SUBNET_ID.fullmatch(launch_config["subnetId"])
     assert subnet is not None, launch_config["subnetId"]
-    credential = ClientSecretCredential(
-        "tenant",
-        "client",
-        "secret",
-        authority=sim.endpoint,
-        disable_instance_discovery=True,
-        connection_verify=str(sim.cert_path),
-    )
     with NetworkManagementClient(
-        credential,
-        subnet["subscription"],
-        base_url=sim.endpoint,
-        connection_verify=str(sim.cert_path),
-        retry_total=0,
-        polling_interval=0,
+        sdk_credential(sim), subnet["subscription"], **sdk_options(sim)
     ) as network:
         network.virtual_networks.begin_create_or_update(
             subnet["group"],

@@ -24,6 +24,8 @@ from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
     AZURE_ROOT_URL,
     AZURE_SUBSCRIPTION,
+    sdk_credential,
+    sdk_options,
 )
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
@@ -101,22 +103,7 @@ def wait_for(check: Callable[[], bool], timeout_s: float = 3.0) -> None:
 
 
 def raw_compute(sim: SimArm) -> ComputeManagementClient:
-    credential = ClientSecretCredential(
-        "tenant",
-        "client",
-        "secret",
-        authority=sim.endpoint,
-        disable_instance_discovery=True,
-        connection_verify=str(sim.cert_path),
-    )
-    return ComputeManagementClient(
-        credential,
-        AZURE_SUBSCRIPTION,
-        base_url=sim.endpoint,
-        connection_verify=str(sim.cert_path),
-        retry_total=0,
-        polling_interval=0,
-    )
+    return ComputeManagementClient(sdk_credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
 
 
 def test_a_batch_is_listed_back_across_pages(sim_arm: SimArm, azure_provider: AzureProvider):

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from azure.identity import ClientSecretCredential
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.resource.resources import ResourceManagementClient
@@ -28,7 +27,9 @@ from tests.fixtures.sim_arm import (
     AZURE_SUBNET,
     AZURE_SUBSCRIPTION,
     azure_config,
+    sdk_credential,
 )
+from tests.fixtures.sim_arm import sdk_options as sim_sdk_options
 from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.pool_errors import list_errors
@@ -69,45 +70,35 @@ IMAGE_ID = (
 OWNER = "relops@example.com"
 
 
-def credential(sim: SimArm) -> ClientSecretCredential:
-    return ClientSecretCredential(
-        "tenant",
-        "client",
-        "secret",
-        authority=sim.endpoint,
-        disable_instance_discovery=True,
-        connection_verify=str(sim.cert_path),
-    )
-
-
 def sdk_options(sim: SimArm) -> dict[str, Any]:
-    return {
-        "base_url": sim.endpoint,
-        "connection_verify": str(sim.cert_path),
-        "retry_total": 0,
-        "polling_interval": 0,
-        "credential_scopes": [sim.endpoint + "/.default"],
-    }
+    # The resource and deployment clients ask for a token of the endpoint's own audience.
+    return {**sim_sdk_options(sim), "credential_scopes": [sim.endpoint + "/.default"]}
 
 
 @pytest.fixture
 def compute(sim_arm: SimArm) -> ComputeManagementClient:
-    return ComputeManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+    return ComputeManagementClient(
+        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
+    )
 
 
 @pytest.fixture
 def network(sim_arm: SimArm) -> NetworkManagementClient:
-    return NetworkManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+    return NetworkManagementClient(
+        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
+    )
 
 
 @pytest.fixture
 def groups(sim_arm: SimArm) -> ResourceManagementClient:
-    return ResourceManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+    return ResourceManagementClient(
+        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
+    )
 
 
 def publish(sim: SimArm, template: Mapping[str, Any], name: str = "win-worker") -> str:
     """A template spec version holding `template`, made with the real SDK; its resource id."""
-    specs = TemplateSpecsClient(credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
+    specs = TemplateSpecsClient(sdk_credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
     sim.deployments.create_resource_group(AZURE_SUBSCRIPTION, SPEC_GROUP, LOCATION)
     specs.template_specs.create_or_update(SPEC_GROUP, name, {"location": LOCATION})
     version = specs.template_spec_versions.create_or_update(

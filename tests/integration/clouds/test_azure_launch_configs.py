@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import requests
 from azure.core.exceptions import ResourceNotFoundError
-from azure.identity import ClientSecretCredential
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.network import NetworkManagementClient
 
@@ -24,6 +23,8 @@ from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
     AZURE_ROOT_URL,
     AZURE_SUBSCRIPTION,
+    sdk_credential,
+    sdk_options,
 )
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerRef
@@ -154,34 +155,18 @@ def batch(config: dict[str, Any], workers: tuple[str, ...] = (WORKER,)) -> Launc
     return LaunchBatch(POOL, spec, intents, batch_token=f"batch-{workers[0]}")
 
 
-def credential(sim: SimArm) -> ClientSecretCredential:
-    return ClientSecretCredential(
-        "tenant",
-        "client",
-        "secret",
-        authority=sim.endpoint,
-        disable_instance_discovery=True,
-        connection_verify=str(sim.cert_path),
-    )
-
-
-def sdk_options(sim: SimArm) -> dict[str, Any]:
-    return {
-        "base_url": sim.endpoint,
-        "connection_verify": str(sim.cert_path),
-        "retry_total": 0,
-        "polling_interval": 0,
-    }
-
-
 @pytest.fixture
 def network(sim_arm: SimArm) -> NetworkManagementClient:
-    return NetworkManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+    return NetworkManagementClient(
+        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
+    )
 
 
 @pytest.fixture
 def compute(sim_arm: SimArm) -> ComputeManagementClient:
-    return ComputeManagementClient(credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm))
+    return ComputeManagementClient(
+        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
+    )
 
 
 @pytest.fixture

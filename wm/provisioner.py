@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
@@ -28,6 +28,7 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import CloudError, ErrorCategory
+from wm.intent_sightings import IntentSightings
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
@@ -59,6 +60,8 @@ class Provisioner:
     queue: QueueSource
     providers: Mapping[str, Provider]
     stop: threading.Event = field(default_factory=threading.Event)
+    # pool id -> open intent -> first seen under this process's claim (intent recovery)
+    intent_sightings: IntentSightings = field(default_factory=IntentSightings)
 
     def run_pass(self, provider_id: str) -> list[PoolPassReport]:
         """Provision every pool of this provider that no other replica is provisioning."""
@@ -111,12 +114,27 @@ class Provisioner:
     def _recover_intents(self, provider: Provider, pool_ids: list[str]) -> dict[str, int]:
         """Adopt the VM of an intent whose create never returned, or stop a VM-less intent.
 
-        Only once the gate's longest retry sequence has passed since the create was sent, or
-        given up on: until then its answer, or the cloud's carrying it out, may still come.
+        Only once the gate's longest retry sequence has passed since this process first saw
+        the intent under a claim of its own: the pass that sent its create had given the claim
+        up by then, so every attempt was sent (wm/intent_sightings.py). Until then its answer,
+        or the cloud's carrying it out, may still come.
         """
-        stale = workers.unresolved_intents(
-            self.engine, pool_ids, provider.id, provider.gate.longest_call_s()
-        )
+        open_intents = workers.unresolved_intents(self.engine, pool_ids, provider.id)
+        if not open_intents:
+            return {}
+        now = scans.db_now(self.engine)  # read under this pass's claim
+        grace = timedelta(seconds=provider.gate.longest_call_s())
+        stale = []
+        for pool_id in pool_ids:
+            mine = [w for w in open_intents if w.pool_id == pool_id]
+            seen = self.intent_sightings.note(
+                pool_id, free=[w.worker_id for w in mine], held=(), now=now
+            )
+            stale += [
+                w
+                for w in mine
+                if now - max(w.unanswered_at or w.created, seen[w.worker_id]) >= grace
+            ]
         if not stale:
             return {}
         refs = [

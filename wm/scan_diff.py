@@ -7,8 +7,9 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
   cloud id if it had none yet (an intent whose create never returned);
 - missing: a row the list did not show, that an earlier scan saw, that is being deleted, or
   that is old enough that listing lag is no excuse: look it up. An intent whose create may
-  still be in flight (its pool's pass is running, or it was sent, or given up on, less than
-  `intent_grace` ago) is never missing: its VM may yet appear;
+  still be in flight is never missing: its VM may yet appear. That is while its pool's pass
+  runs, and until `intent_grace` after a scan first saw it with no pass running (by then
+  every attempt was sent: wm/intent_sightings.py);
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period;
@@ -82,6 +83,7 @@ def diff(
     first_seen: Mapping[str, datetime] | None = None,
     intent_grace: timedelta = timedelta(0),
     in_flight_pools: AbstractSet[str] = frozenset(),
+    intents_free_since: Mapping[str, datetime] | None = None,
 ) -> ScanDiff:
     by_worker = {r.worker_id: r for r in rows}
     by_batch = {(r.batch_token, r.launch_index): r for r in rows if r.batch_token is not None}
@@ -92,6 +94,7 @@ def diff(
     orphans: list[CloudInstance] = []
     cloud_running: list[WorkerRecord] = []
     first_seen = first_seen or {}
+    free_since = intents_free_since or {}
 
     for instance in instances:
         row = _match(instance, by_worker, by_batch, by_cloud)
@@ -129,8 +132,10 @@ def diff(
 
     def may_be_missing(r: WorkerRecord) -> bool:
         if r.unresolved_intent:
-            sent = r.unanswered_at or r.created
-            return r.pool_id not in in_flight_pools and now - sent >= intent_wait
+            if r.pool_id in in_flight_pools or r.worker_id not in free_since:
+                return False
+            last_sent = max(r.unanswered_at or r.created, free_since[r.worker_id])
+            return now - last_sent >= intent_wait
         return r.state == S or r.last_checked is not None or now - r.created >= missing_grace
 
     missing = [r for r in rows if r.worker_id not in matched and r.state != X and may_be_missing(r)]

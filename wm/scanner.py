@@ -28,6 +28,7 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.scans import RowChange
 from wm.errors import CloudError
+from wm.intent_sightings import IntentSightings
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
 from wm.providers.base import Provider, TerminateResult
 from wm.providers.meter import CallMeter, metered
@@ -90,6 +91,9 @@ class Scanner:
     # without a launch time (orphan grace); one no longer listed in its unit is forgotten.
     _first_seen: dict[tuple[str, str], dict[str, datetime]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # (provider id, region) -> open intent -> first seen with its pool's claim free: from
+    # then on its create is surely sent, and the gate's longest call is counted.
+    intent_sightings: IntentSightings = field(default_factory=IntentSightings)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
@@ -163,11 +167,19 @@ class ScanPass:
         instances = provider.list_instances(region)
         rows = scans.live_workers(self.engine, provider.id, region)
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
-        now = scans.db_now(self.engine)
         # Pools whose provisioning pass runs now: their intents' creates may be in flight.
         intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
         in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
-        found = self._diff(instances, rows, pools, now, in_flight)
+        # Read after the claims: a claim seen free was given up before `now`.
+        now = scans.db_now(self.engine)
+        intents = [r for r in rows if r.unresolved_intent]
+        free_since = self.scanner.intent_sightings.note(
+            (provider.id, region),
+            free=[r.worker_id for r in intents if r.pool_id not in in_flight],
+            held=[r.worker_id for r in intents if r.pool_id in in_flight],
+            now=now,
+        )
+        found = self._diff(instances, rows, pools, now, in_flight, free_since)
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
@@ -204,6 +216,7 @@ class ScanPass:
         pools: Mapping[str, PoolRecord],
         now: datetime,
         in_flight_pools: set[str],
+        intents_free_since: Mapping[str, datetime],
     ) -> scan_diff.ScanDiff:
         first_seen = self.scanner.first_seen(self.provider.id, self.region, instances, now)
         return scan_diff.diff(
@@ -214,9 +227,11 @@ class ScanPass:
             missing_grace=timedelta(seconds=self.scanner.missing_grace_s),
             orphan_grace=timedelta(seconds=self.scanner.orphan_grace_s),
             first_seen=first_seen,
-            # An open intent's create may still be retried by its gate until then.
+            # An open intent's create may still be retried by its gate until then, counted
+            # from when no pass held its pool any more.
             intent_grace=timedelta(seconds=self.provider.gate.longest_call_s()),
             in_flight_pools=in_flight_pools,
+            intents_free_since=intents_free_since,
         )
 
     def _apply(
@@ -309,7 +324,7 @@ class ScanPass:
             )
             return set(), []
         self.looked_up = len(missing)
-        # No grace here: these rows are already past it.
+        # No grace here: these rows are already past every one of them.
         again = scan_diff.diff(
             list(found.values()),
             missing,
@@ -317,6 +332,7 @@ class ScanPass:
             requires_registration={p.pool_id: p.requires_registration for p in pools.values()},
             missing_grace=timedelta(0),
             orphan_grace=timedelta.max,
+            intents_free_since={r.worker_id: now for r in missing},
         )
         self._apply(again.changes, {r.worker_id: r for r in missing})
         scans.mark_checked(self.engine, again.seen)

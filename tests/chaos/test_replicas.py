@@ -26,7 +26,8 @@ from wm.providers.base import TAG_POOL
 
 REPLICAS = 4
 INTERVAL_S = 0.3
-# Log lines carry milliseconds; a claim is timed just after it is taken and given up.
+# Log lines carry milliseconds; a claim's window is measured inside it (from just after it is
+# taken to just before it is given up), so two windows of one pool never overlap.
 OVERLAP_TOLERANCE_S = 0.02
 
 

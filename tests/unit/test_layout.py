@@ -113,6 +113,7 @@ LAYERS = (
         (
             "wm.estimator",
             "wm.scan_diff",
+            "wm.intent_sightings",
             "wm.launch_choice",
             "wm.lifecycle",
             "wm.stages",

@@ -77,7 +77,8 @@ def test_ec2_instances_match_by_batch_and_launch_index():
         row("w2", cloud_id=None, batch_token="b", launch_index=1),
     ]
     instances = [vm(None, R, "i-2", batch_token="b", launch_index=1)]
-    result = run(instances, rows)
+    # Both intents were seen long ago with no pass running: their creates are surely sent.
+    result = run(instances, rows, intents_free_since={"w1": OLD, "w2": OLD})
     assert [(c.worker_id, c.cloud_id) for c in result.changes] == [("w2", "i-2")]
     assert [r.worker_id for r in result.missing] == ["w1"]
 
@@ -159,26 +160,34 @@ GRACE = timedelta(minutes=2)  # the gate's longest retry sequence
 
 
 @pytest.mark.parametrize(
-    ("scenario", "sent_ago", "unanswered_ago", "in_flight", "looked_up"),
+    ("scenario", "written_ago", "unanswered_ago", "free_ago", "in_flight", "looked_up"),
     [
-        ("sent longer ago than any retry sequence", 3, None, False, True),
-        ("its pass still runs, however old", 3, None, True, False),
-        ("sent less than a retry sequence ago", 1, None, False, False),
-        ("old, but its answer was given up on a moment ago", 3, 1, False, False),
-        ("given up on longer ago than a retry sequence", 5, 3, False, True),
+        ("its pass ended longer ago than any retry sequence", 3, None, 3, False, True),
+        ("its pass still runs, however old", 3, None, 3, True, False),
+        ("its pass ended less than a retry sequence ago", 1, None, 1, False, False),
+        ("old, but its answer was given up on a moment ago", 3, 1, 3, False, False),
+        ("given up on longer ago than a retry sequence", 5, 3, 3, False, True),
+        # A pass that waited its turn (rate limit, budget) before sending, then died: the row
+        # is old, but the create may have left just before the claim was seen free.
+        ("written long ago, its pool first seen free a moment ago", 5, None, 1, False, False),
+        ("never yet seen with its pool free", 5, None, None, False, False),
     ],
 )
 def test_an_intent_whose_create_may_be_in_flight_is_never_looked_up(
-    scenario, sent_ago, unanswered_ago, in_flight, looked_up
+    scenario, written_ago, unanswered_ago, free_ago, in_flight, looked_up
 ):
     unanswered = None if unanswered_ago is None else NOW - timedelta(minutes=unanswered_ago)
-    intent = row(created=NOW - timedelta(minutes=sent_ago), cloud_id=None, unanswered_at=unanswered)
+    intent = row(
+        created=NOW - timedelta(minutes=written_ago), cloud_id=None, unanswered_at=unanswered
+    )
+    free_since = {} if free_ago is None else {"w1": NOW - timedelta(minutes=free_ago)}
     found = run(
         [],
         [intent],
         missing_grace=timedelta(0),
         intent_grace=GRACE,
         in_flight_pools={"p"} if in_flight else set(),
+        intents_free_since=free_since,
     )
     assert (found.missing == (intent,)) is looked_up, scenario
 

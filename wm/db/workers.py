@@ -241,17 +241,14 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
 
 
 def unresolved_intents(
-    engine: Engine, pool_ids: Sequence[str], provider_id: str, older_than_s: float
+    engine: Engine, pool_ids: Sequence[str], provider_id: str
 ) -> list[WorkerRecord]:
-    """Intent rows whose create never returned a cloud id (a crash, or an unclear failure),
-    sent (or given up on) longer than `older_than_s` ago."""
-    sent = func.coalesce(workers.c.unanswered_at, workers.c.created)
+    """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
     query = select(workers).where(
         workers.c.pool_id.in_(list(pool_ids)),
         workers.c.provider_id == provider_id,
         workers.c.state == "requested",
         workers.c.cloud_id.is_(None),
-        sent < func.now() - timedelta(seconds=older_than_s),
     )
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import pytest
 from prometheus_client import REGISTRY
@@ -152,7 +153,9 @@ def test_stale_intents_are_adopted_or_stopped(engine, aws):
     aws.raise_on_create = None
     for intent in made[0].intents[:2]:
         aws.create(type(made[0])(made[0].pool_id, made[0].spec, (intent,), made[0].batch_token))
-    # Longer ago than the gate's longest retry sequence: no answer can still be on its way.
+    # The rows are old, but the dead process may have waited its turn (a rate limit, the
+    # budget) and sent its create just before dying: a restarted process counts the gate's
+    # longest retry sequence from its own first sight of them, under its own claim.
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -161,7 +164,15 @@ def test_stale_intents_are_adopted_or_stopped(engine, aws):
             )
         )
     aws.create_calls.clear()
-    (report,) = p.run_pass("aws-a")
+    restarted = provisioner(engine, aws)
+    (first,) = restarted.run_pass("aws-a")
+    assert first.recovered == 0
+    seen_at = time.monotonic()
+    report = first
+    while report.recovered == 0 and time.monotonic() - seen_at < 10:
+        (report,) = restarted.run_pass("aws-a")
+    assert time.monotonic() - seen_at >= aws.gate.longest_call_s()
+    p = restarted
     rows = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
     adopted = [w for w in rows.values() if w.cloud_id]
     assert report.recovered == 4
@@ -291,8 +302,14 @@ def test_a_scan_leaves_alone_an_intent_whose_pass_is_still_running(engine, aws):
         scanner.scan(aws.id, region)
     (row,) = list_workers(engine, pool_id=POOL)
     assert row.state.value == "requested"
-    scanner.scan(aws.id, region)  # the pass is over and its create surely went nowhere
-    (row,) = list_workers(engine, pool_id=POOL)
+    # The pass is over: from the first scan that sees its claim free, the gate's longest
+    # retry sequence later, its create surely went nowhere.
+    seen_free = time.monotonic()
+    scanner.scan(aws.id, region)
+    while (row := list_workers(engine, pool_id=POOL)[0]).state.value == "requested":
+        assert time.monotonic() - seen_free < 10, "the intent was never looked up"
+        scanner.scan(aws.id, region)
+    assert time.monotonic() - seen_free >= aws.gate.longest_call_s()
     assert (row.state.value, row.stop_reason) == ("stopped", "gone-from-cloud")
 
 

@@ -306,3 +306,47 @@ def test_status_shows_each_pools_slowest_stage_and_every_stage_of_one_pool(
     stages = {s["stage"]: s for s in pools["proj-ci/azure-win"]["stages"]}
     assert stages["accepted_to_running"]["p95_s"] == 90.0
     assert stages["running_to_registered"]["p95_s"] == 3.0
+
+
+def test_workers_list_names_workers_as_taskcluster_does(example_config, db_url, engine):
+    # Scenario: one Azure worker the cloud has named (its VM name is worker-runner's workerId),
+    # and one intent whose create has not answered yet.
+    apply = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    assert apply.returncode == 0, apply.stderr
+    pool_id = "proj-ci/azure-win"
+    (lc_id,) = [
+        lc.launch_config_id
+        for lc in pool_store.load_launch_configs(engine)
+        if lc.pool_id == pool_id
+    ]
+    insert_intents(
+        engine,
+        [
+            NewWorker(w, pool_id, "eastus", "azure-sim", 1, lc_id, f"t-{w}", "b", i, 60)
+            for i, w in enumerate(("w-named", "w-intent"))
+        ],
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE workers SET cloud_id = 'vm-named', tc_worker_id = 'vm-named', "
+                "state = 'running' WHERE worker_id = 'w-named'"
+            )
+        )
+
+    table = run_wm("workers", "list", "--pool", pool_id, db_url=db_url, config=example_config)
+    as_json = run_wm("workers", "list", "--json", db_url=db_url, config=example_config)
+    unknown = run_wm(
+        "workers", "list", "--pool", "proj-ci/nope", db_url=db_url, config=example_config
+    )
+
+    assert table.returncode == 0, table.stderr
+    header, *lines = table.stdout.splitlines()
+    assert header.split()[:3] == ["worker", "id", "group"]
+    rows = {line.split()[5]: line.split() for line in lines if line.strip() and "-" * 3 not in line}
+    assert rows["w-named"][:4] == ["vm-named", "eastus", pool_id, "running"]
+    assert rows["w-intent"][:4] == ["-", "eastus", pool_id, "requested"]
+    listed = {w["worker_id"]: w for w in json.loads(as_json.stdout)}
+    assert listed["w-named"]["tc_worker_id"] == "vm-named"
+    assert listed["w-intent"]["tc_worker_id"] is None
+    assert unknown.returncode != 0 and "proj-ci/nope" in unknown.stderr

@@ -153,6 +153,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "Deployments_Delete": (CallClass.DELETE,),
     "DeploymentOperations_List": (CallClass.READ,),
     "ResourceGroups_CheckExistence": (CallClass.READ,),
+    "ResourceGroups_List": (CallClass.READ,),  # the sweep for unrecorded deployments
     "ResourceGroups_CreateOrUpdate": (CallClass.WRITE,),
     "NetworkInterfaces_List": (CallClass.READ,),
     "PublicIPAddresses_List": (CallClass.READ,),

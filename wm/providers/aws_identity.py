@@ -101,10 +101,11 @@ def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity) -> Non
 
 
 def make_verifier(
-    config: AwsProviderConfig, deployment_id: str, audience: str
+    config: AwsProviderConfig, deployment_id: str, audience: str, *, budget: object = None
 ) -> AwsIdentityVerifier:
     """Load the trusted certificates now, so a bad path is a start-up error, not a 403."""
     del deployment_id, audience  # the document names neither; the row's instance id does
+    del budget  # verifying a document calls no EC2 API
     keys = {
         region: _load_key(path, f"providers.{config.id}.identity_certificates.{region}")
         for region, path in config.identity_certificates.items()

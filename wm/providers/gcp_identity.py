@@ -205,9 +205,11 @@ def make_verifier(
     deployment_id: str,
     audience: str,
     *,
+    budget: object = None,
     fetch: identity_fetch.Fetch = identity_fetch.fetch,
 ) -> GcpIdentityVerifier:
     del deployment_id  # the token names the instance; the row ties it to the deployment
+    del budget  # verifying a token calls no GCE API (Google's keys are not an API call)
     if config.identity_jwks:
         load = _file_loader(config.identity_jwks, f"providers.{config.id}.identity_jwks")
         load()  # a bad file is a start-up error, not a 403 at the first registration

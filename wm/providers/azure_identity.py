@@ -42,7 +42,6 @@ from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
-    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -50,6 +49,7 @@ from wm.identity import (
     require_not_before_request,
 )
 from wm.providers import identity_fetch, pkcs7
+from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 if TYPE_CHECKING:
     from wm.providers.gate import Budget
@@ -147,7 +147,7 @@ class AzureIdentityVerifier:
         certificates = _certificates(signed)
         signer = _signer_certificate(signer_info, certificates)
         check_signer(signer, now)
-        SIGNATURE_CHECKS.labels(self.provider_id).inc()
+        IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         check_signature(signer_info, signer, signed.content or b"")
         intermediates = [c for c in certificates if c is not signer]
         self._check_chain(signer, intermediates, now)

@@ -36,7 +36,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
-    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -45,6 +44,7 @@ from wm.identity import (
     require_not_before_request,
 )
 from wm.providers import identity_fetch
+from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 GOOGLE_ISSUER = "https://accounts.google.com"
 GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs"
@@ -112,7 +112,7 @@ class GcpIdentityVerifier:
             audience=self.audience,
             service_account_id=self.service_account_id,
         )
-        SIGNATURE_CHECKS.labels(self.provider_id).inc()
+        IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         key = self._key(kid)
         try:
             # PyJWT re-checks the signature and the registered claims on the same bytes.

@@ -35,7 +35,6 @@ from wm.config import Config
 from wm.db import migrate
 from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
-from wm.db.server import PostgresServer, find_or_start
 from wm.errors import WmError
 from wm.legacy_pools import OldPool, OldProvider, convert
 from wm.pool_apply import plan_apply
@@ -43,6 +42,7 @@ from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
 from wmsim.arm import default_subnet_id
+from wmsim.postgres import PostgresServer, find_or_start
 
 WsgiApp = Callable[..., Any]
 

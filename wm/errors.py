@@ -18,10 +18,6 @@ class ConfigError(WmError):
         super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
-class DatabaseUnavailable(WmError):
-    """No PostgreSQL server could be found or started."""
-
-
 class ErrorCategory(StrEnum):
     """What a caller can do about a cloud error."""
 

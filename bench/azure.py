@@ -71,7 +71,6 @@ from bench.common import (
 from wm.config import AzureProviderConfig, Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
-from wm.db.server import PostgresServer
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
@@ -82,6 +81,7 @@ from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
 from wmsim.arm import SimArm, default_subnet_id
 from wmsim.behaviour import Behaviour
+from wmsim.postgres import PostgresServer
 from wmsim.templates import WORKER_TEMPLATE
 
 POOL_ID = "proj-ci/win-2022"

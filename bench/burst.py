@@ -81,7 +81,6 @@ from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db import workers
 from wm.db.notify import start_listener
-from wm.db.server import PostgresServer
 from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
@@ -90,6 +89,7 @@ from wmsim.arm import SimArm
 from wmsim.behaviour import Behaviour
 from wmsim.ec2 import SimEc2
 from wmsim.gce import SimGce
+from wmsim.postgres import PostgresServer
 from wmsim.workload import split
 
 # Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.

@@ -35,7 +35,6 @@ from wm.config import Config
 from wm.db import migrate
 from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
-from wm.db.server import PostgresServer, find_or_start
 from wm.errors import WmError
 from wm.legacy_pools import OldPool, OldProvider, convert
 from wm.pool_apply import plan_apply
@@ -43,6 +42,8 @@ from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
 from wmsim.arm import default_subnet_id
+from wmsim.gce import service_account_id
+from wmsim.postgres import PostgresServer, find_or_start
 
 WsgiApp = Callable[..., Any]
 
@@ -68,6 +69,8 @@ MACHINES = {  # cloud -> (region or zone, machine type, image)
 AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-0000000be7c4"
 AZURE_RESOURCE_GROUP = "wm-bench"
 GCP_PROJECT = "wm-bench"
+# What GCE worker VMs run as: a provider whose workers register must name one.
+GCP_WORKER_ACCOUNT = f"wm-workers@{GCP_PROJECT}.iam.gserviceaccount.com"
 JOIN_TIMEOUT_S = 30.0
 CLOUDS_START_TIMEOUT_S = 60.0
 QUIET_LOGGERS = ("azure", "botocore", "urllib3", "werkzeug", "google")
@@ -290,6 +293,8 @@ def provider_entries(
             "kind": "gcp",
             "project": GCP_PROJECT,
             "endpoint": endpoints.get("gcp"),
+            "worker_service_account_email": GCP_WORKER_ACCOUNT,
+            "worker_service_account_id": service_account_id(GCP_WORKER_ACCOUNT),
         },
         {
             "id": PROVIDER_IDS["azure"],

@@ -68,7 +68,6 @@ from bench.common import (
 )
 from wm.db import tasks as task_store
 from wm.db.notify import start_listener
-from wm.db.server import PostgresServer, find_or_start
 from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.provisioner import Provisioner
@@ -78,6 +77,7 @@ from wmsim.behaviour import Behaviour
 from wmsim.config import simulated_child_environment
 from wmsim.ec2 import SimEc2
 from wmsim.gce import SimGce
+from wmsim.postgres import PostgresServer, find_or_start
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_DURATION_S = 600.0  # recorded on the tasks; nothing runs them here

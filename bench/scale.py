@@ -74,11 +74,11 @@ from bench.fleet import (
 )
 from wm.config import Config
 from wm.db import tasks as task_store
-from wm.db.server import PostgresServer, find_or_start
 from wm.db.workers import PoolCapacity
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wmsim.postgres import PostgresServer, find_or_start
 from wmsim.workload import split
 
 DEFAULT_POOLS = (10, 100, 1000)

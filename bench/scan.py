@@ -58,7 +58,7 @@ from bench.fleet import (
     units,
     write_rows,
 )
-from wm.db.server import PostgresServer, find_or_start
+from wmsim.postgres import PostgresServer, find_or_start
 
 DEFAULT_SIZES = (1000, 10_000)
 UNUSED_DB_URL = "postgresql://bench@127.0.0.1/unused"  # the fleet's plan needs no database

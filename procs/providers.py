@@ -1,5 +1,6 @@
-"""The providers of a process: each cloud account's calls also draw from its API budget,
-shared through Postgres with every other process and replica (wm/budget.py)."""
+"""The providers and identity verifiers of a process: each cloud account's calls also draw
+from its API budget, shared through Postgres with every other process and replica
+(wm/budget.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from sqlalchemy import Engine
 
 from wm.budget import SharedBudget
 from wm.config import DEFAULT_ROOT_URL, ProviderConfig
-from wm.providers import build_provider
+from wm.identity import IdentityVerifier
+from wm.providers import build_provider, build_verifier
 from wm.providers.base import Provider
 
 
@@ -26,9 +28,29 @@ def build_providers(
     built = {}
     for config in configs:
         provider = build_provider(config, deployment_id, stop, root_url=root_url)
-        if engine is not None and config.shared_budget:
-            provider.gate.use_budget(
-                SharedBudget(engine, config.id, config.budget_account, config.budget_limits())
-            )
+        budget = shared_budget(config, engine)
+        if budget is not None:
+            provider.gate.use_budget(budget)
         built[config.id] = provider
     return built
+
+
+def build_verifiers(
+    configs: Iterable[ProviderConfig], deployment_id: str, audience: str, engine: Engine | None
+) -> dict[str, IdentityVerifier]:
+    """Provider id -> its identity verifier; a verifier's cloud calls (Azure's VM look-ups)
+    draw from the same shared budget as the provider's own."""
+    return {
+        config.id: build_verifier(
+            config, deployment_id, audience, budget=shared_budget(config, engine)
+        )
+        for config in configs
+    }
+
+
+def shared_budget(config: ProviderConfig, engine: Engine | None) -> SharedBudget | None:
+    """The account's shared budget for this provider's calls; None without a database or
+    when its config turns the shared budget off."""
+    if engine is None or not config.shared_budget:
+        return None
+    return SharedBudget(engine, config.id, config.budget_account, config.budget_limits())

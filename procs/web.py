@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from procs.providers import build_verifiers
 from wm.api.app import create_app
 from wm.api.authn import Authenticator, AuthService, IssuerSource
 from wm.config import Config
@@ -31,8 +32,6 @@ SHUTDOWN_GRACE_S = 5
 
 def main(config: Config, *, metrics_port: int | None = None) -> int:
     # /metrics is served by the API itself: metrics_port is not used by this process.
-    from wm.providers import build_verifier
-
     configure_logging()
     init_sentry(config.env.sentry_dsn, "web")
     if not config.env.database_url:
@@ -40,9 +39,8 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     engine = make_engine(
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )
-    verifiers = {
-        p.id: build_verifier(p, config.deployment_id, config.root_url) for p in config.providers
-    }
+    # Azure's verifier looks VMs up in ARM: those calls draw from the shared budget too.
+    verifiers = build_verifiers(config.providers, config.deployment_id, config.root_url, engine)
     env = config.env
     issuer = IssuerSource(engine, env.taskcluster_client_id, env.taskcluster_access_token)
     auth_service = None

@@ -180,6 +180,19 @@ class GcpProviderConfig(_ProviderBase):
             )
         return self
 
+    @model_validator(mode="after")
+    def _registering_workers_have_an_account(self) -> GcpProviderConfig:
+        # Without one its VMs cannot fetch an identity token: every registration would be
+        # refused, and every worker expire unregistered.
+        if self.workers_register and self.worker_service_account_email is None:
+            raise ValueError(
+                f"provider {self.id!r} has workers_register = true (the default) but no "
+                "worker_service_account_email and worker_service_account_id: its VMs could "
+                "not fetch an identity token, so every registration would be refused; set "
+                "the service account the worker VMs run as, or workers_register = false"
+            )
+        return self
+
 
 class AzureProviderConfig(_ProviderBase):
     kind: Literal["azure"]

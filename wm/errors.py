@@ -18,10 +18,6 @@ class ConfigError(WmError):
         super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
-class DatabaseUnavailable(WmError):
-    """No PostgreSQL server could be found or started."""
-
-
 class ErrorCategory(StrEnum):
     """What a caller can do about a cloud error."""
 
@@ -107,6 +103,23 @@ class UnknownCloudState(WmError):
         self.provider = provider
         self.state = state
         super().__init__(f"{provider}: unknown instance state {state!r}")
+
+
+class UnclassedOperation(Exception):
+    """A provider called a cloud operation its gate's call-class table does not list.
+
+    A bug, not a cloud failure: a misspelt operation name or a new call nobody classed would
+    otherwise draw from no bucket of the shared API budget. Deliberately not a WmError, so no
+    handler of wm's own errors turns it into a pool error or a user message.
+    """
+
+    def __init__(self, provider: str, operation: str) -> None:
+        self.provider = provider
+        self.operation = operation
+        super().__init__(
+            f"{provider}: operation {operation!r} is not in its provider's CALL_CLASSES: "
+            "add it with the call classes its cloud counts it against"
+        )
 
 
 class QueueUnavailable(WmError):

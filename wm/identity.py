@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from prometheus_client import Counter
-
 from wm.errors import WmError
 
 # Real proofs are 1-8 KiB; anything past this is junk, refused before any parsing or crypto.
@@ -26,13 +24,6 @@ MAX_PROOF_CHARS = 64 * 1024
 CLOCK_SKEW_S = 60.0  # tolerated difference between wm's clock and a cloud's
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
-# Counted just before the first expensive step (a key look-up or signature check), so that
-# "junk never reaches the crypto" can be read off a running process's /metrics.
-SIGNATURE_CHECKS = Counter(
-    "wm_identity_signature_checks_total",
-    "Identity proofs that passed the cheap checks and had their signature checked.",
-    ["provider"],
-)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,13 @@ WORKERS_PREEMPTED = Counter(
     "Workers whose VM the cloud took back (spot interruption, pre-emption, eviction).",
     ["pool", "provider"],
 )
+# Counted by each cloud's verifier just before its first expensive step (a key look-up or a
+# signature check), so that "junk never reaches the crypto" can be read off /metrics.
+IDENTITY_SIGNATURE_CHECKS = Counter(
+    "wm_identity_signature_checks_total",
+    "Identity proofs that passed the cheap checks and had their signature checked.",
+    ["provider"],
+)
 API_BUDGET_WAIT_SECONDS = Histogram(
     "wm_api_budget_wait_seconds",
     "How long calls waited for their account's shared API budget before leaving.",

@@ -121,6 +121,15 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     return SimSettings(config, sections.sim, sections.demo)
 
 
+# What finding or starting a PostgreSQL server for the demo reads (wmsim/postgres.py).
+POSTGRES_VARIABLES = ("DATABASE_URL", "DOCKER_HOST")
+
+
+def postgres_environment() -> dict[str, str]:
+    """This process's DATABASE_URL and DOCKER_HOST, those that are set."""
+    return {name: os.environ[name] for name in POSTGRES_VARIABLES if name in os.environ}
+
+
 def child_environment(overrides: Mapping[str, str], *, prepend_path: str = "") -> dict[str, str]:
     """The environment for a child process the simulator starts: this process's, with
     `overrides`, and `prepend_path` put first on PATH (where the child finds `wm`)."""

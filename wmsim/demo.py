@@ -37,7 +37,6 @@ from wm.config import Config, GcpProviderConfig
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
-from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.errors import WmError
 from wm.legacy_pools import SPOT_AZURE, SPOT_EC2, SPOT_GCE
@@ -53,6 +52,7 @@ from wmsim.fleet import Fleet
 from wmsim.gce import service_account_id
 from wmsim.live import LiveState, LiveView, PoolRow
 from wmsim.plot import write_png
+from wmsim.postgres import free_port
 from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
 from wmsim.serve import SimEndpoint
 from wmsim.supervisor import Supervisor, read_procfile

@@ -17,6 +17,7 @@ import yaml
 from wm.legacy_pools import OldProvider, convert
 from wmsim.arm import default_subnet_id
 from wmsim.config import simulated_child_environment
+from wmsim.gce import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = (
@@ -32,6 +33,7 @@ FIGURES = (
     "crashed_processes",
 )
 AZURE_DEMO_SUBSCRIPTION = "00000000-0000-0000-0000-0000000000de"
+DEMO_WORKER_ACCOUNT = "wm-workers@demo.iam.gserviceaccount.com"  # GCE workers register as it
 FAST = {"scan_interval_s": 1.0, "gate": {"backoff_base_s": 0.05, "backoff_max_s": 0.2}}
 
 
@@ -64,6 +66,8 @@ def short_demo_config(path: Path, **demo: object) -> Path:
                 "kind": "gcp",
                 "project": "demo",
                 "regions": ["us-central1-a"],
+                "worker_service_account_email": DEMO_WORKER_ACCOUNT,
+                "worker_service_account_id": service_account_id(DEMO_WORKER_ACCOUNT),
                 "operation_poll_s": 0.05,
                 **FAST,
             },

@@ -16,9 +16,9 @@ from tests.support.stack import (
     pool,
 )
 from wm.db import tasks
-from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.model import WorkerState
+from wmsim.postgres import free_port
 
 FAST = {"provision_s": 0.3}
 

@@ -25,7 +25,7 @@ import taskcluster
 from tests.support.api_stack import OPERATOR_TOKEN, ApiStack, module_api, secret_hash
 from tests.support.stack import REPO, Stack, aws_provider, pool
 from tests.support.tc_schemas import check
-from wm.db.server import free_port
+from wmsim.postgres import free_port
 
 KINDS = ("aws", "gcp", "azure")
 

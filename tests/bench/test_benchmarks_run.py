@@ -22,7 +22,7 @@ import pytest
 
 from bench import azure, isolation, scale, scan
 from bench.fleet import extrapolate, extrapolation_note
-from wm.db.server import PostgresServer
+from wmsim.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]
 SICK_S, WAVE_S = 1.5, 0.2

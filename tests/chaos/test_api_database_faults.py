@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, make_url, text
 
 from tests.support.api_stack import PREFIX, ApiStack, module_api
 from wm.api.app import RETRY_AFTER_S
-from wm.db.server import normalise_url
+from wm.db.engine import normalise_url
 from wm.tc.credentials import IssuerCredentials, worker_credentials
 
 

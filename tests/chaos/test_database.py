@@ -29,9 +29,9 @@ from tests.chaos.scene import (
 from tests.support.stack import Stack, pool
 from wm.db import migrate, tasks
 from wm.db.engine import create_database, make_engine, with_database
-from wm.db.server import PostgresServer, local_bin_dir, start_local_cluster
 from wm.db.workers import list_workers
 from wm.model import WorkerState
+from wmsim.postgres import PostgresServer, local_bin_dir, start_local_cluster
 
 INTERVALS = {"provision_s": 0.3}
 WAITING_INSERTS = text(

@@ -29,7 +29,6 @@ from sqlalchemy import Engine, text
 from tests.support.stack import Stack, WmProcess, aws_provider, azure_provider, gcp_provider, pool
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.pools import load_launch_configs, load_pools
-from wm.db.server import free_port
 from wm.db.workers import insert_intents, list_workers, record_launches
 from wm.model import WorkerRecord
 from wm.providers import build_provider
@@ -40,6 +39,7 @@ from wmsim.arm import SimArm
 from wmsim.ec2 import SimEc2
 from wmsim.fleet import proof_fetcher
 from wmsim.gce import SimGce
+from wmsim.postgres import free_port
 
 KINDS = ("aws", "gcp", "azure")
 POOLS = {"aws": "chaos/aws", "gcp": "chaos/gcp", "azure": "chaos/azure"}

@@ -11,7 +11,15 @@ BASE: dict[str, Any] = {
     "deployment_id": "test-deploy",
     "providers": [
         {"id": "aws-a", "kind": "aws", "regions": ["us-east-1", "us-west-2"]},
-        {"id": "gcp-a", "kind": "gcp", "project": "p", "regions": ["us-central1-a"]},
+        {
+            "id": "gcp-a",
+            "kind": "gcp",
+            "project": "p",
+            "regions": ["us-central1-a"],
+            # Its workers register: they need an account to fetch identity tokens as.
+            "worker_service_account_email": "workers@p.iam.gserviceaccount.com",
+            "worker_service_account_id": "112233445566778899001",
+        },
         {
             "id": "azure-a",
             "kind": "azure",

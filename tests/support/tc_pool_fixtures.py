@@ -48,11 +48,11 @@ from tests.support.stack import (
 from wm.config import Config
 from wm.db import tasks
 from wm.db.engine import make_engine
-from wm.db.server import free_port
 from wm.providers import build_provider
 from wm.provisioner import PoolPassReport, Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.config import simulated_child_environment
+from wmsim.postgres import free_port
 
 FIXTURES = REPO / "tests" / "fixtures" / "tc_pools"
 OWNER = "tc-fixtures@example.com"  # the owner of a fixture that is a config alone

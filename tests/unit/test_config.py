@@ -158,9 +158,38 @@ def test_a_root_url_that_is_not_a_bare_http_url_is_refused(url):
 
 def test_the_workers_service_account_takes_both_email_and_id():
     data = raw()
-    data["providers"][1]["worker_service_account_email"] = "w@p.iam.gserviceaccount.com"
+    del data["providers"][1]["worker_service_account_id"]
     (problem,) = problems_of(data)
     assert "providers[1]" in problem and "worker_service_account_id" in problem
     data["providers"][1]["worker_service_account_id"] = "112233445566778899001"
     gcp = build(data).provider("gcp-a")
     assert gcp.worker_service_account_id == "112233445566778899001"  # type: ignore[union-attr]
+
+
+NO_ACCOUNT = {"worker_service_account_email": None, "worker_service_account_id": None}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "changes", "refused"),
+    [
+        ("workers register, with an account", {}, False),
+        ("workers register by default, no account", NO_ACCOUNT, True),
+        ("workers register, said so, no account", {**NO_ACCOUNT, "workers_register": True}, True),
+        ("workers do not register, no account", {**NO_ACCOUNT, "workers_register": False}, False),
+        ("workers do not register, with an account", {"workers_register": False}, False),
+    ],
+)
+def test_a_gcp_provider_whose_workers_register_needs_their_service_account(
+    scenario, changes, refused
+):
+    data = raw()
+    gcp = data["providers"][1]
+    gcp.update(changes)
+    for key in [k for k, v in gcp.items() if v is None]:
+        del gcp[key]  # a key left out of the file
+    if not refused:
+        assert build(data).provider("gcp-a").workers_register is gcp.get("workers_register", True)
+        return
+    (problem,) = problems_of(data)
+    assert problem.startswith("providers[1]: provider 'gcp-a' ")
+    assert "worker_service_account_email" in problem and "workers_register" in problem

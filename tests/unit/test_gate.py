@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import GateConfig
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.gate import Gate, TokenBucket
 
 
@@ -37,11 +38,27 @@ def classify(exc: BaseException) -> CloudError:
     return CloudError("p", exc.category, exc.category.name, "boom", retry_after_s=exc.retry_after_s)
 
 
-def make_gate(clock: FakeClock, **limits) -> Gate:
+def make_gate(clock: FakeClock, classes=None, **limits) -> Gate:
     config = GateConfig(
         **{"backoff_base_s": 1.0, "max_attempts": 4, "pause_after_failures": 100, **limits}
     )
-    return Gate("p", config, classify, sleep=clock.sleep, clock=clock, rng=lambda: 0.5)
+    return Gate(
+        "p", config, classify, sleep=clock.sleep, clock=clock, rng=lambda: 0.5, classes=classes
+    )
+
+
+class RecordingBudget:
+    """A shared budget that has plenty and remembers what each call drew."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[Draw, ...]] = []
+
+    def take(self, draws) -> float:
+        self.taken.append(tuple(draws))
+        return 0.0
+
+    def throttled(self, draws) -> None:
+        pass
 
 
 def failing(times: int, category: ErrorCategory, retry_after_s: float | None = None):
@@ -157,6 +174,38 @@ def test_attempts_are_counted_per_operation():
     gate.call("list", fn)
     gate.call("get", lambda: 1)
     assert dict(gate.attempts) == {"list": 2, "get": 1}
+
+
+def test_a_listed_operation_draws_its_classes_account_wide_from_the_budget():
+    gate = make_gate(FakeClock(), classes={"list": (CallClass.READ,)})
+    budget = RecordingBudget()
+    gate.use_budget(budget)
+
+    assert gate.call("list", lambda: "ok") == "ok"
+
+    assert budget.taken == [(Draw(ACCOUNT_WIDE, CallClass.READ),)]
+    gate.close()
+
+
+@pytest.mark.parametrize("spend", [None, (Draw("eu-west-1", CallClass.DESCRIBE),)])
+def test_an_operation_missing_from_the_table_is_refused_before_anything_is_sent(spend):
+    # A typo, or a new call nobody classed: it would draw from no bucket of the shared budget.
+    gate = make_gate(FakeClock(), classes={"list": (CallClass.READ,)})
+    budget = RecordingBudget()
+    gate.use_budget(budget)
+    sent = []
+
+    with pytest.raises(UnclassedOperation, match=r"'lsit'.*CALL_CLASSES"):
+        gate.call("lsit", lambda: sent.append("sent"), spend=spend)
+
+    assert (sent, budget.taken, dict(gate.attempts)) == ([], [], {})
+    gate.close()
+
+
+def test_a_gate_built_without_a_table_calls_any_operation():
+    gate = make_gate(FakeClock())
+    assert gate.call("anything", lambda: "ok") == "ok"
+    gate.close()
 
 
 def test_a_call_waiting_for_its_turn_is_not_sent_once_the_process_stops():

@@ -88,7 +88,7 @@ def test_nothing_a_deployment_runs_imports_the_simulator():
 def test_only_the_config_modules_read_the_environment():
     offenders = []
     for path in python_files("wm", "procs", "wmsim"):
-        if path.as_posix().endswith(("wm/config.py", "wm/db/server.py", "wmsim/config.py")):
+        if path.as_posix().endswith(("wm/config.py", "wmsim/config.py")):
             continue
         if re.search(r"os\.environ|os\.getenv", path.read_text()):
             offenders.append(str(path))
@@ -194,6 +194,27 @@ def upward_imports() -> list[str]:
 
 def test_dependencies_only_point_down():
     assert upward_imports() == []
+
+
+# What the pure decisions never touch: they return data, and their callers log and count.
+PURE_FORBIDDEN = ("logging", "prometheus_client", "wm.telemetry")
+
+
+def test_the_pure_decisions_neither_log_nor_keep_metrics():
+    (pure,) = [layer for layer in LAYERS if layer.name == "pure"]
+    offenders = []
+    for path in python_files("wm"):
+        module = _module_name(path)
+        unit = _unit(module)
+        if unit is None or unit[2] not in pure.units:
+            continue
+        imported = _imports(path.read_text(), module, path.name == "__init__.py")
+        offenders += [
+            f"{path.relative_to(REPO)}:{lineno}: imports {name}"
+            for lineno, name in imported
+            if any(within(forbidden, name) for forbidden in PURE_FORBIDDEN)
+        ]
+    assert offenders == []
 
 
 def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():

@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from wm import config as config_module
 from wm.config import Config
 from wm.db.engine import make_engine
-from wm.errors import ConfigError, DatabaseUnavailable, WmError
+from wm.errors import ConfigError, WmError
 
 USAGE_ERROR_EXIT = 2
 
@@ -78,7 +78,7 @@ def run_guarded(command: Callable[..., Any]) -> None:
         for problem in exc.problems:
             click.echo(f"  {problem}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
-    except (UserError, DatabaseUnavailable) as exc:
+    except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
     except OperationalError as exc:

@@ -5,11 +5,18 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.engine import URL
 
-from wm.db.server import normalise_url
-
 CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 5
 POOL_MAX_OVERFLOW = 5
+
+
+def normalise_url(url: str) -> str:
+    """The URL with the driver SQLAlchemy should use."""
+    # Heroku-style platforms hand out postgres://, which SQLAlchemy 2 no longer accepts.
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
 
 
 def make_engine(url: str, *, application_name: str = "wm", pool_size: int = POOL_SIZE) -> Engine:

@@ -202,7 +202,8 @@ class AwsProvider:
         self.regions = tuple(config.regions)
         self.deployment_id = deployment_id
         self.root_url = root_url
-        self.gate = Gate(config.id, config.gate, partial(classify, config.id))
+        # Every call passes its regional `spend`; the table still refuses an unlisted operation.
+        self.gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
         self._config = config
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()

@@ -31,7 +31,6 @@ from wm.config import AwsProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
-    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -40,6 +39,7 @@ from wm.identity import (
     require_not_before_request,
 )
 from wm.providers.data import aws_identity_certificates
+from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 DOCUMENT_MAX_CHARS = 8 * 1024  # real documents are about 500 bytes
 SIGNATURE_MAX_CHARS = 1024  # base64 of a 4096-bit signature is 684
@@ -73,7 +73,7 @@ class AwsIdentityVerifier:
         # Claims first: they cost nothing, and a proof for no waiting worker never reaches RSA.
         check_claims(document, expected)
         key = self._key(expected.region)
-        SIGNATURE_CHECKS.labels(self.provider_id).inc()
+        IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         try:
             key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
         except InvalidSignature:
@@ -101,10 +101,11 @@ def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity) -> Non
 
 
 def make_verifier(
-    config: AwsProviderConfig, deployment_id: str, audience: str
+    config: AwsProviderConfig, deployment_id: str, audience: str, *, budget: object = None
 ) -> AwsIdentityVerifier:
     """Load the trusted certificates now, so a bad path is a start-up error, not a 403."""
     del deployment_id, audience  # the document names neither; the row's instance id does
+    del budget  # verifying a document calls no EC2 API
     keys = {
         region: _load_key(path, f"providers.{config.id}.identity_certificates.{region}")
         for region, path in config.identity_certificates.items()

@@ -153,6 +153,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "Deployments_Delete": (CallClass.DELETE,),
     "DeploymentOperations_List": (CallClass.READ,),
     "ResourceGroups_CheckExistence": (CallClass.READ,),
+    "ResourceGroups_List": (CallClass.READ,),  # the sweep for unrecorded deployments
     "ResourceGroups_CreateOrUpdate": (CallClass.WRITE,),
     "NetworkInterfaces_List": (CallClass.READ,),
     "PublicIPAddresses_List": (CallClass.READ,),
@@ -166,8 +167,13 @@ def make(
     if config.credentials == "simulated" and not config.endpoint:
         # Fake credentials must never be sent to the real Entra ID / ARM.
         raise ConfigError([f"providers.{config.id}.endpoint: required with simulated credentials"])
-    gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
-    return AzureProvider(config, deployment_id, gate, AzureClients(config), root_url)
+    return AzureProvider(config, deployment_id, make_gate(config), AzureClients(config), root_url)
+
+
+def make_gate(config: AzureProviderConfig) -> Gate:
+    """The gate of one Azure provider's calls, classed by ARM's buckets; whoever calls ARM
+    for this provider (its scans and passes, the web process's look-ups) uses one of these."""
+    return Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
 
 
 class AzureClients:

@@ -28,9 +28,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -43,7 +42,6 @@ from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
-    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -51,6 +49,10 @@ from wm.identity import (
     require_not_before_request,
 )
 from wm.providers import identity_fetch, pkcs7
+from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
+
+if TYPE_CHECKING:
+    from wm.providers.gate import Budget
 
 DOCUMENT_MAX_CHARS = 48 * 1024  # base64; real documents are 2-8 KiB
 DOCUMENT_MAX_BYTES = 36 * 1024
@@ -145,7 +147,7 @@ class AzureIdentityVerifier:
         certificates = _certificates(signed)
         signer = _signer_certificate(signer_info, certificates)
         check_signer(signer, now)
-        SIGNATURE_CHECKS.labels(self.provider_id).inc()
+        IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         check_signature(signer_info, signer, signed.content or b"")
         intermediates = [c for c in certificates if c is not signer]
         self._check_chain(signer, intermediates, now)
@@ -260,8 +262,10 @@ def make_verifier(
     deployment_id: str,
     audience: str,
     *,
+    budget: Budget | None = None,
     fetch: identity_fetch.Fetch = identity_fetch.fetch,
 ) -> AzureIdentityVerifier:
+    """`budget`: the account's shared API budget, which the VM look-ups draw from."""
     del deployment_id, audience  # attested data names the VM; the row ties it to the deployment
     key_path = f"providers.{config.id}.identity_roots"
     if not config.identity_roots:
@@ -275,17 +279,26 @@ def make_verifier(
         except ValueError:
             raise ConfigError([f"{key_path}: {path} holds no PEM certificate"]) from None
     return AzureIdentityVerifier(
-        config.id, config.subscription_id, tuple(roots), AiaCache(fetch), vm_id_lookup(config)
+        config.id,
+        config.subscription_id,
+        tuple(roots),
+        AiaCache(fetch),
+        vm_id_lookup(config, budget),
     )
 
 
-def vm_id_lookup(config: AzureProviderConfig) -> Callable[[str], str | None]:
-    """One GET of a VM by its resource id, through a gate of the web process's own: its vmId,
-    or None when ARM has no such VM. The SDK clients are built at the first call."""
-    from wm.providers.azure import AzureClients, classify
-    from wm.providers.gate import Gate
+def vm_id_lookup(
+    config: AzureProviderConfig, budget: Budget | None = None
+) -> Callable[[str], str | None]:
+    """One GET of a VM by its resource id: its vmId, or None when ARM has no such VM. The
+    gate is the web process's own, classed as the provider's and drawing from the account's
+    shared budget (wired by procs/providers.py): registrations share ARM's read limit with
+    the scans. The SDK clients are built at the first call."""
+    from wm.providers.azure import AzureClients, make_gate
 
-    gate = Gate(config.id, config.gate, partial(classify, config.id))
+    gate = make_gate(config)
+    if budget is not None:
+        gate.use_budget(budget)
     clients: list[AzureClients] = []
     lock = threading.Lock()
 

@@ -24,7 +24,7 @@ from typing import Protocol, TypeVar
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import GateConfig
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 
@@ -91,8 +91,9 @@ class Gate:
     ) -> None:
         self.provider_id = provider_id
         # operation -> the call classes it draws from, account-wide (a call's `spend` may say
-        # otherwise); None of a budget until `use_budget`.
-        self._classes = classes or {}
+        # otherwise). A gate with a table refuses any operation missing from it; only a gate
+        # built without one (a test's) calls anything. No budget until `use_budget`.
+        self._classes = classes
         self.budget: Budget | None = None
         self.config = config
         self._classify = classify
@@ -137,10 +138,13 @@ class Gate:
         """Run one SDK call under the gate's limits; raise CloudError when it finally fails.
 
         `spend` is what the call costs from the account's shared budget; by default one of each
-        class its operation draws from, account-wide.
+        class its operation draws from, account-wide. An operation missing from the gate's
+        table raises UnclassedOperation before anything is sent.
         """
+        if self._classes is not None and operation not in self._classes:
+            raise UnclassedOperation(self.provider_id, operation)
         if spend is None:
-            spend = tuple(Draw(ACCOUNT_WIDE, c) for c in self._classes.get(operation, ()))
+            spend = tuple(Draw(ACCOUNT_WIDE, c) for c in (self._classes or {}).get(operation, ()))
         attempt = 0
         maybe_applied = False  # an earlier attempt may have been carried out
         while True:

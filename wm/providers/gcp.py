@@ -118,7 +118,6 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.delete": (CallClass.WRITE,),
     "instances.get": (CallClass.READ,),
     "instances.list": (CallClass.READ,),
-    "instances.aggregatedList": (CallClass.READ,),
 }
 
 

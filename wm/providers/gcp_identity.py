@@ -36,7 +36,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
-    SIGNATURE_CHECKS,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
@@ -45,6 +44,7 @@ from wm.identity import (
     require_not_before_request,
 )
 from wm.providers import identity_fetch
+from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 GOOGLE_ISSUER = "https://accounts.google.com"
 GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs"
@@ -112,7 +112,7 @@ class GcpIdentityVerifier:
             audience=self.audience,
             service_account_id=self.service_account_id,
         )
-        SIGNATURE_CHECKS.labels(self.provider_id).inc()
+        IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         key = self._key(kid)
         try:
             # PyJWT re-checks the signature and the registered claims on the same bytes.
@@ -205,9 +205,11 @@ def make_verifier(
     deployment_id: str,
     audience: str,
     *,
+    budget: object = None,
     fetch: identity_fetch.Fetch = identity_fetch.fetch,
 ) -> GcpIdentityVerifier:
     del deployment_id  # the token names the instance; the row ties it to the deployment
+    del budget  # verifying a token calls no GCE API (Google's keys are not an API call)
     if config.identity_jwks:
         load = _file_loader(config.identity_jwks, f"providers.{config.id}.identity_jwks")
         load()  # a bad file is a start-up error, not a 403 at the first registration

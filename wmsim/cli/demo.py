@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from wm.cli.context import UserError
-from wm.db.server import postgres
 from wmsim.cli.context import SimContext
+from wmsim.postgres import postgres
 
 DEFAULT_OUT = "demo-out"
 DEFAULT_POOL_FILES = ("*.yml", "*.yaml", "*.json")  # in pools/

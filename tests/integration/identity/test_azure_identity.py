@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from procs.providers import build_verifiers
 from tests.fixtures.identity import (
     IDENTITY_AUDIENCE,
     RecordingFetch,
@@ -30,6 +31,10 @@ from tests.fixtures.sim_arm import (
     AZURE_SUBSCRIPTION,
     azure_config,
 )
+from wm.calls import ACCOUNT_WIDE, CallClass
+from wm.config import PUBLISHED_BUDGETS
+from wm.db import budgets
+from wm.db.budgets import BucketKey
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec
@@ -212,6 +217,28 @@ def test_a_worker_without_a_recorded_vm_id_is_checked_against_its_vm_in_arm(
     assert "vmId" in rejected(azure_identity_verifier, mint(sim_arm, launched[1]), no_vm_id)
     gone = replace(no_vm_id, cloud_id=str(launched[0].cloud_id) + "-gone")
     assert "recorded" in rejected(azure_identity_verifier, mint(sim_arm, launched[0]), gone)
+
+
+def test_the_web_process_looks_a_vm_up_drawing_from_the_accounts_shared_read_budget(
+    engine, sim_arm: SimArm, launched: list[LaunchResult]
+):
+    # Scenario: the web process, wired as procs/ wires it, verifies a worker whose vmId no scan
+    # has recorded yet: it asks ARM for the row's VM.
+    config = azure_config(sim_arm, identity_roots=(str(sim_arm.identity_trust_path),))
+    verifiers = build_verifiers([config], AZURE_DEPLOYMENT, IDENTITY_AUDIENCE, engine)
+    reads = BucketKey(config.budget_account, ACCOUNT_WIDE, CallClass.READ)
+    assert budgets.take(engine, reads, 0, 0) is None  # no call has drawn from it yet
+    gets = sim_arm.faults.counts().get("VirtualMachines_Get", 0)
+
+    proof = over_the_wire(mint(sim_arm, launched[0]))
+    verifiers[config.id].verify(proof, expected(launched[0], provider_data={}))
+
+    # Outcome: the GET went to ARM, and it was paid for from the account's read bucket, the
+    # one the provider's scans draw from.
+    assert sim_arm.faults.counts()["VirtualMachines_Get"] == gets + 1
+    drawn = budgets.take(engine, reads, 0, 0)
+    assert drawn is not None
+    assert drawn.tokens <= PUBLISHED_BUDGETS["azure"][CallClass.READ].usable_burst - 1
 
 
 @pytest.mark.parametrize(

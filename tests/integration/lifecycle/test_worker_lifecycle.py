@@ -24,7 +24,6 @@ from tests.support.definitions import apply_pools
 from wm.api.app import create_app
 from wm.api.authn import Authenticator, IssuerSource
 from wm.db import tasks
-from wm.db.server import free_port
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider, build_verifier
@@ -33,6 +32,7 @@ from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
 from wmsim.agent import AgentSettings
 from wmsim.fleet import Fleet
+from wmsim.postgres import free_port
 
 POOL = "proj/life"
 MACHINES = {

@@ -14,7 +14,13 @@ from werkzeug.test import Client
 
 from tests.fixtures.sim_arm import AZURE_REGIONS
 from tests.fixtures.sim_ec2 import EC2_REGION
-from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_PROJECT, GCE_ZONE
+from tests.fixtures.sim_gce import (
+    GCE_DEPLOYMENT,
+    GCE_OTHER_ZONE,
+    GCE_PROJECT,
+    GCE_WORKER_ACCOUNT,
+    GCE_ZONE,
+)
 from tests.support.configs import build
 from tests.support.definitions import apply_pools
 from wm.db import pools as pool_store
@@ -34,6 +40,7 @@ from wm.providers.base import (
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner, ScanOverran
+from wmsim.gce import service_account_id
 
 IMAGES = {
     "aws": ("m5.large", "ami-0abcdef1234567890"),
@@ -46,7 +53,11 @@ X = WorkerState.STOPPED
 def configure(engine, provider, kind: str, region: str, **pool_changes):
     machine, image = IMAGES[kind]
     extra = {
-        "gcp": {"project": GCE_PROJECT},
+        "gcp": {
+            "project": GCE_PROJECT,
+            "worker_service_account_email": GCE_WORKER_ACCOUNT,
+            "worker_service_account_id": service_account_id(GCE_WORKER_ACCOUNT),
+        },
         "azure": {"subscription_id": "s", "resource_group": "g"},
     }
     data = {

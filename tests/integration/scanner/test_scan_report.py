@@ -3,14 +3,22 @@ scanned at the same time by other threads sharing the provider and its gate."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from werkzeug.test import Client
 
+from tests.fixtures.sim_arm import (
+    AZURE_DEPLOYMENT,
+    AZURE_REGIONS,
+    AZURE_RESOURCE_GROUP,
+    AZURE_SUBSCRIPTION,
+)
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_PROJECT, GCE_ZONE
 from tests.integration.scanner.test_scan import IMAGES, configure, scanner_for
 from wm.db import pools as pool_store
@@ -20,20 +28,22 @@ from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_W
 from wm.scanner import Scanner, ScanReport
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
-PAGE = 500  # GCE's largest page: instances.list calls per zone = ceil(listed / PAGE)
+AZURE_PAGE = 50  # the simulated ARM's pages, made small so that a short list takes two
 
 
-def intents(engine, zone: str, names: list[str]) -> None:
+def intents(engine, provider_id: str, region: str, names: list[str]) -> None:
     lc = pool_store.load_launch_configs(engine)[0]
     token = uuid.uuid4().hex
     rows = [
-        NewWorker(n, "proj/scan", zone, "gcp-test", 1, lc.launch_config_id, token, "b", i, 3600)
+        NewWorker(n, "proj/scan", region, provider_id, 1, lc.launch_config_id, token, "b", i, 3600)
         for i, n in enumerate(names)
     ]
     insert_intents(engine, rows)
 
 
 def labels(name: str) -> dict[str, str]:
+    """The tags wm gives a worker's VM (both clouds' providers deploy as `test-deploy`)."""
+    assert GCE_DEPLOYMENT == AZURE_DEPLOYMENT
     return {TAG_DEPLOYMENT: GCE_DEPLOYMENT, TAG_WORKER: name, TAG_POOL: "proj_scan"}
 
 
@@ -52,6 +62,85 @@ def spot_vm(sim_gce, zone: str, name: str) -> None:
     }
     path = f"/compute/v1/projects/{GCE_PROJECT}/zones/{zone}/instances"
     assert Client(sim_gce).post(path, json=body).status_code == 200
+
+
+def gce_vms(sim_gce, zone: str, names: list[str], *, spot: bool = False) -> None:
+    if spot:
+        for name in names:
+            spot_vm(sim_gce, zone, name)
+    else:
+        sim_gce.seed_instances(GCE_PROJECT, zone, {n: labels(n) for n in names})
+
+
+def azure_vms(sim_arm, region: str, names: list[str], *, spot: bool = False) -> None:
+    """VMs held in the provider's resource group as if ARM had made them, tagged as wm tags
+    its workers; Spot VMs are deallocated when evicted."""
+    machine, _ = IMAGES["azure"]
+    scheduling = {"priority": "Spot", "evictionPolicy": "Deallocate"} if spot else {}
+    for name in names:
+        rid = (
+            f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/{AZURE_RESOURCE_GROUP}"
+            f"/providers/Microsoft.Compute/virtualMachines/{name}"
+        )
+        body = {
+            "location": region,
+            "tags": {**labels(name), TAG_LAUNCH_CONFIG: "lc"},
+            "properties": {
+                "hardwareProfile": {"vmSize": machine},
+                "storageProfile": {"imageReference": {"publisher": "p", "offer": "o", "sku": "s"}},
+                "osProfile": {"computerName": name, "adminUsername": "worker"},
+                **scheduling,
+            },
+        }
+        sim_arm.preload(rid, body)
+
+
+@dataclass(frozen=True)
+class TwoRegions:
+    """One cloud's provider with two scan units, and what scanning each costs."""
+
+    sim: str  # the simulated cloud's fixture
+    provider: str  # the provider's fixture
+    regions: tuple[str, str]
+    fleet: int  # workers of the second unit: enough for two list pages
+    make_vms: Callable[..., None]  # (sim, region, names, spot=) -> None
+    page_size_max: int | None  # the simulated cloud's pages, when smaller than the cloud's
+    # SDK calls of each scan: the first unit's list and its two look-ups; the second's list
+    # and the deletion of its two pre-empted VMs.
+    calls: tuple[int, int]
+    lists: dict[str, int]  # list calls the cloud received, both scans together
+
+
+CLOUDS = {
+    # GCE lists per zone: one page here, and 602 instances there, two pages of 500. A look-up
+    # is one instances.get; a deletion, a get (the instance id names the delete's request)
+    # and the delete.
+    "gcp": TwoRegions(
+        "sim_gce",
+        "gcp_provider",
+        (GCE_ZONE, GCE_OTHER_ZONE),
+        600,
+        gce_vms,
+        None,
+        calls=(1 + 2, 2 + 2 * 2),
+        lists={"instances.list": 1 + 2},
+    ),
+    # ARM lists per resource group, every region at once, then the subscription's power
+    # states: each scan pages through all 66 VMs twice (two pages of 50 each time). A look-up
+    # is a GET; the rows, adopted intents, recorded no VM data, so the two not found are also
+    # searched for among deployments (ResourceGroups_List, then the one group's deployments).
+    # A deletion is a GET (is it still ours?) and the DELETE.
+    "azure": TwoRegions(
+        "sim_arm",
+        "azure_provider",
+        AZURE_REGIONS,
+        60,
+        azure_vms,
+        AZURE_PAGE,
+        calls=(2 + 2 + 2 + 2, 2 + 2 + 2 * 2),
+        lists={"VirtualMachines_List": 2 * 2, "VirtualMachines_ListAll": 2 * 2},
+    ),
+}
 
 
 def scan_at_once(scanner, units: list[tuple[str, str]]) -> tuple[list[ScanReport], list]:
@@ -74,56 +163,57 @@ def scan_at_once(scanner, units: list[tuple[str, str]]) -> tuple[list[ScanReport
     return reports, spans
 
 
+@pytest.mark.parametrize("kind", sorted(CLOUDS))
 def test_two_regions_scanned_at_once_each_report_only_their_own_calls_and_preemptions(
-    engine, sim_gce, gcp_provider
+    request, engine, kind: str
 ):
-    # Scenario: one provider, two zones. In the first, two workers were deleted by hand (the
-    # scan must look them up); in the second, a fleet two pages long, two of it Spot VMs the
-    # cloud takes back. Both zones are scanned at once, each call a little slow.
-    configure(engine, gcp_provider, "gcp", GCE_ZONE)
+    # Scenario: one provider, two regions. In the first, two workers were deleted by hand (the
+    # scan must look them up); in the second, a fleet two list pages long, two of it Spot VMs
+    # the cloud takes back. Both regions are scanned at once, each call a little slow; the
+    # provider fans its look-ups and deletions out to threads of its own.
+    cloud = CLOUDS[kind]
+    sim, provider = request.getfixturevalue(cloud.sim), request.getfixturevalue(cloud.provider)
+    here_region, there_region = cloud.regions
+    configure(engine, provider, kind, here_region)
     here = [f"w-here-{i}" for i in range(4)]
-    there = [f"w-there-{i:03d}" for i in range(600)]
+    there = [f"w-there-{i:03d}" for i in range(cloud.fleet)]
     spot = ["w-spot-0", "w-spot-1"]
-    intents(engine, GCE_ZONE, here)
-    intents(engine, GCE_OTHER_ZONE, there + spot)
-    sim_gce.seed_instances(GCE_PROJECT, GCE_ZONE, {n: labels(n) for n in here})
-    sim_gce.seed_instances(GCE_PROJECT, GCE_OTHER_ZONE, {n: labels(n) for n in there})
-    for name in spot:
-        spot_vm(sim_gce, GCE_OTHER_ZONE, name)
-    scanner = scanner_for(engine, gcp_provider)
-    for zone in (GCE_ZONE, GCE_OTHER_ZONE):
-        scanner.scan(gcp_provider.id, zone)  # every worker is running now
+    intents(engine, provider.id, here_region, here)
+    intents(engine, provider.id, there_region, there + spot)
+    cloud.make_vms(sim, here_region, here)
+    cloud.make_vms(sim, there_region, there)
+    cloud.make_vms(sim, there_region, spot, spot=True)
+    sim.faults.behaviour.update(page_size_max=cloud.page_size_max)
+    scanner = scanner_for(engine, provider)
+    for region in cloud.regions:
+        scanner.scan(provider.id, region)  # every worker is running now
     assert {r.state for r in list_workers(engine)} == {WorkerState.RUNNING}
     for name in here[:2]:
-        sim_gce.remove(name)
+        sim.remove(name)
     for name in spot:
-        sim_gce.kill(name, "preempted")
-    sim_gce.faults.behaviour.update(latency_ms=20, latency_jitter_ms=0)
-    sim_gce.faults.reset_counts()
+        sim.kill(name, "preempted")
+    sim.faults.behaviour.update(latency_ms=20, latency_jitter_ms=0)
+    sim.faults.reset_counts()
 
-    (a, b), spans = scan_at_once(
-        scanner, [(gcp_provider.id, GCE_ZONE), (gcp_provider.id, GCE_OTHER_ZONE)]
-    )
+    (a, b), spans = scan_at_once(scanner, [(provider.id, r) for r in cloud.regions])
 
     # The scans ran at the same time, so provider-wide counters would have mixed them up.
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
-    counts = sim_gce.faults.counts()
-    # The first zone cost one list page and one look-up per vanished worker (GCE: one
-    # instances.get each); the second, its pages and the deletion of the pre-empted VMs:
-    # together every request the cloud received, nothing counted twice or lost.
-    pages_b = math.ceil((len(there) + len(spot)) / PAGE)
+    counts = sim.faults.counts()
     assert (a.listed, a.missing, a.looked_up, a.preempted) == (2, 2, 2, 0)
-    assert a.api_calls == 1 + 2
-    assert (b.listed, b.missing, b.looked_up, b.preempted) == (602, 0, 0, 2)
-    assert b.api_calls == sum(counts.values()) - a.api_calls
-    assert counts["instances.list"] == 1 + pages_b and counts["instances.delete"] == 2
+    assert (b.listed, b.missing, b.looked_up, b.preempted) == (cloud.fleet + 2, 0, 0, 2)
+    # Each report counts its own calls; together, every request the cloud received, nothing
+    # counted twice or lost.
+    assert (a.api_calls, b.api_calls) == cloud.calls, sorted(counts.items())
+    assert a.api_calls + b.api_calls == sum(counts.values())
+    assert {op: counts[op] for op in cloud.lists} == cloud.lists
 
 
 def test_a_look_up_that_failed_looked_nothing_up(engine, sim_gce, gcp_provider):
     # Scenario: two workers vanished, and the cloud answers every look-up with a 5xx.
     configure(engine, gcp_provider, "gcp", GCE_ZONE)
     names = ["w-a", "w-b", "w-c"]
-    intents(engine, GCE_ZONE, names)
+    intents(engine, gcp_provider.id, GCE_ZONE, names)
     sim_gce.seed_instances(GCE_PROJECT, GCE_ZONE, {n: labels(n) for n in names})
     scanner = scanner_for(engine, gcp_provider)
     scanner.scan(gcp_provider.id, GCE_ZONE)

@@ -1,9 +1,11 @@
-"""Find a PostgreSQL server, or start a throwaway one. Used by the tests and the demo alike.
+"""Find a PostgreSQL server, or start a throwaway one: for the demo, the tests and the
+benchmarks, never for a deployment (which is given its DATABASE_URL).
 
 Order: `DATABASE_URL`; testcontainers' Postgres when a Docker daemon answers; a throwaway
 cluster from the local PostgreSQL binaries (as the `postgres` user when running as root,
 fsync off, on a free port, removed at exit); otherwise `DatabaseUnavailable` naming the
-package to install.
+package to install. The environment is read by wmsim/config.py, as everything the simulator
+reads from it.
 
 A throwaway cluster can also be restarted in place (same port, same data), which the fault
 tests use to restart Postgres under running wm processes.
@@ -24,7 +26,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wm.errors import DatabaseUnavailable
+from wm.cli.context import UserError
+from wm.db.engine import normalise_url
+from wmsim.config import postgres_environment
 
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 DOCKER_PING_TIMEOUT_S = 2
@@ -35,6 +39,10 @@ FAST_SERVER_OPTIONS = (
     "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
     "-c max_connections=300 -c shared_buffers=128MB"
 )
+
+
+class DatabaseUnavailable(UserError):
+    """No PostgreSQL server could be found or started."""
 
 
 @dataclass
@@ -73,7 +81,8 @@ def postgres(environ: Mapping[str, str] | None = None) -> Iterator[PostgresServe
 
 
 def find_or_start(environ: Mapping[str, str] | None = None) -> PostgresServer:
-    environ = os.environ if environ is None else environ
+    """`environ`: DATABASE_URL and DOCKER_HOST, by default this process's."""
+    environ = postgres_environment() if environ is None else environ
     if environ.get("DATABASE_URL"):
         return PostgresServer(normalise_url(environ["DATABASE_URL"]), "DATABASE_URL")
     if docker_answers(environ):
@@ -85,14 +94,6 @@ def find_or_start(environ: Mapping[str, str] | None = None) -> PostgresServer:
         "No PostgreSQL server: set DATABASE_URL, start a Docker daemon, or install the "
         "PostgreSQL server binaries (Debian/Ubuntu: `apt-get install postgresql`)."
     )
-
-
-def normalise_url(url: str) -> str:
-    # Heroku-style platforms hand out postgres://, which SQLAlchemy 2 no longer accepts.
-    for prefix in ("postgres://", "postgresql://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg2://" + url[len(prefix) :]
-    return url
 
 
 def docker_answers(environ: Mapping[str, str]) -> bool:

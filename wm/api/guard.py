@@ -9,10 +9,9 @@
 - Bounded bodies: each request's limit comes from `body_limit(method, path)` (the API's
   choice: pool definitions may be large, worker bodies are small). A declared Content-Length
   over it is refused before reading, and a body sent without one (chunked) is cut off once it
-  passes it: 413 either way. A body
-  must also arrive within `body_timeout_s` (408 otherwise): a client that sends its headers and
-  then trickles or stalls would hold a place in flight for ever, and a handful of them would
-  shed every genuine worker.
+  passes it: 413 either way. A body must also arrive within `body_timeout_s` (408 otherwise):
+  a client that sends its headers and then trickles or stalls would hold a place in flight for
+  ever, and a handful of them would shed every genuine worker.
 - Nothing unexpected escapes: an error no handler answered becomes a 500, logged by
   its type and place only (never its message, which may quote a request) and sent to Sentry.
 

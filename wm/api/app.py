@@ -62,6 +62,7 @@ from wm.api.models import (
     WorkerPoolDefinitionRequest,
     WorkerPoolError,
     WorkerPoolErrorList,
+    WorkerPoolErrorStats,
     WorkerPoolLaunchConfigList,
     WorkerPoolList,
     WorkerPoolListStats,
@@ -71,6 +72,8 @@ from wm.api.paging import page_from_query, paginate
 from wm.api.queries import check_query
 from wm.api.views import (
     error_id_from_slug,
+    error_stats_since,
+    error_stats_view,
     error_view,
     launch_config_stats,
     launch_config_view,
@@ -79,7 +82,7 @@ from wm.api.views import (
     provider_list,
     worker_view,
 )
-from wm.db import api_reads, pool_errors, registration
+from wm.db import api_reads, error_stats, pool_errors, registration
 from wm.db import pools as pool_store
 from wm.db.engine import ping as ping_database
 from wm.db.pool_errors import NewPoolError
@@ -906,6 +909,25 @@ def create_app(
                 workerPoolErrors=[error_view(e) for e in rows], continuationToken=token
             )
         )
+
+    @app.get(
+        f"{PREFIX}/worker-pool-errors/stats",
+        response_model=WorkerPoolErrorStats,
+        name="workerPoolErrorStats",
+    )
+    async def worker_pool_error_stats(
+        request: Request, workerPoolId: str | None = None
+    ) -> JSONResponse:
+        """Errors counted per day (the last 7), per hour (the last 24), by title, code, pool
+        and launch config: of one pool, or of every pool without `workerPoolId`."""
+        await begin(request, "workerPoolErrorStats", {})
+        pool_id = workerPoolId or None  # worker-manager takes an empty id as none
+        # Every pool's stats need the scope for `*` itself (WM api.js).
+        await check(request, "workerPoolErrorStats", {"workerPoolId": pool_id or "*"})
+        if pool_id is not None and not await run(registration.pool_exists, engine, pool_id):
+            raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
+        found = await run(error_stats.error_counts, engine, pool_id, error_stats_since)
+        return reply(error_stats_view(pool_id, found))
 
     @app.get(f"{PREFIX}/providers", response_model=ProviderList, name="listProviders")
     async def list_providers(

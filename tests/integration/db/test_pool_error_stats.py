@@ -118,11 +118,9 @@ def test_no_errors_count_nothing(engine, pools):
     assert counts.by_launch_config == {}
 
 
-def test_hours_are_utc_hours_whatever_the_sessions_time_zone(db_url, engine, pools):
+def test_hours_are_utc_hours_whatever_the_sessions_time_zone(engine, pools):
     # Kolkata is UTC+05:30: its hours start half-way through UTC's.
-    kolkata = create_engine(
-        engine.url, connect_args={"options": "-c TimeZone=Asia/Kolkata"}
-    )
+    kolkata = create_engine(engine.url, connect_args={"options": "-c TimeZone=Asia/Kolkata"})
     try:
         now = database_now(kolkata)
         add_error(kolkata, now - timedelta(hours=2))

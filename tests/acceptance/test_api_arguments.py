@@ -119,6 +119,7 @@ def routes(api: ApiStack) -> list[tuple[str, str, str, Any]]:
         ("listWorkerPools", "GET", "/worker-pools", None),
         ("listWorkerPoolsStats", "GET", "/worker-pools/stats", None),
         ("reportWorkerError", "POST", "/worker-pool-errors/{workerPoolId}", report),
+        ("workerPoolErrorStats", "GET", "/worker-pool-errors/stats", None),
         ("listWorkerPoolErrors", "GET", "/worker-pool-errors/{workerPoolId}", None),
         ("listWorkersForWorkerGroup", "GET", "/workers/{workerPoolId}/{workerGroup}", None),
         ("worker", "GET", worker, None),

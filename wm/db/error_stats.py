@@ -21,7 +21,10 @@ from sqlalchemy import Engine, Select, case, func, select
 
 from wm.db.tables import worker_pool_errors
 
-NO_CODE = "other"  # TC get_worker_pool_error_codes: COALESCE(extra->>'code', 'other')
+# TC get_worker_pool_error_codes: COALESCE(extra->>'code', 'other'). It groups by the raw code,
+# so errors without one and errors whose code is "other" are two rows for one key (whichever
+# comes last wins); here they are grouped, and counted, together.
+NO_CODE = "other"
 # The breakdowns, in the order of the grouped statement's columns.
 BREAKDOWNS = ("hour", "title", "code", "pool_id", "launch_config_id")
 

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import Engine
+
 from procs.providers import build_providers
 from procs.runtime import Runtime
 from wm.config import Config
+from wm.db import pool_errors
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
 from wm.provisioner import Provisioner
 from wm.queues import build_queue
+from wm.telemetry import log
+
+# Worker-manager expires errors once a day; hourly keeps each DELETE small. Every replica runs
+# it: a second DELETE finds nothing left to delete.
+EXPIRE_ERRORS_INTERVAL_S = 3600.0
+EXPIRE_ERRORS_JOB = "expire-pool-errors"
 
 
 def job_id(provider_id: str) -> str:
@@ -36,6 +45,9 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
             config.provider_interval_s(provider),
             provider=provider.id,
         )
+    runtime.add_job(
+        EXPIRE_ERRORS_JOB, lambda: expire_errors(runtime.engine), EXPIRE_ERRORS_INTERVAL_S
+    )
     if config.queue.source == "builtin":
         provider_of = {p.pool_id: p.provider_id for p in pool_store.load_pools(runtime.engine)}
 
@@ -46,6 +58,17 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
 
         start_listener(runtime.engine, TASKS_CHANNEL, wake, runtime.stop)
     return lambda: [p.close() for p in providers.values()]
+
+
+def expire_errors(engine: Engine) -> int:
+    """Delete the pool errors past worker-manager's retention; log how many."""
+    deleted = pool_errors.expire_pool_errors(engine)
+    log(
+        "pool-errors-expired",
+        deleted=deleted,
+        retention_days=pool_errors.ERROR_RETENTION.days,
+    )
+    return deleted
 
 
 def main(config: Config, *, metrics_port: int | None = None) -> int:

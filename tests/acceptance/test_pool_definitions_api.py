@@ -13,6 +13,7 @@ import taskcluster
 
 from tests.support.api_stack import OPERATOR_CLIENT, OPERATOR_TOKEN, ApiStack, module_api
 from tests.support.definitions import documents
+from tests.support.tc_schemas import check
 from wm.db.pools import load_launch_configs, load_pools
 
 OPERATOR = {"clientId": OPERATOR_CLIENT, "accessToken": OPERATOR_TOKEN}
@@ -120,8 +121,11 @@ def test_an_update_archives_the_launch_configs_it_drops_and_lists_them_on_reques
 
     assert updated["config"]["maxCapacity"] == 7
     assert launch_config_ids(updated) == [kept]
-    active = operator.listWorkerPoolLaunchConfigs(pool_id)["workerPoolLaunchConfigs"]
+    listed = operator.listWorkerPoolLaunchConfigs(pool_id)
     every = operator.listWorkerPoolLaunchConfigs(pool_id, query={"includeArchived": "true"})
+    check("worker-pool-launch-config-list", listed)
+    check("worker-pool-launch-config-list", every)
+    active = listed["workerPoolLaunchConfigs"]
     assert [(c["launchConfigId"], c["isArchived"]) for c in active] == [(kept, False)]
     assert sorted(
         (c["launchConfigId"], c["isArchived"]) for c in every["workerPoolLaunchConfigs"]

@@ -6,6 +6,7 @@ import time
 import urllib.request
 
 import pytest
+from sqlalchemy import text
 
 from tests.support.stack import (
     RECOVERY_GATE,
@@ -16,6 +17,7 @@ from tests.support.stack import (
     pool,
 )
 from wm.db import tasks
+from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wmsim.postgres import free_port
@@ -221,3 +223,31 @@ def test_submitted_tasks_wake_the_provisioner_before_its_interval(
     submitted = time.monotonic()
     process.wait_for(lambda: len(live(sim_gce)) == 6, 10, "six VMs")
     assert time.monotonic() - submitted < 5  # not the 60 s interval
+
+
+def test_the_provisioner_expires_pool_errors_past_seven_days(
+    tmp_path, db_url, engine, sim_ec2, stacks
+):
+    aws = aws_provider(sim_ec2)
+    stack = Stack.write(tmp_path, db_url, [aws], [pool("proj/errors", aws)], intervals=FAST)
+    stacks.append(stack)
+    stack.sync_pools(engine)
+    old, young = "old", "young"
+    with engine.begin() as conn:
+        for title, age in ((old, "8 days"), (young, "6 days")):
+            conn.execute(
+                text(
+                    "INSERT INTO worker_pool_errors (pool_id, kind, title, description, reported)"
+                    f" VALUES ('proj/errors', 'launch-failure', :t, '', now() - interval '{age}')"
+                ),
+                {"t": title},
+            )
+
+    process = stack.start("provisioner")
+    process.wait_for(lambda: process.events("pool-errors-expired"), 30, "the expiry job")
+
+    (expired,) = process.events("pool-errors-expired")
+    assert (expired["deleted"], expired["retention_days"]) == (1, 7)
+    assert [e.title for e in list_errors(engine, "proj/errors")] == [young]
+    code, _ = process.terminate()
+    assert code == 0

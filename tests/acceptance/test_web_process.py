@@ -10,6 +10,7 @@ Workers are VMs the simulated clouds really launched; their proofs come from the
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import taskcluster
@@ -25,6 +27,7 @@ import taskcluster
 from tests.support.api_stack import OPERATOR_TOKEN, ApiStack, module_api, secret_hash
 from tests.support.stack import REPO, Stack, aws_provider, pool
 from tests.support.tc_schemas import check
+from wm.tc.credentials import IssuerCredentials, worker_credentials
 from wmsim.postgres import free_port
 
 KINDS = ("aws", "gcp", "azure")
@@ -185,3 +188,48 @@ def test_health_routes_answer_anyone(api: ApiStack):
     assert client.ping()["alive"] is True
     assert client.lbheartbeat() == {} and client.heartbeat() == {}
     assert api.call("GET", "/api/v1/pools").status == 404
+
+
+def test_version_answers_the_dockerflow_object_through_the_client(api: ApiStack):
+    version = api.client().version()
+
+    assert version == {
+        "source": "wm",
+        "version": importlib.metadata.version("wm"),
+        "commit": "",
+        "build": "",
+    }
+
+
+def test_expired_worker_credentials_are_refused_and_change_nothing(api: ApiStack):
+    (worker,) = api.launch("aws", 1)
+    registered = api.client().registerWorker(api.register_body(worker, api.proof(worker)))
+    pool, group, name = worker.pool_id, worker.worker_group, worker.tc_worker_id
+    # As wm issues them, signed with its deployment key, but their expiry an hour gone.
+    with api.engine.connect() as conn:
+        (key,) = conn.exec_driver_sql("SELECT secret FROM deployment_keys").one()
+    now = datetime.now(UTC)
+    expired = worker_credentials(
+        IssuerCredentials("static/wm", key),
+        provider_id=worker.provider_id,
+        worker_pool_id=pool,
+        worker_group=group,
+        worker_id=name,
+        expires=now - timedelta(hours=1),
+        now=now - timedelta(hours=2),
+    ).as_json()
+    before = api.row(worker.worker_id)
+    late = api.client(expired)
+
+    assert refused(lambda: late.removeWorker(pool, group, name)) == (401, "AuthenticationFailed")
+    ids = {"workerPoolId": pool, "workerGroup": group, "workerId": name}
+    renewal = {**ids, "secret": registered["secret"]}
+    assert refused(lambda: late.reregisterWorker(renewal)) == (401, "AuthenticationFailed")
+    assert refused(lambda: late.shouldWorkerTerminate(pool, group, name)) == (
+        401,
+        "AuthenticationFailed",
+    )
+
+    assert api.row(worker.worker_id) == before
+    # The same credentials before their expiry work: it is the expiry that was refused.
+    assert api.client(registered["credentials"]).shouldWorkerTerminate(pool, group, name)

@@ -25,9 +25,9 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -62,14 +62,18 @@ from wm.api.models import (
     WorkerPoolDefinitionRequest,
     WorkerPoolError,
     WorkerPoolErrorList,
+    WorkerPoolErrorStats,
     WorkerPoolLaunchConfigList,
     WorkerPoolList,
     WorkerPoolListStats,
     WorkerPoolStats,
 )
 from wm.api.paging import page_from_query, paginate
+from wm.api.queries import check_query
 from wm.api.views import (
     error_id_from_slug,
+    error_stats_since,
+    error_stats_view,
     error_view,
     launch_config_stats,
     launch_config_view,
@@ -78,7 +82,7 @@ from wm.api.views import (
     provider_list,
     worker_view,
 )
-from wm.db import api_reads, pool_errors, registration
+from wm.db import api_reads, error_stats, pool_errors, registration
 from wm.db import pools as pool_store
 from wm.db.engine import ping as ping_database
 from wm.db.pool_errors import NewPoolError
@@ -102,15 +106,19 @@ from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated, AuthenticationFailed, HawkRequest, request_host_port
+from wm.tc.scopes import can_render_from
 from wm.telemetry import capture, log
 
 PREFIX = "/api/worker-manager/v1"
 MAX_BODY_BYTES = 64 * 1024
+# body-parser's '10mb' (TC libraries/api/src/api.js), for pool definitions: see body_limit.
+MAX_DEFINITION_BODY_BYTES = 10 * 1024 * 1024
+PROVIDERS_PAGE = 100  # WM api.js listProviders' default limit
 # API requests handled at once; more get 429. procs/web.py passes its database pool's size, so a
 # request in flight never waits for a connection.
 MAX_IN_FLIGHT = 10
 RETRY_AFTER_S = 2
-BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB: far longer than any client needs
+BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB; a 10 MB definition needs 1 MB/s
 RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
 WORKER_REPORTS_PER_HOUR = 10  # error reports one worker may add to its pool's errors per hour
 REPORTS_RETRY_AFTER_S = 300
@@ -187,7 +195,7 @@ def create_app(
     app.add_middleware(
         Guard,
         max_in_flight=max_in_flight,
-        max_body_bytes=MAX_BODY_BYTES,
+        body_limit=body_limit,
         retry_after_s=RETRY_AFTER_S,
         body_timeout_s=body_timeout_s,
         exempt_paths=EXEMPT_FROM_SHEDDING,
@@ -278,16 +286,16 @@ def create_app(
     async def begin(
         request: Request, name: str, params: Mapping[str, str], payload: Any = None
     ) -> None:
-        """Name the call for error bodies, and check its path parameters' patterns."""
+        """Name the call for error bodies, check its path parameters, and its query unless
+        Taskcluster authorizes the endpoint first (then `check` does, after the scopes).
+
+        (Taskcluster checks path parameters after such an endpoint's scopes too; wm checks them
+        first, so a malformed id is refused without a call to the auth service.)"""
         shown = {} if payload is None else payload
         request.state.tc = (name, dict(params), shown)
-        for key, value in params.items():
-            pattern = _POOL if key == "workerPoolId" else _NAME
-            if not pattern.match(value) or (key != "workerPoolId" and len(value) > 38):
-                raise TaskclusterError(
-                    "InvalidRequestArguments",
-                    f"Invalid URL parameter {key}: does not match {pattern.pattern}",
-                )
+        check_path(params)
+        if not authorized_by_path(name, params):
+            check_query(name, query_string(request))
 
     async def check(
         request: Request, name: str, scope_params: Mapping[str, object]
@@ -295,12 +303,23 @@ def create_app(
         """Hawk and the endpoint's scopes, off the event loop (it may call the auth service)."""
         hawk = await hawk_request(request)
         client_ip = request.client.host if request.client else None
-        return await run_in_threadpool(
+        who = await run_in_threadpool(
             authorize,
             ENDPOINT_SCOPES[name],
             scope_params,
             lambda: authenticator.authenticate(hawk, client_ip),
         )
+        _, params, _ = context(request)
+        if authorized_by_path(name, params):
+            check_query(name, query_string(request))
+        return who
+
+    def authorized_by_path(name: str, params: Mapping[str, str]) -> bool:
+        # TC auth.js `useUrlParams`: an endpoint whose scopes render from its path alone is
+        # authorized before its parameters and query are checked; the others are authorized by
+        # their handler, after those checks.
+        template = ENDPOINT_SCOPES[name]
+        return template is not None and can_render_from(template, params)
 
     async def run(fn: Callable[..., T], *args: Any) -> T:
         return await run_in_threadpool(fn, *args)
@@ -629,10 +648,6 @@ def create_app(
         ids = {"workerPoolId": workerPoolId}
         await begin(request, "listWorkersForWorkerPool", ids)
         await check(request, "listWorkersForWorkerPool", ids)
-        if state is not None and state not in (*(s.value for s in WorkerState), "standalone"):
-            raise TaskclusterError(
-                "InvalidRequestArguments", "state must be requested, running, stopping or stopped"
-            )
         page = page_from_query(continuationToken, limit)
         if not await run(registration.pool_exists, engine, workerPoolId):
             raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
@@ -782,7 +797,7 @@ def create_app(
         workerPoolId: str,
         continuationToken: str | None = None,
         limit: str | None = None,
-        includeArchived: Annotated[str | None, Query(pattern="^(true|false)$")] = None,
+        includeArchived: str | None = None,
     ) -> JSONResponse:
         ids = {"workerPoolId": workerPoolId}
         await begin(request, "listWorkerPoolLaunchConfigs", ids)
@@ -895,15 +910,32 @@ def create_app(
             )
         )
 
+    @app.get(
+        f"{PREFIX}/worker-pool-errors/stats",
+        response_model=WorkerPoolErrorStats,
+        name="workerPoolErrorStats",
+    )
+    async def worker_pool_error_stats(
+        request: Request, workerPoolId: str | None = None
+    ) -> JSONResponse:
+        """Errors counted per day (the last 7), per hour (the last 24), by title, code, pool
+        and launch config: of one pool, or of every pool without `workerPoolId`."""
+        await begin(request, "workerPoolErrorStats", {})
+        pool_id = workerPoolId or None  # worker-manager takes an empty id as none
+        # Every pool's stats need the scope for `*` itself (WM api.js).
+        await check(request, "workerPoolErrorStats", {"workerPoolId": pool_id or "*"})
+        if pool_id is not None and not await run(registration.pool_exists, engine, pool_id):
+            raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
+        found = await run(error_stats.error_counts, engine, pool_id, error_stats_since)
+        return reply(error_stats_view(pool_id, found))
+
     @app.get(f"{PREFIX}/providers", response_model=ProviderList, name="listProviders")
     async def list_providers(
         request: Request, continuationToken: str | None = None, limit: str | None = None
     ) -> JSONResponse:
         await begin(request, "listProviders", {})
         await check(request, "listProviders", {})
-        page = page_from_query(continuationToken, limit)
-        everything = provider_list(provider_kinds)
-        rows, token = paginate(page, lambda offset, n: everything[offset : offset + n])
+        rows, token = provider_page(provider_list(provider_kinds), continuationToken, limit)
         return reply(ProviderList(providers=rows, continuationToken=token))
 
     # -- wm's own ------------------------------------------------------------------------------
@@ -919,6 +951,47 @@ def create_app(
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def check_path(params: Mapping[str, str]) -> None:
+    for key, value in params.items():
+        pattern = _POOL if key == "workerPoolId" else _NAME
+        if not pattern.match(value) or (key != "workerPoolId" and len(value) > 38):
+            raise TaskclusterError(
+                "InvalidRequestArguments",
+                f"Invalid URL parameter {key}: does not match {pattern.pattern}",
+            )
+
+
+def query_string(request: Request) -> str:
+    return request.scope.get("query_string", b"").decode("latin-1")
+
+
+def provider_page(
+    providers: Sequence[T], continuation_token: str | None, limit: str | None
+) -> tuple[list[T], str | None]:
+    """listProviders' page, as worker-manager cuts it (WM api.js): the token is the plain
+    offset of the next page, the limit 100 unless given; a page that reaches the end has no
+    token, and neither has the page of `limit=0` at offset 0 (JavaScript's falsy 0)."""
+    start = int(continuation_token) if continuation_token else 0
+    size = int(limit) if limit else PROVIDERS_PAGE
+    end = start + size if start + size < len(providers) else None
+    return list(providers[start:end]), str(end) if end else None
+
+
+def body_limit(method: str, path: str) -> int:
+    """The largest body a request may send (the guard answers 413 InputTooLarge beyond).
+
+    Taskcluster accepts 10 MB on every route (TC `libraries/api/src/api.js` `inputLimit`), and
+    pool definitions need it: a definition with many launch configs and their worker configs
+    passes 64 KiB easily. Only create/updateWorkerPool get it. Every other body is a few KiB,
+    and registerWorker is unauthenticated and called by every booting VM at once: a small limit
+    there is what keeps a storm (or a flood of junk) from holding megabytes per request in
+    flight. (Past its limit Taskcluster's body parser fails with a 500; wm answers the 413
+    Taskcluster declares for it.)"""
+    if method in ("PUT", "POST") and path.startswith(f"{PREFIX}/worker-pool/"):
+        return MAX_DEFINITION_BODY_BYTES
+    return MAX_BODY_BYTES
 
 
 def secret_hash(secret: str) -> str:

@@ -2,12 +2,13 @@
 
 As worker-manager does (TC `libraries/api/src/middleware/auth.js`), a request is authenticated
 only when its endpoint has scopes, with the auth service's rules (wm/tc/hawk.py). Credentials wm
-issued (a certificate whose issuer is wm's issuer) and the operator client are checked locally,
-with no call out; any other credentials, and requests without any, go to the deployment's
-auth service (`authenticateHawk` at TASKCLUSTER_ROOT_URL, through the real `taskcluster`
-client) when wm runs behind Taskcluster. Standalone there is no auth service: other
-credentials are refused (401) and a request without credentials holds only `assume:anonymous`,
-which grants nothing here.
+issued (a certificate whose issuer is wm's issuer) and the operator client, when
+WM_OPERATOR_TOKEN is set, are checked locally, with no call out; any other credentials, and
+requests without any, go to the deployment's auth service (`authenticateHawk` at
+TASKCLUSTER_ROOT_URL, through the real `taskcluster` client) when wm runs behind Taskcluster,
+so that anonymous requests hold what the deployment's `anonymous` role grants. Standalone there
+is no auth service: other credentials are refused (401) and a request without credentials
+holds only `assume:anonymous`, which grants nothing here.
 
 The issuer: the Taskcluster client wm is given (TASKCLUSTER_CLIENT_ID / _ACCESS_TOKEN), or,
 standalone, `static/wm` with a deployment key kept in Postgres, so that every web replica signs
@@ -124,7 +125,8 @@ def _from_auth_service(answer: dict, request: HawkRequest) -> Authenticated:
         computed = mohawk.util.calculate_payload_hash(
             request.content, "sha256", request.content_type or ""
         )
-        if not hmac.compare_digest(str(claimed).encode(), computed.encode()):
+        # (mohawk answers the base64 digest as bytes.)
+        if not hmac.compare_digest(str(claimed).encode(), computed):
             raise AuthenticationFailed(
                 "Invalid payload hash: the request carries a signed hash of the payload that "
                 "does not match the hash computed on the server side"
@@ -158,11 +160,19 @@ class Authenticator:
         self._clock = clock
 
     def authenticate(self, request: HawkRequest, source_ip: str | None = None) -> Authenticated:
-        signer = issuing_client_id(request)
-        local = signer in (self._issuer.client_id, OPERATOR_CLIENT)
-        if self._auth_service is not None and not local:
+        if self._auth_service is not None and not self._knows(issuing_client_id(request)):
             return self._auth_service.authenticate(request, source_ip)
         return authenticate(request, self._load_client, now=self._clock())
+
+    def _knows(self, signer: str | None) -> bool:
+        """Whether wm holds the access token that signed a request, so checks it itself.
+
+        The operator client is wm's only when WM_OPERATOR_TOKEN is set: otherwise a
+        `static/wm-operator` of the deployment (nothing stops one being made) would be refused
+        here as unknown instead of being asked about, as any other client is."""
+        if signer == self._issuer.client_id:
+            return True
+        return signer == OPERATOR_CLIENT and self._operator_token is not None
 
     def _load_client(self, client_id: str) -> Client | None:
         if client_id == self._issuer.client_id:

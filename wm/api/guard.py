@@ -6,11 +6,12 @@
   `max_in_flight` is at most the database pool's size (procs/web.py), so a request in flight
   never waits for a connection. Health and metrics are exempt: a platform probing a busy
   process must see it alive.
-- Bounded bodies: a declared Content-Length over the limit is refused before reading, and a
-  body sent without one (chunked) is cut off once it passes the limit: 413 either way. A body
-  must also arrive within `body_timeout_s` (408 otherwise): a client that sends its headers and
-  then trickles or stalls would hold a place in flight for ever, and a handful of them would
-  shed every genuine worker.
+- Bounded bodies: each request's limit comes from `body_limit(method, path)` (the API's
+  choice: pool definitions may be large, worker bodies are small). A declared Content-Length
+  over it is refused before reading, and a body sent without one (chunked) is cut off once it
+  passes it: 413 either way. A body must also arrive within `body_timeout_s` (408 otherwise):
+  a client that sends its headers and then trickles or stalls would hold a place in flight for
+  ever, and a handful of them would shed every genuine worker.
 - Nothing unexpected escapes: an error no handler answered becomes a 500, logged by
   its type and place only (never its message, which may quote a request) and sent to Sentry.
 
@@ -66,7 +67,7 @@ class Guard:
         app: Asgi,
         *,
         max_in_flight: int,
-        max_body_bytes: int,
+        body_limit: Callable[[str, str], int],
         retry_after_s: int,
         body_timeout_s: float,
         exempt_paths: Collection[str],
@@ -74,7 +75,7 @@ class Guard:
         self.app = app
         self.body_timeout_s = body_timeout_s
         self.max_in_flight = max_in_flight
-        self.max_body_bytes = max_body_bytes
+        self.body_limit = body_limit
         self.retry_after_s = retry_after_s
         self.exempt_paths = frozenset(exempt_paths)
         # One event loop runs every request: a plain counter, checked and changed with no
@@ -85,13 +86,14 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.body_limit(scope["method"], scope["path"])
         length = _header(scope, b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await self._answer(send, 413, "InputTooLarge", BodyTooLarge(self.max_body_bytes).detail)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await self._answer(send, 413, "InputTooLarge", BodyTooLarge(limit).detail)
             API_REQUESTS.labels(UNMATCHED, "413").inc()
             return
         if scope["path"] in self.exempt_paths:
-            await self._handle(scope, receive, send)
+            await self._handle(scope, receive, send, limit)
             return
         if self.in_flight >= self.max_in_flight:
             await self._answer(
@@ -105,11 +107,11 @@ class Guard:
             return
         self.in_flight += 1
         try:
-            await self._handle(scope, receive, send)
+            await self._handle(scope, receive, send, limit)
         finally:
             self.in_flight -= 1
 
-    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         started = time.monotonic()
         received = 0
         body_complete = False
@@ -126,8 +128,8 @@ class Guard:
                 raise BodyTimeout(self.body_timeout_s) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
+                if received > limit:
+                    raise BodyTooLarge(limit)
                 body_complete = not message.get("more_body", False)
             return message
 

@@ -237,6 +237,25 @@ class WorkerPoolErrorList(_Body):
     continuationToken: str | None = None
 
 
+class ErrorStatsTotals(_Body):
+    """worker-pool-error-stats.yml `totals`: error counts keyed as worker-manager keys them."""
+
+    total: int = Field(ge=0)  # errors of the daily buckets
+    daily: dict[str, int]  # start of the UTC day (Date.toJSON) -> errors; the last 7 days
+    hourly: dict[str, int]  # start of the UTC hour -> errors; the last 24 hours
+    title: dict[str, int]
+    code: dict[str, int]
+    workerPool: dict[str, int]
+    launchConfig: dict[str, int]  # empty unless the stats are one pool's
+
+
+class WorkerPoolErrorStats(_Body):
+    """worker-pool-error-stats.yml."""
+
+    workerPoolId: str  # "" for every pool's
+    totals: ErrorStatsTotals
+
+
 class Provider(_Body):
     providerId: str
     providerType: str

@@ -10,27 +10,38 @@ read back, so `errorId` filters work.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import slugid
 
 from wm.api.models import (
+    ErrorStatsTotals,
     LaunchConfigStats,
     PoolStats,
     Worker,
     WorkerPool,
     WorkerPoolError,
+    WorkerPoolErrorStats,
     WorkerPoolLaunchConfig,
 )
 from wm.db.api_reads import LaunchConfigRow, PoolView, StateCounts
+from wm.db.error_stats import ErrorCounts
 from wm.model import PoolError, WorkerRecord
 from wm.pool_apply import plain_json
 from wm.pool_definition import NULL_PROVIDER
+from wm.tc.errors import js_time
 
 PROVIDER_TYPES = {"aws": "aws", "gcp": "google", "azure": "azure"}
 STATES = ("requested", "running", "stopping", "stopped")
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
+# workerPoolErrorStats (TC db/versions/0096.yml): every day of the last 7 and every hour of the
+# last 24, the current one included, zeros too.
+ERROR_STATS_DAYS = 7
+ERROR_STATS_HOURS = 24
+UNKNOWN_LAUNCH_CONFIG = "unknown"  # WM api.js rowsToDict: `row[column] ?? 'unknown'`
 
 
 def worker_view(worker: WorkerRecord) -> Worker:
@@ -138,6 +149,46 @@ def error_id_from_slug(slug: str) -> int | None:
         return None
     number = decoded.int & ((1 << _ERROR_ID_BITS) - 1)
     return number if error_slug(number) == slug else None
+
+
+def error_stats_since(now: datetime) -> datetime:
+    """The first instant the error stats count by time: the start of the oldest day shown."""
+    return _utc_day(now - timedelta(days=ERROR_STATS_DAYS - 1))
+
+
+def error_stats_view(pool_id: str | None, found: ErrorCounts) -> WorkerPoolErrorStats:
+    """workerPoolErrorStats' answer (WM api.js): buckets keyed by their start as Date.toJSON
+    writes it, oldest first; `total` is the daily buckets' sum; the launch-config breakdown
+    only for one pool's stats."""
+    per_day = Counter[datetime]()
+    for hour, count in found.by_hour.items():
+        per_day[_utc_day(hour)] += count
+    today, this_hour = _utc_day(found.now), _utc_hour(found.now)
+    days = [today - timedelta(days=n) for n in reversed(range(ERROR_STATS_DAYS))]
+    hours = [this_hour - timedelta(hours=n) for n in reversed(range(ERROR_STATS_HOURS))]
+    launch_configs = Counter[str]()
+    for launch_config_id, count in found.by_launch_config.items():
+        launch_configs[launch_config_id or UNKNOWN_LAUNCH_CONFIG] += count
+    return WorkerPoolErrorStats(
+        workerPoolId=pool_id or "",
+        totals=ErrorStatsTotals(
+            total=sum(per_day[day] for day in days),
+            daily={js_time(day): per_day[day] for day in days},
+            hourly={js_time(hour): found.by_hour.get(hour, 0) for hour in hours},
+            title=dict(sorted(found.by_title.items())),
+            code=dict(sorted(found.by_code.items())),
+            workerPool=dict(sorted(found.by_pool.items())),
+            launchConfig=dict(sorted(launch_configs.items())) if pool_id else {},
+        ),
+    )
+
+
+def _utc_day(when: datetime) -> datetime:
+    return when.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _utc_hour(when: datetime) -> datetime:
+    return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def provider_list(types: Mapping[str, str]) -> list[dict[str, str]]:

@@ -14,6 +14,9 @@ from wm.model import PoolError
 
 LIST_LIMIT = 1000
 RECENT_WINDOW = timedelta(hours=1)
+# How long errors are kept: worker-manager's `workerPoolErrorRetentionDays` (TC
+# services/worker-manager/config.yml; src/data.js WorkerPoolError.expire), 7 days.
+ERROR_RETENTION = timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -127,3 +130,16 @@ def recent_error_counts(
     )
     with engine.connect() as conn:
         return {(pool, lc): n for pool, lc, n in conn.execute(query)}
+
+
+def expire_pool_errors(engine: Engine, retention: timedelta = ERROR_RETENTION) -> int:
+    """Delete every error reported more than `retention` ago, by the database's clock (the one
+    that stamped them); return how many. One statement, on the index of `reported` (TC
+    `expire_worker_pool_errors`)."""
+    with engine.begin() as conn:
+        deleted = conn.execute(
+            worker_pool_errors.delete().where(
+                worker_pool_errors.c.reported < func.now() - retention
+            )
+        )
+        return deleted.rowcount

@@ -175,6 +175,7 @@ worker_pool_errors = Table(
     Column("extra", JSONB, nullable=False, server_default="{}"),
     Column("reported", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_worker_pool_errors_pool_reported", "pool_id", "reported"),
+    Index("ix_worker_pool_errors_reported", "reported"),  # the expiry's DELETE
 )
 
 tasks = Table(

@@ -11,15 +11,21 @@ Sources: TC `libraries/api/src/middleware/queries.js` (the check), `generated/re
 from __future__ import annotations
 
 import copy
-import http.client
 import json
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
 
-from tests.support.api_stack import OPERATOR_CLIENT, OPERATOR_TOKEN, PREFIX, ApiStack, module_api
+from tests.support.api_stack import (
+    OPERATOR_CLIENT,
+    OPERATOR_TOKEN,
+    PREFIX,
+    ApiStack,
+    module_api,
+    send_chunked,
+)
 from tests.support.definitions import documents
 from tests.support.tc_schemas import check
 from wm.db.pools import load_launch_configs, load_pools
@@ -308,36 +314,9 @@ def test_definitions_up_to_ten_mb_are_read_and_larger_ones_are_refused(api):
     too_large = api.call("PUT", path, raw=("{" + padding + " }").encode())
     assert too_large.refusal()[:2] == (413, "InputTooLarge")
     assert api.operator_call("POST", path, raw=b"{" + b" " * TEN_MB + b"}").status == 413
-    assert put_chunked(api, path, TEN_MB + 8192) == (413, "InputTooLarge")  # no Content-Length
+    status, body = send_chunked(api.base_url, "PUT", path, b"{", TEN_MB + 8192)
+    assert (status, json.loads(body)["code"]) == (413, "InputTooLarge")  # no Content-Length
     assert snapshot(api) == before
-
-
-def put_chunked(api: ApiStack, path: str, total_bytes: int) -> tuple[int, str]:
-    parts = urlsplit(api.base_url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    chunk = b" " * 8192
-
-    def body() -> Iterator[bytes]:
-        yield b"{"
-        for _ in range(total_bytes // len(chunk)):
-            yield chunk
-
-    try:
-        connection.request(
-            "PUT",
-            path,
-            body=body(),
-            headers={"Content-Type": "application/json"},
-            encode_chunked=True,
-        )
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())["code"]
-    except (BrokenPipeError, ConnectionResetError):
-        # The server may answer and close before the whole body is sent.
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())["code"]
-    finally:
-        connection.close()
 
 
 @pytest.mark.parametrize(

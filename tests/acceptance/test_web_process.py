@@ -19,15 +19,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 import taskcluster
 
 from tests.support.api_stack import OPERATOR_TOKEN, ApiStack, module_api, secret_hash
 from tests.support.stack import REPO, Stack, aws_provider, pool
+from tests.support.tc_client import expired_worker_credentials, refused
 from tests.support.tc_schemas import check
-from wm.tc.credentials import IssuerCredentials, worker_credentials
+from wm.tc.credentials import IssuerCredentials
 from wmsim.postgres import free_port
 
 KINDS = ("aws", "gcp", "azure")
@@ -39,16 +39,6 @@ def get(url: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
-
-
-def refused(call) -> tuple[int, str]:
-    failures = (
-        taskcluster.exceptions.TaskclusterRestFailure,
-        taskcluster.exceptions.TaskclusterAuthFailure,
-    )
-    with pytest.raises(failures) as failure:
-        call()
-    return failure.value.status_code, failure.value.body["code"]
 
 
 def test_the_web_process_serves_on_port_and_stops_on_sigterm(tmp_path, db_url, engine, sim_ec2):
@@ -208,16 +198,9 @@ def test_expired_worker_credentials_are_refused_and_change_nothing(api: ApiStack
     # As wm issues them, signed with its deployment key, but their expiry an hour gone.
     with api.engine.connect() as conn:
         (key,) = conn.exec_driver_sql("SELECT secret FROM deployment_keys").one()
-    now = datetime.now(UTC)
-    expired = worker_credentials(
-        IssuerCredentials("static/wm", key),
-        provider_id=worker.provider_id,
-        worker_pool_id=pool,
-        worker_group=group,
-        worker_id=name,
-        expires=now - timedelta(hours=1),
-        now=now - timedelta(hours=2),
-    ).as_json()
+    expired = expired_worker_credentials(
+        IssuerCredentials("static/wm", key), worker.provider_id, pool, group, name
+    )
     before = api.row(worker.worker_id)
     late = api.client(expired)
 

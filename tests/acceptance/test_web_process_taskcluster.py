@@ -21,7 +21,7 @@ import hmac
 import importlib.metadata
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import mohawk
@@ -30,8 +30,9 @@ import taskcluster
 
 from tests.support.api_stack import PREFIX, ApiStack, http_call, module_api, secret_hash
 from tests.support.fake_tc_deployment import FakeClient, FakeTaskcluster
+from tests.support.tc_client import expired_worker_credentials, refused
 from tests.support.tc_schemas import check
-from wm.tc.credentials import IssuerCredentials, worker_credentials
+from wm.tc.credentials import IssuerCredentials
 
 ISSUER = "static/taskcluster/worker-manager"
 ISSUER_TOKEN = "worker-manager-access-token-of-the-deployment-0123456789"
@@ -88,16 +89,6 @@ def client(deployment: FakeTaskcluster, credentials: dict[str, str] | None = Non
     if credentials:
         options["credentials"] = dict(credentials)
     return taskcluster.WorkerManager(options)
-
-
-def refused(call) -> tuple[int, str]:
-    failures = (
-        taskcluster.exceptions.TaskclusterRestFailure,
-        taskcluster.exceptions.TaskclusterAuthFailure,
-    )
-    with pytest.raises(failures) as failure:
-        call()
-    return failure.value.status_code, failure.value.body["code"]
 
 
 def registered(api: ApiStack, deployment: FakeTaskcluster) -> tuple[Any, dict[str, Any]]:
@@ -348,17 +339,10 @@ def test_a_deployment_whose_anonymous_role_grants_nothing_shows_anonymous_nothin
 def test_expired_worker_credentials_are_refused_locally_and_change_nothing(api, deployment):
     worker, answer = registered(api, deployment)
     pool, group, name = worker.pool_id, worker.worker_group, worker.tc_worker_id
-    now = datetime.now(UTC)
     # As wm issues them, signed with wm's client, but their expiry an hour gone.
-    expired = worker_credentials(
-        IssuerCredentials(ISSUER, ISSUER_TOKEN),
-        provider_id=worker.provider_id,
-        worker_pool_id=pool,
-        worker_group=group,
-        worker_id=name,
-        expires=now - timedelta(hours=1),
-        now=now - timedelta(hours=2),
-    ).as_json()
+    expired = expired_worker_credentials(
+        IssuerCredentials(ISSUER, ISSUER_TOKEN), worker.provider_id, pool, group, name
+    )
     before = api.row(worker.worker_id)
     asked = len(deployment.auth_requests)
     late = client(deployment, expired)

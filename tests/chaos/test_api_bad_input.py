@@ -13,7 +13,6 @@ non-JSON bodies with a stand-in verifier (tests/integration/api/test_worker_api.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import subprocess
@@ -21,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
 
@@ -30,6 +29,7 @@ from tests.support.api_stack import (
     PREFIX,
     ApiStack,
     module_api,
+    send_chunked,
 )
 from tests.support.stack import REPO
 from wm.api.app import MAX_BODY_BYTES
@@ -191,40 +191,13 @@ def test_oversized_bodies_are_413_whether_declared_or_streamed(api: ApiStack):
         status, problem = refused(api, "POST", path, raw=big)
         assert (status, problem["code"]) == (413, "InputTooLarge")
     before = api.all_stored_text()
-    streamed = post_chunked(api, REGISTER, total_bytes=20 * MAX_BODY_BYTES)
+    streamed = send_chunked(
+        api.base_url, "POST", REGISTER, b'{"workerPoolId": "', 20 * MAX_BODY_BYTES
+    )
     assert streamed[0] == 413 and is_tc_error(streamed[1])
     message = json.loads(streamed[1])["message"]
     assert message.startswith(f"bodies are limited to {MAX_BODY_BYTES} bytes")
     assert api.all_stored_text() == before
-
-
-def post_chunked(api: ApiStack, path: str, total_bytes: int) -> tuple[int, bytes]:
-    """A body sent with Transfer-Encoding: chunked, so no Content-Length warns the server."""
-    parts = urlsplit(api.base_url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    chunk = b" " * 8192
-
-    def body() -> Iterator[bytes]:
-        yield b'{"workerPoolId": "'
-        for _ in range(total_bytes // len(chunk)):
-            yield chunk
-
-    try:
-        connection.request(
-            "POST",
-            path,
-            body=body(),
-            headers={"Content-Type": "application/json"},
-            encode_chunked=True,
-        )
-        response = connection.getresponse()
-        return response.status, response.read()
-    except (BrokenPipeError, ConnectionResetError):
-        # The server may answer and close before the client has sent everything.
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
 
 
 # -- every other endpoint -----------------------------------------------------------------------

@@ -65,6 +65,36 @@ class Reply:
         return self.status, body["code"], body["message"].split("\n\n---\n", 1)[0]
 
 
+def send_chunked(
+    base_url: str, method: str, path: str, opening: bytes, total_bytes: int
+) -> tuple[int, bytes]:
+    """A body sent with Transfer-Encoding: chunked (no Content-Length warns the server):
+    `opening`, then about `total_bytes` of blanks. Returns the answer's status and body."""
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    chunk = b" " * 8192
+
+    def body() -> Iterator[bytes]:
+        yield opening
+        for _ in range(total_bytes // len(chunk)):
+            yield chunk
+
+    # The server may answer and close before the whole body is sent.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        connection.request(
+            method,
+            path,
+            body=body(),
+            headers={"Content-Type": "application/json"},
+            encode_chunked=True,
+        )
+    try:
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
 def http_call(
     base_url: str,
     method: str,

@@ -26,6 +26,7 @@ from sqlalchemy import text
 from tests.support.api_stack import http_call, in_parallel, serving
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
+from tests.support.tc_client import expired_worker_credentials, refused
 from tests.support.tc_schemas import check
 from wm import stages
 from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
@@ -35,7 +36,7 @@ from wm.db.pool_errors import list_errors
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.identity import IdentityRejected
 from wm.model import WorkerState
-from wm.tc.credentials import IssuerCredentials, worker_credentials
+from wm.tc.credentials import IssuerCredentials
 
 POOL, PROVIDER, GROUP = "proj/linux", "aws-a", "us-east-1"
 OPERATOR_TOKEN = "operator-token-for-tests"
@@ -135,16 +136,6 @@ def stored_secret_hash(engine, worker_id):
         return conn.execute(
             text("SELECT secret_hash FROM workers WHERE worker_id = :w"), {"w": worker_id}
         ).scalar_one()
-
-
-def refused(call) -> tuple[int, str]:
-    failures = (
-        taskcluster.exceptions.TaskclusterRestFailure,
-        taskcluster.exceptions.TaskclusterAuthFailure,
-    )
-    with pytest.raises(failures) as failure:
-        call()
-    return failure.value.status_code, failure.value.body["code"]
 
 
 def registered(base, engine) -> tuple[str, str, dict]:
@@ -299,16 +290,9 @@ def test_forged_expired_and_absent_credentials_are_refused_and_change_nothing(ba
     )
     with engine.connect() as conn:
         issuer_key = conn.execute(text("SELECT secret FROM deployment_keys")).scalar_one()
-    now = datetime.now(UTC)
-    expired = worker_credentials(
-        IssuerCredentials("static/wm", issuer_key),
-        provider_id=PROVIDER,
-        worker_pool_id=POOL,
-        worker_group=GROUP,
-        worker_id=tc_id,
-        expires=now - timedelta(hours=1),
-        now=now - timedelta(hours=2),
-    ).as_json()
+    expired = expired_worker_credentials(
+        IssuerCredentials("static/wm", issuer_key), PROVIDER, POOL, GROUP, tc_id
+    )
     assert refused(lambda: manager(base, expired).removeWorker(POOL, GROUP, tc_id)) == (
         401,
         "AuthenticationFailed",

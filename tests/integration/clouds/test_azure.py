@@ -17,15 +17,14 @@ import pytest
 import requests
 from azure.identity import ClientSecretCredential
 from azure.mgmt.compute import ComputeManagementClient
-from azure.mgmt.network import NetworkManagementClient
 
 from tests.fixtures.sim_arm import (
     AZURE_DEPLOYMENT,
     AZURE_RESOURCE_GROUP,
     AZURE_ROOT_URL,
     AZURE_SUBSCRIPTION,
-    sdk_credential,
-    sdk_options,
+    compute_client,
+    network_client,
 )
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
@@ -102,10 +101,6 @@ def wait_for(check: Callable[[], bool], timeout_s: float = 3.0) -> None:
         time.sleep(0.02)
 
 
-def raw_compute(sim: SimArm) -> ComputeManagementClient:
-    return ComputeManagementClient(sdk_credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
-
-
 def test_a_batch_is_listed_back_across_pages(sim_arm: SimArm, azure_provider: AzureProvider):
     workers = [f"w-page-{i}" for i in range(5)]
     results = azure_provider.create(batch(workers))
@@ -139,7 +134,9 @@ def test_the_vm_carries_taskclusters_tags_and_custom_data_and_its_name_is_the_wo
 ):
     [result] = azure_provider.create(batch(["w0123456789abcd"]))
 
-    vm = raw_compute(sim_arm).virtual_machines.get(AZURE_RESOURCE_GROUP, vm_name(result.worker_id))
+    vm = compute_client(sim_arm).virtual_machines.get(
+        AZURE_RESOURCE_GROUP, vm_name(result.worker_id)
+    )
 
     # worker-runner reads these four from IMDS compute.tagsList; wm's own tags stay beside them.
     assert {
@@ -261,7 +258,7 @@ def test_other_deployments_and_untagged_vms_are_never_touched(
     other = make_azure_provider(sim_arm, deployment_id="other-deploy")
     other.create(batch(["w-foreign"]))
     untagged = preloaded_body("w-untagged", {})
-    raw_compute(sim_arm).virtual_machines.begin_create_or_update(
+    compute_client(sim_arm).virtual_machines.begin_create_or_update(
         AZURE_RESOURCE_GROUP, vm_name("w-untagged"), untagged
     ).result()
     strangers = ["w-foreign", "w-untagged"]
@@ -421,15 +418,8 @@ def test_a_worker_made_the_old_multi_step_way_is_cleaned_up_piece_by_piece(
     sim_arm: SimArm, azure_provider: AzureProvider
 ):
     # The old way: public IP, then NIC, then a VM referencing the NIC; nothing deletes itself.
-    raw = raw_compute(sim_arm)
-    network = NetworkManagementClient(
-        raw._config.credential,
-        AZURE_SUBSCRIPTION,
-        base_url=sim_arm.endpoint,
-        connection_verify=str(sim_arm.cert_path),
-        retry_total=0,
-        polling_interval=0,
-    )
+    raw = compute_client(sim_arm)
+    network = network_client(sim_arm)
     ip = network.public_ip_addresses.begin_create_or_update(
         AZURE_RESOURCE_GROUP, "old-ip", {"location": "eastus", "properties": {}}
     ).result()

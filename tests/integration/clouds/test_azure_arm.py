@@ -27,6 +27,8 @@ from tests.fixtures.sim_arm import (
     AZURE_SUBNET,
     AZURE_SUBSCRIPTION,
     azure_config,
+    compute_client,
+    network_client,
     sdk_credential,
 )
 from tests.fixtures.sim_arm import sdk_options as sim_sdk_options
@@ -77,16 +79,12 @@ def sdk_options(sim: SimArm) -> dict[str, Any]:
 
 @pytest.fixture
 def compute(sim_arm: SimArm) -> ComputeManagementClient:
-    return ComputeManagementClient(
-        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
-    )
+    return compute_client(sim_arm)
 
 
 @pytest.fixture
 def network(sim_arm: SimArm) -> NetworkManagementClient:
-    return NetworkManagementClient(
-        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
-    )
+    return network_client(sim_arm)
 
 
 @pytest.fixture

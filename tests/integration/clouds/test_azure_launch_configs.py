@@ -23,8 +23,8 @@ from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
     AZURE_ROOT_URL,
     AZURE_SUBSCRIPTION,
-    sdk_credential,
-    sdk_options,
+    compute_client,
+    network_client,
 )
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerRef
@@ -157,16 +157,12 @@ def batch(config: dict[str, Any], workers: tuple[str, ...] = (WORKER,)) -> Launc
 
 @pytest.fixture
 def network(sim_arm: SimArm) -> NetworkManagementClient:
-    return NetworkManagementClient(
-        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
-    )
+    return network_client(sim_arm)
 
 
 @pytest.fixture
 def compute(sim_arm: SimArm) -> ComputeManagementClient:
-    return ComputeManagementClient(
-        sdk_credential(sim_arm), AZURE_SUBSCRIPTION, **sdk_options(sim_arm)
-    )
+    return compute_client(sim_arm)
 
 
 @pytest.fixture

@@ -475,14 +475,19 @@ def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
             ),
             provider_id=late[0].provider_id,
             launch_config_id=launch_config_id,
-            extra={
-                "workers": len(late),
-                "examples": [w.worker_id for w in late[:ERROR_EXAMPLES]],
-                "region": late[0].worker_group,
-            },
+            extra=_error_extra(late),
         )
         for (pool_id, launch_config_id), late in sorted(by_config.items())
     ]
+
+
+def _error_extra(workers: Sequence[WorkerRecord]) -> dict[str, object]:
+    """What a pool error about these workers (one launch config's, one region's) carries."""
+    return {
+        "workers": len(workers),
+        "examples": [w.worker_id for w in workers[:ERROR_EXAMPLES]],
+        "region": workers[0].worker_group,
+    }
 
 
 def failed_launch(reason: str | None) -> bool:
@@ -504,11 +509,7 @@ def launch_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
             description=reason,
             provider_id=failed[0].provider_id,
             launch_config_id=launch_config_id,
-            extra={
-                "workers": len(failed),
-                "examples": [w.worker_id for w in failed[:ERROR_EXAMPLES]],
-                "region": failed[0].worker_group,
-            },
+            extra=_error_extra(failed),
         )
         for (pool_id, launch_config_id, reason), failed in sorted(by_config.items())
     ]

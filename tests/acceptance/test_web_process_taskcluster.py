@@ -83,6 +83,16 @@ def api(
         deployment.upstream = None
 
 
+# A pool definition anyone may try to create: the refusals below are about scopes alone.
+EMPTY_DEFINITION = {
+    "providerId": "aws-sim",
+    "description": "",
+    "config": {},
+    "owner": "a@b.c",
+    "emailOnError": False,
+}
+
+
 def client(deployment: FakeTaskcluster, credentials: dict[str, str] | None = None) -> Any:
     """The real client, at the deployment's root URL (routed to wm), no retries."""
     options: dict[str, Any] = {"rootUrl": deployment.root_url, "maxRetries": 0}
@@ -243,13 +253,7 @@ def test_a_body_other_than_the_one_signed_is_refused_after_the_auth_service_said
         content=signed_body,
         content_type="application/json",
     )
-    definition = {
-        "providerId": "aws-sim",
-        "description": "swapped",
-        "config": {},
-        "owner": "a@b.c",
-        "emailOnError": False,
-    }
+    definition = {**EMPTY_DEFINITION, "description": "swapped"}
     reply = http_call(
         deployment.root_url,
         "PUT",
@@ -269,14 +273,7 @@ def test_wms_standalone_operator_name_is_just_another_client_of_the_deployment(a
     namesake = client(deployment, NAMESAKE)
 
     check("worker-pool-list", namesake.listWorkerPools())
-    definition = {
-        "providerId": "aws-sim",
-        "description": "",
-        "config": {},
-        "owner": "a@b.c",
-        "emailOnError": False,
-    }
-    assert refused(lambda: namesake.createWorkerPool("defs/namesake", definition)) == (
+    assert refused(lambda: namesake.createWorkerPool("defs/namesake", EMPTY_DEFINITION)) == (
         403,
         "InsufficientScopes",
     )
@@ -302,14 +299,7 @@ def test_requests_without_credentials_hold_what_the_anonymous_role_grants(api, d
     ids = {"workerPoolId": pool, "workerGroup": group, "workerId": name}
     secret = {**ids, "secret": answer["secret"]}
     assert refused(lambda: anonymous.reregisterWorker(secret)) == (403, "InsufficientScopes")
-    definition = {
-        "providerId": "aws-sim",
-        "description": "",
-        "config": {},
-        "owner": "a@b.c",
-        "emailOnError": False,
-    }
-    assert refused(lambda: anonymous.createWorkerPool("defs/anonymous", definition)) == (
+    assert refused(lambda: anonymous.createWorkerPool("defs/anonymous", EMPTY_DEFINITION)) == (
         403,
         "InsufficientScopes",
     )

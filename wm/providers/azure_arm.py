@@ -625,6 +625,10 @@ class ArmDeployments:
         self._lock = threading.Lock()
         self._groups: dict[str, str] = {}  # lower case -> name: groups ARM workers live in
         self._ready: set[str] = set()  # groups known to exist (lower case)
+        # One ensuring of a group at a time (worker-manager's resourceGroupCache promise): launch
+        # configs in several locations share a group, and two concurrent PUTs of it in different
+        # locations would have ARM refuse the second (InvalidResourceGroupLocation).
+        self._group_locks: dict[str, threading.Lock] = {}
         self._deployed: dict[str, DeploymentRef] = {}  # worker -> its deployment (creates)
         self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
         # leftover id (lower case) -> (first sweep that saw it, its (group, region))
@@ -757,15 +761,27 @@ class ArmDeployments:
         with self._lock:
             if key in self._ready:
                 return
-        groups = self._p.clients.resources.resource_groups
-        exists = self._p.gate.call("ResourceGroups_CheckExistence", groups.check_existence, group)
-        if not exists:
-            self._p.gate.call(
-                "ResourceGroups_CreateOrUpdate", groups.create_or_update, group, {"location": where}
+            group_lock = self._group_locks.setdefault(key, threading.Lock())
+        with group_lock:
+            with self._lock:
+                if key in self._ready:
+                    return
+            groups = self._p.clients.resources.resource_groups
+            exists = self._p.gate.call(
+                "ResourceGroups_CheckExistence", groups.check_existence, group
             )
-            log("azure-resource-group-created", provider=self._p.id, group=group, location=where)
-        with self._lock:
-            self._ready.add(key)
+            if not exists:
+                self._p.gate.call(
+                    "ResourceGroups_CreateOrUpdate",
+                    groups.create_or_update,
+                    group,
+                    {"location": where},
+                )
+                log(
+                    "azure-resource-group-created", provider=self._p.id, group=group, location=where
+                )
+            with self._lock:
+                self._ready.add(key)
 
     def _put(self, ref: DeploymentRef, body: dict[str, Any]) -> Any:
         deployments = self._p.clients.deployments.deployments

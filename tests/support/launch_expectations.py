@@ -219,12 +219,21 @@ def expected_insert_body(
     return {k: v for k, v in body.items() if v != []}
 
 
+# The disk's int64 fields, which the API's JSON (the SDK's wire form) writes as strings.
+GCE_DISK_INT64 = ("diskSizeGb", "provisionedIops", "provisionedThroughput")
+
+
 def _gce_disk(disk: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
     disk = dict(disk)
     own = disk.pop("labels", None) or {}
+    params = dict(disk.get("initializeParams") or {})
+    for key in GCE_DISK_INT64:
+        if isinstance(params.get(key), int):
+            params[key] = str(params[key])
+    if "initializeParams" in disk:
+        disk["initializeParams"] = params
     if disk.get("type") != "PERSISTENT":
         return disk
-    params = dict(disk.get("initializeParams") or {})
     params["labels"] = {**(params.get("labels") or {}), **own, **labels}
     return {**disk, "initializeParams": params}
 
@@ -354,3 +363,31 @@ def take_generated_os_profile(body: dict[str, Any], launched: Launched) -> None:
         "rootUrl": launched.root_url,
         "workerConfig": {},  # deprecated: worker-manager writes it empty
     }
+
+
+# -- Azure: the deployment PUT (ARM-template form) -------------------------------------------------
+
+# azure/index.js `#provisionARMTemplateWorker`: set over the launch config's own parameters.
+AZURE_ARM_GENERATED = ("computerName", "adminUsername", "adminPassword", "customData")
+
+
+def expected_deployment_put(launch_config: Mapping[str, Any], launched: Launched) -> dict[str, Any]:
+    """The deployment PUT body, without the generated parameters (`take_generated_parameters`
+    checks those): `armDeployment` verbatim as the properties, its parameters with worker-
+    manager's `tags` and `vmName` over them, and the same tags on the deployment itself."""
+    arm = copy.deepcopy(dict(launch_config["armDeployment"]))
+    tags = azure_tags(launch_config, launched)
+    parameters = {
+        **(arm.get("parameters") or {}),
+        "tags": {"value": tags},
+        "vmName": {"value": azure_vm_name(launched)},
+    }
+    return {"properties": {**arm, "parameters": parameters}, "tags": tags}
+
+
+def take_generated_parameters(body: dict[str, Any], launched: Launched) -> None:
+    """Check and remove the deployment parameters made anew for each VM, as
+    `take_generated_os_profile` does for the VM body's OS profile."""
+    parameters = body["properties"]["parameters"]
+    generated = {name: parameters.pop(name)["value"] for name in AZURE_ARM_GENERATED}
+    take_generated_os_profile({"properties": {"osProfile": generated}}, launched)

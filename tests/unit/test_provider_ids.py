@@ -87,9 +87,7 @@ def test_an_id_whose_label_would_pass_gces_limit_is_named_with_the_length(provid
         assert f"GCE allows {GCE_LABEL_VALUE_MAX_CHARS}" in problem
 
 
-@pytest.mark.parametrize(
-    "value", ["", "_", "a_", "_1", "_-", "A", "a.b", "x" * 39, "ab\n", "a b"]
-)
+@pytest.mark.parametrize("value", ["", "_", "a_", "_1", "_-", "A", "a.b", "x" * 39, "ab\n", "a b"])
 def test_a_label_value_no_provider_id_is_written_as_reads_back_as_none(value):
     assert from_gce_label(value) is None
 

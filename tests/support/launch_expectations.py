@@ -7,8 +7,9 @@ as it was defined and `Launched`, what the launch was for (the pool, the deploym
 worker's row), and returns the create as the simulated cloud records it.
 
 wm's own additions, the same on every cloud: the ownership tags/labels `wm-deployment`,
-`wm-pool`, `wm-launch-config`, `wm-worker` and (EC2, GCE) `wm-batch`, by which its scanner
-finds its VMs and recovers an unanswered create.
+`wm-provider` (on GCE escaped as wm/provider_ids.py says), `wm-pool`, `wm-launch-config`,
+`wm-worker` and (EC2, GCE) `wm-batch`, by which its scanner finds its VMs and recovers an
+unanswered create.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
+from wm.provider_ids import gce_label
+from wm.providers.base import (
+    TAG_BATCH,
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_PROVIDER,
+    TAG_WORKER,
+)
 
 MANAGED_BY = "taskcluster"
 
@@ -74,6 +83,7 @@ def ec2_wm_tags(launched: Launched) -> list[dict[str, str]]:
     """wm's, after worker-manager's; the worker's own tag because the call launches one."""
     return [
         {"Key": TAG_DEPLOYMENT, "Value": launched.deployment_id},
+        {"Key": TAG_PROVIDER, "Value": launched.provider_id},
         {"Key": TAG_POOL, "Value": launched.pool_id},
         {"Key": TAG_LAUNCH_CONFIG, "Value": launched.launch_config_id},
         {"Key": TAG_BATCH, "Value": launched.batch_token},
@@ -163,6 +173,7 @@ def gce_wm_labels(launched: Launched) -> dict[str, str]:
     [a-z0-9_-] made `_` (and the original kept in a metadata item, `gce_wm_metadata`)."""
     return {
         TAG_DEPLOYMENT: launched.deployment_id,
+        TAG_PROVIDER: gce_label(launched.provider_id),
         TAG_POOL: _gce_wm_value(launched.pool_id),
         TAG_WORKER: launched.worker_id,
         TAG_LAUNCH_CONFIG: _gce_wm_value(launched.launch_config_id),
@@ -277,6 +288,7 @@ def azure_tags(launch_config: Mapping[str, Any], launched: Launched) -> dict[str
         "owner": launched.owner,
         "launch-config-id": launched.launch_config_id,
         TAG_DEPLOYMENT: launched.deployment_id,
+        TAG_PROVIDER: launched.provider_id,
         TAG_POOL: launched.pool_id,
         TAG_WORKER: launched.worker_id,
         TAG_LAUNCH_CONFIG: launched.launch_config_id,

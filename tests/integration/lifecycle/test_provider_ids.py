@@ -44,7 +44,7 @@ from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
 from wmsim.bootdata import BootData, MetadataError
-from wmsim.fleet import vm_metadata
+from wmsim.fleet import vm_metadata, vm_provider
 from wmsim.postgres import free_port
 
 DEPLOYMENT = "test-deploy"
@@ -229,6 +229,11 @@ def test_providers_named_as_taskcluster_allows_launch_scan_and_register_apart(
     labels = {vm.tags.get(TAG_PROVIDER): vm.tags for vm in gce.instances()}
     assert set(labels) == {gce_label(p) for p in PAIRS["gcp"]}
     assert len({tags["created-by"] for tags in labels.values()}) == 1
+
+    # The simulator reads each VM's provider back from its tags, as the demo's fleet does.
+    for kind, fixture in SIMS.items():
+        vms = request.getfixturevalue(fixture).instances()
+        assert sorted(str(vm_provider(kind, vm.tags)) for vm in vms) == sorted(PAIRS[kind])
 
     # Scans that would terminate an orphan at once find none, and leave every VM running.
     scanner = Scanner(engine, providers, missing_grace_s=0, orphan_grace_s=0)

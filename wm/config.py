@@ -28,6 +28,7 @@ from pydantic import (
 
 from wm.calls import CallClass
 from wm.errors import ConfigError
+from wm.provider_ids import PROVIDER_ID_PATTERN, gce_label_problem
 
 DEFAULT_CONFIG_PATH = "config.toml"
 # Packages installed beside wm may keep top-level tables of their own in the same file (the
@@ -41,7 +42,6 @@ SECRET_KEY_PATTERN = re.compile(
 # Keys whose names match SECRET_KEY_PATTERN but hold no secret.
 NOT_SECRET_KEYS = frozenset({"credentials"})
 ID_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,62}$"
-PROVIDER_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,37}$"
 MAX_PORT = 65535
 DATABASE_SCHEMES = frozenset({"postgres", "postgresql"})  # postgres://: Heroku-style platforms
 CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
@@ -116,6 +116,8 @@ PUBLISHED_BUDGETS: Mapping[str, Mapping[CallClass, BudgetLimit]] = {
 
 
 class _ProviderBase(_Frozen):
+    # Taskcluster's providerId, as the deployment names it (wm/provider_ids.py): it is in
+    # scopes and workers' client ids, so it cannot be renamed to suit wm.
     id: Annotated[str, Field(pattern=PROVIDER_ID_PATTERN)]
     regions: Annotated[tuple[str, ...], Field(min_length=1)]  # scan units: regions, or zones on GCE
     endpoint: str | None = None  # override the cloud's API endpoint (the simulated clouds)
@@ -170,6 +172,15 @@ class GcpProviderConfig(_ProviderBase):
     # `sub`, and is checked (a token of any other account in the project is refused).
     worker_service_account_email: Annotated[str, Field(min_length=3)] | None = None
     worker_service_account_id: Annotated[str, Field(pattern=r"^[0-9]{1,32}$")] | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _fits_gce_labels(cls, value: str) -> str:
+        # Its VMs are found by a label holding the id: refused here, not by GCE at launch.
+        problem = gce_label_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _service_account_whole(self) -> GcpProviderConfig:
@@ -451,6 +462,11 @@ def _message(error: Mapping[str, Any]) -> str:
             return "required"
         case "extra_forbidden":
             return "unknown key"
+        case "string_pattern_mismatch" if ctx["pattern"] == PROVIDER_ID_PATTERN:
+            return (
+                f"must match {PROVIDER_ID_PATTERN} (Taskcluster's providerId: 1 to 38 letters, "
+                "digits, `-` and `_`)"
+            )
         case "string_pattern_mismatch":
             return f"must match {ctx['pattern']}"
         case "too_short":

@@ -207,8 +207,18 @@ def _provider_kind(
     return kind, None
 
 
+# worker-manager's provider kinds wm has none of, by the id deployments give their one provider
+# of that kind (community-tc's hardware pools name `static`): a refusal says which is missing.
+MISSING_PROVIDER_KINDS = {"static": "static"}
+
+
 def _unknown_provider_problem(provider_id: str, valid: tuple[str, ...]) -> str:
-    return f"providerId: unknown provider {provider_id!r} (valid provider ids: {', '.join(valid)})"
+    ids = ", ".join(valid)
+    problem = f"providerId: unknown provider {provider_id!r} (valid provider ids: {ids})"
+    kind = MISSING_PROVIDER_KINDS.get(provider_id)
+    if kind is not None:
+        problem += f"; worker-manager's {kind} provider kind, which wm does not have"
+    return problem
 
 
 def _definition(worker_pool_id: str, body: Mapping[str, Any], kind: str) -> PoolDefinition:

@@ -129,35 +129,46 @@ MARKETPLACE_IMAGES = frozenset(
         ("microsoftwindowsdesktop", "windows-11", "win11-23h2-pro"),
     }
 )
-# VM sizes the sim offers in every location (VM_SIZES: lower case, as ARM compares them).
-VM_SIZE_NAMES = (
-    "Basic_A1",
-    "Standard_A1_v2",
-    "Standard_A2_v2",
-    "Standard_B1s",
-    "Standard_B2s",
-    "Standard_B2ms",
-    "Standard_D2s_v3",
-    "Standard_D4s_v3",
-    "Standard_D8s_v3",
-    "Standard_D16s_v3",
-    "Standard_D2s_v5",
-    "Standard_D4s_v5",
-    "Standard_D8s_v5",
-    "Standard_D16s_v5",
-    "Standard_D32s_v5",
-    "Standard_D2as_v5",
-    "Standard_D4as_v5",
-    "Standard_D2ds_v5",
-    "Standard_D4ds_v5",
-    "Standard_F2s_v2",
-    "Standard_F4s_v2",
-    "Standard_F8s_v2",
-    "Standard_F16s_v2",
-    "Standard_F32s_v2",
-    "Standard_NC4as_T4_v3",
-    "Standard_NC6s_v3",
-)
+# VM sizes the sim offers in every location: name -> (vCPUs, memory GiB), Azure's published
+# figures. Besides the demo's and the tests' own, every size the two public Taskcluster
+# deployments' Azure pools name (tests/fixtures/real_pools: vmSize of each ARM launch config).
+VM_SIZE_SPECS: Mapping[str, tuple[int, float]] = {
+    "Basic_A1": (1, 1.75),
+    "Standard_A1_v2": (1, 2),
+    "Standard_A2_v2": (2, 4),
+    "Standard_B1s": (1, 1),
+    "Standard_B2s": (2, 4),
+    "Standard_B2ms": (2, 8),
+    "Standard_D2s_v3": (2, 8),
+    "Standard_D4s_v3": (4, 16),
+    "Standard_D8s_v3": (8, 32),
+    "Standard_D16s_v3": (16, 64),
+    "Standard_D2s_v5": (2, 8),
+    "Standard_D4s_v5": (4, 16),
+    "Standard_D8s_v5": (8, 32),
+    "Standard_D16s_v5": (16, 64),
+    "Standard_D32s_v5": (32, 128),
+    "Standard_D2as_v5": (2, 8),
+    "Standard_D4as_v5": (4, 16),
+    "Standard_D8ads_v5": (8, 32),
+    "Standard_D32ads_v5": (32, 128),
+    "Standard_D96ads_v5": (96, 384),
+    "Standard_D2ds_v5": (2, 8),
+    "Standard_D4ds_v5": (4, 16),
+    "Standard_D8pds_v5": (8, 32),  # Arm64 (Ampere Altra)
+    "Standard_D16pds_v5": (16, 64),
+    "Standard_E8ads_v5": (8, 64),
+    "Standard_F2s_v2": (2, 4),
+    "Standard_F4s_v2": (4, 8),
+    "Standard_F8s_v2": (8, 16),
+    "Standard_F16s_v2": (16, 32),
+    "Standard_F32s_v2": (32, 64),
+    "Standard_NC4as_T4_v3": (4, 28),
+    "Standard_NC6s_v3": (6, 112),
+    "Standard_NV12s_v3": (12, 112),  # one Tesla M60
+    "Standard_NV12ads_A10_v5": (12, 110),  # a third of an A10
+}
+VM_SIZE_NAMES = tuple(VM_SIZE_SPECS)
 VM_SIZES = frozenset(size.lower() for size in VM_SIZE_NAMES)
 PRIORITIES = frozenset({"regular", "low", "spot"})
 EVICTION_POLICIES = frozenset({"deallocate", "delete"})

@@ -664,6 +664,15 @@ KNOWN_FUNCTIONS = frozenset({*_FUNCTIONS, "if"})
 # -- parameters -------------------------------------------------------------------------------
 
 
+def _allowed(value: Any, allowed: list[Any]) -> bool:
+    """Whether a parameter value is one of its `allowedValues`: strings without regard to case,
+    as ARM compares them (Bicep's own `@allowed` check is stricter than ARM: Azure/bicep#2489);
+    the value itself is kept as given."""
+    if isinstance(value, str):
+        return any(isinstance(a, str) and a.lower() == value.lower() for a in allowed)
+    return value in allowed
+
+
 def _check_parameter(name: str, declared: Mapping[str, Any], value: Any) -> None:
     kind = str(declared.get("type", "")).lower()
     python = {
@@ -682,7 +691,7 @@ def _check_parameter(name: str, declared: Mapping[str, Any], value: Any) -> None
             f"'{_type_name(value)}'. {ARM_PARAMETERS_HELP}"
         )
     allowed = declared.get("allowedValues")
-    if isinstance(allowed, list) and value not in allowed:
+    if isinstance(allowed, list) and not _allowed(value, allowed):
         raise TemplateError(
             f"The provided value '{_to_string(value)}' for the template parameter '{name}' is "
             "not valid. The parameter value is not part of the allowed value(s): "

@@ -48,7 +48,7 @@ from wmsim import report as report_module
 from wmsim.agent import AgentSettings
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
 from wmsim.control import LIVE_VM_STATES, SimClient
-from wmsim.fleet import Fleet
+from wmsim.fleet import Fleet, vm_provider
 from wmsim.gce import service_account_id
 from wmsim.live import LiveState, LiveView, PoolRow
 from wmsim.plot import write_png
@@ -280,9 +280,12 @@ class Demo:
         kinds = {p.id: p.kind for p in self.config.providers}
 
         def running_vms() -> dict[str, set[str]]:
+            # Each provider's own: two providers of one kind may share a simulated cloud.
             return {
                 provider_id: {
-                    vm.cloud_id for vm in progress.vms.get(kind, []) if vm.state == "running"
+                    vm.cloud_id
+                    for vm in progress.vms.get(kind, [])
+                    if vm.state == "running" and vm_provider(kind, vm.tags) == provider_id
                 }
                 for provider_id, kind in kinds.items()
             }

@@ -329,6 +329,35 @@ class SimEc2:
             self._prepare_region(region)
             _add_image(self._backend(region), region, image_id)
 
+    def add_subnet(self, subnet_id: str, availability_zone: str) -> None:
+        """Make a subnet of the region's default VPC with the id given (a real deployment's
+        `subnet-…`, which EC2 chose when it was made and a launch config names), so that
+        RunInstances accepts it. EC2 and moto choose subnet ids themselves; the sim takes one."""
+        region = availability_zone[:-1]
+        with self._lock:
+            self._prepare_region(region)
+            backend = self._backend(region)
+            if any(subnet_id in subnets for subnets in backend.subnets.values()):
+                return
+            vpc = backend.get_default_vpc()
+            taken = sum(len(subnets) for subnets in backend.subnets.values())
+            # The default VPC is 172.31.0.0/16 with a /20 per zone from the bottom: from the
+            # top half, a /24 each.
+            cidr = f"172.31.{128 + taken % 128}.0/24"
+            with _given_id("moto.ec2.models.subnets", "random_subnet_id", subnet_id):
+                backend.create_subnet(vpc.id, cidr, availability_zone=availability_zone)
+
+    def add_security_group(self, group_id: str, region: str) -> None:
+        """Make a security group of the region's default VPC with the id given (a real
+        deployment's `sg-…`), named after it. EC2 and moto choose group ids; the sim takes one."""
+        with self._lock:
+            self._prepare_region(region)
+            backend = self._backend(region)
+            if backend.get_security_group_from_id(group_id) is not None:
+                return
+            with _given_id("moto.ec2.models.security_groups", "random_security_group_id", group_id):
+                backend.create_security_group(group_id.removeprefix("sg-"), f"seeded {group_id}")
+
     def launch_requests(self) -> list[LaunchRequest]:
         """Every RunInstances that reached the cloud, oldest first (what a test compares with
         the launch config it came from)."""
@@ -1277,6 +1306,21 @@ def _instance_ids(answer: _Answer) -> tuple[str, ...]:
         return ()
     found = re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer.body)
     return tuple(dict.fromkeys(i.decode() for i in found))
+
+
+@contextlib.contextmanager
+def _given_id(module_name: str, generator: str, resource_id: str) -> Iterator[None]:
+    """While one resource is made (under the sim's lock): moto's id generator for its kind
+    answers the id given instead of a random one."""
+    import importlib
+
+    module = importlib.import_module(module_name)
+    original = getattr(module, generator)
+    setattr(module, generator, lambda *args, **kwargs: resource_id)
+    try:
+        yield
+    finally:
+        setattr(module, generator, original)
 
 
 def _add_image(backend: Any, region: str, image_id: str) -> None:

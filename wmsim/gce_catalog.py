@@ -12,6 +12,13 @@ An insert body is checked as GCE does, the first problem answered:
 - fields the API does not have: 400 `invalid` ("Invalid JSON payload received. Unknown name");
 - a malformed or unknown-valued field (name, machine type, accelerator type, scheduling,
   access config type, labels, duplicate metadata keys, service accounts): 400 `invalid`;
+- enum fields (scheduling's, a disk's type, an access config's type and tier) are matched
+  without regard to case and kept under their canonical (upper case) names: the REST reference
+  lists only the upper case names, but every GCE launch config of the two public Taskcluster
+  deployments (tests/fixtures/real_pools: Firefox CI's 1,708 and community-tc's 336) writes
+  `onHostMaintenance: "terminate"` and launches on real GCE. Likewise `minCpuPlatform` is
+  matched without regard to case or spaces (Firefox CI writes "Intel Cascadelake" for the
+  documented "Intel Cascade Lake");
 - no boot disk (or two): 400 `invalid` "Boot disk must be specified";
 - a reference to something that does not exist (network, subnetwork, image, disk type,
   source disk): 404 `notFound` "The resource '<path>' was not found".
@@ -58,6 +65,15 @@ MACHINE_SERIES: Mapping[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "t2d": (("standard",), (1, 2, 4, 8, 16, 32, 48, 60)),
     "t2a": (("standard",), (1, 2, 4, 8, 16, 32, 48)),
     "g2": (("standard",), (4, 8, 12, 16, 24, 32, 48, 96)),
+    "c4": (("standard", "highmem", "highcpu"), (2, 4, 8, 16, 24, 32, 48, 96, 144, 192, 288)),
+    "c4d": (("standard", "highmem", "highcpu"), (2, 4, 8, 16, 32, 48, 64, 96, 192, 384)),
+}
+# Series whose `<series>-standard-<n>-lssd` (with local SSDs attached) exist, and their sizes.
+LSSD_SERIES: Mapping[str, tuple[int, ...]] = {
+    "c3": (4, 8, 22, 44, 88, 176),
+    "c3d": (8, 16, 30, 60, 90, 180, 360),
+    "c4": (4, 8, 16, 24, 32, 48, 96, 144, 192, 288),
+    "c4d": (8, 16, 32, 48, 64, 96, 192, 384),
 }
 OTHER_MACHINE_TYPES = frozenset(
     {"e2-micro", "e2-small", "e2-medium", "f1-micro", "g1-small", "a3-highgpu-8g"}
@@ -65,13 +81,18 @@ OTHER_MACHINE_TYPES = frozenset(
     | {"a2-megagpu-16g"}
     | {f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8)}
 )
-MACHINE_TYPES = OTHER_MACHINE_TYPES | {
-    f"{series}-{kind}-{n}"
-    for series, (kinds, sizes) in MACHINE_SERIES.items()
-    for kind in kinds
-    for n in sizes
-}
-CUSTOM_MACHINE_TYPE = re.compile(r"((e2|n2|n2d|n4)-)?custom-\d+-\d+(-ext)?")
+MACHINE_TYPES = (
+    OTHER_MACHINE_TYPES
+    | {
+        f"{series}-{kind}-{n}"
+        for series, (kinds, sizes) in MACHINE_SERIES.items()
+        for kind in kinds
+        for n in sizes
+    }
+    | {f"{series}-standard-{n}-lssd" for series, sizes in LSSD_SERIES.items() for n in sizes}
+)
+# Custom machine types; N1's is named with or without its series (Firefox CI's n1-custom-40-…).
+CUSTOM_MACHINE_TYPE = re.compile(r"((n1|e2|n2|n2d|n4)-)?custom-\d+-\d+(-ext)?")
 DISK_TYPES = frozenset(
     {"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "local-ssd"}
     | {"hyperdisk-balanced", "hyperdisk-extreme", "hyperdisk-throughput"}
@@ -85,6 +106,7 @@ CPU_PLATFORMS = frozenset(
     | {"Intel Sapphire Rapids", "Intel Emerald Rapids", "AMD Rome", "AMD Milan", "AMD Genoa"}
     | {"Ampere Altra"}
 )
+_CPU_PLATFORM_KEYS = frozenset(p.replace(" ", "").lower() for p in CPU_PLATFORMS)
 PROVISIONING_MODELS = frozenset({"STANDARD", "SPOT"})
 HOST_MAINTENANCE = frozenset({"MIGRATE", "TERMINATE"})
 TERMINATION_ACTIONS = frozenset({"STOP", "DELETE"})
@@ -316,7 +338,7 @@ class Catalog:
         _accelerators(zone, accelerators)
         scheduling = _scheduling(body.get("scheduling") or {}, gpus=bool(accelerators))
         platform = body.get("minCpuPlatform")
-        if platform is not None and platform not in CPU_PLATFORMS:
+        if platform is not None and not known_cpu_platform(platform):
             raise invalid("resource.minCpuPlatform", platform, "Unknown CPU platform.")
         return CheckedInsert(
             name=name,
@@ -341,9 +363,9 @@ class Catalog:
         out = []
         for index, disk in enumerate(disks):
             where = f"resource.disks[{index}]"
-            kind = disk.get("type", "PERSISTENT")
-            if kind not in DISK_KINDS:
-                raise invalid(f"{where}.type", kind, "Must be PERSISTENT or SCRATCH.")
+            kind = enum_value(disk.get("type", "PERSISTENT"), DISK_KINDS)
+            if kind is None:
+                raise invalid(f"{where}.type", disk.get("type"), "Must be PERSISTENT or SCRATCH.")
             params = disk.get("initializeParams") or {}
             disk_type = self._disk_type(project, zone, params.get("diskType"), where)
             source_image = params.get("sourceImage")
@@ -395,10 +417,10 @@ class Catalog:
             network = self._network_ref(project, subnetwork.network, f"{where}.network")
         for at, config in enumerate(nic.get("accessConfigs") or []):
             kind = config.get("type", "ONE_TO_ONE_NAT")
-            if kind not in ACCESS_CONFIG_TYPES:
+            if enum_value(kind, ACCESS_CONFIG_TYPES) is None:
                 raise invalid(f"{where}.accessConfigs[{at}].type", kind, "Unknown type.")
             tier = config.get("networkTier", "PREMIUM")
-            if tier not in NETWORK_TIERS:
+            if enum_value(tier, NETWORK_TIERS) is None:
                 raise invalid(f"{where}.accessConfigs[{at}].networkTier", tier, "Unknown tier.")
         return Nic(network.path, subnetwork.path, tuple(nic.get("accessConfigs") or ()))
 
@@ -506,16 +528,33 @@ def _accelerators(zone: str, accelerators: list[Mapping[str, Any]]) -> None:
             raise invalid(f"{where}.acceleratorCount", accelerator.get("acceleratorCount"), "")
 
 
+def enum_value(value: Any, names: frozenset[str]) -> str | None:
+    """The canonical name of an enum value given in any case (as GCE matches them), or None
+    when it names none."""
+    if not isinstance(value, str):
+        return None
+    return value.upper() if value.upper() in names else None
+
+
+def known_cpu_platform(value: Any) -> bool:
+    """Whether a minCpuPlatform names a platform, matched without regard to case or spaces."""
+    return isinstance(value, str) and value.replace(" ", "").lower() in _CPU_PLATFORM_KEYS
+
+
+def _scheduling_enum(scheduling: Mapping[str, Any], key: str, names: frozenset[str]) -> str | None:
+    given = scheduling.get(key)
+    if given is None:
+        return None
+    value = enum_value(given, names)
+    if value is None:
+        raise invalid(f"resource.scheduling.{key}", given, "Unknown value.")
+    return value
+
+
 def _scheduling(scheduling: Mapping[str, Any], *, gpus: bool) -> dict[str, Any]:
-    model = scheduling.get("provisioningModel", "STANDARD")
-    if model not in PROVISIONING_MODELS:
-        raise invalid("resource.scheduling.provisioningModel", model, "Unknown model.")
-    maintenance = scheduling.get("onHostMaintenance")
-    if maintenance is not None and maintenance not in HOST_MAINTENANCE:
-        raise invalid("resource.scheduling.onHostMaintenance", maintenance, "Unknown value.")
-    action = scheduling.get("instanceTerminationAction")
-    if action is not None and action not in TERMINATION_ACTIONS:
-        raise invalid("resource.scheduling.instanceTerminationAction", action, "Unknown value.")
+    model = _scheduling_enum(scheduling, "provisioningModel", PROVISIONING_MODELS) or "STANDARD"
+    maintenance = _scheduling_enum(scheduling, "onHostMaintenance", HOST_MAINTENANCE)
+    action = _scheduling_enum(scheduling, "instanceTerminationAction", TERMINATION_ACTIONS)
     spot = model == "SPOT" or bool(scheduling.get("preemptible"))
     if spot and (scheduling.get("automaticRestart") is True or maintenance == "MIGRATE"):
         raise invalid(

@@ -52,6 +52,7 @@ def broken_config(tmp_path) -> Path:
 
 
 EXAMPLE_POOLS = REPO / "pools" / "proj-ci.yml"
+REAL_POOLS = REPO / "tests" / "fixtures" / "real_pools"  # the public deployments' configs
 OLD_CONFIG = """
 deployment_id = "old-deploy"
 
@@ -107,6 +108,29 @@ def test_config_check_accepts_the_example(example_config):
     done = run_wm("config", "check", config=example_config)
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "providers"),
+    [
+        ("firefoxci.toml", 5),  # azure_trusted among them
+        ("community-tc.toml", 3),
+    ],
+)
+def test_config_check_accepts_the_public_deployments_provider_ids(name, providers):
+    done = run_wm("config", "check", config=REAL_POOLS / name)
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout and f"{providers} providers" in done.stdout
+
+
+def test_a_provider_id_taskcluster_would_refuse_is_named_with_the_pattern(tmp_path):
+    path = tmp_path / "dotted.toml"
+    source = (REAL_POOLS / "firefoxci.toml").read_text()
+    path.write_text(source.replace('id = "azure_trusted"', 'id = "azure.trusted"'))
+    done = run_wm("config", "check", config=path)
+    assert done.returncode == 2
+    assert "providers[2].id: must match ^[a-zA-Z0-9-_]{1,38}$" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_broken_config_lists_every_error_exits_2_and_touches_nothing(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import urllib.request
 from collections import defaultdict
 
 import pytest
@@ -15,6 +16,7 @@ from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wmsim.postgres import free_port
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"]
 
@@ -163,3 +165,32 @@ def test_run_all_provisions_and_scans_in_one_process(tmp_path, db_url, engine, s
     assert process.events("provision-pass")
     code, took = process.terminate()
     assert code == 0 and took < 10
+
+
+def test_scanner_kinds_take_providers_named_as_taskcluster_allows(
+    tmp_path, db_url, engine, sim_ec2, sim_gce, sim_arm, stacks
+):
+    # Firefox CI's id, and ids with capitals and `_`, of each cloud: --kind picks by kind, and
+    # the logs and metrics name each provider as it is.
+    aws = aws_provider(sim_ec2, "Aws_Trusted", scan_interval_s=0.5)
+    gcp = gcp_provider(sim_gce, "Fxci_Level3-GCP", scan_interval_s=0.5)
+    azure = azure_provider(sim_arm, "azure_trusted", scan_interval_s=0.5)
+    port = free_port()
+    stack = Stack.write(tmp_path, db_url, [aws, gcp, azure], [], metrics={"port": port})
+    stacks.append(stack)
+
+    process = stack.start("scanner", "--kind", "gcp", "--kind", "azure")
+    wanted = {("Fxci_Level3-GCP", "us-central1-a"), ("azure_trusted", "eastus")}
+    process.wait_for(
+        lambda: {(s["provider"], s["region"]) for s in scans(process)} == wanted,
+        60,
+        "a scan of each chosen provider's region",
+    )
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    for provider, region in wanted:
+        assert f'wm_scan_seconds_count{{provider="{provider}",region="{region}"}}' in (
+            metrics.decode()
+        )
+    assert all(s["provider"] != "Aws_Trusted" for s in scans(process))
+    code, _ = process.terminate()
+    assert code == 0

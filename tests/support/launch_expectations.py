@@ -7,8 +7,9 @@ as it was defined and `Launched`, what the launch was for (the pool, the deploym
 worker's row), and returns the create as the simulated cloud records it.
 
 wm's own additions, the same on every cloud: the ownership tags/labels `wm-deployment`,
-`wm-pool`, `wm-launch-config`, `wm-worker` and (EC2, GCE) `wm-batch`, by which its scanner
-finds its VMs and recovers an unanswered create.
+`wm-provider` (on GCE escaped as wm/provider_ids.py says), `wm-pool`, `wm-launch-config`,
+`wm-worker` and (EC2, GCE) `wm-batch`, by which its scanner finds its VMs and recovers an
+unanswered create.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
+from wm.provider_ids import gce_label
+from wm.providers.base import (
+    TAG_BATCH,
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_PROVIDER,
+    TAG_WORKER,
+)
 
 MANAGED_BY = "taskcluster"
 
@@ -74,6 +83,7 @@ def ec2_wm_tags(launched: Launched) -> list[dict[str, str]]:
     """wm's, after worker-manager's; the worker's own tag because the call launches one."""
     return [
         {"Key": TAG_DEPLOYMENT, "Value": launched.deployment_id},
+        {"Key": TAG_PROVIDER, "Value": launched.provider_id},
         {"Key": TAG_POOL, "Value": launched.pool_id},
         {"Key": TAG_LAUNCH_CONFIG, "Value": launched.launch_config_id},
         {"Key": TAG_BATCH, "Value": launched.batch_token},
@@ -163,6 +173,7 @@ def gce_wm_labels(launched: Launched) -> dict[str, str]:
     [a-z0-9_-] made `_` (and the original kept in a metadata item, `gce_wm_metadata`)."""
     return {
         TAG_DEPLOYMENT: launched.deployment_id,
+        TAG_PROVIDER: gce_label(launched.provider_id),
         TAG_POOL: _gce_wm_value(launched.pool_id),
         TAG_WORKER: launched.worker_id,
         TAG_LAUNCH_CONFIG: _gce_wm_value(launched.launch_config_id),
@@ -219,12 +230,21 @@ def expected_insert_body(
     return {k: v for k, v in body.items() if v != []}
 
 
+# The disk's int64 fields, which the API's JSON (the SDK's wire form) writes as strings.
+GCE_DISK_INT64 = ("diskSizeGb", "provisionedIops", "provisionedThroughput")
+
+
 def _gce_disk(disk: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
     disk = dict(disk)
     own = disk.pop("labels", None) or {}
+    params = dict(disk.get("initializeParams") or {})
+    for key in GCE_DISK_INT64:
+        if isinstance(params.get(key), int):
+            params[key] = str(params[key])
+    if "initializeParams" in disk:
+        disk["initializeParams"] = params
     if disk.get("type") != "PERSISTENT":
         return disk
-    params = dict(disk.get("initializeParams") or {})
     params["labels"] = {**(params.get("labels") or {}), **own, **labels}
     return {**disk, "initializeParams": params}
 
@@ -268,6 +288,7 @@ def azure_tags(launch_config: Mapping[str, Any], launched: Launched) -> dict[str
         "owner": launched.owner,
         "launch-config-id": launched.launch_config_id,
         TAG_DEPLOYMENT: launched.deployment_id,
+        TAG_PROVIDER: launched.provider_id,
         TAG_POOL: launched.pool_id,
         TAG_WORKER: launched.worker_id,
         TAG_LAUNCH_CONFIG: launched.launch_config_id,
@@ -354,3 +375,31 @@ def take_generated_os_profile(body: dict[str, Any], launched: Launched) -> None:
         "rootUrl": launched.root_url,
         "workerConfig": {},  # deprecated: worker-manager writes it empty
     }
+
+
+# -- Azure: the deployment PUT (ARM-template form) -------------------------------------------------
+
+# azure/index.js `#provisionARMTemplateWorker`: set over the launch config's own parameters.
+AZURE_ARM_GENERATED = ("computerName", "adminUsername", "adminPassword", "customData")
+
+
+def expected_deployment_put(launch_config: Mapping[str, Any], launched: Launched) -> dict[str, Any]:
+    """The deployment PUT body, without the generated parameters (`take_generated_parameters`
+    checks those): `armDeployment` verbatim as the properties, its parameters with worker-
+    manager's `tags` and `vmName` over them, and the same tags on the deployment itself."""
+    arm = copy.deepcopy(dict(launch_config["armDeployment"]))
+    tags = azure_tags(launch_config, launched)
+    parameters = {
+        **(arm.get("parameters") or {}),
+        "tags": {"value": tags},
+        "vmName": {"value": azure_vm_name(launched)},
+    }
+    return {"properties": {**arm, "parameters": parameters}, "tags": tags}
+
+
+def take_generated_parameters(body: dict[str, Any], launched: Launched) -> None:
+    """Check and remove the deployment parameters made anew for each VM, as
+    `take_generated_os_profile` does for the VM body's OS profile."""
+    parameters = body["properties"]["parameters"]
+    generated = {name: parameters.pop(name)["value"] for name in AZURE_ARM_GENERATED}
+    take_generated_os_profile({"properties": {"osProfile": generated}}, launched)

@@ -203,6 +203,8 @@ DECLARED = {
             {"VMNAME": "vm-2", "priority": "Regular", "count": 4, "public": True},
             {"vmName": "vm-2", "priority": "Regular", "count": 4, "public": True},
         ),
+        # An allowed value in another case: ARM takes it, as given.
+        ({"vmName": "vm-3", "priority": "spot"}, {"vmName": "vm-3", "priority": "spot"}),
     ],
 )
 def test_parameters_take_the_values_given_and_the_defaults_of_the_others(

@@ -19,7 +19,13 @@ from wm.pool_definition import (
 from wm.providers import azure_arm as arm
 from wm.providers import boot
 from wm.providers.azure import vm_name
-from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
+from wm.providers.base import (
+    TAG_DEPLOYMENT,
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_PROVIDER,
+    TAG_WORKER,
+)
 
 SUB = "00000000-0000-0000-0000-000000000000"
 GROUP = "rg-tc-azure-pool"
@@ -447,6 +453,10 @@ def leftover(kind: str, *, attached: bool = False, worker: str = "w9", **tags: s
         (leftover("nic", attached=True), False),
         (leftover("disk", worker="w-busy"), False),  # its deployment still runs
         (leftover("nic", **{TAG_DEPLOYMENT: "another-wm"}), False),
+        (leftover("nic", **{TAG_PROVIDER: "azure_trusted"}), True),
+        # Another provider's of the same deployment, in the same group: ids differ in case only.
+        (leftover("nic", **{TAG_PROVIDER: "Azure_Trusted"}), False),
+        (leftover("nic", **{TAG_PROVIDER: "azure-trusted"}), False),
         (arm.Leftover(rid("nic", "x"), "eastus", {TAG_DEPLOYMENT: DEPLOYMENT}, False), False),
         (arm.Leftover(rid("nic", "untagged"), "westus3", {}, False), False),
     ],
@@ -459,6 +469,7 @@ def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deploy
     found = arm.leftovers(
         [resource],
         deployment_id=DEPLOYMENT,
+        provider_id="azure_trusted",
         region="westus3",
         busy_workers={"w-busy"},
         first_seen={resource.resource_id.lower(): first},

@@ -68,6 +68,53 @@ def test_each_problem_is_named_by_its_key_path(edit, expected):
     assert any(p.startswith(expected) for p in problems_of(data)), problems_of(data)
 
 
+TC_PROVIDER_ID = "^[a-zA-Z0-9-_]{1,38}$"
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+@pytest.mark.parametrize("provider_id", ["azure_trusted", "Fxci_Level3-GCP", "x" * 38, "A", "_"])
+def test_every_id_taskcluster_takes_names_a_provider_of_any_kind(index, provider_id):
+    data = raw()
+    data["providers"][index]["id"] = provider_id
+    config = build(data)
+    assert config.providers[index].id == provider_id
+
+
+@pytest.mark.parametrize("provider_id", ["x" * 39, "a.b", "a/b", "", "a b", "ab\n", "é"])
+def test_an_id_taskcluster_refuses_is_named_with_its_pattern(provider_id):
+    data = raw()
+    data["providers"][2]["id"] = provider_id
+    assert problems_of(data) == [
+        f"providers[2].id: must match {TC_PROVIDER_ID} (Taskcluster's providerId: 1 to 38 "
+        "letters, digits, `-` and `_`)"
+    ]
+
+
+def test_providers_whose_ids_differ_in_case_only_are_two_providers():
+    data = raw()
+    data["providers"][0]["id"] = "AWS-a"
+    data["providers"][2]["id"] = "aws-A"
+    data["providers"][1]["id"] = "aws-a"
+    data["providers"][1]["kind"] = "aws"
+    for key in ("project", "worker_service_account_email", "worker_service_account_id"):
+        data["providers"][1].pop(key)
+    assert [p.id for p in build(data).providers] == ["AWS-a", "aws-a", "aws-A"]
+
+
+@pytest.mark.parametrize("kind", ["aws", "azure"])
+def test_an_id_too_long_for_gce_labels_is_refused_for_gcp_providers_only(kind):
+    long_id = "FXCI_LEVEL3_GCP_TRUSTED_WORKERS_POOLS"  # 37 characters, 73 escaped
+    data = raw()
+    data["providers"][1]["id"] = long_id
+    (problem,) = problems_of(data)
+    assert problem.startswith(f"providers[1].id: provider {long_id!r} would be written in GCE")
+    assert "73 characters, and GCE allows 63" in problem
+    other = next(i for i, p in enumerate(data["providers"]) if p["kind"] == kind)
+    data["providers"][1]["id"] = "gcp-a"
+    data["providers"][other]["id"] = long_id
+    assert build(data).providers[other].id == long_id
+
+
 def test_every_problem_is_listed_at_once():
     data = raw()
     data["providers"][0]["gate"] = {"timeout_s": -1}

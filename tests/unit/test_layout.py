@@ -106,7 +106,11 @@ class Layer(NamedTuple):
 
 
 LAYERS = (
-    Layer("model", False, ("wm", "wm.model", "wm.errors", "wm.config", "wm.calls")),
+    Layer(
+        "model",
+        False,
+        ("wm", "wm.model", "wm.errors", "wm.config", "wm.calls", "wm.provider_ids"),
+    ),
     Layer(
         "pure",
         False,

@@ -33,10 +33,12 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    owned,
 )
 from wm.providers.gate import Gate
 
@@ -336,6 +338,7 @@ class AwsProvider:
                 others.append(item)
         owned = {
             TAG_DEPLOYMENT: self.deployment_id,
+            TAG_PROVIDER: self.id,
             TAG_POOL: batch.pool_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
             TAG_BATCH: batch.batch_token,
@@ -429,7 +432,9 @@ class AwsProvider:
                 yield ref, raw
 
     def _describe(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Every instance matching the filters, page by page at the largest page size."""
+        """Every instance of this provider matching the filters (which name the deployment),
+        page by page at the largest page size. The provider tag is checked here, not filtered
+        on: an instance made before wm wrote one has none, and is still this provider's."""
         client = self._client(region)
         instances: list[dict[str, Any]] = []
         request: dict[str, Any] = {"Filters": filters, "MaxResults": LIST_PAGE_SIZE}
@@ -441,7 +446,11 @@ class AwsProvider:
                 **request,
             )
             for reservation in page.get("Reservations", []):
-                instances += _with_owner(reservation, reservation.get("Instances", []))
+                instances += [
+                    raw
+                    for raw in _with_owner(reservation, reservation.get("Instances", []))
+                    if owned(_tags(raw), self.deployment_id, self.id)
+                ]
             token = page.get("NextToken")
             if not token:
                 return instances

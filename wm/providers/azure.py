@@ -55,10 +55,12 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    owned,
 )
 from wm.providers.gate import Gate
 from wm.providers.meter import carry
@@ -370,6 +372,7 @@ class AzureProvider:
                 owner=spec.pool_owner,
             ),
             TAG_DEPLOYMENT: self.deployment_id,
+            TAG_PROVIDER: self.id,
             TAG_POOL: batch.pool_id,
             TAG_WORKER: worker_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
@@ -581,7 +584,11 @@ class AzureProvider:
             raise
 
     def owns(self, vm: Any) -> bool:
-        return (vm.tags or {}).get(TAG_DEPLOYMENT) == self.deployment_id
+        return self.owns_tags(vm.tags or {})
+
+    def owns_tags(self, tags: Mapping[str, str]) -> bool:
+        """Whether a resource with these tags is this deployment's and this provider's."""
+        return owned(tags, self.deployment_id, self.id)
 
     @staticmethod
     def provisioning_state(vm: Any) -> str:

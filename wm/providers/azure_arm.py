@@ -66,13 +66,13 @@ from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.pool_definition import AZURE_ARM_INJECTED_PARAMETERS
 from wm.providers import boot
 from wm.providers.base import (
-    TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    owned,
 )
 from wm.providers.meter import carry
 from wm.telemetry import log
@@ -540,6 +540,7 @@ def leftovers(
     resources: Sequence[Leftover],
     *,
     deployment_id: str,
+    provider_id: str,
     region: str,
     busy_workers: set[str],
     first_seen: Mapping[str, datetime],
@@ -550,7 +551,7 @@ def leftovers(
     found = []
     for resource in resources:
         tags = resource.tags
-        if tags.get(TAG_DEPLOYMENT) != deployment_id or resource.attached:
+        if not owned(tags, deployment_id, provider_id) or resource.attached:
             continue
         if not _same_region(resource.location, region) or tags.get(TAG_WORKER) in busy_workers:
             continue
@@ -625,6 +626,10 @@ class ArmDeployments:
         self._lock = threading.Lock()
         self._groups: dict[str, str] = {}  # lower case -> name: groups ARM workers live in
         self._ready: set[str] = set()  # groups known to exist (lower case)
+        # One ensuring of a group at a time (worker-manager's resourceGroupCache promise): launch
+        # configs in several locations share a group, and two concurrent PUTs of it in different
+        # locations would have ARM refuse the second (InvalidResourceGroupLocation).
+        self._group_locks: dict[str, threading.Lock] = {}
         self._deployed: dict[str, DeploymentRef] = {}  # worker -> its deployment (creates)
         self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
         # leftover id (lower case) -> (first sweep that saw it, its (group, region))
@@ -735,7 +740,7 @@ class ArmDeployments:
             error.maybe_applied = True  # ARM said the deployment exists: it may be this one
             return LaunchResult(worker_id, None, error=error)
         tags = found.tags if found is not None else {}
-        ours = tags.get(TAG_DEPLOYMENT) == self._p.deployment_id
+        ours = self._p.owns_tags(tags)
         if found is None or not ours or tags.get(TAG_WORKER) != worker_id:
             return LaunchResult(worker_id, None, error=conflict)
         return self._accepted(worker_id, ref)
@@ -757,15 +762,27 @@ class ArmDeployments:
         with self._lock:
             if key in self._ready:
                 return
-        groups = self._p.clients.resources.resource_groups
-        exists = self._p.gate.call("ResourceGroups_CheckExistence", groups.check_existence, group)
-        if not exists:
-            self._p.gate.call(
-                "ResourceGroups_CreateOrUpdate", groups.create_or_update, group, {"location": where}
+            group_lock = self._group_locks.setdefault(key, threading.Lock())
+        with group_lock:
+            with self._lock:
+                if key in self._ready:
+                    return
+            groups = self._p.clients.resources.resource_groups
+            exists = self._p.gate.call(
+                "ResourceGroups_CheckExistence", groups.check_existence, group
             )
-            log("azure-resource-group-created", provider=self._p.id, group=group, location=where)
-        with self._lock:
-            self._ready.add(key)
+            if not exists:
+                self._p.gate.call(
+                    "ResourceGroups_CreateOrUpdate",
+                    groups.create_or_update,
+                    group,
+                    {"location": where},
+                )
+                log(
+                    "azure-resource-group-created", provider=self._p.id, group=group, location=where
+                )
+            with self._lock:
+                self._ready.add(key)
 
     def _put(self, ref: DeploymentRef, body: dict[str, Any]) -> Any:
         deployments = self._p.clients.deployments.deployments
@@ -829,7 +846,7 @@ class ArmDeployments:
         views = []
         for item in items:
             raw = item.as_dict() if hasattr(item, "as_dict") else dict(item)
-            if _mapping(raw.get("tags")).get(TAG_DEPLOYMENT) != self._p.deployment_id:
+            if not self._p.owns_tags(_mapping(raw.get("tags"))):
                 continue
             views.append(view(self._p.id, group, raw))
         return views
@@ -867,6 +884,7 @@ class ArmDeployments:
         found = leftovers(
             resources,
             deployment_id=self._p.deployment_id,
+            provider_id=self._p.id,
             region=region,
             busy_workers=busy,
             first_seen={},
@@ -978,7 +996,7 @@ class ArmDeployments:
                 return None
             raise
         found = view(self._p.id, ref.resource_group, item.as_dict())
-        if found.tags.get(TAG_DEPLOYMENT) != self._p.deployment_id:
+        if not self._p.owns_tags(found.tags):
             return None  # a deployment of that name that is not this wm's: never touched
         return found
 

@@ -17,9 +17,11 @@ shares:
 - Boot data is Taskcluster's: every VM gets what worker-runner reads (wm/providers/boot.py),
   and results and listings name the VM's Taskcluster workerId (`tc_worker_id`), which the
   database keeps beside wm's own worker id.
-- Ownership is by tag: every resource carries the deployment id, pool id, worker id and launch
-  config id; listing filters on the deployment tag, so another deployment's resources are
-  never seen or touched.
+- Ownership is by tag: every resource carries the deployment id, provider id, pool id, worker
+  id and launch config id; listing filters on the deployment tag, and a resource is a
+  provider's only when its provider tag names it too (`owned`), so another deployment's
+  resources, and those of another provider of the same deployment sharing the cloud account,
+  are never seen or touched.
 - Every SDK call goes through the provider's `Gate` (wm/providers/gate.py).
 """
 
@@ -37,10 +39,19 @@ if TYPE_CHECKING:
 
 # Tag (label) keys written on every cloud resource. GCE labels allow [a-z0-9_-] only.
 TAG_DEPLOYMENT = "wm-deployment"
+# The provider id: verbatim on EC2 and Azure, on GCE as wm.provider_ids.gce_label writes it.
+TAG_PROVIDER = "wm-provider"
 TAG_POOL = "wm-pool"
 TAG_WORKER = "wm-worker"
 TAG_LAUNCH_CONFIG = "wm-launch-config"
 TAG_BATCH = "wm-batch"
+
+
+def owned(tags: Mapping[str, str], deployment: str, provider: str) -> bool:
+    """Whether a resource with these tags (labels) is this deployment's and this provider's;
+    `provider` as the cloud holds it. A resource with no provider tag (made before wm wrote
+    one) counts as the provider's that finds it, as all of them did then."""
+    return tags.get(TAG_DEPLOYMENT) == deployment and tags.get(TAG_PROVIDER, provider) == provider
 
 
 @dataclass(frozen=True)

@@ -37,17 +37,20 @@ from wm.calls import CallClass
 from wm.config import DEFAULT_ROOT_URL, GcpProviderConfig
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.provider_ids import gce_label
 from wm.providers import boot
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
     TerminateResult,
+    owned,
 )
 from wm.providers.gate import Gate
 from wm.providers.meter import carry
@@ -161,6 +164,8 @@ class GcpProvider:
         self._compute = compute_v1
         self._project = config.project
         self._deployment = _label_value(deployment_id)
+        # The provider id as labels hold it: escaped, injective (wm/provider_ids.py).
+        self._provider_label = gce_label(config.id)
         self._instances = instances
         self.gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
         self._timeout_s = config.gate.timeout_s
@@ -265,6 +270,7 @@ class GcpProvider:
         )
         wm_labels = {
             TAG_DEPLOYMENT: self._deployment,
+            TAG_PROVIDER: self._provider_label,
             TAG_POOL: _label_value(batch.pool_id),
             TAG_WORKER: intent.worker_id,
             TAG_LAUNCH_CONFIG: _label_value(spec.launch_config_id),
@@ -418,7 +424,7 @@ class GcpProvider:
 
     def _owns(self, instance: Any, worker_id: str | None = None) -> bool:
         labels = instance.labels
-        if labels.get(TAG_DEPLOYMENT) != self._deployment:
+        if not owned(labels, self._deployment, self._provider_label):
             return False
         return worker_id is None or labels.get(TAG_WORKER) == worker_id
 

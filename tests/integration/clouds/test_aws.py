@@ -36,6 +36,7 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
@@ -448,8 +449,10 @@ def test_spot_tags_and_taskclusters_user_data_reach_the_cloud(
         "Name": POOL,
         "WorkerPoolId": POOL,
     }
-    assert {k: tags[k] for k in (TAG_DEPLOYMENT, TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)} == {
+    ours = (TAG_DEPLOYMENT, TAG_PROVIDER, TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)
+    assert {k: tags[k] for k in ours} == {
         TAG_DEPLOYMENT: EC2_DEPLOYMENT,
+        TAG_PROVIDER: aws_provider.id,
         TAG_POOL: POOL,
         TAG_LAUNCH_CONFIG: LAUNCH_CONFIG,
         TAG_BATCH: "spot",

@@ -29,6 +29,7 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
@@ -207,6 +208,7 @@ def worker_manager_tags(provider: AwsProvider) -> list[dict[str, str]]:
 def wm_tags(batch: LaunchBatch) -> list[dict[str, str]]:
     return [
         {"Key": TAG_DEPLOYMENT, "Value": EC2_DEPLOYMENT},
+        {"Key": TAG_PROVIDER, "Value": "aws-test"},
         {"Key": TAG_POOL, "Value": POOL},
         {"Key": TAG_LAUNCH_CONFIG, "Value": batch.spec.launch_config_id},
         {"Key": TAG_BATCH, "Value": batch.batch_token},

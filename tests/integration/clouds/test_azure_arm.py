@@ -12,6 +12,7 @@ import copy
 import json
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -47,6 +48,7 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
@@ -238,6 +240,7 @@ def test_an_arm_launch_config_deploys_a_vm_with_worker_managers_parameters(
         "owner": OWNER,
         "launch-config-id": LAUNCH_CONFIG_ID,
         TAG_DEPLOYMENT: AZURE_DEPLOYMENT,
+        TAG_PROVIDER: azure_provider.id,
         TAG_POOL: POOL,
         TAG_WORKER: "w-arm-1",
         TAG_LAUNCH_CONFIG: LAUNCH_CONFIG_ID,
@@ -283,6 +286,30 @@ def test_without_a_group_of_its_own_a_launch_config_deploys_into_the_providers(
     assert arm.deployment_ref(result.provider_data).resource_group == AZURE_RESOURCE_GROUP
     assert "ResourceGroups_CheckExistence" not in sim_arm.faults.counts()
     assert wait_for(lambda: _vm(compute, "vm-w-arm-home", AZURE_RESOURCE_GROUP))
+
+
+def test_launch_configs_in_two_locations_sharing_a_group_create_it_once_and_both_deploy(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    # Scenario: as Firefox CI's pools do, two launch configs in different locations name one
+    # armDeploymentResourceGroup, and their batches are created at the same moment (ARM slow
+    # enough for the two to overlap). ARM refuses a second PUT of a group in another location.
+    sim_arm.faults.behaviour.update(latency_ms=200)
+    east = launch_config(spec_id)
+    west = launch_config(spec_id, location="westeurope")
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(azure_provider.create, [batch(east, "w-arm-east"), batch(west, "w-arm-west")])
+        )
+
+    assert [r.error for (r,) in results] == [None, None]
+    counts = sim_arm.faults.counts()
+    assert (counts["ResourceGroups_CheckExistence"], counts["ResourceGroups_CreateOrUpdate"]) == (
+        1,
+        1,
+    )
+    assert len(sim_arm.deployments.puts()) == 2
 
 
 def test_a_deployment_in_flight_is_a_requested_worker_and_counts_as_its_row(

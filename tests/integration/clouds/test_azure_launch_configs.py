@@ -33,6 +33,7 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
+    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
@@ -208,6 +209,7 @@ def expected_tags(provider: AzureProvider) -> dict[str, str]:
         "launch-config-id": LAUNCH_CONFIG_ID,
         # wm's ownership tags.
         TAG_DEPLOYMENT: AZURE_DEPLOYMENT,
+        TAG_PROVIDER: provider.id,
         TAG_POOL: POOL,
         TAG_WORKER: WORKER,
         TAG_LAUNCH_CONFIG: LAUNCH_CONFIG_ID,

@@ -140,6 +140,7 @@ def test_the_instance_carries_labels_taskcluster_metadata_service_account_and_sp
     assert result.tc_worker_id == str(instance.id)
     assert dict(instance.labels) == {
         "wm-deployment": GCE_DEPLOYMENT,
+        "wm-provider": "gcp-test",
         "wm-pool": "proj-ci_linux-large",
         "wm-worker": "w-0000",
         "wm-launch-config": "lc-0123456789abcdef",

@@ -229,6 +229,7 @@ def test_a_full_launch_config_reaches_gce_as_itself_plus_worker_managers_overrid
         "team": "ci",
         **tc_labels,  # worker-manager's `owner` wins over the launch config's
         "wm-deployment": GCE_DEPLOYMENT,
+        "wm-provider": "gcp-test",
         "wm-pool": "proj-ci_gpu",
         "wm-worker": "w-0000",
         "wm-launch-config": "gpu-spot",

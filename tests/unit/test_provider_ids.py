@@ -14,6 +14,7 @@ from wm.provider_ids import (
     gce_label_problem,
     is_provider_id,
 )
+from wm.providers.base import TAG_DEPLOYMENT, TAG_PROVIDER, owned
 
 GCE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")  # GCE's rule for label values
 LONGEST = "x" * 38
@@ -108,3 +109,20 @@ def test_a_label_value_no_provider_id_is_written_as_reads_back_as_none(value):
 )
 def test_provider_ids_are_exactly_taskclusters_pattern(value, valid):
     assert is_provider_id(value) is valid
+
+
+@pytest.mark.parametrize(
+    ("tags", "ours"),
+    [
+        ({TAG_DEPLOYMENT: "d", TAG_PROVIDER: "azure_trusted"}, True),
+        ({TAG_DEPLOYMENT: "d"}, True),  # made before wm wrote a provider tag
+        ({TAG_DEPLOYMENT: "d", TAG_PROVIDER: "azure-trusted"}, False),
+        ({TAG_DEPLOYMENT: "d", TAG_PROVIDER: "Azure_Trusted"}, False),
+        ({TAG_DEPLOYMENT: "d", TAG_PROVIDER: ""}, False),
+        ({TAG_DEPLOYMENT: "other", TAG_PROVIDER: "azure_trusted"}, False),
+        ({TAG_PROVIDER: "azure_trusted"}, False),
+        ({}, False),
+    ],
+)
+def test_a_resource_is_a_providers_when_it_names_its_deployment_and_provider(tags, ours):
+    assert owned(tags, "d", "azure_trusted") is ours

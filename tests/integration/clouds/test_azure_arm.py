@@ -673,3 +673,22 @@ def test_an_arm_worker_registers_before_any_scan_saw_its_vm(
         tc_worker_id=row.tc_worker_id,
     )
     verifier.verify(sim_arm.attested_document(row.tc_worker_id), expected)
+
+
+def test_two_providers_deploying_into_one_group_each_see_only_their_own(
+    sim_arm: SimArm, make_azure_provider: Callable[..., AzureProvider], spec_id: str
+):
+    # Firefox CI's id beside one a naive encoding would merge with it, in one resource group.
+    trusted = make_azure_provider(sim_arm, id="azure_trusted")
+    sibling = make_azure_provider(sim_arm, id="azure-trusted")
+    config = launch_config(spec_id)
+    (mine,) = trusted.create(batch(config, "w-trusted"))
+    (theirs,) = sibling.create(batch(config, "w-sibling"))
+    assert mine.error is None and theirs.error is None
+    wait_for(lambda: {i.state for i in sibling.list_instances(LOCATION)} == {WorkerState.RUNNING})
+    wait_for(lambda: {i.state for i in trusted.list_instances(LOCATION)} == {WorkerState.RUNNING})
+
+    assert {i.worker_id for i in trusted.list_instances(LOCATION)} == {"w-trusted"}
+    assert {i.worker_id for i in sibling.list_instances(LOCATION)} == {"w-sibling"}
+    assert trusted.lookup([ref(theirs)]) == {}
+    assert set(sibling.lookup([ref(theirs)])) == {"w-sibling"}

@@ -207,7 +207,7 @@ class AzureIdentityVerifier:
         IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         check_signature(signer_info, signer, signed.content or b"")
         carried = [c for c in certificates if c is not signer]
-        self._check_chain(signer, name, [*carried, *self.intermediates], now)
+        self._check_chain(signer, name, carried, now)
         if not recorded:
             # Only a document Azure signed costs a call to ARM: one GET of this worker's VM.
             assert self.vm_id_of is not None and expected.cloud_id
@@ -217,16 +217,18 @@ class AzureIdentityVerifier:
         self,
         signer: x509.Certificate,
         name: str,
-        intermediates: list[x509.Certificate],
+        carried: list[x509.Certificate],
         now: datetime,
     ) -> None:
+        """`carried`: the document's certificates beside the signer. Only they, the signer and
+        what was fetched name URLs to fetch; the shipped intermediates are offered as they are."""
         verifier = _chain_verifier(self.roots, name, now)
         tried: set[str] = set()
         failures: list[str] = []
         fetches = 0
         while True:
             try:
-                verifier.verify(signer, intermediates)
+                verifier.verify(signer, [*carried, *self.intermediates])
                 return
             except verification.VerificationError:
                 pass
@@ -236,7 +238,7 @@ class AzureIdentityVerifier:
             # document names be fetched: each in turn (as worker-manager does) until one gives
             # a certificate; allowed locations only, a few fetches per document.
             fetched = None
-            for url in _issuer_urls(signer, intermediates, tried):
+            for url in _issuer_urls(signer, carried, tried):
                 if fetches >= AIA_MAX_FETCHES and self.aia.cached(url) is None:
                     break
                 tried.add(url)
@@ -253,7 +255,7 @@ class AzureIdentityVerifier:
                 if failures:
                     reason += f" (issuer certificate not fetched: {'; '.join(failures)})"
                 raise IdentityRejected(reason)
-            intermediates = [*intermediates, fetched]
+            carried = [*carried, fetched]
 
 
 def check_claims(

@@ -259,9 +259,7 @@ def azure_aia(url: str) -> Callable[[Scene], dict]:
 
     def forge(scene: Scene) -> dict:
         target = url.format(trap=scene.trap.host_port)
-        return azure_mint(
-            scene, signer=attested.make_signer(unlisted_issuer=True, aia_url=target)
-        )
+        return azure_mint(scene, signer=attested.make_signer(unlisted_issuer=True, aia_url=target))
 
     return forge
 

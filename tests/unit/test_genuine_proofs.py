@@ -396,3 +396,17 @@ def test_the_shipped_certificates_are_worker_managers():
         "CN=Microsoft RSA Root Certificate Authority 2017,O=Microsoft Corporation,C=US",
         "CN=Microsoft TLS RSA Root G2,O=Microsoft Corporation,C=US",
     }
+
+
+def test_the_shipped_certificates_go_into_the_distribution():
+    # Package data is listed by pattern in pyproject.toml: a certificate file the patterns miss
+    # would be absent from an installed wm, and every Azure document refused there.
+    import fnmatch
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["wm"]
+    wm_dir = Path(azure_identity.__file__).parents[1]
+    for path in CA_CERTS.iterdir():
+        relative = path.relative_to(wm_dir).as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative

@@ -211,7 +211,10 @@ class AzureProviderConfig(_ProviderBase):
     resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
     ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
     authority: str | None = None  # Entra ID authority host; the endpoint when simulated
-    identity_roots: tuple[str, ...] = ()  # PEM files of roots trusted for attested data
+    # PEM files adding to the Microsoft roots and intermediates wm ships for attested data:
+    # self-signed certificates become trusted roots, the others intermediates (a private CA, the
+    # simulated ARM). Empty for real Azure.
+    identity_roots: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod

@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from wm.errors import WmError
@@ -24,6 +24,14 @@ MAX_PROOF_CHARS = 64 * 1024
 CLOCK_SKEW_S = 60.0  # tolerated difference between wm's clock and a cloud's
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+# What time a verifier checks a proof at. Each verifier takes one (default: the real clock) and
+# reads no other, so a captured proof can be checked at its own time.
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ created with in compute.tagsList, /metadata/attested/document (nonce optional), 
 Identity (older tests): GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}:
 the VM's attested data (IMDS's "signature" field, PKCS#7 signed by a simulated
 metadata.azure.com leaf under a simulated Microsoft root, see wmsim/attested.py).
-`identity_trust_path` is the root's PEM (the provider config's `identity_roots`);
+`identity_trust_path` is the root's and issuing CA's PEM (the config's `identity_roots`);
 `mint_attested` makes forgeries for tests.
 """
 
@@ -537,11 +537,12 @@ class SimArm:
 
     @property
     def identity_trust_path(self) -> Path:
-        """PEM of the simulated Microsoft root that attested data chains to."""
+        """PEM of the simulated Microsoft root that attested data chains to, and of the issuing
+        CA that signs it (documents carry the leaf alone, as genuine ones do)."""
         with self._lock:
             if self._identity_path is None:
                 path = self._trust.path(IDENTITY_TRUST_FILE)
-                path.write_bytes(attested.root_pem())
+                path.write_bytes(attested.trust_pem())
                 self._identity_path = path
             return self._identity_path
 

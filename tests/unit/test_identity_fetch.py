@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from wm.providers import gcp_identity, identity_fetch
-from wm.providers.azure_identity import AIA_HOSTS
+from wm.providers.azure_identity import AIA_HOSTS, check_aia_url
 from wm.providers.identity_fetch import FetchRefused, check_url
 
 
@@ -116,3 +116,61 @@ def test_googles_cache_control_sets_how_long_keys_are_kept():
     load = gcp_identity._google_loader(with_headers)
     assert load() == (b'{"keys": []}', 19000.0)
     assert fetch.calls == [gcp_identity.GOOGLE_JWKS_URL]
+
+
+# worker-manager's isAllowedAiaLocation (src/providers/azure/index.js), URL by URL.
+@pytest.mark.parametrize(
+    ("url", "refusal"),
+    [
+        (
+            "http://www.microsoft.com/pkiops/certs/Microsoft%20TLS%20G2%20RSA%20CA%20OCSP%2002.crt",
+            None,
+        ),
+        (
+            "https://www.microsoft.com/pkiops/certs/Microsoft%20TLS%20G2%20RSA%20CA%20OCSP%2002.crt",
+            None,
+        ),
+        (
+            "http://caissuers.microsoft.com/pkiops/certs/Microsoft%20TLS%20G2%20RSA%20CA%20OCSP%2002.crt",
+            None,
+        ),
+        ("http://cacerts.digicert.com/DigiCertGlobalRootG2.crt", None),
+        ("http://cacerts.digicert.cn/DigiCertGlobalRootG2.crt", None),
+        ("http://cacerts.geotrust.com/GeoTrustGlobalCA.crt", None),
+        ("http://CAISSUERS.Microsoft.com./any/path.crt", None),
+        ("http://www.microsoft.com:80/pkiops/certs/ca.crt", None),
+        ("http://www.microsoft.com:443/pkiops/certs/ca.crt", None),
+        ("https://cacerts.digicert.com:443/ca.crt", None),
+        ("http://www.microsoft.com/pki/mscorp/Microsoft%20IT%20TLS%20CA%204.crt", "path"),
+        ("http://www.microsoft.com/pkiops/certsx/ca.crt", "path"),
+        ("http://www.microsoft.com/", "path"),
+        ("http://www.microsoft.com/pkiops/certs/../../evil.crt", "dot segments"),
+        ("http://www.microsoft.com/pkiops/certs/%2e%2e/%2E%2E/evil.crt", "dot segments"),
+        ("http://www.microsoft.com:8080/pkiops/certs/ca.crt", "port"),
+        ("http://cacerts.digicert.com:8443/ca.crt", "port"),
+        ("ftp://cacerts.digicert.com/ca.crt", "scheme"),
+        ("file:///etc/ssl/ca.crt", "scheme"),
+        ("http://user:secret@cacerts.digicert.com/ca.crt", "user info"),
+        ("http://user@caissuers.microsoft.com/ca.crt", "user info"),
+        ("http://23.45.67.89/pkiops/certs/ca.crt", "IP address"),
+        ("http://[2600:1406::1]/pkiops/certs/ca.crt", "IP address"),
+        ("http://microsoft.com/pkiops/certs/ca.crt", "allow-list"),
+        ("http://crl.microsoft.com/pkiops/certs/ca.crt", "allow-list"),
+        ("http://oneocsp.microsoft.com/ocsp", "allow-list"),
+        ("http://cacerts.digicert.com.evil.test/ca.crt", "allow-list"),
+        ("http://evil.example/cert.crt", "allow-list"),
+        ("http://169.254.169.254/metadata/ca.crt", "IP address"),
+    ],
+)
+def test_aia_urls_are_allowed_exactly_where_worker_manager_allows_them(
+    url: str, refusal: str | None, monkeypatch: pytest.MonkeyPatch
+):
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the allow-list must not touch the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    if refusal is None:
+        assert check_aia_url(url) in AIA_HOSTS
+    else:
+        with pytest.raises(FetchRefused, match=refusal):
+            check_aia_url(url)

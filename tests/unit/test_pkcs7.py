@@ -21,7 +21,7 @@ def signed(*options: builder.PKCS7Options) -> bytes:
         builder.PKCS7SignatureBuilder()
         .set_data(CONTENT)
         .add_signer(signer.certificate, signer.key, hashes.SHA256())
-        .add_certificate(signer.chain[0])
+        .add_certificate(attested.pki().intermediate)
         .sign(serialization.Encoding.DER, [builder.PKCS7Options.Binary, *options])
     )
     return der

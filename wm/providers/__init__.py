@@ -11,13 +11,13 @@ from wm.providers.base import Provider
 if TYPE_CHECKING:
     import threading
 
-    from wm.identity import IdentityVerifier
+    from wm.identity import Clock, IdentityVerifier
     from wm.providers.gate import Budget
 
 # kind -> module; each module exposes `make(config, deployment_id, root_url) -> Provider`.
 MODULES = {"aws": "wm.providers.aws", "gcp": "wm.providers.gcp", "azure": "wm.providers.azure"}
-# kind -> module; each exposes `make_verifier(config, deployment_id, audience, *, budget)`, an
-# IdentityVerifier.
+# kind -> module; each exposes `make_verifier(config, deployment_id, audience, *, budget, now)`,
+# an IdentityVerifier.
 IDENTITY_MODULES = {
     "aws": "wm.providers.aws_identity",
     "gcp": "wm.providers.gcp_identity",
@@ -45,12 +45,20 @@ def build_provider(
 
 
 def build_verifier(
-    config: ProviderConfig, deployment_id: str, audience: str, *, budget: Budget | None = None
+    config: ProviderConfig,
+    deployment_id: str,
+    audience: str,
+    *,
+    budget: Budget | None = None,
+    now: Clock | None = None,
 ) -> IdentityVerifier:
     """The identity verifier for one provider; its trust anchors are loaded now, so a bad path
     in the config fails at start-up (ConfigError), not at the first registration. `audience`
     is the deployment's root_url (the audience of GCE identity tokens). A verifier that calls
     its cloud's API (Azure's VM look-up) draws from `budget`, the account's shared budget the
-    web process wires (procs/providers.py)."""
+    web process wires (procs/providers.py). `now`: the clock proofs are checked at (default:
+    the real one; tests check captured proofs at their own time)."""
     module = importlib.import_module(IDENTITY_MODULES[config.kind])
-    return module.make_verifier(config, deployment_id, audience, budget=budget)
+    if now is None:
+        return module.make_verifier(config, deployment_id, audience, budget=budget)
+    return module.make_verifier(config, deployment_id, audience, budget=budget, now=now)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,14 @@ from wm.config import AwsProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
+    Clock,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
     proof_strings,
     require_equal,
     require_not_before_request,
+    utc_now,
 )
 from wm.providers.data import aws_identity_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
@@ -59,6 +61,7 @@ class AwsIdentityVerifier:
     provider_id: str
     keys: Mapping[str, rsa.RSAPublicKey]  # region -> key, from `identity_certificates`
     fallback: rsa.RSAPublicKey | None  # `identity_certificate`, for regions not in `keys`
+    now: Clock = utc_now  # the time proofs are checked at
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
         fields = proof_strings(
@@ -71,13 +74,10 @@ class AwsIdentityVerifier:
             raise IdentityRejected("document is not valid text") from None
         document = _parse_document(fields["document"])
         # Claims first: they cost nothing, and a proof for no waiting worker never reaches RSA.
-        check_claims(document, expected)
+        check_claims(document, expected, self.now())
         key = self._key(expected.region)
         IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
-        try:
-            key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
-        except InvalidSignature:
-            raise IdentityRejected("signature does not verify with AWS's key") from None
+        check_signature(key, signature, signed)
 
     def _key(self, region: str) -> rsa.RSAPublicKey:
         key = self.keys.get(region) or self.fallback
@@ -86,7 +86,25 @@ class AwsIdentityVerifier:
         return key
 
 
-def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity) -> None:
+def check_signature(key: rsa.RSAPublicKey, signature: bytes, signed: bytes) -> None:
+    """RSA PKCS#1 v1.5 SHA-256 by AWS's key over the document's bytes. A refusal says which
+    part is wrong, for the operator reading the log: a signature of another key's size, one
+    AWS's key never made, or a genuine signature over other bytes (an edited document)."""
+    if len(signature) != (key.key_size + 7) // 8:
+        raise IdentityRejected("signature is not the size of AWS's key")
+    try:
+        key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
+        return
+    except InvalidSignature:
+        pass
+    try:  # only to name the reason: the signature was refused above whatever this finds
+        key.recover_data_from_signature(signature, padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        raise IdentityRejected("signature was not made with AWS's key") from None
+    raise IdentityRejected("document is not what AWS's signature signed")
+
+
+def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity, now: datetime) -> None:
     """The document names exactly the instance wm launched for this worker."""
     # The workerId worker-runner registered as is the instance id it read from this document.
     require_equal(document.get("instanceId"), expected.tc_worker_id, "instance id")
@@ -95,13 +113,18 @@ def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity) -> Non
     for field, key in RECORDED.items():
         require_equal(document.get(field), expected.provider_data.get(key), field)
     pending = _timestamp(document.get("pendingTime"), "pendingTime")
-    if (pending - datetime.now(UTC)).total_seconds() > CLOCK_SKEW_S:
+    if (pending - now).total_seconds() > CLOCK_SKEW_S:
         raise IdentityRejected("pendingTime is in the future")
     require_not_before_request(pending, expected, "pendingTime")
 
 
 def make_verifier(
-    config: AwsProviderConfig, deployment_id: str, audience: str, *, budget: object = None
+    config: AwsProviderConfig,
+    deployment_id: str,
+    audience: str,
+    *,
+    budget: object = None,
+    now: Clock = utc_now,
 ) -> AwsIdentityVerifier:
     """Load the trusted certificates now, so a bad path is a start-up error, not a 403."""
     del deployment_id, audience  # the document names neither; the row's instance id does
@@ -115,7 +138,7 @@ def make_verifier(
         fallback = _load_key(
             config.identity_certificate, f"providers.{config.id}.identity_certificate"
         )
-    return AwsIdentityVerifier(config.id, keys, fallback)
+    return AwsIdentityVerifier(config.id, keys, fallback, now)
 
 
 def _parse_document(text: str) -> Mapping[str, Any]:

@@ -14,9 +14,18 @@ signed content. Checks, cheapest first: shape and sizes; the DER structure; the 
 vmId (recorded by the Azure provider at create), subscription and times; the signer
 certificate's name (metadata.azure.com or one label under it) and dates; the signature over the
 content (or over the signed attributes, whose messageDigest must be the content's); and last the
-chain from the signer to one of `identity_roots`, with intermediates from the PKCS#7. Only when
-those do not complete the chain are the certificates' AIA "CA Issuers" URLs fetched, through
-identity_fetch (AIA_HOSTS only, never an IP literal or a metadata address).
+chain from the signer to a trusted root, verified as a TLS server chain for the signer's name.
+
+Genuine documents carry the signer's certificate alone, so its issuer comes from elsewhere:
+wm ships the roots and intermediates worker-manager ships (wm/providers/data/azure_ca_certs),
+and a provider's `identity_roots` adds to them (a private CA, the simulated ARM's). Only when
+those do not complete the chain are the certificates' AIA "CA Issuers" URLs fetched, each in
+turn until one gives a certificate, from worker-manager's allowed locations (AIA_LOCATIONS)
+through identity_fetch (never an IP literal or a metadata address), at most AIA_MAX_FETCHES a
+verification and cached per process.
+
+Times are read from the verifier's one clock (`now`), so a captured document can be checked at
+its own time.
 """
 
 from __future__ import annotations
@@ -24,10 +33,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,13 +52,16 @@ from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
+    Clock,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
     proof_strings,
     require_not_before_request,
+    utc_now,
 )
 from wm.providers import identity_fetch, pkcs7
+from wm.providers.data import azure_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 if TYPE_CHECKING:
@@ -62,23 +75,38 @@ SIGNER_NAME_PATTERN = re.compile(r"([a-z0-9-]{1,63}\.)?metadata\.azure\.com")
 ATTESTED_MAX_AGE_S = 3600.0  # a document made longer ago is refused even if not expired
 TIMESTAMP_FORMAT = "%m/%d/%y %H:%M:%S %z"  # "11/28/18 06:16:17 -0000", as IMDS writes it
 MAX_CHAIN_DEPTH = 5
-# AIA hosts Microsoft's TLS issuing CAs publish their certificates on.
-AIA_HOSTS = frozenset({"www.microsoft.com", "cacerts.digicert.com"})
-AIA_MAX_FETCHES = 2  # per verification
+# Where Azure's CAs publish their certificates: worker-manager's allowed AIA locations
+# (isAllowedAiaLocation, from Microsoft's "Azure Certificate Authority details"), host -> the
+# path a URL must start with.
+AIA_LOCATIONS: Mapping[str, str] = {
+    "cacerts.digicert.com": "/",
+    "cacerts.digicert.cn": "/",
+    "cacerts.geotrust.com": "/",
+    "caissuers.microsoft.com": "/",
+    "www.microsoft.com": "/pkiops/certs/",
+}
+AIA_HOSTS = frozenset(AIA_LOCATIONS)
+AIA_SCHEMES = ("http", "https")
+AIA_PORTS = (80, 443)
+AIA_MAX_FETCHES = 2  # network fetches per verification (a real leaf names two URLs)
 AIA_MAX_BYTES = 16 * 1024
 AIA_CACHE_SIZE = 32
+# sha*WithRSAEncryption: allowed as the signature algorithm when it names the same digest.
+RSA_WITH: Mapping[str, type[hashes.HashAlgorithm]] = {
+    "1.2.840.113549.1.1.11": hashes.SHA256,
+    "1.2.840.113549.1.1.12": hashes.SHA384,
+    "1.2.840.113549.1.1.13": hashes.SHA512,
+}
+# Digest algorithms as OpenSSL (and node-forge) read a SignerInfo's: the hash OIDs, and the
+# sha*WithRSAEncryption OIDs as their hash, which is what IMDS writes. SHA-1, MD5 and every
+# other OID stay refused.
 DIGESTS: Mapping[str, type[hashes.HashAlgorithm]] = {
     "2.16.840.1.101.3.4.2.1": hashes.SHA256,
     "2.16.840.1.101.3.4.2.2": hashes.SHA384,
     "2.16.840.1.101.3.4.2.3": hashes.SHA512,
+    **RSA_WITH,
 }
 OID_RSA = "1.2.840.113549.1.1.1"
-# sha*WithRSAEncryption: allowed as the signature algorithm when it names the same digest.
-RSA_WITH: Mapping[str, str] = {
-    "1.2.840.113549.1.1.11": "2.16.840.1.101.3.4.2.1",
-    "1.2.840.113549.1.1.12": "2.16.840.1.101.3.4.2.2",
-    "1.2.840.113549.1.1.13": "2.16.840.1.101.3.4.2.3",
-}
 
 
 @dataclass
@@ -89,21 +117,31 @@ class AiaCache:
     _certificates: OrderedDict[str, x509.Certificate] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, url: str) -> x509.Certificate:
-        identity_fetch.check_url(url, AIA_HOSTS, ("http",))  # before anything touches the net
+    def cached(self, url: str) -> x509.Certificate | None:
         with self._lock:
             if url in self._certificates:
                 self._certificates.move_to_end(url)
                 return self._certificates[url]
+        return None
+
+    def get(self, url: str) -> x509.Certificate:
+        """The certificate at an allowed URL, from the cache or fetched; FetchRefused for a URL
+        off the allow-list (before any I/O), a failed fetch or a body that is no certificate."""
+        check_aia_url(url)
+        certificate = self.cached(url)
+        if certificate is not None:
+            return certificate
         body = self.fetch(url, AIA_MAX_BYTES).body
         try:
-            certificate = (
+            certificate = _parsed(
                 x509.load_pem_x509_certificate(body)
                 if body.lstrip().startswith(b"-----")
                 else x509.load_der_x509_certificate(body)
             )
-        except ValueError:
-            raise IdentityRejected("fetched issuer certificate is not a certificate") from None
+        except Exception:  # see _parsed: any type may mean a junk certificate
+            raise identity_fetch.FetchRefused(
+                "fetched issuer certificate is not a certificate"
+            ) from None
         with self._lock:
             self._certificates[url] = certificate
             while len(self._certificates) > AIA_CACHE_SIZE:
@@ -111,16 +149,35 @@ class AiaCache:
         return certificate
 
 
+def check_aia_url(url: str) -> str:
+    """The host of an AIA URL wm may fetch, as worker-manager's isAllowedAiaLocation decides:
+    http or https, an allowed host (and path, for www.microsoft.com), no user info, port 80 or
+    443, no IP literal. FetchRefused, before any I/O, for any other URL."""
+    host = identity_fetch.check_url(url, AIA_HOSTS, AIA_SCHEMES, ports=AIA_PORTS)
+    path = urllib.parse.urlsplit(url).path
+    # A dot segment would move the path out of its prefix once a server normalises it.
+    segments = urllib.parse.unquote(path).replace("\\", "/").split("/")
+    if any(segment in (".", "..") for segment in segments):
+        raise identity_fetch.refused("URL path has dot segments")
+    if not path.startswith(AIA_LOCATIONS[host]):
+        raise identity_fetch.refused("URL path is not on the allow-list")
+    return host
+
+
 @dataclass(frozen=True)
 class AzureIdentityVerifier:
     provider_id: str
     subscription_id: str
-    roots: tuple[x509.Certificate, ...]
+    roots: tuple[x509.Certificate, ...]  # trusted: Microsoft's shipped roots + identity_roots'
     aia: AiaCache
     # The vmId ARM gives the VM with this resource id (None: no such VM). A VM an ARM
     # deployment made is on its row only once a scan saw it; a worker that registers sooner is
     # checked against ARM's answer, as worker-manager's registerWorker does (fetchVmInfo).
     vm_id_of: Callable[[str], str | None] | None = None
+    # Offered to the path builder beside the document's own: Microsoft's shipped intermediates
+    # and identity_roots' certificates that are not self-signed. Trusted only through a root.
+    intermediates: tuple[x509.Certificate, ...] = ()
+    now: Clock = utc_now  # the time documents and certificates are checked at
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
         fields = proof_strings(proof, {"document": DOCUMENT_MAX_CHARS})
@@ -130,7 +187,7 @@ class AzureIdentityVerifier:
         except pkcs7.Pkcs7Error as exc:
             raise IdentityRejected(f"document is not PKCS#7 SignedData: {exc}") from None
         content = _content(signed)
-        now = datetime.now(UTC)
+        now = self.now()
         recorded = expected.provider_data.get("vmId")
         if not recorded and not (self.vm_id_of and expected.cloud_id):
             raise IdentityRejected("no vmId recorded for this worker")
@@ -146,35 +203,59 @@ class AzureIdentityVerifier:
         signer_info = signed.signers[0]
         certificates = _certificates(signed)
         signer = _signer_certificate(signer_info, certificates)
-        check_signer(signer, now)
+        name = check_signer(signer, now)
         IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         check_signature(signer_info, signer, signed.content or b"")
-        intermediates = [c for c in certificates if c is not signer]
-        self._check_chain(signer, intermediates, now)
+        carried = [c for c in certificates if c is not signer]
+        self._check_chain(signer, name, carried, now)
         if not recorded:
             # Only a document Azure signed costs a call to ARM: one GET of this worker's VM.
             assert self.vm_id_of is not None and expected.cloud_id
             check_vm_id(content, self.vm_id_of(expected.cloud_id))
 
     def _check_chain(
-        self, signer: x509.Certificate, intermediates: list[x509.Certificate], now: datetime
+        self,
+        signer: x509.Certificate,
+        name: str,
+        carried: list[x509.Certificate],
+        now: datetime,
     ) -> None:
+        """`carried`: the document's certificates beside the signer. Only they, the signer and
+        what was fetched name URLs to fetch; the shipped intermediates are offered as they are."""
+        verifier = _chain_verifier(self.roots, name, now)
         tried: set[str] = set()
+        failures: list[str] = []
+        fetches = 0
         while True:
             try:
-                _chain_verifier(self.roots, now).verify(signer, intermediates)
+                verifier.verify(signer, [*carried, *self.intermediates])
                 return
             except verification.VerificationError:
                 pass
             except ValueError:  # a certificate the path builder cannot read
                 raise IdentityRejected("a certificate of the chain is malformed") from None
             # Only now, with the content, signer name and signature checked, may a URL the
-            # document names be fetched: allow-listed hosts only, a few per document.
-            urls = [u for c in (signer, *intermediates) for u in _issuer_urls(c) if u not in tried]
-            if not urls or len(tried) >= AIA_MAX_FETCHES:
-                raise IdentityRejected("signer does not chain to a trusted root")
-            tried.add(urls[0])
-            intermediates = [*intermediates, self.aia.get(urls[0])]
+            # document names be fetched: each in turn (as worker-manager does) until one gives
+            # a certificate; allowed locations only, a few fetches per document.
+            fetched = None
+            for url in _issuer_urls(signer, carried, tried):
+                if fetches >= AIA_MAX_FETCHES and self.aia.cached(url) is None:
+                    break
+                tried.add(url)
+                try:
+                    check_aia_url(url)
+                    fetches += self.aia.cached(url) is None
+                    fetched = self.aia.get(url)
+                    break
+                except identity_fetch.FetchRefused as refused:
+                    if refused.reason not in failures:
+                        failures.append(refused.reason)
+            if fetched is None:
+                reason = "signer does not chain to a trusted root"
+                if failures:
+                    reason += f" (issuer certificate not fetched: {'; '.join(failures)})"
+                raise IdentityRejected(reason)
+            carried = [*carried, fetched]
 
 
 def check_claims(
@@ -212,26 +293,35 @@ def check_vm_id(content: Mapping[str, Any], recorded_vm_id: Any) -> None:
         raise IdentityRejected("vmId does not match the worker")
 
 
-def check_signer(signer: x509.Certificate, now: datetime) -> None:
-    """The signer certificate is Azure's metadata service's, and current."""
-    names = [
+def check_signer(signer: x509.Certificate, now: datetime) -> str:
+    """The signer certificate is Azure's metadata service's, and current. Returns the name its
+    chain is verified for: metadata.azure.com, or the one label under it the certificate's
+    subjectAltName gives (a TLS server name lives there; genuine leaves carry both)."""
+    common = [
         str(a.value).lower() for a in signer.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     ]
     try:
         san = signer.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        names += [name.lower() for name in san.get_values_for_type(x509.DNSName)]
+        dns = [name.lower() for name in san.get_values_for_type(x509.DNSName)]
     except x509.ExtensionNotFound:
-        pass
-    if not any(SIGNER_NAME_PATTERN.fullmatch(name) for name in names):
+        dns = []
+    if not any(SIGNER_NAME_PATTERN.fullmatch(name) for name in common + dns):
         raise IdentityRejected(f"signer is not {SIGNER_NAME}")
+    server_names = sorted(
+        (name for name in dns if SIGNER_NAME_PATTERN.fullmatch(name)),
+        key=lambda name: name != SIGNER_NAME,
+    )
+    if not server_names:
+        raise IdentityRejected(f"signer's subjectAltName does not name {SIGNER_NAME}")
     if not signer.not_valid_before_utc <= now <= signer.not_valid_after_utc:
         raise IdentityRejected("signer certificate is expired or not yet valid")
     try:
         usage = signer.extensions.get_extension_for_class(x509.KeyUsage).value
     except x509.ExtensionNotFound:
-        return
+        return server_names[0]
     if not usage.digital_signature:
         raise IdentityRejected("signer certificate may not sign")
+    return server_names[0]
 
 
 def check_signature(info: pkcs7.SignerInfo, signer: x509.Certificate, content: bytes) -> None:
@@ -239,7 +329,7 @@ def check_signature(info: pkcs7.SignerInfo, signer: x509.Certificate, content: b
     digest = DIGESTS.get(info.digest_oid)
     if digest is None:
         raise IdentityRejected("digest algorithm is not SHA-2")
-    if info.signature_oid != OID_RSA and RSA_WITH.get(info.signature_oid) != info.digest_oid:
+    if info.signature_oid != OID_RSA and RSA_WITH.get(info.signature_oid) is not digest:
         raise IdentityRejected("signature algorithm is not RSA with the named digest")
     try:
         key = signer.public_key()
@@ -251,10 +341,20 @@ def check_signature(info: pkcs7.SignerInfo, signer: x509.Certificate, content: b
     if info.signed_attributes is not None:
         _check_signed_attributes(info.signed_attributes, digest, content)
         signed = info.signed_attributes
+    if len(info.signature) != (key.key_size + 7) // 8:
+        raise IdentityRejected("document signature is not the size of the signer's key")
     try:
         key.verify(info.signature, signed, padding.PKCS1v15(), digest())
+        return
     except InvalidSignature:
-        raise IdentityRejected("document signature does not verify") from None
+        pass
+    # Refused either way; this only names the reason: a signature the signer's key never made
+    # (a changed bit), or the signer's genuine signature over other bytes (changed content).
+    try:
+        key.recover_data_from_signature(info.signature, padding.PKCS1v15(), digest())
+    except InvalidSignature:
+        raise IdentityRejected("document signature was not made with the signer's key") from None
+    raise IdentityRejected("document signature does not verify: the signed data was changed")
 
 
 def make_verifier(
@@ -264,27 +364,43 @@ def make_verifier(
     *,
     budget: Budget | None = None,
     fetch: identity_fetch.Fetch = identity_fetch.fetch,
+    now: Clock = utc_now,
 ) -> AzureIdentityVerifier:
-    """`budget`: the account's shared API budget, which the VM look-ups draw from."""
+    """`budget`: the account's shared API budget, which the VM look-ups draw from. Trusts the
+    Microsoft roots wm ships and offers its intermediates; `identity_roots` adds to them."""
     del deployment_id, audience  # attested data names the VM; the row ties it to the deployment
+    roots, intermediates = azure_certificates.bundled()
+    added_roots, added_intermediates = load_identity_roots(config)
+    return AzureIdentityVerifier(
+        config.id,
+        config.subscription_id,
+        (*roots, *added_roots),
+        AiaCache(fetch),
+        vm_id_lookup(config, budget),
+        intermediates=(*intermediates, *added_intermediates),
+        now=now,
+    )
+
+
+def load_identity_roots(
+    config: AzureProviderConfig,
+) -> tuple[list[x509.Certificate], list[x509.Certificate]]:
+    """(roots, intermediates) from `identity_roots`' PEM files: self-signed certificates become
+    trusted roots; any other certificate in them is offered as an intermediate, which must still
+    chain to a root (a simulated or private CA's issuing certificate beside its root)."""
     key_path = f"providers.{config.id}.identity_roots"
-    if not config.identity_roots:
-        raise ConfigError([f"{key_path}: required to verify Azure attested data (PEM files)"])
     roots: list[x509.Certificate] = []
+    intermediates: list[x509.Certificate] = []
     for path in config.identity_roots:
         try:
-            roots += x509.load_pem_x509_certificates(Path(path).read_bytes())
+            certificates = x509.load_pem_x509_certificates(Path(path).read_bytes())
         except OSError as exc:
             raise ConfigError([f"{key_path}: cannot read {path}: {exc.strerror}"]) from None
         except ValueError:
             raise ConfigError([f"{key_path}: {path} holds no PEM certificate"]) from None
-    return AzureIdentityVerifier(
-        config.id,
-        config.subscription_id,
-        tuple(roots),
-        AiaCache(fetch),
-        vm_id_lookup(config, budget),
-    )
+        for certificate in certificates:
+            (roots if _self_signed(certificate) else intermediates).append(certificate)
+    return roots, intermediates
 
 
 def vm_id_lookup(
@@ -401,36 +517,51 @@ def _check_signed_attributes(
         raise IdentityRejected("signed attributes are for other content")
 
 
-def _chain_verifier(roots: Sequence[x509.Certificate], now: datetime) -> Any:
-    # The client verifier checks the path (signatures, dates, CA constraints, key usage of the
-    # CAs); the leaf's own extensions are not held to TLS rules (its name and use are checked
-    # above), since attested data is not a TLS handshake.
+def _chain_verifier(roots: Sequence[x509.Certificate], name: str, now: datetime) -> Any:
+    # The signer's certificate is a TLS server certificate for metadata.azure.com, and
+    # Microsoft's current issuing CAs (Microsoft TLS G2 RSA CA OCSP 02/04) allow serverAuth
+    # alone: the chain is verified as a server's for the signer's name, with the Web PKI's rules
+    # for the CAs (dates, signatures, CA constraints, key usage, EKU) and the leaf (SAN, EKU).
     return (
         verification.PolicyBuilder()
         .store(verification.Store(list(roots)))
         .time(now)
         .max_chain_depth(MAX_CHAIN_DEPTH)
-        .extension_policies(
-            ca_policy=verification.ExtensionPolicy.webpki_defaults_ca(),
-            ee_policy=verification.ExtensionPolicy.permit_all(),
-        )
-        .build_client_verifier()
+        .build_server_verifier(verification.DNSName(name))
     )
 
 
-def _issuer_urls(certificate: x509.Certificate) -> list[str]:
+def _issuer_urls(
+    signer: x509.Certificate, intermediates: Sequence[x509.Certificate], tried: set[str]
+) -> list[str]:
+    """The CA Issuers URLs not tried yet: the signer's first, in the order it lists them."""
+    urls: list[str] = []
+    for certificate in (signer, *intermediates):
+        try:
+            access = certificate.extensions.get_extension_for_oid(
+                ExtensionOID.AUTHORITY_INFORMATION_ACCESS
+            ).value
+        except x509.ExtensionNotFound:
+            continue
+        urls += [
+            d.access_location.value
+            for d in access
+            if d.access_method == AuthorityInformationAccessOID.CA_ISSUERS
+            and isinstance(d.access_location, x509.UniformResourceIdentifier)
+            and d.access_location.value not in tried
+            and d.access_location.value not in urls
+        ]
+    return urls
+
+
+def _self_signed(certificate: x509.Certificate) -> bool:
+    if certificate.issuer != certificate.subject:
+        return False
     try:
-        access = certificate.extensions.get_extension_for_oid(
-            ExtensionOID.AUTHORITY_INFORMATION_ACCESS
-        ).value
-    except x509.ExtensionNotFound:
-        return []
-    return [
-        d.access_location.value
-        for d in access
-        if d.access_method == AuthorityInformationAccessOID.CA_ISSUERS
-        and isinstance(d.access_location, x509.UniformResourceIdentifier)
-    ]
+        certificate.verify_directly_issued_by(certificate)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def _same_guid(claimed: Any, recorded: Any) -> bool:

@@ -36,12 +36,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
+    Clock,
     ExpectedIdentity,
     IdentityRejected,
     decode_base64,
     proof_strings,
     require_equal,
     require_not_before_request,
+    utc_now,
 )
 from wm.providers import identity_fetch
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
@@ -95,6 +97,7 @@ class GcpIdentityVerifier:
     audience: str  # the deployment's root_url; tokens are minted for it
     keys: JwksKeys
     service_account_id: str | None  # `worker_service_account_id`; None: every token refused
+    now: Clock = utc_now  # the time tokens are checked at (exp, iat, nbf: here, not in PyJWT)
 
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
         token = proof_strings(proof, {"token": TOKEN_MAX_CHARS})["token"]
@@ -111,19 +114,25 @@ class GcpIdentityVerifier:
             project=self.project,
             audience=self.audience,
             service_account_id=self.service_account_id,
+            now=self.now().timestamp(),
         )
         IDENTITY_SIGNATURE_CHECKS.labels(self.provider_id).inc()
         key = self._key(kid)
         try:
-            # PyJWT re-checks the signature and the registered claims on the same bytes.
+            # PyJWT re-checks the signature, audience and issuer on the same bytes. Its times
+            # would be read from its own clock: check_claims checked them at this verifier's.
             jwt.decode(
                 token,
                 key,
                 algorithms=["RS256"],
                 audience=self.audience,
                 issuer=GOOGLE_ISSUER,
-                leeway=LEEWAY_S,
-                options={"require": ["exp", "iat", "aud", "iss"]},
+                options={
+                    "require": ["exp", "iat", "aud", "iss"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
             )
         except jwt.InvalidSignatureError:
             raise IdentityRejected("token signature does not verify") from None
@@ -163,9 +172,10 @@ def check_claims(
     project: str,
     audience: str,
     service_account_id: str | None,
+    now: float,
 ) -> None:
     """The token was minted by Google, for this deployment, for exactly this worker's VM, which
-    runs as the workers' service account."""
+    runs as the workers' service account, and is current at `now` (seconds since the epoch)."""
     if claims.get("iss") != GOOGLE_ISSUER:
         raise IdentityRejected("token issuer is not Google")
     aud = claims.get("aud")
@@ -173,11 +183,12 @@ def check_claims(
         raise IdentityRejected("token audience is not this deployment")
     require_equal(claims.get("sub"), service_account_id, "worker service account")
     issued, expires = _seconds(claims.get("iat"), "iat"), _seconds(claims.get("exp"), "exp")
-    now = time.time()
     if expires < now - LEEWAY_S:
         raise IdentityRejected("token expired")
     if issued > now + LEEWAY_S:
         raise IdentityRejected("token issued in the future")
+    if "nbf" in claims and _seconds(claims["nbf"], "nbf") > now + LEEWAY_S:
+        raise IdentityRejected("token is not valid yet")
     if expires - issued > TOKEN_MAX_LIFETIME_S:
         raise IdentityRejected("token lifetime is longer than Google's")
     require_not_before_request(_moment(issued), expected, "token")
@@ -207,6 +218,7 @@ def make_verifier(
     *,
     budget: object = None,
     fetch: identity_fetch.Fetch = identity_fetch.fetch,
+    now: Clock = utc_now,
 ) -> GcpIdentityVerifier:
     del deployment_id  # the token names the instance; the row ties it to the deployment
     del budget  # verifying a token calls no GCE API (Google's keys are not an API call)
@@ -216,7 +228,7 @@ def make_verifier(
     else:
         load = _google_loader(fetch)
     return GcpIdentityVerifier(
-        config.id, config.project, audience, JwksKeys(load), config.worker_service_account_id
+        config.id, config.project, audience, JwksKeys(load), config.worker_service_account_id, now
     )
 
 

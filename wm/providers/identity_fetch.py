@@ -2,7 +2,8 @@
 
 A proof may name URLs (a certificate's AIA "CA Issuers" address), and an attacker writes the
 proof, so every URL is checked before anything connects: scheme, exact host name on the
-verifier's allow-list, no IP literals, no user info, default port only. Then the name is
+verifier's allow-list, no IP literals, no user info, the default port (or the verifier's
+allowed ports). Then the name is
 resolved and every address must be a public one (never loopback, private, link-local such as
 the metadata service 169.254.169.254, or reserved), and the connection goes to an address that
 passed. No redirects are followed, bodies are capped and calls time out.
@@ -52,16 +53,35 @@ class FetchRefused(IdentityRejected):
     """A URL was refused or its fetch failed; nothing was trusted from it."""
 
 
-def check_url(url: str, allowed_hosts: Collection[str], schemes: Collection[str]) -> str:
-    """The host of a URL wm may fetch; FetchRefused (before any I/O) for any other URL."""
+def check_url(
+    url: str,
+    allowed_hosts: Collection[str],
+    schemes: Collection[str],
+    *,
+    ports: Collection[int] | None = None,
+) -> str:
+    """The host of a URL wm may fetch; FetchRefused (before any I/O) for any other URL.
+    `ports`: the ports a URL may name (None: only its scheme's default)."""
     try:
-        return _check_url(url, allowed_hosts, schemes)
+        return _check_url(url, allowed_hosts, schemes, ports)
     except FetchRefused as refused:
         _refused(refused)
         raise
 
 
-def _check_url(url: str, allowed_hosts: Collection[str], schemes: Collection[str]) -> str:
+def refused(reason: str) -> FetchRefused:
+    """A refusal of a URL by a caller's own rule (counted and logged as check_url's are)."""
+    refusal = FetchRefused(reason)
+    _refused(refusal)
+    return refusal
+
+
+def _check_url(
+    url: str,
+    allowed_hosts: Collection[str],
+    schemes: Collection[str],
+    ports: Collection[int] | None,
+) -> str:
     if not isinstance(url, str) or len(url) > 2048 or any(ord(c) < 0x21 for c in url):
         raise FetchRefused("certificate or key URL is malformed")
     try:
@@ -78,8 +98,10 @@ def _check_url(url: str, allowed_hosts: Collection[str], schemes: Collection[str
         raise FetchRefused("URL host is an IP address")
     if host in METADATA_HOSTS or host not in allowed_hosts:
         raise FetchRefused("URL host is not on the allow-list")
-    if port is not None and port != DEFAULT_PORTS[parts.scheme]:
+    if port is not None and ports is None and port != DEFAULT_PORTS[parts.scheme]:
         raise FetchRefused("URL port is not the default")
+    if port is not None and ports is not None and port not in ports:
+        raise FetchRefused("URL port is not allowed")
     return host
 
 
@@ -87,17 +109,18 @@ def fetch(url: str, max_bytes: int) -> Fetched:
     """GET a URL that `check_url` accepted, from a public address of its host."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    port = parts.port or DEFAULT_PORTS[parts.scheme]
     try:
-        address = _public_address(host, DEFAULT_PORTS[parts.scheme])
+        address = _public_address(host, port)
     except FetchRefused as refused:
         _refused(refused)
         raise
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     connection: http.client.HTTPConnection
     if parts.scheme == "https":
-        connection = _PinnedHTTPS(host, address)
+        connection = _PinnedHTTPS(host, address, port)
     else:
-        connection = _PinnedHTTP(host, address)
+        connection = _PinnedHTTP(host, address, port)
     try:
         connection.request("GET", path, headers={"User-Agent": "wm"})
         response = connection.getresponse()
@@ -150,8 +173,8 @@ def _public_address(host: str, port: int) -> str:
 class _PinnedHTTP(http.client.HTTPConnection):
     """HTTP to an address already checked; the Host header still names the host."""
 
-    def __init__(self, host: str, address: str) -> None:
-        super().__init__(host, 80, timeout=FETCH_TIMEOUT_S)
+    def __init__(self, host: str, address: str, port: int) -> None:
+        super().__init__(host, port, timeout=FETCH_TIMEOUT_S)
         self._address = address
 
     def connect(self) -> None:
@@ -161,9 +184,9 @@ class _PinnedHTTP(http.client.HTTPConnection):
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """HTTPS to an address already checked; the certificate is checked for the host name."""
 
-    def __init__(self, host: str, address: str) -> None:
+    def __init__(self, host: str, address: str, port: int) -> None:
         self._tls = ssl.create_default_context()
-        super().__init__(host, 443, timeout=FETCH_TIMEOUT_S, context=self._tls)
+        super().__init__(host, port, timeout=FETCH_TIMEOUT_S, context=self._tls)
         self._address = address
 
     def connect(self) -> None:

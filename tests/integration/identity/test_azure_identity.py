@@ -41,6 +41,7 @@ from wm.model import LaunchSpec
 from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.azure import AzureProvider, vm_name
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
+from wm.providers.identity_fetch import Fetched, FetchRefused
 from wmsim import attested
 from wmsim.arm import SimArm, example_launch_config
 
@@ -279,10 +280,10 @@ def test_an_expired_signer_certificate_is_rejected(
     assert "expired" in rejected(azure_identity_verifier, proof, expected(launched[0]))
 
 
-def test_a_leaf_without_its_intermediate_and_no_url_is_rejected_without_a_fetch(
+def test_a_leaf_of_an_unlisted_issuer_and_no_url_is_rejected_without_a_fetch(
     sim_arm: SimArm, launched: list[LaunchResult], azure_identity_verifier, recording_fetch
 ):
-    proof = mint(sim_arm, launched[0], signer=attested.make_signer(include_intermediate=False))
+    proof = mint(sim_arm, launched[0], signer=attested.make_signer(unlisted_issuer=True))
     assert "trusted root" in rejected(azure_identity_verifier, proof, expected(launched[0]))
     assert recording_fetch.calls == []
 
@@ -291,7 +292,7 @@ def test_a_missing_intermediate_is_fetched_once_from_an_allowed_aia_url(
     sim_arm: SimArm, launched: list[LaunchResult], azure_identity_verifier, recording_fetch
 ):
     recording_fetch.answers[AIA_URL] = attested.intermediate_der()
-    signer = attested.make_signer(include_intermediate=False, aia_url=AIA_URL)
+    signer = attested.make_signer(unlisted_issuer=True, aia_url=AIA_URL)
     for worker in launched:
         azure_identity_verifier.verify(mint(sim_arm, worker, signer=signer), expected(worker))
     assert recording_fetch.calls == [AIA_URL]  # the second verification used the cache
@@ -301,7 +302,7 @@ def test_a_fetched_certificate_still_has_to_chain_to_a_trusted_root(
     sim_arm: SimArm, launched: list[LaunchResult], azure_identity_verifier, recording_fetch
 ):
     recording_fetch.answers[AIA_URL] = attested.intermediate_der(trusted=False)
-    signer = attested.make_signer(trusted=False, include_intermediate=False, aia_url=AIA_URL)
+    signer = attested.make_signer(trusted=False, unlisted_issuer=True, aia_url=AIA_URL)
     proof = mint(sim_arm, launched[0], signer=signer)
     assert "trusted root" in rejected(azure_identity_verifier, proof, expected(launched[0]))
 
@@ -342,10 +343,11 @@ def local_http() -> Iterator[tuple[str, list[str]]]:
         ("http://metadata.google.internal/computeMetadata/v1/", "allow-list"),
         ("http://www.microsoft.com.evil.test/ca.crt", "allow-list"),
         ("http://evil.test/www.microsoft.com/ca.crt", "allow-list"),
-        ("https://www.microsoft.com/pkiops/certs/ca.crt", "scheme"),
-        ("ftp://www.microsoft.com/ca.crt", "scheme"),
-        ("http://user@www.microsoft.com/ca.crt", "user info"),
-        ("http://www.microsoft.com:8080/ca.crt", "port"),
+        ("ftp://www.microsoft.com/pkiops/certs/ca.crt", "scheme"),
+        ("http://user@www.microsoft.com/pkiops/certs/ca.crt", "user info"),
+        ("http://www.microsoft.com:8080/pkiops/certs/ca.crt", "port"),
+        ("http://www.microsoft.com/ca.crt", "path"),
+        ("http://www.microsoft.com/pkiops/certs/../../evil/ca.crt", "dot segments"),
     ],
 )
 def test_certificate_urls_off_the_allow_list_are_refused_without_a_request(
@@ -356,19 +358,87 @@ def test_certificate_urls_off_the_allow_list_are_refused_without_a_request(
     # The real fetcher: were the URL not refused first, the request would go out.
     verifier = build_verifier(config, AZURE_DEPLOYMENT, IDENTITY_AUDIENCE)
     target = url.format(local=local)
-    signer = attested.make_signer(include_intermediate=False, aia_url=target)
+    signer = attested.make_signer(unlisted_issuer=True, aia_url=target)
     proof = mint(sim_arm, launched[0], signer=signer)
     assert reason in rejected(verifier, proof, expected(launched[0]))
     assert seen == []
 
 
-def test_identity_roots_are_required_and_must_be_certificates(sim_arm: SimArm, tmp_path: Path):
+class FlakyFetch(RecordingFetch):
+    """The network with some issuers down: a URL in `down` fails as a refused connection."""
+
+    def __init__(self, answers: dict[str, bytes], down: set[str]) -> None:
+        super().__init__(answers)
+        self.down = down
+
+    def __call__(self, url: str, max_bytes: int) -> Fetched:
+        if url in self.down:
+            self.calls.append(url)
+            raise FetchRefused("fetch failed")
+        return super().__call__(url, max_bytes)
+
+
+DOWN_URL = "http://www.microsoft.com/pkiops/certs/Simulated%20Issuing%20CA%20down.crt"
+JUNK_URL = "https://caissuers.microsoft.com/pkiops/certs/Simulated%20Issuing%20CA.html"
+GOOD_URL = "http://caissuers.microsoft.com/pkiops/certs/Simulated%20Issuing%20CA.crt"
+REFUSED_URL = "http://evil.example/ca.crt"
+
+
+@pytest.mark.parametrize(
+    ("urls", "fetched", "outcome"),
+    [
+        ([REFUSED_URL, GOOD_URL], [GOOD_URL], None),
+        ([DOWN_URL, GOOD_URL], [DOWN_URL, GOOD_URL], None),
+        ([JUNK_URL, GOOD_URL], [JUNK_URL, GOOD_URL], None),
+        ([REFUSED_URL, DOWN_URL, GOOD_URL], [DOWN_URL, GOOD_URL], None),
+        # At most AIA_MAX_FETCHES fetches a document: a third URL is not tried.
+        ([DOWN_URL, JUNK_URL, GOOD_URL], [DOWN_URL, JUNK_URL], "fetch failed; fetched issuer"),
+        ([REFUSED_URL, DOWN_URL], [DOWN_URL], "allow-list; fetch failed"),
+    ],
+)
+def test_each_issuer_url_is_tried_in_turn_until_one_gives_a_certificate(
+    sim_arm: SimArm, launched: list[LaunchResult], urls, fetched, outcome
+):
+    # Scenario: the signer's issuer is not listed and its leaf names several CA Issuers URLs,
+    # the first refused by the allow-list, down, or answering a web page.
+    network = FlakyFetch(
+        {GOOD_URL: attested.intermediate_der(), JUNK_URL: b"<html>moved</html>"}, {DOWN_URL}
+    )
+    config = azure_config(sim_arm, identity_roots=(str(sim_arm.identity_trust_path),))
+    verifier = azure_identity.make_verifier(
+        config, AZURE_DEPLOYMENT, IDENTITY_AUDIENCE, fetch=network
+    )
+    signer = attested.make_signer(unlisted_issuer=True, aia_url=urls)
+    proof = over_the_wire(mint(sim_arm, launched[0], signer=signer))
+    if outcome is None:
+        verifier.verify(proof, expected(launched[0]))
+    else:
+        reason = rejected(verifier, proof, expected(launched[0]))
+        assert reason.startswith("signer does not chain to a trusted root")
+        assert outcome in reason
+    assert network.calls == fetched
+
+
+def test_identity_roots_are_optional_and_must_be_certificates(sim_arm: SimArm, tmp_path: Path):
     junk = tmp_path / "junk.pem"
     junk.write_text("no certificate here")
-    for roots in ((), (str(tmp_path / "missing.pem"),), (str(junk),)):
+    for roots in ((str(tmp_path / "missing.pem"),), (str(junk),)):
         config = azure_config(sim_arm, identity_roots=roots)
         with pytest.raises(ConfigError, match="identity_roots"):
             build_verifier(config, AZURE_DEPLOYMENT, IDENTITY_AUDIENCE)
+    assert build_verifier(azure_config(sim_arm), AZURE_DEPLOYMENT, IDENTITY_AUDIENCE)
+
+
+def test_without_identity_roots_only_microsofts_shipped_roots_are_trusted(
+    sim_arm: SimArm, launched: list[LaunchResult]
+):
+    # The simulated ARM's root comes in through identity_roots only: without it, the shipped
+    # Microsoft roots trust none of its documents.
+    verifier = azure_identity.make_verifier(
+        azure_config(sim_arm), AZURE_DEPLOYMENT, IDENTITY_AUDIENCE, fetch=RecordingFetch()
+    )
+    proof = mint(sim_arm, launched[0])
+    assert "trusted root" in rejected(verifier, proof, expected(launched[0]))
 
 
 def test_the_subscription_compared_is_the_providers(sim_arm: SimArm, launched: list[LaunchResult]):

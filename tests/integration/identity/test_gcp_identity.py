@@ -315,3 +315,22 @@ def test_a_bad_jwks_file_is_a_config_error(sim_gce: SimGce, tmp_path: Path):
         config = gcp_config(sim_gce.endpoint).model_copy(update={"identity_jwks": path})
         with pytest.raises(ConfigError, match="identity_jwks"):
             build_verifier(config, GCE_DEPLOYMENT, IDENTITY_AUDIENCE)
+
+
+def test_a_token_is_checked_at_the_verifiers_clock_not_at_pyjwts(
+    sim_gce: SimGce, launched: list[LaunchResult], gcp_identity_verifier
+):
+    # Scenario: a token captured two hours ago (expired by the real clock), checked by a
+    # verifier whose clock reads ten minutes after it was issued.
+    issued = time.time() - 7200
+    token = token_for(sim_gce, launched[0], issued_at=issued)
+    then = datetime.fromtimestamp(issued + 600, UTC)
+    config = gcp_config(sim_gce.endpoint).model_copy(
+        update={"identity_jwks": str(sim_gce.identity_trust_path)}
+    )
+    at_its_time = build_verifier(config, GCE_DEPLOYMENT, IDENTITY_AUDIENCE, now=lambda: then)
+
+    at_its_time.verify(over_the_wire({"token": token}), expected(launched[0]))
+    assert "expired" in rejected(gcp_identity_verifier, token, expected(launched[0]))
+    not_yet = token_for(sim_gce, launched[0], issued_at=issued, claims={"nbf": issued + 3600})
+    assert "not valid yet" in rejected(at_its_time, not_yet, expected(launched[0]))

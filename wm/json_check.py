@@ -11,8 +11,9 @@ uniqueItems, minimum, maximum, minLength, maxLength, pattern (matched whole), fo
 date-time), enum, allOf, oneOf. wm's own: `forbidden` (a property that may not appear: the
 schemas' `{not: {}}`, with the reason), `notAllOf` (the object may not hold all these keys:
 `not: {required: [...]}`), `hint` (the message for a failed pattern) and, beside a oneOf,
-`pick` (given the value, the index of the branch whose problems to show when none matches),
-`none` and `both` (the messages when no branch, or more than one, matches).
+`pick` (given the value, the index of the branch whose problems to show when none matches, or
+None to show `none`), `none` and `both` (the messages when no branch, or more than one,
+matches).
 """
 
 from __future__ import annotations
@@ -121,10 +122,12 @@ def _check_one_of(value: Any, schema: Schema, path: str, out: list[str]) -> None
         return
     if matching > 1:
         out.append(f"{where(path)}: {schema.get('both', 'matches more than one of its forms')}")
-    elif "pick" in schema:
-        out.extend(verdicts[schema["pick"](value)])
     else:
-        out.append(f"{where(path)}: {schema.get('none', 'matches none of its forms')}")
+        picked = schema["pick"](value) if "pick" in schema else None
+        if picked is not None:
+            out.extend(verdicts[picked])
+        else:
+            out.append(f"{where(path)}: {schema.get('none', 'matches none of its forms')}")
 
 
 def _check_string(value: str, schema: Schema, path: str, out: list[str]) -> None:

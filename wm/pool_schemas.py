@@ -43,6 +43,11 @@ IDENTIFIER: Schema = {
     "maxLength": ID_MAX_CHARS,
     "hint": "must be 1 to 38 letters, digits, '-' or '_'",
 }
+POOL_ID: Schema = {
+    "type": "string",
+    "pattern": POOL_ID_PATTERN,
+    "hint": "must be a worker pool id <provisionerId>/<workerType>",
+}
 INTEGER_MIN_0: Schema = {"type": "integer", "minimum": 0}
 INTEGER_MIN_1: Schema = {"type": "integer", "minimum": 1}
 INITIAL_WEIGHT: Schema = {"type": "number", "minimum": 0, "maximum": 1}
@@ -310,11 +315,7 @@ UPDATE_BODY: Schema = _closed(
     {
         **_BODY_PROPERTIES,
         # Allowed so that a workerPool() answer can be written back; must be the pool's id.
-        "workerPoolId": {
-            "type": "string",
-            "pattern": POOL_ID_PATTERN,
-            "hint": "must be a worker pool id <provisionerId>/<workerType>",
-        },
+        "workerPoolId": POOL_ID,
         "created": {"type": "string", "format": "date-time"},  # ignored
         "lastModified": {"type": "string", "format": "date-time"},  # ignored
     },

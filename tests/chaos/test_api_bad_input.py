@@ -128,7 +128,7 @@ def register_cases(worker: WorkerRecord) -> dict[str, tuple[Any, int, str, str]]
             {k: v for k, v in good.items() if k != "workerId"},
             400,
             invalid,
-            "workerId: Field required",
+            "workerId: required",
         ),
         "unknown field": ({**good, "state": "running"}, 400, invalid, "state"),
         "id of the wrong type": ({**good, "workerPoolId": 5}, 400, invalid, "workerPoolId"),

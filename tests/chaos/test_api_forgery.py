@@ -285,7 +285,6 @@ AZURE_FORGERIES: dict[str, Callable[[Scene], Any]] = {
     "attested-data-older-than-the-worker": lambda s: azure_mint(
         s, created_on=s.target.created - timedelta(minutes=30)
     ),
-    "a-field-beside-the-document": lambda s: {**azure_mint(s), "nonce": NONCE},
     "detached-signature": lambda s: azure_mint(s, detached=True),
     "aia-to-a-local-listener": azure_aia("http://{trap}/ca.crt"),
     "aia-to-the-metadata-address": azure_aia("http://169.254.169.254/metadata/ca.crt"),
@@ -330,6 +329,34 @@ def test_a_forged_proof_gets_the_same_answer_and_changes_nothing(
     genuine = api.register(target, api.proof(target))
     assert genuine.status == 200, genuine.body
     assert api.row(target.worker_id)["secret_hash"] == secret_hash(genuine.json()["secret"])
+
+
+# A genuine proof with a field its provider's form does not have: registerWorker's schema
+# refuses it (as Taskcluster's does), before any verifier reads it.
+OUT_OF_FORM: dict[str, Callable[[dict], dict]] = {
+    "aws": lambda proof: {**proof, "nonce": NONCE},
+    "gcp": lambda proof: {**proof, "document": proof["token"]},
+    "azure": lambda proof: {**proof, "nonce": NONCE},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_proof_out_of_its_form_is_refused_by_the_schema_and_changes_nothing(
+    api: ApiStack, kind: str
+):
+    (target,) = api.launch(kind, 1)
+    genuine = api.proof(target)
+    before = api.row(target.worker_id)
+
+    reply = api.register(target, OUT_OF_FORM[kind](genuine))
+
+    status, code, message = reply.refusal()
+    assert (status, code) == (400, "InputValidationError")
+    assert message.startswith("Schema validation error:\nworkerIdentityProof.")
+    assert reply.json()["requestInfo"]["payload"] == "(OMITTED)"
+    assert all(value not in reply.body.decode() for value in genuine.values())
+    assert api.row(target.worker_id) == before
+    assert api.register(target, genuine).status == 200
 
 
 def test_the_fetcher_logged_every_refusal_by_its_reason_only(api: ApiStack):

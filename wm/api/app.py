@@ -46,6 +46,7 @@ from wm.api.guard import Guard, KeepEscapedSlashes
 from wm.api.models import (
     NAME_PATTERN,
     POOL_ID_PATTERN,
+    SCHEMA_ERROR,
     Credentials,
     Ping,
     ProviderList,
@@ -429,7 +430,7 @@ def create_app(
             worker.worker_id,
             secret_hash(secret),
             target.reregistration_timeout_s,
-            booted_at=body.systemBootTime,
+            booted_at=body.boot_time(),
         )
         if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
             raise TaskclusterError("InputError", "This worker is either stopped or running")
@@ -1029,9 +1030,13 @@ _HTTP_CODES = {405: "MethodNotAllowed", 408: "RequestTimeout", 429: "TooManyRequ
 
 
 def _describe(errors: Any) -> str:
-    """The fields that failed and why, never their values (they may hold proofs or secrets)."""
+    """The fields that failed and why, never their values (they may hold proofs or secrets):
+    a body's schema problems as wm.json_check names them, anything else as pydantic does."""
     lines = []
     for error in errors:
+        if error["type"] == SCHEMA_ERROR:
+            lines += error["ctx"]["problems"]
+            continue
         where = ".".join(str(p) for p in error["loc"] if p not in ("body", "query"))
         lines.append(f"{where or 'body'}: {str(error['msg']).removeprefix('Value error, ')}")
     return "Schema validation error:\n" + "\n".join(lines)

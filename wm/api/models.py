@@ -1,10 +1,12 @@
 """Request and response bodies of the worker-manager API, as Taskcluster declares them.
 
 Field names, patterns and limits follow TC `services/worker-manager/schemas/v1/*.yml` (rendered
-in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59). Every model refuses
-properties it does not declare, both ways: a request with one is an `InputValidationError`, and
-a response could not carry one. Secrets and proofs are left out of the models' reprs, so no
-traceback or error report shows one.
+in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59). A request body is first
+checked against its endpoint's schema exactly as Taskcluster checks it (wm.api.request_schemas,
+by wm.json_check: no type coercion, every problem named by its key path), and only a body that
+passes is read into its model, whose fields are then plain types; a refusal is an
+`InputValidationError`. Response models refuse properties they do not declare. Secrets and
+proofs are left out of the models' reprs, so no traceback or error report shows one.
 
 Every value a request stores must be one Postgres takes as it is: text there cannot hold NUL,
 and JSONB holds neither NUL nor NaN nor infinities; such input is refused here, not by the
@@ -14,21 +16,32 @@ driver later.
 from __future__ import annotations
 
 import math
-from datetime import datetime
-from typing import Annotated, Any, Literal
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from wm.api.request_schemas import (
+    CREATE_BODY,
+    REGISTER_BODY,
+    REPORT_ERROR_BODY,
+    REREGISTER_BODY,
+    UPDATE_BODY,
+)
+from wm.json_check import Schema, check
 from wm.tc.errors import js_time
 
 # Taskcluster's identifier patterns (worker-full.yml, worker-pool-full.yml).
 POOL_ID_PATTERN = r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
 NAME_PATTERN = r"^([a-zA-Z0-9-_]*)$"
 SECRET_PATTERN = r"^[a-zA-Z0-9_-]{44}$"
-KIND_PATTERN = r"[-a-z0-9]+"
 
-PoolId = Annotated[str, Field(pattern=POOL_ID_PATTERN)]
-Name = Annotated[str, Field(min_length=1, max_length=38, pattern=NAME_PATTERN)]
+# The error type a request body's schema problems travel under (ctx["problems"]: each one
+# `key.path: what is wrong`), from the model to the API's error answer.
+SCHEMA_ERROR = "taskcluster_schema"
+
 Secret = Annotated[str, Field(pattern=SECRET_PATTERN, repr=False)]
 # Dates as JavaScript's Date.toJSON() writes them: what worker-manager sends.
 JsTime = Annotated[datetime, PlainSerializer(js_time, return_type=str)]
@@ -69,19 +82,42 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
+class _Request(_Body):
+    """A request body: checked against its endpoint's Taskcluster schema before pydantic reads
+    it, so pydantic's lax coercions ("yes" -> True, "5" -> 5, a number -> a datetime) never
+    see a body Taskcluster would refuse."""
+
+    SCHEMA: ClassVar[Schema]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_taskcluster_checks_it(cls, data: Any) -> Any:
+        problems = check(data, cls.SCHEMA)
+        if problems:
+            raise PydanticCustomError(
+                SCHEMA_ERROR, "the body fails its schema", {"problems": problems}
+            )
+        return data
+
+
 # -- the worker interface ------------------------------------------------------------------
 
 
-class RegisterWorkerRequest(_Body):
-    workerPoolId: PoolId
-    providerId: Name
-    workerGroup: Name
-    workerId: Name
+class RegisterWorkerRequest(_Request):
+    SCHEMA = REGISTER_BODY
+
+    workerPoolId: str
+    providerId: str
+    workerGroup: str
+    workerId: str
     # One of the providers' shapes (google {token}, aws {document, signature}, azure
-    # {document}, static {staticSecret}); the provider's verifier refuses any other, with the
-    # same InputError as a bad signature, so the shape is checked in one place only.
+    # {document}, static {staticSecret}), by the schema; whether it is the shape of the
+    # worker's own provider is the verifier's to say (the same InputError as a bad signature).
     workerIdentityProof: dict[str, Any] = Field(repr=False)
-    systemBootTime: datetime | None = None
+    systemBootTime: str | None = None  # a date-time by the schema's format: see boot_time
+
+    def boot_time(self) -> datetime | None:
+        return js_date(self.systemBootTime) if self.systemBootTime is not None else None
 
 
 class Credentials(_Body):
@@ -97,11 +133,13 @@ class RegisterWorkerResponse(_Body):
     secret: Secret
 
 
-class ReregisterWorkerRequest(_Body):
-    workerPoolId: PoolId
-    workerGroup: Name
-    workerId: Name
-    secret: Secret
+class ReregisterWorkerRequest(_Request):
+    SCHEMA = REREGISTER_BODY
+
+    workerPoolId: str
+    workerGroup: str
+    workerId: str
+    secret: str = Field(repr=False)
 
 
 class ReregisterWorkerResponse(_Body):
@@ -110,12 +148,14 @@ class ReregisterWorkerResponse(_Body):
     secret: Secret
 
 
-class ReportWorkerErrorRequest(_Body):
-    workerGroup: Name
-    workerId: Name
-    kind: str = Field(max_length=128, pattern=KIND_PATTERN)
-    title: str = Field(max_length=128)
-    description: str = Field(max_length=10240)
+class ReportWorkerErrorRequest(_Request):
+    SCHEMA = REPORT_ERROR_BODY
+
+    workerGroup: str
+    workerId: str
+    kind: str
+    title: str
+    description: str
     extra: dict[str, Any]
 
     @field_validator("kind", "title", "description", "extra")
@@ -124,14 +164,16 @@ class ReportWorkerErrorRequest(_Body):
         return storable(value)
 
 
-class WorkerPoolDefinitionRequest(_Body):
+class WorkerPoolDefinitionRequest(_Request):
     """create-worker-pool-request.yml: a worker pool definition. `config` is checked against
     its provider's schema by wm.pool_definition once the provider is known."""
 
-    providerId: str = Field(min_length=1, max_length=38, pattern=NAME_PATTERN)
-    description: str = Field(max_length=10240)
+    SCHEMA = CREATE_BODY
+
+    providerId: str
+    description: str
     config: dict[str, Any]
-    owner: str = Field(min_length=1)
+    owner: str
     emailOnError: bool
 
     @field_validator("description", "config", "owner")
@@ -142,11 +184,46 @@ class WorkerPoolDefinitionRequest(_Body):
 
 class UpdateWorkerPoolRequest(WorkerPoolDefinitionRequest):
     """update-worker-pool-request.yml: the same, plus what workerPool() answers so that its
-    answer can be edited and sent back (`workerPoolId` must match; the times are ignored)."""
+    answer can be edited and sent back (`workerPoolId` must match; the times are ignored, so
+    they are kept as the date-time text the schema checked)."""
 
-    workerPoolId: PoolId | None = None
-    created: datetime | None = None
-    lastModified: datetime | None = None
+    SCHEMA = UPDATE_BODY
+
+    workerPoolId: str | None = None
+    created: str | None = None
+    lastModified: str | None = None
+
+
+# What JavaScript's Date reads from a date-time ajv's format accepts: date, `T` (or a space),
+# time, an optional fraction, an optional zone.
+_JS_DATE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt\s]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:([Zz])|([+-])([0-9]{2})(?::?([0-9]{2}))?)?"
+)
+
+
+def js_date(text: str) -> datetime | None:
+    """The instant a date-time names, or None where worker-manager's `new Date(text)` is an
+    invalid date (which it then ignores): a date-time the format accepts that is no instant,
+    such as a leap second. Without a zone, UTC (JavaScript would take the server's local zone);
+    fractions finer than a microsecond are cut."""
+    found = _JS_DATE.fullmatch(text)
+    if found is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in found.groups()[:6])
+    fraction, _, sign, zone_hours, zone_minutes = found.groups()[6:]
+    zone = UTC
+    if sign:
+        offset = timedelta(hours=int(zone_hours), minutes=int(zone_minutes or 0))
+        try:
+            zone = timezone(offset if sign == "+" else -offset)
+        except ValueError:  # an offset of a day or more
+            return None
+    micro = int((fraction or "0")[:6].ljust(6, "0"))
+    try:
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=zone)
+    except ValueError:
+        return None
 
 
 class ShouldWorkerTerminateResponse(_Body):

@@ -3,7 +3,8 @@ real `taskcluster` client (Hawk-signed with the credentials registerWorker retur
 HTTP where a client would not send what is tested. Answers are checked against Taskcluster's
 rendered schemas (tests/fixtures/tc_schemas).
 
-Proof checking here is a stand-in verifier (accepts {"valid": true, "worker": <wm id>}); the real
+Proof checking here is a stand-in verifier (accepts {"token": "valid:<wm id>"}, a proof of the
+google form, as registerWorker's schema asks for one of the providers' forms); the real
 verifiers are tested against the simulated clouds in tests/integration/identity/, and the whole
 flow with genuine proofs against `wm run web` in tests/acceptance/test_web_process.py.
 """
@@ -51,8 +52,12 @@ class AcceptsValid:
     def verify(self, proof, expected) -> None:
         with self._lock:
             self.calls += 1
-        if proof != {"valid": True, "worker": expected.worker_id}:
+        if proof != stand_in_proof(expected.worker_id):
             raise IdentityRejected("stand-in verifier: not the expected proof")
+
+
+def stand_in_proof(worker_id: str) -> dict[str, str]:
+    return {"token": f"valid:{worker_id}"}
 
 
 @pytest.fixture
@@ -121,7 +126,7 @@ def register_body(key: str, tc_id: str, **changes) -> dict:
         "providerId": PROVIDER,
         "workerGroup": GROUP,
         "workerId": tc_id,
-        "workerIdentityProof": {"valid": True, "worker": key},
+        "workerIdentityProof": stand_in_proof(key),
     }
     body.update(changes)
     return body
@@ -193,7 +198,13 @@ def test_the_certificate_verifies_with_the_deployment_key_alone(base, engine):
         ("unknown provider", {"providerId": "nope"}, 404, "ResourceNotFound"),
         ("provider not the pool's", {"providerId": "gcp-a"}, 400, "InputError"),
         ("wrong group", {"workerGroup": "us-west-2"}, 404, "ResourceNotFound"),
-        ("bad proof", {"workerIdentityProof": {"valid": False}}, 400, "InputError"),
+        ("bad proof", {"workerIdentityProof": {"token": "forged"}}, 400, "InputError"),
+        (
+            "proof of no provider's form",
+            {"workerIdentityProof": {"valid": True}},
+            400,
+            "InputValidationError",
+        ),
         ("unknown worker", {"workerId": "i-doesnotexist"}, 404, "ResourceNotFound"),
         ("extra property", {"nonce": "x"}, 400, "InputValidationError"),
     ],

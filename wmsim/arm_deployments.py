@@ -42,6 +42,16 @@ A DELETE removes the deployment record only (202 + Location, then 204), never it
 resources. A redeploy of a finished name runs the template again: resources that exist are
 updated in place (a VM PUT with the same osProfile changes only tags), none is duplicated.
 
+A group's deployment history is pruned as ARM prunes it (Microsoft's "Automatic deletions from
+deployment history", learn.microsoft.com/azure/azure-resource-manager/templates/
+deployment-history-deletions): at most 800 deployments per group; a deployment PUT that takes
+the history past 700 deletes the oldest (by their latest run: a redeploy moves a name to the
+newest place) until 600 are left; a deployment still running is never deleted (ARM cannot
+delete one); a new name PUT into a group already holding 800 fails with 400
+DeploymentQuotaExceeded. Pruning deletes the records only, never what they made. (ARM also
+prunes on what-if and validate, which the sim does not serve, and skips groups under a
+CanNotDelete lock, which it does not model.) `pruned` names what was pruned, oldest first.
+
 Test knobs (all reset by SimArm.reset):
 - `put_secret(vault_id, name, value)` (POST /_sim/keyvault/secrets {"vault", "name",
   "value"}) holds a Key Vault secret that `{"reference": ...}` parameters resolve to;
@@ -109,6 +119,10 @@ TEMPLATE_FETCH_TIMEOUT_S = 5.0
 # templateLink.uri is fetched only from these hosts: tests serve templates from 127.0.0.1.
 TEMPLATE_URI_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 DEPLOYMENT_PUTS_KEPT = 10_000
+# ARM's deployment history of a group (module docstring).
+HISTORY_LIMIT = 800
+HISTORY_PRUNE_ABOVE = 700
+HISTORY_PRUNE_TO = 600
 MODES = {"incremental": "Incremental", "complete": "Complete"}
 ACTIVE = frozenset({"Accepted", "Running"})
 HALFWAY_CODE = "OSProvisioningTimedOut"
@@ -206,6 +220,7 @@ class ArmDeployments:
         self.default_resource_groups: tuple[str, ...] = (DEFAULT_RESOURCE_GROUP,)
         self.halfway_failure_rate = 0.0
         self._halfway_forced = 0
+        self.pruned: list[str] = []  # ids of the deployments the history pruning deleted
 
     # -- test accessors ------------------------------------------------------------------------
 
@@ -222,6 +237,12 @@ class ArmDeployments:
             self.default_resource_groups = (DEFAULT_RESOURCE_GROUP,)
             self.halfway_failure_rate = 0.0
             self._halfway_forced = 0
+            self.pruned.clear()
+
+    def history(self, subscription: str, group: str) -> list[str]:
+        """The names in a group's deployment history, oldest first (ARM's pruning order)."""
+        with self._arm._lock:
+            return [d.name for d in self._history(subscription, group)]
 
     def puts(self, name: str | None = None) -> list[RecordedPut]:
         """The deployment PUTs handled, oldest first; only those of deployment `name`."""
@@ -569,6 +590,16 @@ class ArmDeployments:
                 f"Unable to edit or replace deployment '{name}': previous deployment from "
                 f"'{_now_iso(previous.created_at)}' is still active. {ARM_DEPLOY_HELP}",
             )
+        held = len(self._history(sub, group.name))
+        if previous is None and held >= HISTORY_LIMIT:
+            raise ArmError(
+                400,
+                "DeploymentQuotaExceeded",
+                f"Creating the deployment '{name}' would exceed the quota of '{HISTORY_LIMIT}'. "
+                f"The current deployment count is '{held}'. Please delete some deployments "
+                "before creating a new one, or see https://aka.ms/800LimitFix for information "
+                "on managing deployment limits.",
+            )
         props = body.get("properties")
         if not isinstance(props, dict):
             raise _content_error("Required property 'properties' not found in JSON. Path ''.")
@@ -595,7 +626,25 @@ class ArmDeployments:
             pending=list(planned.resources),
         )
         self._deployments[_key(rid)] = deployment
+        self._prune(sub, group.name)
         return deployment, 201 if previous is None else 200
+
+    def _history(self, sub: str, group: str) -> list[_Deployment]:
+        """A group's deployments, oldest first by their latest run."""
+        prefix = _key(_deployment_id(sub, group, ""))
+        found = [d for k, d in self._deployments.items() if k.startswith(prefix)]
+        return sorted(found, key=lambda d: d.created_at)
+
+    def _prune(self, sub: str, group: str) -> None:
+        """ARM's automatic deletions: past 700, the oldest that are not running go until 600
+        are left (module docstring)."""
+        history = self._history(sub, group)
+        if len(history) <= HISTORY_PRUNE_ABOVE:
+            return
+        excess = len(history) - HISTORY_PRUNE_TO
+        for doomed in [d for d in history if d.state not in ACTIVE][:excess]:
+            del self._deployments[_key(doomed.id)]
+            self.pruned.append(doomed.id)
 
     def _draw_halfway(self) -> bool:
         if self._halfway_forced > 0:

@@ -67,6 +67,9 @@ class MemoryProvider:
             r.worker_id: self.instances[r.worker_id] for r in refs if r.worker_id in self.instances
         }
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        pass
+
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
         for ref in refs:
             self.instances.pop(ref.worker_id, None)

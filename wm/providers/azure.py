@@ -485,6 +485,10 @@ class AzureProvider:
             return None
         return self._instance(vm, vm.properties.instance_view, region)
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """Rows now hold what their ARM deployments made: those may go (azure_arm.py)."""
+        self._arm.recorded(instances)
+
     # -- terminate ---------------------------------------------------------------------------
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:

@@ -554,9 +554,13 @@ def test_a_pool_of_arm_workers_runs_and_a_half_way_failure_leaves_nothing(
         "arm-deployment-failed: OSProvisioningTimedOut"
     )
     assert after[row.worker_id].state is WorkerState.RUNNING
-    # Nothing of the failed deployment is left; the running worker's resources are untouched.
+    # Nothing of the failed deployment is left; the running worker's resources are untouched,
+    # and its deployment went once the scan recorded what it made on the row.
     assert all(row.worker_id in r for r in sim_arm.resources())
-    assert deployments(sim_arm) == {f"deploy-{row.worker_id}": "Succeeded"}
+    assert deployments(sim_arm) == {}
+    made = arm.made_of(after[row.worker_id].provider_data)
+    assert made is not None and made.succeeded
+    assert {i.lower() for i in made.ids} >= {r.lower() for r in sim_arm.resources()}
 
 
 def test_a_failed_deployment_is_a_pool_error_against_its_launch_config(

@@ -51,6 +51,9 @@ delete one); a new name PUT into a group already holding 800 fails with 400
 DeploymentQuotaExceeded. Pruning deletes the records only, never what they made. (ARM also
 prunes on what-if and validate, which the sim does not serve, and skips groups under a
 CanNotDelete lock, which it does not model.) `pruned` names what was pruned, oldest first.
+The three figures are settings (`history_limit`, `history_prune_above`, `history_prune_to`;
+POST /_sim/deployments/behaviour takes them too), ARM's by default: a test that fills a group
+many times over may scale them down, saying why.
 
 Test knobs (all reset by SimArm.reset):
 - `put_secret(vault_id, name, value)` (POST /_sim/keyvault/secrets {"vault", "name",
@@ -221,6 +224,9 @@ class ArmDeployments:
         self.halfway_failure_rate = 0.0
         self._halfway_forced = 0
         self.pruned: list[str] = []  # ids of the deployments the history pruning deleted
+        self.history_limit = HISTORY_LIMIT
+        self.history_prune_above = HISTORY_PRUNE_ABOVE
+        self.history_prune_to = HISTORY_PRUNE_TO
 
     # -- test accessors ------------------------------------------------------------------------
 
@@ -238,6 +244,9 @@ class ArmDeployments:
             self.halfway_failure_rate = 0.0
             self._halfway_forced = 0
             self.pruned.clear()
+            self.history_limit = HISTORY_LIMIT
+            self.history_prune_above = HISTORY_PRUNE_ABOVE
+            self.history_prune_to = HISTORY_PRUNE_TO
 
     def history(self, subscription: str, group: str) -> list[str]:
         """The names in a group's deployment history, oldest first (ARM's pruning order)."""
@@ -591,14 +600,14 @@ class ArmDeployments:
                 f"'{_now_iso(previous.created_at)}' is still active. {ARM_DEPLOY_HELP}",
             )
         held = len(self._history(sub, group.name))
-        if previous is None and held >= HISTORY_LIMIT:
+        if previous is None and held >= self.history_limit:
             raise ArmError(
                 400,
                 "DeploymentQuotaExceeded",
-                f"Creating the deployment '{name}' would exceed the quota of '{HISTORY_LIMIT}'. "
-                f"The current deployment count is '{held}'. Please delete some deployments "
-                "before creating a new one, or see https://aka.ms/800LimitFix for information "
-                "on managing deployment limits.",
+                f"Creating the deployment '{name}' would exceed the quota of "
+                f"'{self.history_limit}'. The current deployment count is '{held}'. Please "
+                "delete some deployments before creating a new one, or see "
+                "https://aka.ms/800LimitFix for information on managing deployment limits.",
             )
         props = body.get("properties")
         if not isinstance(props, dict):
@@ -639,9 +648,9 @@ class ArmDeployments:
         """ARM's automatic deletions: past 700, the oldest that are not running go until 600
         are left (module docstring)."""
         history = self._history(sub, group)
-        if len(history) <= HISTORY_PRUNE_ABOVE:
+        if len(history) <= self.history_prune_above:
             return
-        excess = len(history) - HISTORY_PRUNE_TO
+        excess = len(history) - self.history_prune_to
         for doomed in [d for d in history if d.state not in ACTIVE][:excess]:
             del self._deployments[_key(doomed.id)]
             self.pruned.append(doomed.id)
@@ -999,6 +1008,24 @@ class ArmDeployments:
 
     # -- control endpoints ---------------------------------------------------------------------
 
+    def _behaviour(self, body: dict[str, Any]) -> Response:
+        rate = body.get("halfway_failure_rate", self.halfway_failure_rate)
+        if not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            return _json({"error": "halfway_failure_rate must be in [0, 1]"}, 400)
+        names = ("history_limit", "history_prune_above", "history_prune_to")
+        figures = [body.get(n, getattr(self, n)) for n in names]
+        if not all(isinstance(f, int) and f > 0 for f in figures) or not (
+            figures[0] >= figures[1] >= figures[2]
+        ):
+            return _json(
+                {"error": "history_limit >= history_prune_above >= history_prune_to > 0"}, 400
+            )
+        with self._arm._lock:
+            self.halfway_failure_rate = float(rate)
+            for name, figure in zip(names, figures, strict=True):
+                setattr(self, name, figure)
+        return _json({"ok": True})
+
     def control(
         self, method: str, path: list[str], body: dict[str, Any], args: Mapping[str, str]
     ) -> Response | None:
@@ -1036,11 +1063,7 @@ class ArmDeployments:
             case "POST", ["deployments", "fail-halfway"]:
                 self.fail_halfway(int(body.get("count", 1)))
             case "POST", ["deployments", "behaviour"]:
-                rate = body.get("halfway_failure_rate")
-                if not isinstance(rate, int | float) or not 0 <= rate <= 1:
-                    return _json({"error": "halfway_failure_rate must be in [0, 1]"}, 400)
-                with self._arm._lock:
-                    self.halfway_failure_rate = float(rate)
+                return self._behaviour(body)
             case _:
                 return None
         return _json({"ok": True})

@@ -97,6 +97,9 @@ LEFTOVER_KEY = "leftover"  # provider_data of a leftover orphan: its resource ty
 # the deployment made, recorded when it ended (a key of its own: the create's `||` merge of
 # DATA_KEY never overwrites it).
 RESOURCES_KEY = "armDeploymentResources"
+# provider_data of a listed VM: the managed OS disk it made from its image (no deployment
+# operation or output need name it; a record adds it).
+OS_DISK_KEY = "osDiskId"
 VM_PREFIX = "vm-"
 DEPLOYMENT_PREFIX = "deploy-"  # worker-manager's deployment names: deploy-<VM name suffix>
 # A deployment's own tag saying it is to be kept (workerManager.keepDeployment): an orphan's
@@ -278,6 +281,17 @@ class Made:
     def data(self) -> dict[str, Any]:
         return {RESOURCES_KEY: {"state": self.state, "ids": list(self.ids)}}
 
+    def adding(self, *ids: str) -> Made:
+        """The record with these ids too, each once whatever its case."""
+        return Made(self.state, _unique([*self.ids, *ids]))
+
+
+def _unique(ids: Iterable[str]) -> tuple[str, ...]:
+    found: dict[str, str] = {}
+    for resource_id in ids:
+        found.setdefault(resource_id.lower(), resource_id)
+    return tuple(found.values())
+
 
 def made_of(provider_data: Mapping[str, Any]) -> Made | None:
     """The record of what a row's deployment made, if the row holds one."""
@@ -297,10 +311,7 @@ def made_by(
     ids = [vm_resource_id(subscription, ref.resource_group, ref.vm_name)]
     ids += created_targets(operations)
     ids += deployment.resource_ids
-    unique: dict[str, str] = {}
-    for resource_id in ids:
-        unique.setdefault(resource_id.lower(), resource_id)
-    return Made(deployment.state, tuple(unique.values()))
+    return Made(deployment.state, _unique(ids))
 
 
 def created_targets(operations: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -316,20 +327,24 @@ def created_targets(operations: Sequence[Mapping[str, Any]]) -> list[str]:
     return ids
 
 
-def recorded_instance(
-    worker: WorkerRef, ref: DeploymentRef, made: Made, subscription: str
-) -> CloudInstance:
-    """A recorded worker whose VM is gone: stopped, so the scan deletes what its record
-    names (what is gone already costs a 404)."""
+def gone_instance(worker: WorkerRef, ref: DeploymentRef, subscription: str) -> CloudInstance:
+    """A worker whose VM is gone while its row still names what else it made: stopped, so
+    the scan deletes that (what is gone already costs a 404)."""
     return CloudInstance(
         worker_id=worker.worker_id,
         cloud_id=worker.cloud_id or vm_resource_id(subscription, ref.resource_group, ref.vm_name),
         region=worker.region,
         state=WorkerState.STOPPED,
         reason=REASON_VM_GONE,
-        provider_data={**ref.data(), **made.data()},
+        provider_data=ref.data(),
         tc_worker_id=ref.vm_name,
     )
+
+
+def os_disk_of(provider_data: Mapping[str, Any]) -> list[str]:
+    """The OS disk a row's VM made, as a scan recorded it (none before any scan listed it)."""
+    found = provider_data.get(OS_DISK_KEY)
+    return [found] if isinstance(found, str) and found else []
 
 
 # -- names and bodies --------------------------------------------------------------------------
@@ -901,11 +916,18 @@ class ArmDeployments:
     def _with_record(
         self, instance: CloudInstance, deployment: DeploymentView | None
     ) -> CloudInstance:
-        """A worker whose deployment ended carries what it made, for its row to keep."""
-        if deployment is None or deployment.phase not in (Phase.SUCCEEDED, Phase.FAILED):
-            return instance
-        made = self._made(deployment)
-        return instance if made is None else replace(instance, record=made.data())
+        """A worker whose deployment ended carries what it made, and a listed VM the OS disk
+        it made, for its row to keep."""
+        record: dict[str, Any] = {}
+        os_disk = instance.provider_data.get(OS_DISK_KEY)
+        if isinstance(os_disk, str) and os_disk:
+            # Named by no operation, output or tag: only the listed VM says which it is.
+            record[OS_DISK_KEY] = os_disk
+        if deployment is not None and deployment.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            made = self._made(deployment)
+            if made is not None:
+                record.update(made.adding(*record.values()).data())
+        return replace(instance, record=record) if record else instance
 
     def _made(self, deployment: DeploymentView) -> Made | None:
         subscription = self._p.subscription_id
@@ -1111,7 +1133,7 @@ class ArmDeployments:
             vm = self._p.vm_instance(ref.resource_group, ref.vm_name, worker.region)
             if vm is not None:
                 return replace(vm, provider_data={**vm.provider_data, **ref.data()})
-            return recorded_instance(worker, ref, made, self._p.subscription_id)
+            return gone_instance(worker, ref, self._p.subscription_id)
         deployment = self._get(ref)
         if deployment is not None and deployment.phase is Phase.FAILED:
             return self._stands_for(deployment, worker)
@@ -1121,7 +1143,9 @@ class ArmDeployments:
                 ref = replace(ref, keep=True)
             return replace(vm, provider_data={**vm.provider_data, **ref.data()})
         if deployment is None or deployment.phase is Phase.GONE:
-            return None
+            # Its OS disk may be left (a template that keeps it): the teardown deletes it.
+            left = os_disk_of(worker.provider_data)
+            return gone_instance(worker, ref, self._p.subscription_id) if left else None
         return self._stands_for(deployment, worker)
 
     def _stands_for(self, deployment: DeploymentView, worker: WorkerRef) -> CloudInstance | None:
@@ -1178,7 +1202,8 @@ class ArmDeployments:
         after success, or ARM pruned it); then delete the deployment unless it is kept (gone
         already: a 404 or a 204)."""
         try:
-            plan = teardown_plan([], [self._vm_id(worker, ref), *made.ids])
+            extra = os_disk_of(worker.provider_data)
+            plan = teardown_plan([], [self._vm_id(worker, ref), *made.ids, *extra])
             gone, results = self._delete_plan(plan)
             if gone and not ref.keep:
                 results.append(self._delete_deployment(ref))
@@ -1207,10 +1232,10 @@ class ArmDeployments:
     def _plan(
         self, worker: WorkerRef, ref: DeploymentRef, deployment: DeploymentView | None
     ) -> Teardown:
-        vm_id = self._vm_id(worker, ref)
+        known = [self._vm_id(worker, ref), *os_disk_of(worker.provider_data)]
         if deployment is None or deployment.phase is Phase.GONE:
-            return Teardown(vms=(vm_id,))
-        return teardown_plan(self._operations(ref), [vm_id, *deployment.resource_ids])
+            return teardown_plan([], known)  # what else it made is found by its tags
+        return teardown_plan(self._operations(ref), [*known, *deployment.resource_ids])
 
     def _delete_vm(self, vm_id: str) -> Deleted:
         parsed = parse_resource_id(vm_id)

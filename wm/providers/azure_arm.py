@@ -29,18 +29,21 @@ Where wm differs, by design:
   ids, VM, NICs, public IPs, disks and anything else, by id): for one that succeeded, the ids
   its outputs and `outputResources` name, read from the scan's list (no extra call); for one
   that failed, its operations' created targets too (one `DeploymentOperations_List`, once per
-  process). The scan writes the record (`CloudInstance.record`) and then, through
-  `recorded`, wm deletes a succeeded deployment at once unless
-  `workerManager.keepDeployment`, as worker-manager does "to avoid hitting the 800
-  deployments limit"; a failed one is kept until its worker is torn down, as worker-manager
-  keeps it. Teardown deletes from the record: the VM, then every NIC and disk, then every
-  public IP (other types are recorded, never deleted, as in worker-manager), then the
-  deployment unless kept (404 means already gone).
+  process); and the OS disk its VM made from its image, which only the listed VM names
+  (`osDiskId`, recorded for every listed VM: no operation, output or tag names it). The scan
+  writes the record (`CloudInstance.record`), then through `recorded` wm deletes a succeeded
+  deployment unless `workerManager.keepDeployment`, as worker-manager does "to avoid hitting
+  the 800 deployments limit"; a failed one is kept until its worker is torn down, as
+  worker-manager keeps it. Teardown deletes from the record: the VM, then every NIC and disk,
+  then every public IP (other types are recorded, never deleted, as in worker-manager), then
+  the deployment unless kept (404 or 204: already gone). A kept deployment is never deleted,
+  not even at teardown (the schema: "instead of deleting them after success or during
+  teardown").
 - Rows without a record (made before records, or whose deployment has not ended) are torn
   down from the deployment as before: its operations' `targetResource`, outputs and
-  `outputResources`. Azure prunes a group's history by itself (HISTORY_* below): a deployment
-  pruned before wm recorded it loses only that record; its VM is deleted by name, as in the
-  resource form, and what is left is found by the leftover sweep below, by tags.
+  `outputResources`, and the recorded OS disk. ARM prunes a group's history by itself
+  (HISTORY_* below): a deployment pruned before wm recorded it loses only that record; its VM
+  and OS disk are deleted by name, and what is left is found by the leftover sweep, by tags.
 - Leftovers: a NIC, public IP or disk tagged with this wm deployment, attached to nothing,
   whose worker has no deployment in flight and no listed VM, is listed as an orphan; the scan's
   orphan sweep deletes it. Such leftovers are rare (the deployment record covers the rest),

@@ -382,11 +382,16 @@ def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
         "disks",
     }
 
+    # A row made before rows recorded what their deployments made (its provider data names
+    # only the deployment): torn down from the deployment's own record.
+    assert arm.made_of(ref(result).provider_data) is None
+
     results = terminate_until_gone(azure_provider, ref(result))
 
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == ({"deploy-w-arm-end": "Succeeded"} if keep else {})
     counts = sim_arm.faults.counts()
+    assert "DeploymentOperations_List" in counts  # the deployment's record was read
     assert counts["VirtualMachines_Delete"] == 1
     assert counts.get("Deployments_Delete", 0) == (0 if keep else 1)
     assert not results[0].nothing_sent  # the VM's DELETE

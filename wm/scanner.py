@@ -3,9 +3,12 @@
 The steps of DESIGN.md, each a function: list the deployment's instances (paged, largest page);
 load the unit's live rows (one query); diff; write changes in batched, conditional statements
 (a row that changed since it was read, e.g. a worker that just registered, is left alone);
+write what the list asks rows to keep (`CloudInstance.record`: what an ARM deployment made,
+before wm deletes the deployment), then tell the provider (`recorded`);
 look up only what the list did not show; enforce lifecycle deadlines; terminate orphans and
 finish deletions until the cloud confirms nothing is left. A scan costs about
-(pages + missing workers + deletions) calls, never one call per worker.
+(pages + missing workers + deletions) calls, never one call per worker (an ARM deployment
+adds one delete once it succeeded, or one read of its operations once it failed).
 
 Only the list is needed for the rest: a look-up or a delete that fails (a timeout, a paused
 provider) is logged and left to the next scan, and the scan goes on with what remains.

@@ -59,6 +59,10 @@ class CloudInstance:
     provider_data: Mapping[str, Any] = field(default_factory=dict)
     # Taskcluster's workerId for this VM (EC2 instance id, GCE numeric id, Azure VM name).
     tc_worker_id: str | None = None
+    # Provider data the worker's row is to keep from now on (top-level keys, merged over the
+    # row's): what the cloud will not tell again, such as what an ARM deployment made before
+    # the deployment is deleted. The scan writes it, then tells the provider (`recorded`).
+    record: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

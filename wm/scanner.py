@@ -3,9 +3,12 @@
 The steps of DESIGN.md, each a function: list the deployment's instances (paged, largest page);
 load the unit's live rows (one query); diff; write changes in batched, conditional statements
 (a row that changed since it was read, e.g. a worker that just registered, is left alone);
+write what the list asks rows to keep (`CloudInstance.record`: what an ARM deployment made,
+before wm deletes the deployment), then tell the provider (`recorded`);
 look up only what the list did not show; enforce lifecycle deadlines; terminate orphans and
 finish deletions until the cloud confirms nothing is left. A scan costs about
-(pages + missing workers + deletions) calls, never one call per worker.
+(pages + missing workers + deletions) calls, never one call per worker (an ARM deployment
+adds one delete once it succeeded, or one read of its operations once it failed).
 
 Only the list is needed for the rest: a look-up or a delete that fails (a timeout, a paused
 provider) is logged and left to the next scan, and the scan goes on with what remains.
@@ -17,8 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -133,6 +137,8 @@ class ScanPass:
     claim: claims.ScanClaim
     preempted: int = 0  # workers this scan found pre-empted
     looked_up: int = 0  # rows this scan looked up (0 when the look-up call failed)
+    # worker id -> its row's provider data, where this scan wrote a listing's record on it
+    recorded: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def engine(self) -> Engine:
@@ -183,6 +189,7 @@ class ScanPass:
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         scans.mark_checked(self.engine, found.seen)
+        self._record(instances, rows)
         self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
         # observed once, by whichever replica scans next.
@@ -272,6 +279,34 @@ class ScanPass:
         # A deletion finished: the row says when (stopped_at, stamped by the database).
         _observe(self.provider.id, changed, ("delete_to_gone",))
         return changed
+
+    def _record(self, instances: Sequence[CloudInstance], rows: Sequence[WorkerRecord]) -> None:
+        """Write what the listing asks rows to keep (`CloudInstance.record`), then tell the
+        provider, which may now let go of what it kept in the cloud only until then (an ARM
+        deployment). Written only where the row does not hold it yet; told every time, so
+        what the provider could not let go of at one scan it lets go of at the next."""
+        by_id = {r.worker_id: r for r in rows}
+        asked = [i for i in instances if i.record and i.worker_id in by_id]
+        if not asked:
+            return
+        news = [
+            (i.worker_id, i.record)
+            for i in asked
+            if any(by_id[i.worker_id].provider_data.get(k) != v for k, v in i.record.items())
+        ]
+        written = {w.worker_id: w for w in scans.record_provider_data(self.engine, news)}
+        self.recorded.update({w: row.provider_data for w, row in written.items()})
+        new_ids = {w for w, _ in news}
+        held = [i for i in asked if i.worker_id in written or i.worker_id not in new_ids]
+        try:
+            self.provider.recorded(held)
+        except CloudError as error:
+            log(
+                "record-followup-failed",
+                logging.WARNING,
+                provider=self.provider.id,
+                error=str(error),
+            )
 
     def _lost_to_preemption(self, lost: Sequence[WorkerRecord]) -> None:
         """The cloud took these VMs back: their tasks go back to the queue at once (which wakes
@@ -382,7 +417,12 @@ class ScanPass:
         """Delete; rows the cloud confirms are gone become stopped."""
         if not stopping:
             return 0
-        results = _terminate_all(self.provider, [r.ref() for r in stopping])
+        # A row this scan recorded on is torn down from what it holds now.
+        refs = [
+            replace(r.ref(), provider_data=self.recorded.get(r.worker_id, r.provider_data))
+            for r in stopping
+        ]
+        results = _terminate_all(self.provider, refs)
         called = scans.mark_delete_called(self.engine, [r.worker_id for r in stopping])
         _observe(self.provider.id, called, ("decided_to_delete",))
         gone = {t.worker_id for t in results if t.gone}

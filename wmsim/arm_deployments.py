@@ -42,6 +42,19 @@ A DELETE removes the deployment record only (202 + Location, then 204), never it
 resources. A redeploy of a finished name runs the template again: resources that exist are
 updated in place (a VM PUT with the same osProfile changes only tags), none is duplicated.
 
+A group's deployment history is pruned as ARM prunes it (Microsoft's "Automatic deletions from
+deployment history", learn.microsoft.com/azure/azure-resource-manager/templates/
+deployment-history-deletions): at most 800 deployments per group; a deployment PUT that takes
+the history past 700 deletes the oldest (by their latest run: a redeploy moves a name to the
+newest place) until 600 are left; a deployment still running is never deleted (ARM cannot
+delete one); a new name PUT into a group already holding 800 fails with 400
+DeploymentQuotaExceeded. Pruning deletes the records only, never what they made. (ARM also
+prunes on what-if and validate, which the sim does not serve, and skips groups under a
+CanNotDelete lock, which it does not model.) `pruned` names what was pruned, oldest first.
+The three figures are settings (`history_limit`, `history_prune_above`, `history_prune_to`;
+POST /_sim/deployments/behaviour takes them too), ARM's by default: a test that fills a group
+many times over may scale them down, saying why.
+
 Test knobs (all reset by SimArm.reset):
 - `put_secret(vault_id, name, value)` (POST /_sim/keyvault/secrets {"vault", "name",
   "value"}) holds a Key Vault secret that `{"reference": ...}` parameters resolve to;
@@ -109,6 +122,10 @@ TEMPLATE_FETCH_TIMEOUT_S = 5.0
 # templateLink.uri is fetched only from these hosts: tests serve templates from 127.0.0.1.
 TEMPLATE_URI_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 DEPLOYMENT_PUTS_KEPT = 10_000
+# ARM's deployment history of a group (module docstring).
+HISTORY_LIMIT = 800
+HISTORY_PRUNE_ABOVE = 700
+HISTORY_PRUNE_TO = 600
 MODES = {"incremental": "Incremental", "complete": "Complete"}
 ACTIVE = frozenset({"Accepted", "Running"})
 HALFWAY_CODE = "OSProvisioningTimedOut"
@@ -206,6 +223,10 @@ class ArmDeployments:
         self.default_resource_groups: tuple[str, ...] = (DEFAULT_RESOURCE_GROUP,)
         self.halfway_failure_rate = 0.0
         self._halfway_forced = 0
+        self.pruned: list[str] = []  # ids of the deployments the history pruning deleted
+        self.history_limit = HISTORY_LIMIT
+        self.history_prune_above = HISTORY_PRUNE_ABOVE
+        self.history_prune_to = HISTORY_PRUNE_TO
 
     # -- test accessors ------------------------------------------------------------------------
 
@@ -222,6 +243,15 @@ class ArmDeployments:
             self.default_resource_groups = (DEFAULT_RESOURCE_GROUP,)
             self.halfway_failure_rate = 0.0
             self._halfway_forced = 0
+            self.pruned.clear()
+            self.history_limit = HISTORY_LIMIT
+            self.history_prune_above = HISTORY_PRUNE_ABOVE
+            self.history_prune_to = HISTORY_PRUNE_TO
+
+    def history(self, subscription: str, group: str) -> list[str]:
+        """The names in a group's deployment history, oldest first (ARM's pruning order)."""
+        with self._arm._lock:
+            return [d.name for d in self._history(subscription, group)]
 
     def puts(self, name: str | None = None) -> list[RecordedPut]:
         """The deployment PUTs handled, oldest first; only those of deployment `name`."""
@@ -569,6 +599,16 @@ class ArmDeployments:
                 f"Unable to edit or replace deployment '{name}': previous deployment from "
                 f"'{_now_iso(previous.created_at)}' is still active. {ARM_DEPLOY_HELP}",
             )
+        held = len(self._history(sub, group.name))
+        if previous is None and held >= self.history_limit:
+            raise ArmError(
+                400,
+                "DeploymentQuotaExceeded",
+                f"Creating the deployment '{name}' would exceed the quota of "
+                f"'{self.history_limit}'. The current deployment count is '{held}'. Please "
+                "delete some deployments before creating a new one, or see "
+                "https://aka.ms/800LimitFix for information on managing deployment limits.",
+            )
         props = body.get("properties")
         if not isinstance(props, dict):
             raise _content_error("Required property 'properties' not found in JSON. Path ''.")
@@ -595,7 +635,25 @@ class ArmDeployments:
             pending=list(planned.resources),
         )
         self._deployments[_key(rid)] = deployment
+        self._prune(sub, group.name)
         return deployment, 201 if previous is None else 200
+
+    def _history(self, sub: str, group: str) -> list[_Deployment]:
+        """A group's deployments, oldest first by their latest run."""
+        prefix = _key(_deployment_id(sub, group, ""))
+        found = [d for k, d in self._deployments.items() if k.startswith(prefix)]
+        return sorted(found, key=lambda d: d.created_at)
+
+    def _prune(self, sub: str, group: str) -> None:
+        """ARM's automatic deletions: past 700, the oldest that are not running go until 600
+        are left (module docstring)."""
+        history = self._history(sub, group)
+        if len(history) <= self.history_prune_above:
+            return
+        excess = len(history) - self.history_prune_to
+        for doomed in [d for d in history if d.state not in ACTIVE][:excess]:
+            del self._deployments[_key(doomed.id)]
+            self.pruned.append(doomed.id)
 
     def _draw_halfway(self) -> bool:
         if self._halfway_forced > 0:
@@ -950,6 +1008,24 @@ class ArmDeployments:
 
     # -- control endpoints ---------------------------------------------------------------------
 
+    def _behaviour(self, body: dict[str, Any]) -> Response:
+        rate = body.get("halfway_failure_rate", self.halfway_failure_rate)
+        if not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            return _json({"error": "halfway_failure_rate must be in [0, 1]"}, 400)
+        names = ("history_limit", "history_prune_above", "history_prune_to")
+        figures = [body.get(n, getattr(self, n)) for n in names]
+        if not all(isinstance(f, int) and f > 0 for f in figures) or not (
+            figures[0] >= figures[1] >= figures[2]
+        ):
+            return _json(
+                {"error": "history_limit >= history_prune_above >= history_prune_to > 0"}, 400
+            )
+        with self._arm._lock:
+            self.halfway_failure_rate = float(rate)
+            for name, figure in zip(names, figures, strict=True):
+                setattr(self, name, figure)
+        return _json({"ok": True})
+
     def control(
         self, method: str, path: list[str], body: dict[str, Any], args: Mapping[str, str]
     ) -> Response | None:
@@ -987,11 +1063,7 @@ class ArmDeployments:
             case "POST", ["deployments", "fail-halfway"]:
                 self.fail_halfway(int(body.get("count", 1)))
             case "POST", ["deployments", "behaviour"]:
-                rate = body.get("halfway_failure_rate")
-                if not isinstance(rate, int | float) or not 0 <= rate <= 1:
-                    return _json({"error": "halfway_failure_rate must be in [0, 1]"}, 400)
-                with self._arm._lock:
-                    self.halfway_failure_rate = float(rate)
+                return self._behaviour(body)
             case _:
                 return None
         return _json({"ok": True})

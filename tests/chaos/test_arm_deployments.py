@@ -9,7 +9,8 @@ a. The provisioner (the real `wm run provisioner`) is SIGKILLed while its deploy
 b. Deployments fail half-way (the VM is made, then its provisioning fails and the deployment
    ends Failed, what it made left behind, as ARM leaves it): the scanner makes each a pool error
    against its launch config and tears down everything the deployment made, while the pool
-   still reaches its demand with healthy deployments.
+   still reaches its demand with healthy deployments, whose rows record what they made and
+   whose deployments are then deleted.
 
 Both end with a drain (the tasks are done and every worker removes itself) and count what
 is left from the sim's own resources by type, never from wm's rows: no VM, NIC, public IP or
@@ -44,6 +45,7 @@ from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition
+from wm.providers import azure_arm as arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
 from wmsim.arm import SimArm, default_subnet_id
 from wmsim.templates import WORKER_TEMPLATE
@@ -392,6 +394,13 @@ def test_deployments_failing_half_way_become_pool_errors_and_leave_nothing(
     owned = {rid for r in running for rid in resources_of(sim, r.worker_id)}
     assert set(sim.resources()) == owned
     assert not duplicates
+    # Each running worker's row holds what its deployment made, and the deployment is gone
+    # (deleted once recorded, as worker-manager deletes it; the scan that saw the VM run did).
+    scanner.wait_for(
+        lambda: deployment_states(sim)["Succeeded"] == 0, 10, "succeeded deployments deleted"
+    )
+    recorded = {r.worker_id: arm.made_of(rows(engine)[r.worker_id].provider_data) for r in running}
+    assert all(made is not None and made.succeeded for made in recorded.values()), recorded
 
     provisioner_code, _ = provisioner.terminate()
     assert provisioner_code == 0

@@ -4,7 +4,7 @@ and the provisioner's end-to-end tests use the simulated clouds)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
@@ -21,6 +21,9 @@ class MemoryProvider:
         self.create_calls: list[LaunchBatch] = []
         self.fail_launch_configs: dict[str, CloudError] = {}
         self.raise_on_create: Exception | None = None
+        # What scans said their rows now hold (worker ids of each call), and a test's look then.
+        self.recorded_calls: list[list[str | None]] = []
+        self.on_recorded: Callable[[Sequence[CloudInstance]], None] | None = None
         self._lock = threading.Lock()
         # Calls never go through it; the passes read its state (paused) and timing from it.
         self.gate = Gate(provider_id, MEMORY_GATE, _unclassified(provider_id))
@@ -66,6 +69,11 @@ class MemoryProvider:
         return {
             r.worker_id: self.instances[r.worker_id] for r in refs if r.worker_id in self.instances
         }
+
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        self.recorded_calls.append([i.worker_id for i in instances])
+        if self.on_recorded is not None:
+            self.on_recorded(instances)
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
         for ref in refs:

@@ -484,6 +484,75 @@ def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deploy
 
 
 @pytest.mark.parametrize(
+    ("state", "props", "operations", "expected"),
+    [
+        (
+            # Succeeded: its VM, and every resource its outputResources and outputs name (any
+            # type in outputResources; outputs only of the types wm deletes); each once.
+            "Succeeded",
+            {
+                "outputResources": [
+                    {"id": rid("nic", "vm-w1-nic")},
+                    {"id": rid("vm", "vm-w1").lower()},
+                    {"id": rid("vnet", "vm-w1-vnet")},
+                ],
+                "outputs": {
+                    "ids": {"value": {"os": rid("disk", "vm-w1-os"), "net": rid("vnet", "x")}}
+                },
+            },
+            [],
+            (
+                rid("vm", "vm-w1"),
+                rid("disk", "vm-w1-os"),
+                rid("nic", "vm-w1-nic"),
+                rid("vnet", "vm-w1-vnet"),
+            ),
+        ),
+        (
+            # Failed: no outputs; what its operations created (not what they read).
+            "Failed",
+            {},
+            [
+                operation(rid("ip", "vm-w1-ip")),
+                operation(rid("nic", "vm-w1-nic")),
+                operation(rid("ip", "shared-ip"), "Read"),
+            ],
+            (rid("vm", "vm-w1"), rid("ip", "vm-w1-ip"), rid("nic", "vm-w1-nic")),
+        ),
+    ],
+)
+def test_what_an_ended_deployment_made_is_its_vm_its_created_targets_and_what_it_names(
+    state, props, operations, expected
+):
+    seen = arm.view("azure", GROUP, deployment_json(state=state, **props))
+
+    made = arm.made_by(seen, SUB, operations)
+
+    assert made == arm.Made(state, expected)
+    # As the row keeps it, and read back.
+    assert arm.made_of(made.data()) == made
+    assert made.adding(rid("disk", "vm-w1-os").upper()).ids[len(expected) :] == (
+        () if state == "Succeeded" else (rid("disk", "vm-w1-os").upper(),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("provider_data", "expected"),
+    [
+        ({}, None),
+        ({arm.RESOURCES_KEY: {"state": "Succeeded"}}, None),
+        ({arm.RESOURCES_KEY: {"state": "Succeeded", "ids": []}}, arm.Made("Succeeded", ())),
+        (
+            {arm.RESOURCES_KEY: {"state": "Failed", "ids": [rid("vm", "v"), 3, ""]}},
+            arm.Made("Failed", (rid("vm", "v"),)),
+        ),
+    ],
+)
+def test_a_rows_record_of_what_its_deployment_made_is_read_back(provider_data, expected):
+    assert arm.made_of(provider_data) == expected
+
+
+@pytest.mark.parametrize(
     ("provider_data", "expected"),
     [
         ({}, None),

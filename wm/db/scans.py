@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     update,
     values,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import worker_pool_errors, workers
 from wm.db.workers import worker_from_row
@@ -94,6 +96,28 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRe
             last_modified=func.now(),
             version=workers.c.version + 1,
         )
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        return [worker_from_row(row) for row in conn.execute(statement)]
+
+
+def record_provider_data(
+    engine: Engine, records: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[WorkerRecord]:
+    """Merge each (worker id, data) over its row's provider data, top-level keys replaced, in
+    one statement. Stopped rows are left alone. The version is not moved: this changes no
+    state, so it never makes another writer's conditional change fail. Returns the rows
+    written, as they are now."""
+    if not records:
+        return []
+    data = values(column("worker_id", Text), column("data", JSONB), name="records").data(
+        [(worker_id, dict(found)) for worker_id, found in records]
+    )
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == data.c.worker_id, workers.c.state != "stopped")
+        .values(provider_data=workers.c.provider_data.op("||")(data.c.data))
         .returning(*workers.c)
     )
     with engine.begin() as conn:

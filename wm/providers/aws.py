@@ -255,6 +255,9 @@ class AwsProvider:
             for worker_id, (region, raw) in self._locate(refs).items()
         }
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """EC2 lists everything a worker holds: its listings record nothing."""
+
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
         located = self._locate(refs)
         results: dict[str, TerminateResult] = {}

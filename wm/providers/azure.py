@@ -49,7 +49,13 @@ from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers import boot
-from wm.providers.azure_arm import ARM_DEPLOYMENT, TORN_DOWN_TYPES, VM_TYPE, ArmDeployments
+from wm.providers.azure_arm import (
+    ARM_DEPLOYMENT,
+    OS_DISK_KEY,
+    TORN_DOWN_TYPES,
+    VM_TYPE,
+    ArmDeployments,
+)
 from wm.providers.azure_arm import parse_resource_id as _parse_resource_id
 from wm.providers.base import (
     TAG_DEPLOYMENT,
@@ -488,6 +494,10 @@ class AzureProvider:
             return None
         return self._instance(vm, vm.properties.instance_view, region)
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """Rows now hold what their ARM deployments made: those may go (azure_arm.py)."""
+        self._arm.recorded(instances)
+
     # -- terminate ---------------------------------------------------------------------------
 
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
@@ -614,7 +624,7 @@ class AzureProvider:
             launched_at=props.time_created,
             reason=reason,
             preempted=reason == REASON_SPOT_EVICTED,
-            provider_data=_vm_data(vm),
+            provider_data={**_vm_data(vm), **_os_disk(props)},
             tc_worker_id=vm.name,
         )
 
@@ -828,6 +838,14 @@ def _admin_password() -> str:
 def _vm_data(vm: Any) -> dict[str, Any]:
     vm_id = vm.properties.vm_id if vm.properties is not None else None
     return {VM_ID: vm_id} if vm_id else {}
+
+
+def _os_disk(props: Any) -> dict[str, Any]:
+    """The managed OS disk a VM made from its image (one it attached is not its own)."""
+    os_disk = getattr(getattr(props, "storage_profile", None), "os_disk", None)
+    disk_id = getattr(getattr(os_disk, "managed_disk", None), "id", None)
+    made = _text(getattr(os_disk, "create_option", None)).lower() == "fromimage"
+    return {OS_DISK_KEY: disk_id} if made and disk_id else {}
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

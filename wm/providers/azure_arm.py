@@ -24,14 +24,26 @@ Where wm differs, by design:
   deployment still running shows as a requested worker; a failed one as a stopped worker
   whose reason names the failure (`arm-deployment-failed: <code>: <message>`), whatever its
   VM does, and the scan tears it down.
-- worker-manager deletes a deployment as soon as it succeeds (ARM keeps 800 per resource
-  group) and records what it created in its database. wm keeps the deployment until the
-  worker is torn down: its operations are the record of what to delete. Teardown deletes the
-  VM, then every NIC and disk, then every public IP the deployment created (operations'
-  `targetResource`, outputs, `outputResources`), then the deployment unless
-  `workerManager.keepDeployment`; 404 means already gone. (ARM prunes the history of a group
-  near its limit; a worker whose deployment was pruned loses only that record: its VM is
-  deleted as in the resource form, and what is left is found by the leftover sweep.)
+- What a deployment made is recorded on the worker's row when it ends, as worker-manager
+  records it (`provider_data.armDeploymentResources`: the state it ended in and the resource
+  ids, VM, NICs, public IPs, disks and anything else, by id): for one that succeeded, the ids
+  its outputs and `outputResources` name, read from the scan's list (no extra call); for one
+  that failed, its operations' created targets too (one `DeploymentOperations_List`, once per
+  process); and the OS disk its VM made from its image, which only the listed VM names
+  (`osDiskId`, recorded for every listed VM: no operation, output or tag names it). The scan
+  writes the record (`CloudInstance.record`), then through `recorded` wm deletes a succeeded
+  deployment unless `workerManager.keepDeployment`, as worker-manager does "to avoid hitting
+  the 800 deployments limit"; a failed one is kept until its worker is torn down, as
+  worker-manager keeps it. Teardown deletes from the record: the VM, then every NIC and disk,
+  then every public IP (other types are recorded, never deleted, as in worker-manager), then
+  the deployment unless kept (404 or 204: already gone). A kept deployment is never deleted,
+  not even at teardown (the schema: "instead of deleting them after success or during
+  teardown").
+- Rows without a record (made before records, or whose deployment has not ended) are torn
+  down from the deployment as before: its operations' `targetResource`, outputs and
+  `outputResources`, and the recorded OS disk. ARM prunes a group's history by itself
+  (HISTORY_* below): a deployment pruned before wm recorded it loses only that record; its VM
+  and OS disk are deleted by name, and what is left is found by the leftover sweep, by tags.
 - Leftovers: a NIC, public IP or disk tagged with this wm deployment, attached to nothing,
   whose worker has no deployment in flight and no listed VM, is listed as an orphan; the scan's
   orphan sweep deletes it. Such leftovers are rare (the deployment record covers the rest),
@@ -84,6 +96,13 @@ ARM_DEPLOYMENT = "armDeployment"  # the launch config key of the ARM-template fo
 RESOURCE_GROUP_KEY = "armDeploymentResourceGroup"
 DATA_KEY = "armDeployment"  # provider_data: {"resourceGroup", "name", "keepDeployment"}
 LEFTOVER_KEY = "leftover"  # provider_data of a leftover orphan: its resource type
+# provider_data: {"state": ARM's final provisioning state, "ids": [resource id, ...]}, what
+# the deployment made, recorded when it ended (a key of its own: the create's `||` merge of
+# DATA_KEY never overwrites it).
+RESOURCES_KEY = "armDeploymentResources"
+# provider_data of a listed VM: the managed OS disk it made from its image (no deployment
+# operation or output need name it; a record adds it).
+OS_DISK_KEY = "osDiskId"
 VM_PREFIX = "vm-"
 DEPLOYMENT_PREFIX = "deploy-"  # worker-manager's deployment names: deploy-<VM name suffix>
 # A deployment's own tag saying it is to be kept (workerManager.keepDeployment): an orphan's
@@ -107,6 +126,20 @@ REASON_VM_GONE = "arm-deployment-vm-gone"  # the VM went; what the deployment ma
 REASON_LEFTOVER = "arm-deployment-leftover"
 REASON_MAX_CHARS = 500
 DEPLOYED_REMEMBERED = 100_000  # worker -> deployment of this process's creates, newest kept
+FAILED_REMEMBERED = 10_000  # failed deployments whose operations this process read, newest kept
+# ARM's deployment history of a resource group, as Microsoft documents it ("Automatic
+# deletions from deployment history", learn.microsoft.com/azure/azure-resource-manager/
+# templates/deployment-history-deletions): at most 800 deployments; once a deployment (or a
+# what-if, or a validation) takes the history past 700, ARM deletes the oldest until 600 are
+# left (a deployment given a name already in the history moves to the newest place). At 800
+# the next deployment fails. Nothing is deleted while a CanNotDelete lock is on the group or
+# the deploying identity may not delete deployments (Microsoft.Resources/deployments/delete),
+# and a deployment still running cannot be deleted. Deleting a deployment never deletes what
+# it made. A pool of a few hundred workers in one group therefore loses the deployments of its
+# oldest live workers: wm tears down from the row's record, never from the deployment alone.
+HISTORY_LIMIT = 800
+HISTORY_PRUNE_ABOVE = 700
+HISTORY_PRUNE_TO = 600
 # ARM codes of a template ARM refused as a whole (nothing was deployed).
 TEMPLATE_CODES = frozenset({"invalidtemplate", "invalidtemplatedeployment"})
 # 409s of a deployment PUT whose deployment exists and runs: adopted if it is this worker's.
@@ -235,6 +268,86 @@ class Leftover:
     location: str
     tags: Mapping[str, str]
     attached: bool  # held by a VM (NIC, disk) or a NIC (public IP)
+
+
+@dataclass(frozen=True)
+class Made:
+    """What an ended deployment made, as its worker's row records it (RESOURCES_KEY)."""
+
+    state: str  # the provisioning state it ended in, as ARM wrote it
+    ids: tuple[str, ...]  # every resource it made, its VM first
+
+    @property
+    def succeeded(self) -> bool:
+        return DEPLOYMENT_PHASES.get(self.state.lower()) is Phase.SUCCEEDED
+
+    def data(self) -> dict[str, Any]:
+        return {RESOURCES_KEY: {"state": self.state, "ids": list(self.ids)}}
+
+    def adding(self, *ids: str) -> Made:
+        """The record with these ids too, each once whatever its case."""
+        return Made(self.state, _unique([*self.ids, *ids]))
+
+
+def _unique(ids: Iterable[str]) -> tuple[str, ...]:
+    found: dict[str, str] = {}
+    for resource_id in ids:
+        found.setdefault(resource_id.lower(), resource_id)
+    return tuple(found.values())
+
+
+def made_of(provider_data: Mapping[str, Any]) -> Made | None:
+    """The record of what a row's deployment made, if the row holds one."""
+    data = provider_data.get(RESOURCES_KEY)
+    if not isinstance(data, Mapping) or not isinstance(data.get("ids"), list):
+        return None
+    ids = tuple(i for i in data["ids"] if isinstance(i, str) and i)
+    return Made(str(data.get("state") or ""), ids)
+
+
+def made_by(
+    deployment: DeploymentView, subscription: str, operations: Sequence[Mapping[str, Any]] = ()
+) -> Made:
+    """What an ended deployment made: its VM, its operations' created targets (of any type),
+    and what its outputs and `outputResources` name; each once, whatever the case of its id."""
+    ref = deployment.ref
+    ids = [vm_resource_id(subscription, ref.resource_group, ref.vm_name)]
+    ids += created_targets(operations)
+    ids += deployment.resource_ids
+    return Made(deployment.state, _unique(ids))
+
+
+def created_targets(operations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The resources a deployment's operations created or updated (reads of existing
+    resources are not its to delete)."""
+    ids = []
+    for operation in operations:
+        props = _mapping(operation.get("properties"))
+        kind = str(props.get("provisioningOperation") or "Create").lower()
+        target = _mapping(props.get("targetResource"))
+        if kind == "create" and isinstance(target.get("id"), str):
+            ids.append(target["id"])
+    return ids
+
+
+def gone_instance(worker: WorkerRef, ref: DeploymentRef, subscription: str) -> CloudInstance:
+    """A worker whose VM is gone while its row still names what else it made: stopped, so
+    the scan deletes that (what is gone already costs a 404)."""
+    return CloudInstance(
+        worker_id=worker.worker_id,
+        cloud_id=worker.cloud_id or vm_resource_id(subscription, ref.resource_group, ref.vm_name),
+        region=worker.region,
+        state=WorkerState.STOPPED,
+        reason=REASON_VM_GONE,
+        provider_data=ref.data(),
+        tc_worker_id=ref.vm_name,
+    )
+
+
+def os_disk_of(provider_data: Mapping[str, Any]) -> list[str]:
+    """The OS disk a row's VM made, as a scan recorded it (none before any scan listed it)."""
+    found = provider_data.get(OS_DISK_KEY)
+    return [found] if isinstance(found, str) and found else []
 
 
 # -- names and bodies --------------------------------------------------------------------------
@@ -420,14 +533,7 @@ def teardown_plan(
     """The VMs, NICs, disks and public IPs a deployment made, from its operations' target
     resources (the ones it created or updated; reads of existing resources are not its to
     delete) and any more its outputs name. Each once, whatever the case of its id."""
-    ids: list[str] = []
-    for operation in operations:
-        props = _mapping(operation.get("properties"))
-        kind = str(props.get("provisioningOperation") or "Create").lower()
-        target = _mapping(props.get("targetResource"))
-        if kind == "create" and isinstance(target.get("id"), str):
-            ids.append(target["id"])
-    ids += list(extra_ids)
+    ids = [*created_targets(operations), *extra_ids]
     by_type: dict[str, dict[str, str]] = {t: {} for t in TORN_DOWN_TYPES}
     for resource_id in ids:
         parsed = parse_resource_id(resource_id)
@@ -631,6 +737,8 @@ class ArmDeployments:
         # locations would have ARM refuse the second (InvalidResourceGroupLocation).
         self._group_locks: dict[str, threading.Lock] = {}
         self._deployed: dict[str, DeploymentRef] = {}  # worker -> its deployment (creates)
+        # failed deployment (group, name, end), lower case -> what its operations say it made
+        self._failed: dict[tuple[str, str, str], Made] = {}
         self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
         # leftover id (lower case) -> (first sweep that saw it, its (group, region))
         self._leftover_seen: dict[str, tuple[datetime, tuple[str, str]]] = {}
@@ -819,9 +927,85 @@ class ArmDeployments:
             region=region,
             now=now,
         )
+        by_worker = {d.worker_id: d for d in deployments if d.worker_id}
+        found = [self._with_record(i, by_worker.get(i.worker_id or "")) for i in found]
         busy = {d.worker_id for d in deployments if d.phase is Phase.IN_FLIGHT and d.worker_id}
         busy |= {v.worker_id for v in vms if v.worker_id}
         return found + (self._sweep(groups, region, busy) if sweep else [])
+
+    def _with_record(
+        self, instance: CloudInstance, deployment: DeploymentView | None
+    ) -> CloudInstance:
+        """A worker whose deployment ended carries what it made, and a listed VM the OS disk
+        it made, for its row to keep."""
+        record: dict[str, Any] = {}
+        os_disk = instance.provider_data.get(OS_DISK_KEY)
+        if isinstance(os_disk, str) and os_disk:
+            # Named by no operation, output or tag: only the listed VM says which it is.
+            record[OS_DISK_KEY] = os_disk
+        if deployment is not None and deployment.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            made = self._made(deployment)
+            if made is not None:
+                record.update(made.adding(*record.values()).data())
+        return replace(instance, record=record) if record else instance
+
+    def _made(self, deployment: DeploymentView) -> Made | None:
+        subscription = self._p.subscription_id
+        if deployment.phase is Phase.SUCCEEDED:
+            return made_by(deployment, subscription)
+        ref = deployment.ref
+        ended = deployment.ended_at.isoformat() if deployment.ended_at else ""
+        key = (ref.resource_group.lower(), ref.name.lower(), ended)
+        with self._lock:
+            known = self._failed.get(key)
+        if known is not None:
+            return known
+        try:
+            operations = self._operations(ref)
+        except CloudError as error:
+            # Not recorded this time: the deployment is kept until teardown, which reads it.
+            log("arm-operations-unread", provider=self._p.id, deployment=ref.name, error=str(error))
+            return None
+        made = made_by(deployment, subscription, operations)
+        with self._lock:
+            if len(self._failed) >= FAILED_REMEMBERED:
+                self._failed.pop(next(iter(self._failed)))
+            self._failed[key] = made
+        return made
+
+    def _operations(self, ref: DeploymentRef) -> list[Mapping[str, Any]]:
+        operations = self._p.all_pages(
+            "DeploymentOperations_List",
+            lambda: self._p.clients.deployments.deployment_operations.list(
+                ref.resource_group, ref.name
+            ),
+        )
+        return [o.as_dict() if hasattr(o, "as_dict") else dict(o) for o in operations]
+
+    # -- recorded ----------------------------------------------------------------------------
+
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """Rows now hold what these deployments made: delete each that succeeded unless it is
+        kept, as worker-manager does once a deployment succeeded (ARM keeps 800 per group and
+        prunes the oldest itself). A failed one stays until its worker is torn down."""
+        doomed = []
+        for instance in instances:
+            ref, made = deployment_ref(instance.provider_data), made_of(instance.record)
+            if ref is not None and made is not None and made.succeeded and not ref.keep:
+                doomed.append(ref)
+        list(self._p.pool.map(carry(self._delete_after_success), doomed))
+
+    def _delete_after_success(self, ref: DeploymentRef) -> None:
+        try:
+            self._delete_deployment(ref)
+        except CloudError as error:
+            # Listed again at the next scan, and deleted then.
+            log(
+                "arm-deployment-delete-failed",
+                provider=self._p.id,
+                deployment=ref.name,
+                error=str(error),
+            )
 
     def _with_group_data(self, vms: Sequence[CloudInstance]) -> list[CloudInstance]:
         """A VM in an ARM group outside the provider's carries where its deployment would be,
@@ -964,6 +1148,13 @@ class ArmDeployments:
         return found
 
     def _lookup_one(self, worker: WorkerRef, ref: DeploymentRef) -> CloudInstance | None:
+        made = made_of(worker.provider_data)
+        if made is not None:
+            # The row knows what the deployment made: the deployment itself may be gone.
+            vm = self._p.vm_instance(ref.resource_group, ref.vm_name, worker.region)
+            if vm is not None:
+                return replace(vm, provider_data={**vm.provider_data, **ref.data()})
+            return gone_instance(worker, ref, self._p.subscription_id)
         deployment = self._get(ref)
         if deployment is not None and deployment.phase is Phase.FAILED:
             return self._stands_for(deployment, worker)
@@ -973,7 +1164,9 @@ class ArmDeployments:
                 ref = replace(ref, keep=True)
             return replace(vm, provider_data={**vm.provider_data, **ref.data()})
         if deployment is None or deployment.phase is Phase.GONE:
-            return None
+            # Its OS disk may be left (a template that keeps it): the teardown deletes it.
+            left = os_disk_of(worker.provider_data)
+            return gone_instance(worker, ref, self._p.subscription_id) if left else None
         return self._stands_for(deployment, worker)
 
     def _stands_for(self, deployment: DeploymentView, worker: WorkerRef) -> CloudInstance | None:
@@ -1007,16 +1200,14 @@ class ArmDeployments:
         it is kept; gone once ARM shows none of it. A deployment still running is left to
         end first (ARM refuses to delete it, and it may still create)."""
         self.learn(ref.resource_group)
+        made = made_of(worker.provider_data)
+        if made is not None:
+            return self._terminate_recorded(worker, ref, made)
         try:
             deployment = self._get(ref)
             if deployment is not None and deployment.phase is Phase.IN_FLIGHT:
                 return TerminateResult(worker.worker_id, gone=False, nothing_sent=True)
-            plan = self._plan(worker, ref, deployment)
-            results = [self._delete_vm(vm_id) for vm_id in plan.vms]
-            if all(r.gone for r in results):
-                results += [self._delete_by_id(i) for i in plan.nics_and_disks]
-                results += [self._delete_by_id(i) for i in plan.public_ips]
-            gone = all(r.gone for r in results) and len(results) == len(plan.all)
+            gone, results = self._delete_plan(self._plan(worker, ref, deployment))
             keep = ref.keep or (deployment is not None and deployment.ref.keep)
             if gone and deployment is not None and deployment.phase is not Phase.GONE and not keep:
                 results.append(self._delete_deployment(ref))
@@ -1025,23 +1216,47 @@ class ArmDeployments:
         except CloudError as error:
             return TerminateResult(worker.worker_id, gone=False, error=error)
 
-    def _plan(
-        self, worker: WorkerRef, ref: DeploymentRef, deployment: DeploymentView | None
-    ) -> Teardown:
+    def _terminate_recorded(
+        self, worker: WorkerRef, ref: DeploymentRef, made: Made
+    ) -> TerminateResult:
+        """Tear down from the row's record, without reading the deployment (wm deleted it
+        after success, or ARM pruned it); then delete the deployment unless it is kept (gone
+        already: a 404 or a 204)."""
+        try:
+            extra = os_disk_of(worker.provider_data)
+            plan = teardown_plan([], [self._vm_id(worker, ref), *made.ids, *extra])
+            gone, results = self._delete_plan(plan)
+            if gone and not ref.keep:
+                results.append(self._delete_deployment(ref))
+            sent = any(r in (Deleted.DONE, Deleted.UNDER_WAY) for r in results)
+            return TerminateResult(worker.worker_id, gone=gone, nothing_sent=not sent)
+        except CloudError as error:
+            return TerminateResult(worker.worker_id, gone=False, error=error)
+
+    def _delete_plan(self, plan: Teardown) -> tuple[bool, list[Deleted]]:
+        """Delete a plan's VMs; once they are gone, its NICs and disks, then its public IPs.
+        Whether all of it is gone, and what each delete found."""
+        results = [self._delete_vm(vm_id) for vm_id in plan.vms]
+        if all(r.gone for r in results):
+            results += [self._delete_by_id(i) for i in plan.nics_and_disks]
+            results += [self._delete_by_id(i) for i in plan.public_ips]
+        return all(r.gone for r in results) and len(results) == len(plan.all), results
+
+    def _vm_id(self, worker: WorkerRef, ref: DeploymentRef) -> str:
+        """The worker's VM: the id the cloud named, else the one wm's names give."""
         vm_id = worker.cloud_id or ""
         parsed = parse_resource_id(vm_id)
         if parsed is None or parsed.type != VM_TYPE:
             vm_id = vm_resource_id(self._p.subscription_id, ref.resource_group, ref.vm_name)
+        return vm_id
+
+    def _plan(
+        self, worker: WorkerRef, ref: DeploymentRef, deployment: DeploymentView | None
+    ) -> Teardown:
+        known = [self._vm_id(worker, ref), *os_disk_of(worker.provider_data)]
         if deployment is None or deployment.phase is Phase.GONE:
-            return Teardown(vms=(vm_id,))
-        operations = self._p.all_pages(
-            "DeploymentOperations_List",
-            lambda: self._p.clients.deployments.deployment_operations.list(
-                ref.resource_group, ref.name
-            ),
-        )
-        raw = [o.as_dict() if hasattr(o, "as_dict") else dict(o) for o in operations]
-        return teardown_plan(raw, [vm_id, *deployment.resource_ids])
+            return teardown_plan([], known)  # what else it made is found by its tags
+        return teardown_plan(self._operations(ref), [*known, *deployment.resource_ids])
 
     def _delete_vm(self, vm_id: str) -> Deleted:
         parsed = parse_resource_id(vm_id)

@@ -123,6 +123,12 @@ class Provider(Protocol):
         """Delete the workers' instances and what belongs to them; one result per ref."""
         ...
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """The scan wrote these listed instances' `record` on their rows: what the provider
+        kept in the cloud only until then may go (Azure: a succeeded ARM deployment). Failures
+        are logged, not raised: the next scan lists and records them again."""
+        ...
+
     def close(self) -> None:
         """Release clients and connections."""
         ...

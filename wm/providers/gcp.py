@@ -362,6 +362,9 @@ class GcpProvider:
 
     # -- terminate -------------------------------------------------------------------------------
 
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """GCE lists everything a worker holds: its listings record nothing."""
+
     def terminate(self, refs: Sequence[WorkerRef]) -> list[TerminateResult]:
         return self._each([partial(self._terminate_one, ref) for ref in refs])
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.network import NetworkManagementClient
+from azure.mgmt.resource.deployments import DeploymentsMgmtClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 from azure.mgmt.resource.templatespecs import TemplateSpecsClient
 
@@ -34,11 +35,11 @@ from tests.fixtures.sim_arm import (
 )
 from tests.fixtures.sim_arm import sdk_options as sim_sdk_options
 from wm.db import pools as pool_store
-from wm.db import tasks
+from wm.db import registration, tasks
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity
-from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition
 from wm.providers import azure_arm as arm
@@ -408,11 +409,16 @@ def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
         "disks",
     }
 
+    # A row made before rows recorded what their deployments made (its provider data names
+    # only the deployment): torn down from the deployment's own record.
+    assert arm.made_of(ref(result).provider_data) is None
+
     results = terminate_until_gone(azure_provider, ref(result))
 
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == ({"deploy-w-arm-end": "Succeeded"} if keep else {})
     counts = sim_arm.faults.counts()
+    assert "DeploymentOperations_List" in counts  # the deployment's record was read
     assert counts["VirtualMachines_Delete"] == 1
     assert counts.get("Deployments_Delete", 0) == (0 if keep else 1)
     assert not results[0].nothing_sent  # the VM's DELETE
@@ -519,13 +525,19 @@ def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
 # -- through the provisioner and the scanner (real Postgres) -------------------------------------
 
 
-def apply_arm_pool(engine, provider: AzureProvider, config: Mapping[str, Any]) -> None:
+def apply_arm_pool(
+    engine, provider: AzureProvider, config: Mapping[str, Any], max_capacity: int = 10
+) -> None:
     body = {
         "providerId": provider.id,
         "description": "Windows workers deployed from a template spec",
         "owner": OWNER,
         "emailOnError": False,
-        "config": {"minCapacity": 0, "maxCapacity": 10, "launchConfigs": [dict(config)]},
+        "config": {
+            "minCapacity": 0,
+            "maxCapacity": max_capacity,
+            "launchConfigs": [dict(config)],
+        },
     }
     definition = parse_pool_definition(POOL, body, {provider.id: "azure"})
     pool_store.apply_definitions(
@@ -581,9 +593,13 @@ def test_a_pool_of_arm_workers_runs_and_a_half_way_failure_leaves_nothing(
         "arm-deployment-failed: OSProvisioningTimedOut"
     )
     assert after[row.worker_id].state is WorkerState.RUNNING
-    # Nothing of the failed deployment is left; the running worker's resources are untouched.
+    # Nothing of the failed deployment is left; the running worker's resources are untouched,
+    # and its deployment went once the scan recorded what it made on the row.
     assert all(row.worker_id in r for r in sim_arm.resources())
-    assert deployments(sim_arm) == {f"deploy-{row.worker_id}": "Succeeded"}
+    assert deployments(sim_arm) == {}
+    made = arm.made_of(after[row.worker_id].provider_data)
+    assert made is not None and made.succeeded
+    assert {i.lower() for i in made.ids} >= {r.lower() for r in sim_arm.resources()}
 
 
 def test_a_failed_deployment_is_a_pool_error_against_its_launch_config(
@@ -692,3 +708,208 @@ def test_two_providers_deploying_into_one_group_each_see_only_their_own(
     assert {i.worker_id for i in sibling.list_instances(LOCATION)} == {"w-sibling"}
     assert trusted.lookup([ref(theirs)]) == {}
     assert set(sibling.lookup([ref(theirs)])) == {"w-sibling"}
+
+
+# -- deployments deleted once recorded; ARM's history limit ------------------------------------
+
+
+def pool_rows(engine) -> dict[str, WorkerRecord]:
+    return {w.worker_id: w for w in list_workers(engine, pool_id=POOL, limit=None)}
+
+
+def launch(engine, provider: AzureProvider, count: int) -> list[str]:
+    """`count` more tasks, and the provisioner's passes until it has a worker for each: the
+    new workers' ids."""
+    before = set(pool_rows(engine))
+    tasks.submit_tasks(engine, POOL, count, 600.0)
+    new: list[str] = []
+
+    def launched() -> bool:
+        provision(engine, provider)
+        new[:] = sorted(set(pool_rows(engine)) - before)
+        return len(new) >= count
+
+    wait_for(launched, 30.0)
+    return new
+
+
+def scan_until(
+    scanner: Scanner, provider: AzureProvider, check: Callable[[], Any], timeout_s: float = 30.0
+) -> Any:
+    def scanned() -> Any:
+        scanner.scan(provider.id, LOCATION)
+        return check()
+
+    return wait_for(scanned, timeout_s)
+
+
+def remove(engine, workers: list[str]) -> None:
+    """Their tasks are done and each worker removes itself, as worker-runner does when idle."""
+    for task in tasks.claim_tasks(engine, POOL, "done", limit=len(workers)):
+        tasks.complete_task(engine, task.task_id, "done")
+    for worker in workers:
+        registration.request_removal(engine, worker, "removed-by-worker")
+
+
+def scan_until_all(
+    engine, scanner: Scanner, provider: AzureProvider, workers: list[str], state: WorkerState
+) -> None:
+    def all_there() -> bool:
+        rows = pool_rows(engine)
+        return all(rows[w].state is state for w in workers)
+
+    scan_until(scanner, provider, all_there)
+
+
+def of_workers(sim: SimArm, workers: list[str]) -> list[str]:
+    """The sim's resources made for these workers (all are named after their VMs)."""
+    names = tuple(f"/vm-{w}".lower() for w in workers)
+    return [r for r in sim.resources() if any(n in r.lower() for n in names)]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_succeeded_deployment_is_recorded_on_its_row_and_deleted_unless_kept(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, keep: bool
+):
+    # Nothing goes with the VM (ARM's default): every resource is wm's to delete.
+    spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
+    config = launch_config(spec, createPublicIp=True, dataDiskSizeGB=32)
+    config["workerManager"]["keepDeployment"] = keep
+    apply_arm_pool(engine, azure_provider, config)
+    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    (worker,) = launch(engine, azure_provider, 1)
+    wait_for(lambda: deployments(sim_arm) == {f"deploy-{worker}": "Succeeded"})
+    made = set(sim_arm.resources())  # its VM, NIC, public IP, OS and data disks
+
+    scan_until_all(engine, scanner, azure_provider, [worker], WorkerState.RUNNING)
+
+    record = arm.made_of(pool_rows(engine)[worker].provider_data)
+    assert record is not None and record.succeeded
+    assert {i.lower() for i in record.ids} == {r.lower() for r in made}
+    # The deployment goes once the row holds what it made (worker-manager's "to avoid hitting
+    # the 800 deployments limit"), unless the launch config keeps it.
+    assert deployments(sim_arm) == ({f"deploy-{worker}": "Succeeded"} if keep else {})
+    assert sim_arm.faults.counts().get("Deployments_Delete", 0) == (0 if keep else 1)
+
+    # Removed: torn down from the row's record, whether the deployment is there or not.
+    remove(engine, [worker])
+    scan_until_all(engine, scanner, azure_provider, [worker], WorkerState.STOPPED)
+
+    assert sim_arm.resources() == []
+    assert deployments(sim_arm) == ({f"deploy-{worker}": "Succeeded"} if keep else {})
+    counts = sim_arm.faults.counts()
+    assert "DeploymentOperations_List" not in counts  # the record was enough
+    # A kept deployment stays at teardown too (the schema: "instead of deleting them after
+    # success or during teardown"); an unkept one's DELETE is sent once more (204: gone).
+    assert counts.get("Deployments_Delete", 0) == (0 if keep else 2)
+
+
+def delete_deployment(sim: SimArm, name: str, group: str = ARM_GROUP) -> None:
+    """Out of band, as ARM's pruning of a group's history deletes one."""
+    client = DeploymentsMgmtClient(sdk_credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
+    client.deployments.begin_delete(group, name).result()
+
+
+def test_a_failed_deployment_is_recorded_and_kept_until_its_worker_is_torn_down(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
+    apply_arm_pool(engine, azure_provider, launch_config(spec, createPublicIp=True))
+    sim_arm.deployments.fail_halfway(1)
+    (worker,) = launch(engine, azure_provider, 1)
+    wait_for(lambda: deployments(sim_arm) == {f"deploy-{worker}": "Failed"})
+    made = set(sim_arm.resources())  # its VM, NIC, public IP and OS disk
+    sim_arm.faults.behaviour.update(delete_s=0.5)  # the VM's delete takes a while
+    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+
+    # The scan that sees it failed records what its operations made, then starts tearing
+    # the worker down; the deployment stays meanwhile, as worker-manager keeps it.
+    scanner.scan(azure_provider.id, LOCATION)
+
+    row = pool_rows(engine)[worker]
+    assert row.state is WorkerState.STOPPING
+    record = arm.made_of(row.provider_data)
+    assert record is not None and record.state == "Failed"
+    assert {i.lower() for i in record.ids} == {r.lower() for r in made}
+    assert deployments(sim_arm) == {f"deploy-{worker}": "Failed"}
+    # Lost now (as ARM prunes a group's history), it is not missed: the row has what it takes.
+    delete_deployment(sim_arm, f"deploy-{worker}")
+    scan_until_all(engine, scanner, azure_provider, [worker], WorkerState.STOPPED)
+    assert sim_arm.resources() == []
+    assert sim_arm.faults.counts()["DeploymentOperations_List"] == 1
+
+
+def test_a_group_filled_past_arms_history_limit_leaks_nothing(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    """A pool's workers in one resource group, their deployments kept (keepDeployment),
+    launched, torn down and launched again until the group's history passes its limit and
+    ARM prunes the oldest deployments: those of the workers still running among them. Each
+    worker is torn down from its row's record, and nothing is left.
+
+    ARM's figures scaled down tenfold (the sim's settings: 80 held at most, pruned to 60 once
+    past 70): with ARM's own, the same run takes a minute here (about eight calls to tear down
+    each worker); the rule is the same at any scale, and
+    test_sim_arm_deployments.py checks it at ARM's own."""
+    history = sim_arm.deployments
+    history.history_limit, history.history_prune_above, history.history_prune_to = 80, 70, 60
+    spec = publish(sim_arm, detaching(TEMPLATE), "detaching")  # nothing goes with a VM
+    config = launch_config(spec, createPublicIp=True, dataDiskSizeGB=32)
+    config["workerManager"]["keepDeployment"] = True
+    apply_arm_pool(engine, azure_provider, config, max_capacity=100)
+    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    long_lived = launch(engine, azure_provider, 5)
+    scan_until_all(engine, scanner, azure_provider, long_lived, WorkerState.RUNNING)
+    cycles = 0
+
+    while len(history.puts()) <= history.history_prune_above:
+        workers = launch(engine, azure_provider, 25)
+        scan_until_all(engine, scanner, azure_provider, workers, WorkerState.RUNNING)
+        remove(engine, workers)
+        scan_until_all(engine, scanner, azure_provider, workers, WorkerState.STOPPED)
+        assert of_workers(sim_arm, workers) == []
+        cycles += 1
+
+    # Past 70 the history was pruned to 60: the oldest went, the running workers' among them.
+    # What those made is still there, and only their rows know it.
+    assert cycles == 3 and len(history.puts()) == 80
+    pruned = {p.rsplit("/", 1)[1] for p in history.pruned}
+    assert len(pruned) == 71 - 60
+    assert {f"deploy-{w}" for w in long_lived} <= pruned
+    assert len(of_workers(sim_arm, long_lived)) == 5 * len(long_lived)  # VM, NIC, IP, 2 disks
+    assert list_errors(engine, POOL) == []  # no deployment refused for the history's limit
+
+    remove(engine, long_lived)
+    scan_until_all(engine, scanner, azure_provider, long_lived, WorkerState.STOPPED)
+
+    assert sim_arm.resources() == []  # no VM, NIC, public IP or disk left
+    assert [w for w in pool_rows(engine).values() if w.state is not WorkerState.STOPPED] == []
+
+
+def test_deployments_gone_before_the_scan_recorded_them_leave_nothing_after_the_sweep(
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    """Deployments pruned (or deleted by hand) before any scan saw them end: the rows know
+    only where they were, and the OS disk each VM made (recorded from the VM list: no tag
+    names it). Their VMs and OS disks are torn down by name, and what else each left (its NIC
+    and public IP) is found by its tags, as the leftovers of a crash are."""
+    spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
+    apply_arm_pool(engine, azure_provider, launch_config(spec, createPublicIp=True))
+    workers = launch(engine, azure_provider, 3)
+    wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
+    for worker in workers:
+        delete_deployment(sim_arm, f"deploy-{worker}")
+    azure_provider._arm.leftover_sweep_s = 0.0  # every scan sweeps
+    scanner = Scanner(
+        engine, {azure_provider.id: azure_provider}, missing_grace_s=0, orphan_grace_s=0
+    )
+    scan_until_all(engine, scanner, azure_provider, workers, WorkerState.RUNNING)
+    rows = pool_rows(engine)
+    assert all(arm.made_of(rows[w].provider_data) is None for w in workers)
+    assert all(arm.os_disk_of(rows[w].provider_data) for w in workers)
+
+    remove(engine, workers)
+    scan_until_all(engine, scanner, azure_provider, workers, WorkerState.STOPPED)
+    scan_until(scanner, azure_provider, lambda: sim_arm.resources() == [])
+
+    assert deployments(sim_arm) == {}

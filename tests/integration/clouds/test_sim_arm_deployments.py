@@ -550,6 +550,72 @@ def test_deleting_a_deployment_removes_its_record_and_leaves_its_resources(
     wait_for(lambda: sim_arm.resources() == [])
 
 
+# -- the history's limit ------------------------------------------------------------------------
+
+EMPTY = {
+    "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+    "contentVersion": "1.0.0.0",
+    "resources": [],
+}
+
+
+def put_empty(arm: Clients, name: str) -> None:
+    """A deployment of nothing, not waited for: it has succeeded by the next request."""
+    body = {"properties": {"mode": "Incremental", "template": EMPTY}}
+    arm.deployments.deployments.begin_create_or_update(GROUP, name, body, polling=False).result()
+
+
+def test_a_history_past_700_is_pruned_to_600_oldest_first_and_never_a_running_deployment(
+    sim_arm: SimArm, arm: Clients
+):
+    sim_arm.faults.behaviour.update(boot_s=600)  # runs until its VM boots: all along
+    arm.deployments.deployments.begin_create_or_update(
+        GROUP, "deploy-running", inline(vm_name="vm-running"), polling=False
+    ).result()
+    fill = [f"deploy-{n:03}" for n in range(700)]
+    for name in fill[:-1]:
+        put_empty(arm, name)
+    assert sim_arm.deployments.history(AZURE_SUBSCRIPTION, GROUP) == ["deploy-running", *fill[:-1]]
+    assert sim_arm.deployments.pruned == []  # 700 held: not past 700 yet
+
+    put_empty(arm, fill[-1])
+
+    # 701: the oldest that do not run go until 600 are left (101 of them).
+    history = sim_arm.deployments.history(AZURE_SUBSCRIPTION, GROUP)
+    assert history == ["deploy-running", *fill[101:]]
+    assert [p.rsplit("/", 1)[1] for p in sim_arm.deployments.pruned] == fill[:101]
+    assert not arm.deployments.deployments.check_existence(GROUP, fill[0])
+    # Only the records: what the running deployment makes is untouched.
+    assert any(r.endswith("/vm-running") for r in sim_arm.resources())
+    # A deployment PUT again under its name moves to the newest place.
+    put_empty(arm, fill[101])
+    assert sim_arm.deployments.history(AZURE_SUBSCRIPTION, GROUP)[-1] == fill[101]
+
+
+def test_a_new_deployment_into_a_full_history_that_cannot_be_pruned_is_refused(
+    sim_arm: SimArm, arm: Clients
+):
+    # Scaled down (the sim's setting): three deployments running fill a history of three, as
+    # 800 would fill ARM's, and running ones are never pruned.
+    sim_arm.deployments.history_limit = 3
+    sim_arm.deployments.history_prune_above = sim_arm.deployments.history_prune_to = 3
+    sim_arm.faults.behaviour.update(boot_s=600)
+    for n in range(3):
+        arm.deployments.deployments.begin_create_or_update(
+            GROUP, f"deploy-{n}", inline(vm_name=f"vm-{n}"), polling=False
+        ).result()
+
+    error = refused(lambda: put_empty(arm, "deploy-one-more"))
+
+    assert (error.status_code, error.error.code) == (400, "DeploymentQuotaExceeded")
+    assert "would exceed the quota of '3'" in error.message
+    assert sim_arm.deployments.history(AZURE_SUBSCRIPTION, GROUP) == [
+        "deploy-0",
+        "deploy-1",
+        "deploy-2",
+    ]
+
+
 # -- faults, parameters, records -----------------------------------------------------------------
 
 

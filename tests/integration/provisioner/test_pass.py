@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from prometheus_client import REGISTRY
@@ -311,6 +312,46 @@ def test_a_scan_leaves_alone_an_intent_whose_pass_is_still_running(engine, aws):
         scanner.scan(aws.id, region)
     assert time.monotonic() - seen_free >= aws.gate.longest_call_s()
     assert (row.state.value, row.stop_reason) == ("stopped", "gone-from-cloud")
+
+
+def test_a_scan_writes_what_a_listing_asks_a_row_to_keep_before_telling_the_provider(engine, aws):
+    # Scenario: two workers; the cloud's listing asks one row to keep something (as Azure's
+    # asks a row to keep what an ARM deployment made, before the deployment is deleted).
+    tasks.submit_tasks(engine, POOL, 2, 1.0)
+    provisioner(engine, aws).run_pass("aws-a")
+    keeper, other = sorted(aws.instances)
+    region = aws.instances[keeper].region
+    aws.instances[keeper] = replace(
+        aws.instances[keeper], record={"made": ["disk-1"], "vmId": "v-1"}
+    )
+    held_when_told: list[dict[str, object]] = []
+
+    def told(instances) -> None:
+        rows = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
+        held_when_told.append({i.worker_id: rows[i.worker_id].provider_data for i in instances})
+
+    aws.on_recorded = told
+    scanner = Scanner(engine, {aws.id: aws}, missing_grace_s=0)
+
+    scanner.scan(aws.id, region)
+    scanner.scan(aws.id, region)
+
+    # Outcome: merged over the row's own data; the provider told only once the row held it,
+    # at every scan (what it could not act on at one, it acts on at the next); the other row
+    # untouched.
+    rows = {w.worker_id: w for w in list_workers(engine, pool_id=POOL)}
+    assert rows[keeper].provider_data["made"] == ["disk-1"]
+    assert rows[keeper].provider_data["vmId"] == "v-1"
+    assert "made" not in rows[other].provider_data
+    assert [list(h) for h in held_when_told] == [[keeper], [keeper]]
+    assert all(h[keeper]["made"] == ["disk-1"] for h in held_when_told)
+    # A stopped row is never written.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE workers SET state = 'stopped'"))
+    aws.instances[keeper] = replace(aws.instances[keeper], record={"made": ["disk-2"]})
+    scanner.scan(aws.id, region)
+    (row,) = [w for w in list_workers(engine, pool_id=POOL) if w.worker_id == keeper]
+    assert row.provider_data["made"] == ["disk-1"]
 
 
 def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):

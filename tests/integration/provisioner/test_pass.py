@@ -116,6 +116,29 @@ def test_a_provider_that_raises_is_contained(engine, aws):
     assert {w.state.value for w in list_workers(engine, pool_id=POOL)} == {"requested"}
 
 
+def test_intents_whose_creates_the_stopping_process_never_sent_are_withdrawn(engine, aws):
+    # SIGTERM lands between the intents' commit and their creates: nothing is sent, and the
+    # rows go with their intents instead of ending stopped as failed launches (the never-
+    # registers scenario saw those stop before their registration deadline).
+    tasks.submit_tasks(engine, POOL, 4, 1.0)
+    p = provisioner(engine, aws)
+
+    def stop_once_committed(conn, cursor, statement: str, *args) -> None:
+        if statement.startswith("INSERT INTO workers"):
+            p.stop.set()
+
+    event.listen(engine, "after_cursor_execute", stop_once_committed)
+    try:
+        (report,) = p.run_pass("aws-a")
+    finally:
+        event.remove(engine, "after_cursor_execute", stop_once_committed)
+
+    assert aws.create_calls == []
+    assert (report.to_add, report.launched, report.failed, report.withdrawn) == (4, 0, 0, 4)
+    assert list_workers(engine, pool_id=POOL) == []
+    assert pool_errors.list_errors(engine, POOL) == []
+
+
 def test_max_and_min_capacity_are_respected(engine):
     data = raw()
     data["pools"][0].update(max_capacity=7, min_capacity=2)

@@ -336,6 +336,36 @@ def test_a_scan_leaves_alone_an_intent_whose_pass_is_still_running(engine, aws):
     assert (row.state.value, row.stop_reason) == ("stopped", "gone-from-cloud")
 
 
+def test_an_intent_past_its_deadline_waits_for_its_create_before_it_is_deleted(engine, aws):
+    # A create slower than the registration timeout (a loaded machine, a slow cloud): a scan
+    # meanwhile must not "delete" a VM that does not exist yet and stop the row, leaving the
+    # VM the create then makes running with nothing to own it.
+    tasks.submit_tasks(engine, POOL, 1, 1.0)
+    scanner = Scanner(engine, {aws.id: aws})
+    create = aws.create
+    during = []
+
+    def slow_create(batch):
+        with engine.begin() as conn:  # its registration deadline passes during the create
+            conn.execute(text("UPDATE workers SET expires = now() - interval '1 second'"))
+        for region in aws.regions:
+            scanner.scan(aws.id, region)
+        during.extend((w.state.value, w.stop_reason) for w in list_workers(engine, pool_id=POOL))
+        return create(batch)
+
+    aws.create = slow_create
+    provisioner(engine, aws).run_pass("aws-a")
+    assert during == [("requested", None)]
+    (launched,) = list_workers(engine, pool_id=POOL)
+    assert launched.cloud_id is not None and launched.worker_id in aws.instances
+
+    for region in aws.regions:  # the create answered: its deadline applies at once
+        scanner.scan(aws.id, region)
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert (row.state.value, row.stop_reason) == ("stopped", "registration-timeout")
+    assert aws.instances == {}
+
+
 def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):
     # Scenario: tasks wait, then one pass launches a worker per task.
     def observed(stage: str) -> tuple[float, float]:

@@ -44,6 +44,10 @@ DEFINITE_REFUSALS = frozenset(
 )
 
 
+# The code of a call wm did not send because its process is stopping.
+SHUTTING_DOWN = "ShuttingDown"
+
+
 class CloudError(WmError):
     """A cloud API call failed."""
 
@@ -73,6 +77,12 @@ class CloudError(WmError):
     @property
     def retryable(self) -> bool:
         return self.category in RETRYABLE
+
+    @property
+    def never_sent(self) -> bool:
+        """No attempt of this call left wm: the process stopped before sending it (a stopping
+        process sends nothing more), and no earlier attempt may have acted."""
+        return self.code == SHUTTING_DOWN and not self.maybe_applied
 
     @property
     def nothing_applied(self) -> bool:

@@ -27,7 +27,7 @@ from wm.db import claims, pool_errors, scans, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.intent_sightings import IntentSightings
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
@@ -51,6 +51,7 @@ class PoolPassReport:
     to_add: int
     launched: int = 0
     failed: int = 0
+    withdrawn: int = 0  # intents deleted unsent: the process stopped before their create
     recovered: int = 0
 
 
@@ -227,13 +228,23 @@ class Provisioner:
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, demand)
         reports = []
+        withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
+        if withdrawn:
+            log("intents-withdrawn", provider=provider.id, workers=withdrawn)
         for plan in plans:
             ids = {i.worker_id for i in plan.intents}
-            failed = sum(1 for o in outcomes if o.worker_id in ids and o.cloud_id is None)
-            launched = len(ids) - failed
+            mine = [o for o in outcomes if o.worker_id in ids]
+            failed = sum(1 for o in mine if o.cloud_id is None and not o.withdrawn)
+            unsent = sum(1 for o in mine if o.withdrawn)
             pool_recovered = recovered.get(plan.report.pool_id, 0)
             reports.append(
-                replace(plan.report, launched=launched, failed=failed, recovered=pool_recovered)
+                replace(
+                    plan.report,
+                    launched=len(ids) - failed - unsent,
+                    failed=failed,
+                    withdrawn=unsent,
+                    recovered=pool_recovered,
+                )
             )
             _export_gauges(plan.report, capacity[plan.report.pool_id])
         return reports
@@ -270,7 +281,7 @@ class Provisioner:
 
         def create(batch: LaunchBatch) -> list[LaunchResult]:
             if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
-                error = CloudError(provider.id, ErrorCategory.PAUSED, "ShuttingDown", "not sent")
+                error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
                 return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
             return _create_batch(provider, batch)
 
@@ -408,6 +419,11 @@ def judge_results(
             error = (result.error if result else None) or CloudError(
                 provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"
             )
+            if error.never_sent:
+                # The process stopped before this create left it: there is no worker to stop
+                # (nor to hold to a registration deadline), and nothing for the pool's errors.
+                outcomes.append(LaunchOutcome(intent.worker_id, None, {}, withdrawn=True))
+                continue
             # Only a definite "nothing was made" stops the row. Otherwise (a lost answer, a
             # 5xx, or a refusal after an attempt that may have acted) the VM may exist: the
             # row stays requested, to be adopted by its tag or stopped once surely VM-less.

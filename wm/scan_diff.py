@@ -10,6 +10,10 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
   still be in flight is never missing: its VM may yet appear. That is while its pool's pass
   runs, and until `intent_grace` after a scan first saw it with no pass running (by then
   every attempt was sent: wm/intent_sightings.py);
+- in_flight: those open intents the list did not show whose create may still be in flight. No
+  deadline ends them: a delete sent now finds nothing, and the VM the create then makes is
+  left running with its row stopped. Their deadline applies once the create is answered, the
+  list shows the VM, or a look-up finds none;
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period;
@@ -70,6 +74,7 @@ class ScanDiff:
     to_terminate: tuple[WorkerRecord, ...]  # rows whose cloud resources must be deleted
     orphans: tuple[CloudInstance, ...]
     cloud_running: tuple[WorkerRecord, ...] = ()  # rows whose VM runs, first seen so now
+    in_flight: tuple[str, ...] = ()  # open intents, not listed, whose create may be in flight
 
 
 def diff(
@@ -130,15 +135,20 @@ def diff(
     # are deleting: those are looked up at once, so dead capacity stops counting.
     intent_wait = max(missing_grace, intent_grace)
 
+    def create_in_flight(r: WorkerRecord) -> bool:
+        if r.pool_id in in_flight_pools or r.worker_id not in free_since:
+            return True
+        last_sent = max(r.unanswered_at or r.created, free_since[r.worker_id])
+        return now - last_sent < intent_wait
+
     def may_be_missing(r: WorkerRecord) -> bool:
         if r.unresolved_intent:
-            if r.pool_id in in_flight_pools or r.worker_id not in free_since:
-                return False
-            last_sent = max(r.unanswered_at or r.created, free_since[r.worker_id])
-            return now - last_sent >= intent_wait
+            return not create_in_flight(r)
         return r.state == S or r.last_checked is not None or now - r.created >= missing_grace
 
-    missing = [r for r in rows if r.worker_id not in matched and r.state != X and may_be_missing(r)]
+    unlisted = [r for r in rows if r.worker_id not in matched and r.state != X]
+    missing = [r for r in unlisted if may_be_missing(r)]
+    in_flight = [r.worker_id for r in unlisted if r.unresolved_intent and create_in_flight(r)]
     return ScanDiff(
         changes=tuple(changes),
         seen=tuple(sorted(matched)),
@@ -146,6 +156,7 @@ def diff(
         to_terminate=tuple(to_terminate),
         orphans=tuple(orphans),
         cloud_running=tuple(cloud_running),
+        in_flight=tuple(in_flight),
     )
 
 

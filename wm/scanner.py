@@ -139,6 +139,9 @@ class ScanPass:
     looked_up: int = 0  # rows this scan looked up (0 when the look-up call failed)
     # worker id -> its row's provider data, where this scan wrote a listing's record on it
     recorded: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Rows this scan changed, as they are now: its later steps act on these, not on the
+    # versions it read first (which its own changes made stale).
+    changed_rows: dict[str, WorkerRecord] = field(default_factory=dict)
 
     @property
     def engine(self) -> Engine:
@@ -197,7 +200,10 @@ class ScanPass:
         safe_point("look-ups")
         gone, found_stopping = self._look_up(found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
-        stopping += self._enforce_deadlines(rows, pools, now, skip=gone | _ids(stopping))
+        # An intent whose create may be in flight has no VM to delete yet: its deadline waits.
+        skip = gone | _ids(stopping) | set(found.in_flight)
+        current = [self.changed_rows.get(r.worker_id, r) for r in rows]
+        stopping += self._enforce_deadlines(current, pools, now, skip=skip)
         safe_point("deletions")
         terminated = self._terminate(stopping)
         safe_point("orphans")
@@ -266,6 +272,7 @@ class ScanPass:
         """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
         deletion finished."""
         changed = scans.apply_changes(self.engine, changes)
+        self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
         failed = {c.worker_id for c in changes if c.state == "stopping" and failed_launch(c.reason)}

@@ -8,11 +8,12 @@ repetition) is a `size` parameter marked `chaos_long`, which `make test` deselec
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.support.stack import (
     AZURE_SUBSCRIPTION,
     FAST_GATE,
     MACHINES,
+    WmProcess,
     aws_provider,
     azure_provider,
     gcp_provider,
@@ -55,6 +57,18 @@ AWS_MACHINES = ("m5.large", "m5.xlarge", "c5.large")
 GCE_PROJECT = "wm-test"  # tests.support.stack's GCE project and Azure resource group
 AZURE_GROUP = "wm-test"
 WAIT_POLL_S = 0.05
+# A worker row's stamps, in the order of its life (worker_history).
+HISTORY_STAMPS = (
+    "created",
+    "expires",
+    "accepted_at",
+    "unanswered_at",
+    "cloud_running_at",
+    "registered_at",
+    "stopping_at",
+    "delete_called_at",
+    "stopped_at",
+)
 LONG = pytest.mark.chaos_long
 
 
@@ -233,6 +247,35 @@ def create_key(kind: str, row: WorkerRecord) -> str:
     if kind == "gcp":
         return request_id(row.idempotency_token)
     return vm_name(row.worker_id).lower()
+
+
+def worker_history(
+    rows: Sequence[WorkerRecord], worker_ids: Iterable[str], *processes: WmProcess
+) -> str:
+    """What a failed assertion about some workers needs to say why: each one's row (state,
+    stop reason, cloud id, the stamps of its life) and the last events that name it."""
+    by_id = {r.worker_id: r for r in rows}
+    lines = []
+    for worker_id in sorted(worker_ids):
+        row = by_id[worker_id]
+        stamps = ", ".join(
+            f"{name}={stamp:%H:%M:%S.%f}"
+            for name in HISTORY_STAMPS
+            if (stamp := getattr(row, name)) is not None
+        )
+        lines.append(
+            f"{worker_id} {row.pool_id} {row.state.value} stop_reason={row.stop_reason!r} "
+            f"cloud_id={row.cloud_id} {stamps}"
+        )
+        names = {worker_id, *([row.cloud_id] if row.cloud_id else [])}
+        events = [
+            event
+            for process in processes
+            for event in list(process.lines)
+            if any(name in json.dumps(event) for name in names)
+        ]
+        lines += [f"    {json.dumps(e)}" for e in sorted(events, key=lambda e: e["ts"])[-5:]]
+    return "\n".join(lines)
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, what: str) -> None:

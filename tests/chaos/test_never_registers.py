@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.chaos.leaks import assert_no_leaks
-from tests.chaos.scene import KINDS, CapacitySampler, provider_config, sizes
+from tests.chaos.scene import KINDS, CapacitySampler, provider_config, sizes, worker_history
 from tests.support.stack import Stack, pool
 from wm.db import tasks
 from wm.db.pool_errors import list_errors
@@ -63,7 +63,16 @@ def test_workers_that_never_register_are_replaced_at_their_deadline_and_no_faste
 
     with CapacitySampler(engine, max_capacity) as sampler:
         provisioner, scanner = stack.start("provisioner"), stack.start("scanner")
-        provisioner.wait_for(lambda: provisioner.events("provision-pass"), 30, "a first pass")
+        # From the first pass on every cloud: a cold start (the SDKs' first calls) on a loaded
+        # machine can take one cloud's first pass many seconds past the others'.
+        provisioner.wait_for(
+            lambda: (
+                {e["provider"] for e in provisioner.events("provision-pass")}
+                >= {p["id"] for p in providers}
+            ),
+            60,
+            "a first pass on every cloud",
+        )
         started = time.time()
         time.sleep(size.duration_s)
         code, _ = provisioner.terminate()
@@ -86,22 +95,35 @@ def test_workers_that_never_register_are_replaced_at_their_deadline_and_no_faste
     assert sampler.over == [], f"capacity above max: {sampler.over[:5]}"
     assert {e["reason"] for e in scanner.events("worker-deadline")} == {REGISTRATION_TIMEOUT}
     assert min(lateness) >= -0.01  # never before the deadline
-    assert set(deadlines) == set(expires)  # every one of them
+    # Every one of them, and nothing else ended any.
+    unexplained = set(expires) - set(deadlines)
+    assert not unexplained, "ended without their deadline:\n" + worker_history(
+        rows, unexplained, provisioner, scanner
+    )
     # Taken by the first scan of its region that starts after its deadline, or the next:
     # counted in scans, not seconds, since a loaded machine stretches the time between scans.
+    # A create still in flight at the deadline (slower than the timeout, under load) has no VM
+    # to delete yet: its scans count from when its answer came (or was given up on).
     scans = [
         (e["provider"], e["region"], e["ts"] - e["duration_s"], e["ts"])
         for e in scanner.events("scan")
     ]
+    late = {}
     for row in rows:
+        answered = row.accepted_at or row.unanswered_at or row.expires
+        due = max(expires[row.worker_id], answered.timestamp())
         missed = [
             scan
             for scan in scans
             if scan[:2] == (row.provider_id, row.worker_group)
-            and scan[2] >= expires[row.worker_id]
+            and scan[2] >= due
             and scan[3] < deadlines[row.worker_id]
         ]
-        assert len(missed) <= 1, (row.worker_id, missed)
+        if len(missed) > 1:
+            late[row.worker_id] = missed
+    assert not late, f"scans that missed a deadline: {late}\n" + worker_history(
+        rows, late, provisioner, scanner
+    )
     assert {r.stop_reason for r in rows} == {REGISTRATION_TIMEOUT}
     launches = {}
     for kind in KINDS:

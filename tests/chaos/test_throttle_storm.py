@@ -97,7 +97,11 @@ def test_a_throttle_storm_pauses_each_provider_and_nothing_is_launched_twice(
 
     process.wait_for(launched, launch_bound_s(size.demand), "the demand launched after the storm")
     process.wait_for(lambda: len(process.events("cloud-api-resumed")) >= 3, 10, "resumed")
-    time.sleep(1.0)  # more passes: none may launch again
+    # More passes on every cloud: none may launch again.
+    seen = {k: len(passes_of(process, k)) for k in KINDS}
+    process.wait_for(
+        lambda: all(len(passes_of(process, k)) >= seen[k] + 3 for k in KINDS), 30, "more passes"
+    )
     ended = time.time()
 
     paused = Counter(e["provider"] for e in process.events("cloud-api-paused"))
@@ -146,3 +150,7 @@ def test_a_throttle_storm_pauses_each_provider_and_nothing_is_launched_twice(
         vms=report.vms,
         duplicates=len(report.duplicates),
     )
+
+
+def passes_of(process, kind: str) -> list[dict]:
+    return [e for e in process.events("provision-pass") if e["provider"] == PROVIDER_IDS[kind]]

@@ -232,7 +232,12 @@ class WmProcess:
         """SIGTERM; return (exit code, seconds it took)."""
         started = time.monotonic()
         self.popen.send_signal(signal.SIGTERM)
-        code = self.popen.wait(timeout=timeout_s)
+        try:
+            code = self.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"still running {timeout_s:g}s after SIGTERM:\n" + "".join(self.raw[-30:])
+            ) from None
         return code, time.monotonic() - started
 
     def kill(self) -> None:

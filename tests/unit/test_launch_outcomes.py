@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, LaunchSpec
 from wm.provisioner import judge_results
 
@@ -55,3 +55,33 @@ def test_a_failed_create_stops_its_row_only_when_nothing_was_made(scenario, fail
 def test_a_create_without_any_result_may_have_made_its_vm():
     (outcome,), _ = judge_results("prov", [BATCH], {})
     assert outcome.stop_reason is None
+
+
+@pytest.mark.parametrize(
+    ("scenario", "failure", "withdrawn"),
+    [
+        ("the pass found the process stopping", error(ErrorCategory.PAUSED, SHUTTING_DOWN), True),
+        (
+            "the gate found it stopping while the first attempt waited for its turn",
+            CloudError("prov", ErrorCategory.PAUSED, SHUTTING_DOWN, "m", operation="create"),
+            True,
+        ),
+        (
+            "it stopped during a backoff after an attempt whose answer was lost",
+            error(ErrorCategory.PAUSED, SHUTTING_DOWN, maybe_applied=True),
+            False,
+        ),
+        ("the provider is paused", error(ErrorCategory.PAUSED, "Paused"), False),
+    ],
+)
+def test_a_create_never_sent_withdraws_its_intent_and_is_no_pool_error(
+    scenario, failure, withdrawn
+):
+    # A worker whose create never left wm is no worker: it must neither end as a failed
+    # launch (it would end stopped before any registration deadline) nor weigh its config.
+    outcomes, errors = judge_results("prov", [BATCH], {"w1": LaunchResult("w1", None, failure)})
+    (outcome,) = outcomes
+    assert outcome.withdrawn is withdrawn, scenario
+    assert (errors == []) is withdrawn, scenario
+    if withdrawn:
+        assert (outcome.cloud_id, outcome.stop_reason) == (None, None)

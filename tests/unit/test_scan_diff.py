@@ -190,6 +190,14 @@ def test_an_intent_whose_create_may_be_in_flight_is_never_looked_up(
         intents_free_since=free_since,
     )
     assert (found.missing == (intent,)) is looked_up, scenario
+    # Until it is looked up its create may be in flight, and no deadline may end it.
+    assert found.in_flight == (() if looked_up else ("w1",)), scenario
+
+
+def test_a_listed_intent_is_not_in_flight_its_vm_is_there():
+    intent = row(cloud_id=None)
+    found = run([vm()], [intent], in_flight_pools={"p"})
+    assert (found.in_flight, found.seen) == ((), ("w1",))
 
 
 def test_the_intent_grace_holds_back_only_intents():

@@ -19,7 +19,6 @@ from wm.tc.hawk import (
     request_host_port,
 )
 
-NOW = datetime.now(UTC)
 FAR = datetime(2100, 1, 1, tzinfo=UTC)
 ISSUER = Client(
     "wm/issuer",
@@ -60,14 +59,21 @@ def ext_of(obj, *, urlsafe=False):
     return (base64.urlsafe_b64encode(base64.b64decode(raw)) if urlsafe else raw).decode()
 
 
-def temporary(**changes):
+@pytest.fixture
+def now() -> datetime:
+    """Read when the test runs: mohawk signs with the current time, and a time read at import
+    is minutes old by the time a long suite gets here."""
+    return datetime.now(UTC)
+
+
+def temporary(now, **changes):
     args = dict(
         provider_id="aws",
         worker_pool_id="p/c",
         worker_group="g",
         worker_id="w",
-        expires=NOW + timedelta(days=1),
-        now=NOW,
+        expires=now + timedelta(days=1),
+        now=now,
     )
     return worker_credentials(
         IssuerCredentials(ISSUER.client_id, ISSUER.access_token), **(args | changes)
@@ -96,32 +102,32 @@ def test_host_and_port_as_the_client_signed_them(host, kwargs, expected):
     assert request_host_port(host, **kwargs) == expected
 
 
-def test_temporary_credentials_with_a_standard_base64_ext_verify():
+def test_temporary_credentials_with_a_standard_base64_ext_verify(now):
     # The JS and Go clients send ext in the standard alphabet, the Python client URL-safe.
-    creds = temporary()
+    creds = temporary(now)
     ext = ext_of({"certificate": json.loads(creds.certificate)})
-    who = authenticate(signed(NAME, creds.access_token, ext), load, now=NOW)
+    who = authenticate(signed(NAME, creds.access_token, ext), load, now=now)
     assert who.client_id == NAME
-    assert who.expires == NOW.replace(microsecond=NOW.microsecond // 1000 * 1000) + timedelta(
+    assert who.expires == now.replace(microsecond=now.microsecond // 1000 * 1000) + timedelta(
         days=1
     )
 
 
-def test_the_issuers_own_expiry_caps_the_certificates():
-    soon = NOW + timedelta(hours=1)
-    creds = temporary()
+def test_the_issuers_own_expiry_caps_the_certificates(now):
+    soon = now + timedelta(hours=1)
+    creds = temporary(now)
     ext = ext_of({"certificate": json.loads(creds.certificate)})
     who = authenticate(
         signed(NAME, creds.access_token, ext),
         lambda _id: Client(ISSUER.client_id, ISSUER.access_token, ISSUER.scopes, soon),
-        now=NOW,
+        now=now,
     )
     assert who.expires == soon
 
 
-def test_roles_expand_through_the_expander():
+def test_roles_expand_through_the_expander(now):
     request = signed(ISSUER.client_id, ISSUER.access_token)
-    who = authenticate(request, load, now=NOW, expand_scopes=lambda s: (*s, "role:extra"))
+    who = authenticate(request, load, now=now, expand_scopes=lambda s: (*s, "role:extra"))
     assert "role:extra" in who.scopes
 
 
@@ -184,19 +190,19 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("scenario", "request_", "reason"), REFUSED, ids=[r[0] for r in REFUSED])
-def test_malformed_requests_are_refused(scenario, request_, reason):
+def test_malformed_requests_are_refused(scenario, request_, reason, now):
     with pytest.raises(AuthenticationFailed, match=reason):
-        authenticate(request_(), load, now=NOW)
+        authenticate(request_(), load, now=now)
 
 
-def test_an_empty_authorized_scopes_list_leaves_only_anonymous():
+def test_an_empty_authorized_scopes_list_leaves_only_anonymous(now):
     # `if (ext.authorizedScopes)` is true for [] in JavaScript: the restriction applies.
     request = signed(ISSUER.client_id, ISSUER.access_token, ext_of({"authorizedScopes": []}))
-    assert authenticate(request, load, now=NOW).scopes == ("assume:anonymous",)
+    assert authenticate(request, load, now=now).scopes == ("assume:anonymous",)
 
 
-def test_the_issuer_is_found_without_verifying_anything():
-    creds = temporary()
+def test_the_issuer_is_found_without_verifying_anything(now):
+    creds = temporary(now)
     ext = ext_of({"certificate": json.loads(creds.certificate)}, urlsafe=True)
     assert issuing_client_id(signed(NAME, "wrong", ext)) == ISSUER.client_id
     assert issuing_client_id(signed("plain/client", "t")) == "plain/client"

@@ -7,7 +7,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, column, func, insert, select, update, values
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Text,
+    column,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+    values,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wm.db.tables import workers
@@ -95,6 +106,8 @@ class LaunchOutcome:
     provider_data: Mapping[str, Any]
     stop_reason: str | None = None  # set when the cloud surely made nothing: row -> stopped
     tc_worker_id: str | None = None  # Taskcluster's workerId for the VM, when the cloud named it
+    # Its create was never sent (the process stopped first): no VM, no worker; the row goes.
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,15 +188,26 @@ def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[W
 
 
 def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
-    """Write cloud ids and Taskcluster workerIds, stop rows the cloud refused, and stamp the
+    """Write cloud ids and Taskcluster workerIds, stop rows the cloud refused, stamp the
     creates that went unanswered (their VM may exist: a scan or the next pass adopts it by its
-    tag), in at most three statements. Returns the rows that learnt their cloud id now, as
-    they are now."""
+    tag), and delete the intents whose create was never sent, in at most four statements.
+    Returns the rows that learnt their cloud id now, as they are now."""
+    withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
+    outcomes = [o for o in outcomes if not o.withdrawn]
     created = [o for o in outcomes if o.cloud_id is not None]
     refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
     unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
     accepted: list[WorkerRecord] = []
     with engine.begin() as conn:
+        if withdrawn:
+            # No create left wm for these: no VM can exist, so no row is needed to find one.
+            conn.execute(
+                delete(workers).where(
+                    workers.c.worker_id.in_(withdrawn),
+                    workers.c.state == "requested",
+                    workers.c.cloud_id.is_(None),
+                )
+            )
         if created:
             data = values(
                 column("worker_id", Text),

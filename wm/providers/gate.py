@@ -24,7 +24,7 @@ from typing import Protocol, TypeVar
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import GateConfig
-from wm.errors import CloudError, ErrorCategory, UnclassedOperation
+from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 
@@ -228,7 +228,7 @@ class Gate:
             raise CloudError(
                 self.provider_id,
                 ErrorCategory.PAUSED,
-                "ShuttingDown",
+                SHUTTING_DOWN,
                 "not sent: the process is stopping",
                 operation=operation,
             )

@@ -184,17 +184,17 @@ def test_a_detached_signature_is_rejected(
         ({"changes": {"vmId": None}}, "vmId"),
         ({"changes": {"timeStamp": "now"}}, "timeStamp"),
         ({"changes": {"timeStamp": {"createdOn": "soon", "expiresOn": "later"}}}, "timeStamp"),
-        (
-            {"created_on": datetime.now(UTC) - timedelta(hours=8), "lifetime_s": 6 * 3600},
-            "expired",
-        ),
-        ({"created_on": datetime.now(UTC) - timedelta(hours=2)}, "too old"),
-        ({"created_on": datetime.now(UTC) + timedelta(hours=1)}, "future"),
+        # created_on: how long after (or, negative, before) the test runs
+        ({"created_on": -timedelta(hours=8), "lifetime_s": 6 * 3600}, "expired"),
+        ({"created_on": -timedelta(hours=2)}, "too old"),
+        ({"created_on": timedelta(hours=1)}, "future"),
     ],
 )
 def test_genuinely_signed_data_with_wrong_claims_is_rejected(
     sim_arm: SimArm, launched: list[LaunchResult], azure_identity_verifier, overrides, reason
 ):
+    if "created_on" in overrides:  # the clock is read now, not when the tests were collected
+        overrides = {**overrides, "created_on": datetime.now(UTC) + overrides["created_on"]}
     proof = mint(sim_arm, launched[0], **overrides)
     assert reason in rejected(azure_identity_verifier, proof, expected(launched[0]))
 

@@ -117,6 +117,29 @@ def test_a_provider_that_raises_is_contained(engine, aws):
     assert {w.state.value for w in list_workers(engine, pool_id=POOL)} == {"requested"}
 
 
+def test_intents_whose_creates_the_stopping_process_never_sent_are_withdrawn(engine, aws):
+    # SIGTERM lands between the intents' commit and their creates: nothing is sent, and the
+    # rows go with their intents instead of ending stopped as failed launches (the never-
+    # registers scenario saw those stop before their registration deadline).
+    tasks.submit_tasks(engine, POOL, 4, 1.0)
+    p = provisioner(engine, aws)
+
+    def stop_once_committed(conn, cursor, statement: str, *args) -> None:
+        if statement.startswith("INSERT INTO workers"):
+            p.stop.set()
+
+    event.listen(engine, "after_cursor_execute", stop_once_committed)
+    try:
+        (report,) = p.run_pass("aws-a")
+    finally:
+        event.remove(engine, "after_cursor_execute", stop_once_committed)
+
+    assert aws.create_calls == []
+    assert (report.to_add, report.launched, report.failed, report.withdrawn) == (4, 0, 0, 4)
+    assert list_workers(engine, pool_id=POOL) == []
+    assert pool_errors.list_errors(engine, POOL) == []
+
+
 def test_max_and_min_capacity_are_respected(engine):
     data = raw()
     data["pools"][0].update(max_capacity=7, min_capacity=2)
@@ -352,6 +375,36 @@ def test_a_scan_writes_what_a_listing_asks_a_row_to_keep_before_telling_the_prov
     scanner.scan(aws.id, region)
     (row,) = [w for w in list_workers(engine, pool_id=POOL) if w.worker_id == keeper]
     assert row.provider_data["made"] == ["disk-1"]
+
+
+def test_an_intent_past_its_deadline_waits_for_its_create_before_it_is_deleted(engine, aws):
+    # A create slower than the registration timeout (a loaded machine, a slow cloud): a scan
+    # meanwhile must not "delete" a VM that does not exist yet and stop the row, leaving the
+    # VM the create then makes running with nothing to own it.
+    tasks.submit_tasks(engine, POOL, 1, 1.0)
+    scanner = Scanner(engine, {aws.id: aws})
+    create = aws.create
+    during = []
+
+    def slow_create(batch):
+        with engine.begin() as conn:  # its registration deadline passes during the create
+            conn.execute(text("UPDATE workers SET expires = now() - interval '1 second'"))
+        for region in aws.regions:
+            scanner.scan(aws.id, region)
+        during.extend((w.state.value, w.stop_reason) for w in list_workers(engine, pool_id=POOL))
+        return create(batch)
+
+    aws.create = slow_create
+    provisioner(engine, aws).run_pass("aws-a")
+    assert during == [("requested", None)]
+    (launched,) = list_workers(engine, pool_id=POOL)
+    assert launched.cloud_id is not None and launched.worker_id in aws.instances
+
+    for region in aws.regions:  # the create answered: its deadline applies at once
+        scanner.scan(aws.id, region)
+    (row,) = list_workers(engine, pool_id=POOL)
+    assert (row.state.value, row.stop_reason) == ("stopped", "registration-timeout")
+    assert aws.instances == {}
 
 
 def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):

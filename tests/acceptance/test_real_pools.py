@@ -36,13 +36,14 @@ from tests.support.api_stack import running_clouds
 from tests.support.launch_expectations import (
     Launched,
     assert_field_by_field,
-    ec2_worker_of,
+    create_error,
     expected_deployment_put,
     expected_insert_body,
     expected_run_instances,
     sent_insert_body,
     sent_run_instances,
     take_generated_parameters,
+    worker_of,
 )
 from tests.support.real_pools import (
     config_on_sims,
@@ -63,7 +64,6 @@ from wm.db.pools import load_launch_configs, load_pools
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.base import TAG_WORKER
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.config import simulated_child_environment
@@ -250,18 +250,6 @@ def recorded_creates(kind: str, sim: Any) -> list[Any]:
     if kind == "gcp":
         return sim.inserts()
     return sim.deployments.puts()
-
-
-def worker_of(kind: str, create: Any) -> str:
-    if kind == "aws":
-        return ec2_worker_of(create.parameters)
-    if kind == "gcp":
-        return str(create.body["name"])
-    return str(create.body["tags"][TAG_WORKER])
-
-
-def create_error(kind: str, create: Any) -> str | None:
-    return create.error_code if kind == "azure" else create.error
 
 
 def assert_create_is(

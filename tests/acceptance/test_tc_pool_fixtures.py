@@ -42,13 +42,14 @@ from tests.support.launch_expectations import (
     Launched,
     assert_field_by_field,
     azure_vm_name,
-    ec2_worker_of,
+    create_error,
     expected_insert_body,
     expected_run_instances,
     expected_vm_put,
     sent_insert_body,
     sent_run_instances,
     take_generated_os_profile,
+    worker_of,
 )
 from tests.support.tc_pool_fixtures import (
     LOADED,
@@ -66,7 +67,6 @@ from wm.db import pool_errors
 from wm.db.pools import load_launch_configs, load_pools
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.providers.base import TAG_WORKER
 
 KINDS = ("aws", "gcp", "azure")
 
@@ -256,18 +256,6 @@ def recorded_creates(clouds: FixtureClouds, kind: str) -> list[Any]:
     if kind == "gcp":
         return sim.inserts()
     return sim.vm_puts()
-
-
-def worker_of(kind: str, create: Any) -> str:
-    if kind == "aws":
-        return ec2_worker_of(create.parameters)
-    if kind == "gcp":
-        return str(create.body["name"])
-    return str(create.body["tags"][TAG_WORKER])
-
-
-def create_error(kind: str, create: Any) -> str | None:
-    return create.error_code if kind == "azure" else create.error
 
 
 def assert_create_is_the_launch_config(

@@ -131,6 +131,20 @@ def sent_run_instances(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return {**parameters, "UserData": json.loads(parameters["UserData"])}
 
 
+def worker_of(kind: str, create: Any) -> str:
+    """The worker a create the simulated cloud recorded was for."""
+    if kind == "aws":
+        return ec2_worker_of(create.parameters)
+    if kind == "gcp":
+        return str(create.body["name"])
+    return str(create.body["tags"][TAG_WORKER])
+
+
+def create_error(kind: str, create: Any) -> str | None:
+    """The error the simulated cloud answered that create with (None: it made the VM)."""
+    return create.error_code if kind == "azure" else create.error
+
+
 def ec2_worker_of(parameters: Mapping[str, Any]) -> str:
     return _ec2_tag(parameters, TAG_WORKER)
 

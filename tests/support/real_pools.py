@@ -21,10 +21,6 @@ from tests.support.stack import FAST_GATE, REPO, to_toml
 
 REAL_POOLS = REPO / "tests" / "fixtures" / "real_pools"
 DEPLOYMENTS = ("community-tc", "firefoxci")
-AZURE_SUBNET_ID = re.compile(
-    r"/subscriptions/(?P<subscription>[^/]+)/resourceGroups/(?P<group>[^/]+)/providers/"
-    r"Microsoft\.Network/virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/]+)"
-)
 GCE_IMAGE = re.compile(r"projects/(?P<project>[^/]+)/global/images/(?P<name>[^/]+)")
 
 
@@ -121,9 +117,7 @@ def seed_arm(
     published at its id and holding `template` (the real specs' text is not public: their
     shape is); each gallery image registered; each subnet made in its virtual network, in the
     deployment's own subscriptions; and the provider's resource group, as an operator made it."""
-    from azure.mgmt.network import NetworkManagementClient
-
-    from tests.fixtures.sim_arm import sdk_credential, sdk_options
+    from tests.fixtures.sim_arm import AZURE_SUBNET_ID, make_subnet
 
     subscription, group = provider_group
     sim.deployments.create_resource_group(subscription, group, _arm_location(launch_configs[0]))
@@ -136,23 +130,7 @@ def seed_arm(
         subnet = AZURE_SUBNET_ID.fullmatch(parameters["subnetId"]["value"])
         assert subnet is not None, parameters["subnetId"]
         sim.deployments.create_resource_group(subnet["subscription"], subnet["group"], where)
-        with NetworkManagementClient(
-            sdk_credential(sim), subnet["subscription"], **sdk_options(sim)
-        ) as network:
-            network.virtual_networks.begin_create_or_update(
-                subnet["group"],
-                subnet["vnet"],
-                {
-                    "location": where,
-                    "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}},
-                },
-            ).result()
-            network.subnets.begin_create_or_update(
-                subnet["group"],
-                subnet["vnet"],
-                subnet["subnet"],
-                {"properties": {"addressPrefix": "10.0.1.0/24"}},
-            ).result()
+        make_subnet(sim, parameters["subnetId"]["value"], where)
 
 
 def _arm_location(launch_config: Mapping[str, Any]) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,7 +34,7 @@ import pytest
 from botocore.config import Config as BotoConfig
 from sqlalchemy import Engine
 
-from tests.fixtures.sim_arm import sdk_credential, sdk_options
+from tests.fixtures.sim_arm import make_subnet
 from tests.support.api_stack import OPERATOR_CLIENT, OPERATOR_TOKEN, database, http_call
 from tests.support.stack import (
     AZURE_SUBSCRIPTION,
@@ -67,10 +66,6 @@ REGIONS = {
 CREATE_KEYS = ("providerId", "description", "config", "owner", "emailOnError")
 WEB_START_S = 60.0
 CLI_TIMEOUT_S = 60.0
-AZURE_SUBNET_ID = re.compile(
-    r"/subscriptions/(?P<subscription>[^/]+)/resourceGroups/(?P<group>[^/]+)/providers/"
-    r"Microsoft\.Network/virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/]+)"
-)
 
 
 @dataclass(frozen=True)
@@ -247,28 +242,8 @@ def _make_ec2_resources(sim: Any, launch_config: Mapping[str, Any]) -> dict[tupl
 
 
 def _make_azure_resources(sim: Any, launch_config: Mapping[str, Any]) -> None:
-    from azure.mgmt.network import NetworkManagementClient
-
     location = launch_config["location"]
-    subnet = AZURE_SUBNET_ID.fullmatch(launch_config["subnetId"])
-    assert subnet is not None, launch_config["subnetId"]
-    with NetworkManagementClient(
-        sdk_credential(sim), subnet["subscription"], **sdk_options(sim)
-    ) as network:
-        network.virtual_networks.begin_create_or_update(
-            subnet["group"],
-            subnet["vnet"],
-            {
-                "location": location,
-                "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}},
-            },
-        ).result()
-        network.subnets.begin_create_or_update(
-            subnet["group"],
-            subnet["vnet"],
-            subnet["subnet"],
-            {"properties": {"addressPrefix": "10.0.1.0/24"}},
-        ).result()
+    make_subnet(sim, launch_config["subnetId"], location)
     image = (launch_config.get("storageProfile") or {}).get("imageReference") or {}
     if "id" in image:
         sim.register_image(image["id"], location)

@@ -342,7 +342,8 @@ class Scenario:
 @dataclass
 class Watch:
     """Samples the pool's rows and the cloud's VMs, and keeps every sample that breaks a
-    promise. Rows are read before VMs: a VM made after its row was stopped is caught too."""
+    promise. Rows are read before VMs: a VM made after its row was stopped is caught too; and
+    once more after them, for the owner of a VM whose intent was committed meanwhile."""
 
     engine: Engine
     sim: Any
@@ -369,6 +370,16 @@ class Watch:
         vms = self.live_vms()
         self.samples += 1
         owner_of = _owners(rows)
+        # A pass may commit an intent and its create make the VM between the two reads above:
+        # its row exists (intents are committed before any create), just after the first read.
+        # A VM is unowned only if the rows read after it was listed claim it neither.
+        if any(owner_of(vm) is None for vm in vms):
+            later = _owners(list_workers(self.engine, pool_id=POOL, limit=None))
+            first = owner_of
+
+            def owner_of(vm: SimVm) -> WorkerRecord | None:
+                return first(vm) or later(vm)
+
         per_worker: Counter[str] = Counter()
         for vm in vms:
             row = owner_of(vm)

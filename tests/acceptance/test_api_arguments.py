@@ -26,7 +26,7 @@ from tests.support.api_stack import (
     module_api,
     send_chunked,
 )
-from tests.support.definitions import documents
+from tests.support.definitions import aws_create_body
 from tests.support.tc_schemas import check
 from wm.db.pools import load_launch_configs, load_pools
 
@@ -71,18 +71,7 @@ def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[Ap
 
 
 def definition(api: ApiStack, pool_id: str) -> dict[str, Any]:
-    config = api.stack.config()
-    provider = next(p for p in config.providers if p.kind == "aws")
-    old = {
-        "id": pool_id,
-        "provider": provider.id,
-        "max_capacity": 3,
-        "launch_configs": [
-            {"region": provider.regions[0], "machine_type": "m5.large", "image": "ami-0abc"}
-        ],
-    }
-    (document,) = documents(config, [old])
-    return {k: v for k, v in document.items() if k != "workerPoolId"}
+    return aws_create_body(api.stack.config(), pool_id)
 
 
 def routes(api: ApiStack) -> list[tuple[str, str, str, Any]]:

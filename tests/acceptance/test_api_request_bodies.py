@@ -31,7 +31,7 @@ from tests.support.api_stack import (
     ApiStack,
     module_api,
 )
-from tests.support.definitions import documents
+from tests.support.definitions import aws_create_body
 from tests.support.tc_schemas import SCHEMAS, check
 from wm.model import WorkerRecord
 from wm.tc.errors import js_time
@@ -186,18 +186,7 @@ def scene(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[
 
 def definition(api: ApiStack, pool_id: str) -> dict[str, Any]:
     """A valid definition on the AWS provider, with every typed config field set."""
-    config = api.stack.config()
-    provider = next(p for p in config.providers if p.kind == "aws")
-    old = {
-        "id": pool_id,
-        "provider": provider.id,
-        "max_capacity": 3,
-        "launch_configs": [
-            {"region": provider.regions[0], "machine_type": "m5.large", "image": "ami-0abc"}
-        ],
-    }
-    (document,) = documents(config, [old])
-    body = {k: v for k, v in document.items() if k != "workerPoolId"}
+    body = aws_create_body(api.stack.config(), pool_id)
     body["emailOnError"] = False
     body["config"].update(minCapacity=0, scalingRatio=1)
     body["config"]["lifecycle"] = {"registrationTimeout": 1800}

@@ -41,6 +41,21 @@ def documents(config: Config, pools: Iterable[Mapping[str, Any]]) -> list[dict[s
     return [dict(d) for d in conversion.documents]
 
 
+def aws_create_body(config: Config, pool_id: str) -> dict[str, Any]:
+    """A createWorkerPool body for a small pool on the config's AWS provider."""
+    provider = next(p for p in config.providers if p.kind == "aws")
+    old = {
+        "id": pool_id,
+        "provider": provider.id,
+        "max_capacity": 3,
+        "launch_configs": [
+            {"region": provider.regions[0], "machine_type": "m5.large", "image": "ami-0abc"}
+        ],
+    }
+    (document,) = documents(config, [old])
+    return {k: v for k, v in document.items() if k != "workerPoolId"}
+
+
 def definitions(config: Config, pools: Iterable[Mapping[str, Any]]) -> list[PoolDefinition]:
     parsed = []
     for document in documents(config, pools):

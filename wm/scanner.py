@@ -22,7 +22,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Engine
 
@@ -137,10 +136,8 @@ class ScanPass:
     claim: claims.ScanClaim
     preempted: int = 0  # workers this scan found pre-empted
     looked_up: int = 0  # rows this scan looked up (0 when the look-up call failed)
-    # worker id -> its row's provider data, where this scan wrote a listing's record on it
-    recorded: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    # Rows this scan changed, as they are now: its later steps act on these, not on the
-    # versions it read first (which its own changes made stale).
+    # Rows this scan changed (state, or a listing's record), as they are now: its later steps
+    # act on these, not on the versions it read first (which its own changes made stale).
     changed_rows: dict[str, WorkerRecord] = field(default_factory=dict)
 
     @property
@@ -302,7 +299,7 @@ class ScanPass:
             if any(by_id[i.worker_id].provider_data.get(k) != v for k, v in i.record.items())
         ]
         written = {w.worker_id: w for w in scans.record_provider_data(self.engine, news)}
-        self.recorded.update({w: row.provider_data for w, row in written.items()})
+        self.changed_rows.update(written)
         new_ids = {w for w, _ in news}
         held = [i for i in asked if i.worker_id in written or i.worker_id not in new_ids]
         try:
@@ -426,7 +423,7 @@ class ScanPass:
             return 0
         # A row this scan recorded on is torn down from what it holds now.
         refs = [
-            replace(r.ref(), provider_data=self.recorded.get(r.worker_id, r.provider_data))
+            replace(r.ref(), provider_data=self.changed_rows.get(r.worker_id, r).provider_data)
             for r in stopping
         ]
         results = _terminate_all(self.provider, refs)

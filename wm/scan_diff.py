@@ -143,12 +143,13 @@ def diff(
 
     def may_be_missing(r: WorkerRecord) -> bool:
         if r.unresolved_intent:
-            return not create_in_flight(r)
+            return True  # its create is answered or given up: in_flight holds the others
         return r.state == S or r.last_checked is not None or now - r.created >= missing_grace
 
     unlisted = [r for r in rows if r.worker_id not in matched and r.state != X]
-    missing = [r for r in unlisted if may_be_missing(r)]
     in_flight = [r.worker_id for r in unlisted if r.unresolved_intent and create_in_flight(r)]
+    held = set(in_flight)
+    missing = [r for r in unlisted if r.worker_id not in held and may_be_missing(r)]
     return ScanDiff(
         changes=tuple(changes),
         seen=tuple(sorted(matched)),

@@ -72,7 +72,8 @@ def _moved(transition: Transition) -> dict[str, Any]:
     new version, so a writer that read the row before this cannot overwrite it."""
     moved: dict[str, Any] = {"last_modified": func.now(), "version": workers.c.version + 1}
     to_state = transition.to_state
-    if transition.outcome is Outcome.MOVE and to_state not in transition.from_states:
+    # A transition that leads a row back to its only from-state need not write the state.
+    if transition.outcome is Outcome.MOVE and transition.from_states != {to_state}:
         assert to_state is not None
         moved["state"] = to_state.value
     return moved

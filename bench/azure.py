@@ -71,7 +71,8 @@ from bench.common import (
 from wm.config import AzureProviderConfig, Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
-from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker, list_workers
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition

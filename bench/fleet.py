@@ -47,15 +47,9 @@ from bench.common import (
     wrap_app,
 )
 from wm.config import Config
-from wm.db import scans
-from wm.db.scans import RowChange
-from wm.db.workers import (
-    LaunchOutcome,
-    NewWorker,
-    insert_intents,
-    list_workers,
-    record_launches,
-)
+from wm.db import scans, worker_writes
+from wm.db.worker_writes import RowChange, insert_intents, record_launches
+from wm.db.workers import LaunchOutcome, NewWorker, list_workers
 from wm.model import WorkerRef, WorkerState
 from wm.providers import aws, build_provider, gcp
 from wm.providers.azure import vm_body, vm_name
@@ -68,6 +62,7 @@ from wm.providers.base import (
     Provider,
 )
 from wm.scanner import Scanner
+from wm.worker_transitions import STARTED
 from wmsim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
 from wmsim.arm import SimArm, example_launch_config
 from wmsim.ec2 import SimEc2
@@ -366,10 +361,10 @@ def write_rows(engine: Engine, config: Config, fleet: Fleet) -> None:
     for provider_id, region in units():
         live = scans.live_workers(engine, provider_id, region)
         for start in range(0, len(live), ROW_CHUNK):
-            scans.apply_changes(
+            worker_writes.apply_changes(
                 engine,
                 [
-                    RowChange(r.worker_id, r.version, "running")
+                    RowChange(r.worker_id, r.version, r.state, STARTED)
                     for r in live[start : start + ROW_CHUNK]
                 ],
             )

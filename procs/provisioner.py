@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 
 from procs.providers import build_providers
 from procs.runtime import Runtime
-from wm.config import Config
+from wm.config import Config, RetentionConfig
 from wm.db import pool_errors
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
@@ -46,7 +46,9 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
             provider=provider.id,
         )
     runtime.add_job(
-        EXPIRE_ERRORS_JOB, lambda: expire_errors(runtime.engine), EXPIRE_ERRORS_INTERVAL_S
+        EXPIRE_ERRORS_JOB,
+        lambda: expire_errors(runtime.engine, config.retention),
+        EXPIRE_ERRORS_INTERVAL_S,
     )
     if config.queue.source == "builtin":
         provider_of = {p.pool_id: p.provider_id for p in pool_store.load_pools(runtime.engine)}
@@ -60,14 +62,11 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     return lambda: [p.close() for p in providers.values()]
 
 
-def expire_errors(engine: Engine) -> int:
-    """Delete the pool errors past worker-manager's retention; log how many."""
-    deleted = pool_errors.expire_pool_errors(engine)
-    log(
-        "pool-errors-expired",
-        deleted=deleted,
-        retention_days=pool_errors.ERROR_RETENTION.days,
-    )
+def expire_errors(engine: Engine, retention: RetentionConfig) -> int:
+    """Delete the pool errors past the configured retention; log how many."""
+    deleted = pool_errors.expire_pool_errors(engine, retention)
+    days = retention.pool_errors_s / 86400
+    log("pool-errors-expired", deleted=deleted, retention_days=round(days, 3))
     return deleted
 
 

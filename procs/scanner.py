@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from procs.providers import build_providers
 from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig
+from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
-from wm.db import scans
 from wm.queues import build_queue
 from wm.scanner import Scanner
 
@@ -80,8 +80,8 @@ def _ensure_scan_units(runtime: Runtime, config: Config) -> None:
 
 
 def _housekeeping(runtime: Runtime, config: Config, provider_id: str) -> None:
-    scans.expire_stopped(runtime.engine, provider_id, config.retention.stopped_workers_s)
-    scans.expire_pool_errors(runtime.engine, config.retention.pool_errors_s)
+    worker_writes.expire_stopped(runtime.engine, provider_id, config.retention.stopped_workers_s)
+    pool_errors.expire_pool_errors(runtime.engine, config.retention)
 
 
 def main(

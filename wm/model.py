@@ -12,6 +12,9 @@ from typing import Any
 
 
 class WorkerState(StrEnum):
+    """A worker row's state. What moves a row between them is wm/worker_transitions.py's
+    table, and only wm/db/worker_writes.py writes them."""
+
     REQUESTED = "requested"  # row written; the cloud may not have the instance yet, or it boots
     RUNNING = "running"
     STOPPING = "stopping"  # a delete was issued, or the cloud is shutting it down

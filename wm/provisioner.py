@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from wm import estimator, launch_choice, lifecycle, stages
 from wm.config import CREATE_BATCH_MAX
-from wm.db import claims, pool_errors, scans, workers
+from wm.db import claims, pool_errors, scans, worker_writes, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
@@ -161,7 +161,7 @@ class Provisioner:
                 )
             else:
                 outcomes.append(LaunchOutcome(worker.worker_id, None, {}, "never created"))
-        workers.record_launches(self.engine, outcomes)
+        worker_writes.record_launches(self.engine, outcomes)
         counts: dict[str, int] = {}
         for worker in stale:
             counts[worker.pool_id] = counts.get(worker.pool_id, 0) + 1
@@ -223,7 +223,7 @@ class Provisioner:
         batches = [b for plan in plans for b in plan.batches]
         results = self._create(provider, batches)
         outcomes, new_errors = judge_results(provider.id, batches, results)
-        accepted = workers.record_launches(self.engine, outcomes)
+        accepted = worker_writes.record_launches(self.engine, outcomes)
         _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, demand)
@@ -272,7 +272,7 @@ class Provisioner:
                 if worker.should_terminate != (worker.worker_id in advised):
                     (flag if worker.worker_id in advised else unflag).append(worker.worker_id)
         # Only the changes are written: no write, no row lock, while the advice stands.
-        scans.change_scale_down(self.engine, flag, unflag)
+        worker_writes.advise_scale_down(self.engine, flag, unflag)
 
     def _create(self, provider: Provider, batches: list[LaunchBatch]) -> dict[str, LaunchResult]:
         if not batches:

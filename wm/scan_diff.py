@@ -3,8 +3,9 @@
 Rows are matched to instances by worker id, else by EC2's batch tag and launch index, else by
 cloud id. Every outcome is data for the scanner to apply in batched statements:
 
-- seen: the instance was listed; its row may change state (the table below) and records the
-  cloud id if it had none yet (an intent whose create never returned);
+- seen: the instance was listed; its row may change state (`SCAN_SIGHTINGS` in
+  wm/worker_transitions.py) and records the cloud id if it had none yet (an intent whose
+  create never returned);
 - missing: a row the list did not show, that an earlier scan saw, that is being deleted, or
   that is old enough that listing lag is no excuse: look it up. An intent whose create may
   still be in flight is never missing: its VM may yet appear. That is while its pool's pass
@@ -29,30 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
+from wm.worker_transitions import LOST, Transition, scan_sighting
 
 # Listing lags creation: a fresh row the lists never showed may not show yet. A row a scan has
 # seen before has no such excuse, however young (a VM deleted by hand a minute after launch).
 MISSING_GRACE = timedelta(seconds=30)
 ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not be killed
 
-R, U, S, X = WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
-# (row state, cloud state) -> new row state. Registration, not the cloud, moves a worker of a
-# pool that requires it to running; a stopped cloud state means the VM still has resources to
-# delete, so the row goes to stopping and the scanner deletes it.
-TRANSITIONS: dict[tuple[WorkerState, WorkerState], WorkerState] = {
-    (R, R): R,
-    (R, U): R,  # U when the pool does not require registration: see `_next_state`
-    (R, S): S,
-    (R, X): S,
-    (U, R): U,
-    (U, U): U,
-    (U, S): S,
-    (U, X): S,
-    (S, R): S,
-    (S, U): S,
-    (S, S): S,
-    (S, X): S,
-}
+U, S, X = WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
 
 
 @dataclass(frozen=True)
@@ -60,6 +45,7 @@ class StateChange:
     worker_id: str
     from_state: WorkerState  # the update applies only if the row is still in this state
     to_state: WorkerState
+    transition: Transition  # of wm/worker_transitions.py: what takes it there
     cloud_id: str | None = None
     reason: str | None = None
     preempted: bool = False  # the cloud took it back: its tasks go back to the queue
@@ -111,17 +97,23 @@ def diff(
         matched.add(row.worker_id)
         if instance.state == U and row.cloud_running_at is None and row.state != S:
             cloud_running.append(row)
-        target = _next_state(row, instance, requires_registration.get(row.pool_id, True))
+        # The cloud's state against the row's: the transitions table says where it leads.
+        transition = scan_sighting(
+            row.state, instance.state, requires_registration.get(row.pool_id, True)
+        )
+        target = transition.target(row.state)
+        assert target is not None  # a sighting never deletes a row
         learns_ids = (row.cloud_id is None and instance.cloud_id) or (
             row.tc_worker_id is None and instance.tc_worker_id
         )
         if target != row.state or learns_ids:
-            lost = target == S and row.state != S
+            lost = transition is LOST
             changes.append(
                 StateChange(
                     row.worker_id,
                     row.state,
                     target,
+                    transition,
                     instance.cloud_id,
                     instance.reason if lost else None,
                     preempted=lost and instance.preempted,
@@ -174,11 +166,3 @@ def _match(
         if row is not None:
             return row
     return by_cloud.get(instance.cloud_id)
-
-
-def _next_state(
-    row: WorkerRecord, instance: CloudInstance, requires_registration: bool
-) -> WorkerState:
-    if row.state == R and instance.state == U and not requires_registration:
-        return U
-    return TRANSITIONS.get((row.state, instance.state), row.state)

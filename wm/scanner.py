@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from wm import lifecycle, scan_diff, stages
-from wm.db import claims, pool_errors, scans
+from wm.db import claims, pool_errors, scans, worker_writes
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
-from wm.db.scans import RowChange
+from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.intent_sightings import IntentSightings
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
@@ -37,6 +37,7 @@ from wm.providers.base import Provider, TerminateResult
 from wm.providers.meter import CallMeter, metered
 from wm.queues import QueueSource
 from wm.telemetry import SCAN_SECONDS, WORKERS_PREEMPTED, log, observe_stages
+from wm.worker_transitions import DEADLINE, DELETED, GONE
 
 GONE_FROM_CLOUD = "gone-from-cloud"
 # Stages whose end another process writes (the web process, a worker's claim): the scan that
@@ -188,7 +189,7 @@ class ScanPass:
         found = self._diff(instances, rows, pools, now, in_flight, free_since)
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
-        scans.mark_checked(self.engine, found.seen)
+        worker_writes.mark_checked(self.engine, found.seen)
         self._record(instances, rows)
         self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
@@ -254,7 +255,8 @@ class ScanPass:
                 RowChange(
                     c.worker_id,
                     rows[c.worker_id].version,
-                    c.to_state.value,
+                    c.from_state,
+                    c.transition,
                     c.cloud_id,
                     c.reason,
                     c.preempted,
@@ -268,11 +270,15 @@ class ScanPass:
     def _change(self, changes: Sequence[RowChange]) -> list[WorkerRecord]:
         """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
         deletion finished."""
-        changed = scans.apply_changes(self.engine, changes)
+        changed = worker_writes.apply_changes(self.engine, changes)
         self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
-        failed = {c.worker_id for c in changes if c.state == "stopping" and failed_launch(c.reason)}
+        failed = {
+            c.worker_id
+            for c in changes
+            if c.state == WorkerState.STOPPING and failed_launch(c.reason)
+        }
         pool_errors.record_errors(
             self.engine, launch_errors([w for w in changed if w.worker_id in failed])
         )
@@ -298,7 +304,7 @@ class ScanPass:
             for i in asked
             if any(by_id[i.worker_id].provider_data.get(k) != v for k, v in i.record.items())
         ]
-        written = {w.worker_id: w for w in scans.record_provider_data(self.engine, news)}
+        written = {w.worker_id: w for w in worker_writes.record_provider_data(self.engine, news)}
         self.changed_rows.update(written)
         new_ids = {w for w, _ in news}
         held = [i for i in asked if i.worker_id in written or i.worker_id not in new_ids]
@@ -334,7 +340,7 @@ class ScanPass:
         )
 
     def _stamp_cloud_running(self, rows: Sequence[WorkerRecord]) -> None:
-        stamped = scans.mark_cloud_running(self.engine, [r.worker_id for r in rows])
+        stamped = worker_writes.mark_cloud_running(self.engine, [r.worker_id for r in rows])
         # A worker that registered first ended this stage at its registration, unobserved.
         _observe(self.provider.id, [w for w in stamped if w.registered_at is None], RUNNING_STAGES)
 
@@ -374,10 +380,10 @@ class ScanPass:
             intents_free_since={r.worker_id: now for r in missing},
         )
         self._apply(again.changes, {r.worker_id: r for r in missing})
-        scans.mark_checked(self.engine, again.seen)
+        worker_writes.mark_checked(self.engine, again.seen)
         stopped = self._change(
             [
-                RowChange(r.worker_id, r.version, "stopped", reason=_gone_reason(r))
+                RowChange(r.worker_id, r.version, r.state, GONE, reason=_gone_reason(r))
                 for r in again.missing
             ],
         )
@@ -395,7 +401,13 @@ class ScanPass:
             w.worker_id
             for w in self._change(
                 [
-                    RowChange(d.worker.worker_id, d.worker.version, "stopping", reason=d.reason)
+                    RowChange(
+                        d.worker.worker_id,
+                        d.worker.version,
+                        d.worker.state,
+                        DEADLINE,
+                        reason=d.reason,
+                    )
                     for d in due
                 ],
             )
@@ -427,7 +439,7 @@ class ScanPass:
             for r in stopping
         ]
         results = _terminate_all(self.provider, refs)
-        called = scans.mark_delete_called(self.engine, [r.worker_id for r in stopping])
+        called = worker_writes.mark_delete_called(self.engine, [r.worker_id for r in stopping])
         _observe(self.provider.id, called, ("decided_to_delete",))
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
@@ -445,7 +457,7 @@ class ScanPass:
             for r in scans.live_workers(self.engine, self.provider.id, stopping[0].worker_group)
         }
         changes = [
-            RowChange(w, fresh[w].version, "stopped")
+            RowChange(w, fresh[w].version, WorkerState.STOPPING, DELETED)
             for w in gone
             if w in fresh and fresh[w].state == WorkerState.STOPPING
         ]

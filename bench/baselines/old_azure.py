@@ -39,10 +39,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from wm.config import AzureProviderConfig
-from wm.db import scans
-from wm.db.scans import RowChange
+from wm.db import scans, worker_writes
+from wm.db.worker_writes import RowChange
 from wm.errors import CloudError, ErrorCategory
-from wm.model import LaunchSpec
+from wm.model import LaunchSpec, WorkerState
 from wm.providers.azure import (
     AzureClients,
     classify,
@@ -52,6 +52,7 @@ from wm.providers.azure import (
 )
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import Gate
+from wm.worker_transitions import STARTED
 
 OLD_SCANNER_CONCURRENCY = 2
 ADMIN_PASSWORD_PREFIX = "Wm-9old-"
@@ -135,13 +136,14 @@ class OldAzureScanner:
             if power is not None and power.lower() == "running":
                 worker.running = True
                 version = self._versions.get(worker.worker_id, 0)
-                scans.apply_changes(self.engine, [RowChange(worker.worker_id, version, "running")])
+                change = RowChange(worker.worker_id, version, WorkerState.REQUESTED, STARTED)
+                worker_writes.apply_changes(self.engine, [change])
                 return True
             self._provision(worker)
         except CloudError:
             with self._lock:  # the old scanner reported it and tried again next loop
                 self.errors += 1
-        scans.mark_checked(self.engine, [worker.worker_id])
+        worker_writes.mark_checked(self.engine, [worker.worker_id])
         return False
 
     def _instance_power(self, worker: OldWorker) -> str | None:

@@ -32,12 +32,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from wm.db import scans
-from wm.db.scans import RowChange
+from wm.db import scans, worker_writes
+from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.model import WorkerRecord, WorkerState
 from wm.providers.base import Provider
 from wm.telemetry import log
+from wm.worker_transitions import GONE, scan_sighting
 
 OLD_SCANNER_CONCURRENCY = 2
 
@@ -78,7 +79,11 @@ class OldScanner:
             return "error"
         state = WorkerState.STOPPED if found is None else found.state
         if state == row.state:
-            scans.mark_checked(self.engine, [row.worker_id])
+            worker_writes.mark_checked(self.engine, [row.worker_id])
             return "same"
-        scans.apply_changes(self.engine, [RowChange(row.worker_id, row.version, state.value)])
+        # The old design wrote what it saw; here that is a transition the table allows.
+        moved = GONE if state == WorkerState.STOPPED else scan_sighting(row.state, state, False)
+        worker_writes.apply_changes(
+            self.engine, [RowChange(row.worker_id, row.version, row.state, moved)]
+        )
         return "changed"

@@ -14,7 +14,8 @@ import yaml
 from sqlalchemy import text
 
 from wm.db import pools as pool_store
-from wm.db.workers import NewWorker, insert_intents
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker
 from wm.legacy_pools import OldLaunchConfig
 
 REPO = Path(__file__).resolve().parents[2]

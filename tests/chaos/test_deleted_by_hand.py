@@ -28,7 +28,8 @@ from tests.chaos.scene import (
 from tests.support.stack import AZURE_SUBSCRIPTION, DEPLOYMENT, Stack, pool
 from wm.db import tasks
 from wm.db.pools import load_launch_configs
-from wm.db.workers import NewWorker, capacity_by_pool, insert_intents, list_workers
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker, capacity_by_pool, list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.providers.azure import OLD_DISK_NAMES, OLD_NIC_NAMES, OLD_PUBLIC_IP_NAMES

@@ -29,7 +29,8 @@ from sqlalchemy import Engine, text
 from tests.support.stack import Stack, WmProcess, aws_provider, azure_provider, gcp_provider, pool
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.pools import load_launch_configs, load_pools
-from wm.db.workers import insert_intents, list_workers, record_launches
+from wm.db.worker_writes import insert_intents, record_launches
+from wm.db.workers import list_workers
 from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider

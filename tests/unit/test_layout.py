@@ -39,6 +39,102 @@ def test_sql_lives_only_in_the_db_layer():
     assert offenders == []
 
 
+# The one writer of worker rows (wm/worker_transitions.py has the transitions it makes).
+WORKER_WRITER = "wm/db/worker_writes.py"
+WORKER_WRITES_SQL = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+workers\b", re.I)
+WORKER_STATE_NAMES = {"requested", "running", "stopping", "stopped"}
+
+
+def worker_writes_in(source: str) -> list[int]:
+    """Lines that write `workers`: insert/update/delete(workers), workers.insert() and the
+    like, or SQL in a string."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func, args = node.func, node.args
+            named = isinstance(func, ast.Name) and func.id in {"insert", "update", "delete"}
+            if named and args and isinstance(args[0], ast.Name) and args[0].id == "workers":
+                lines.append(node.lineno)
+            method = isinstance(func, ast.Attribute) and func.attr in {"insert", "update", "delete"}
+            if method and isinstance(func.value, ast.Name) and func.value.id == "workers":
+                lines.append(node.lineno)
+        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_text and WORKER_WRITES_SQL.search(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_one_module_writes_worker_rows():
+    offenders = []
+    for path in python_files("wm", "procs"):
+        if path.as_posix().endswith(WORKER_WRITER) or "migrations" in path.parts:
+            continue
+        offenders += [f"{path.relative_to(REPO)}:{n}" for n in worker_writes_in(path.read_text())]
+    assert offenders == []
+
+
+def state_literals_in(source: str) -> list[int]:
+    """Lines where a worker state's name is written as a string and used as a state: compared,
+    passed as `state=`, stored under "state", looked up with .get(), listed for .in_(), or
+    iterated over. (An approximation: labels and messages are left alone.)"""
+
+    def names(node: ast.AST) -> list[int]:
+        found = []
+        elements = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        for e in elements:
+            if isinstance(e, ast.Constant) and e.value in WORKER_STATE_NAMES:
+                found.append(e.lineno)
+        return found
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                lines += names(operand)
+        elif isinstance(node, ast.keyword) and node.arg == "state":
+            lines += names(node.value)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "state":
+                    lines += names(value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in {"in_", "get", "notin_"} and node.args:
+                lines += names(node.args[0])
+        elif isinstance(node, ast.For | ast.comprehension):
+            lines += names(node.iter)
+    return lines
+
+
+def test_worker_states_in_the_db_layer_are_the_enum():
+    offenders = []
+    for path in python_files("wm/db"):
+        if "migrations" in path.parts:  # history: written as it was
+            continue
+        offenders += [f"{path.relative_to(REPO)}:{n}" for n in state_literals_in(path.read_text())]
+    assert offenders == []
+
+
+def test_the_worker_rules_see_what_they_forbid():
+    writes = (
+        "update(workers).values(x=1)\n"
+        "delete(workers)\n"
+        "workers.insert()\n"
+        "text('UPDATE workers SET state = 1')\n"
+        "update(tasks)\n"
+    )
+    assert sorted(worker_writes_in(writes)) == [1, 2, 3, 4]
+    states = (
+        "workers.c.state == 'stopped'\n"
+        "update(t).values(state='running')\n"
+        "{'state': 'requested'}\n"
+        "workers.c.state.in_(('requested', 'running'))\n"
+        "totals.get('stopping', 0)\n"
+        "for s in ('requested', 'stopping'): pass\n"
+        "label('running')\n"
+    )
+    assert sorted(set(state_literals_in(states))) == [1, 2, 3, 4, 5, 6]
+
+
 def imported_modules(path: Path) -> list[str]:
     """Every module a file imports, at the top or inside a function (lazy imports too)."""
     names = []
@@ -117,6 +213,7 @@ LAYERS = (
         (
             "wm.estimator",
             "wm.scan_diff",
+            "wm.worker_transitions",  # every change of a worker row, one table
             "wm.intent_sightings",
             "wm.launch_choice",
             "wm.lifecycle",

@@ -41,7 +41,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 
 from wm.db.tables import pg_locks, scan_units, worker_pools
-from wm.db.workers import NewWorker, insert_intent_rows
+from wm.db.worker_writes import insert_intent_rows
+from wm.db.workers import NewWorker
 from wm.model import WorkerRecord
 from wm.telemetry import CLAIMS_BUSY, log
 

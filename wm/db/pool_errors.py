@@ -9,14 +9,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
+from wm.config import RetentionConfig
 from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
 
 LIST_LIMIT = 1000
 RECENT_WINDOW = timedelta(hours=1)
-# How long errors are kept: worker-manager's `workerPoolErrorRetentionDays` (TC
-# services/worker-manager/config.yml; src/data.js WorkerPoolError.expire), 7 days.
-ERROR_RETENTION = timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -132,14 +130,18 @@ def recent_error_counts(
         return {(pool, lc): n for pool, lc, n in conn.execute(query)}
 
 
-def expire_pool_errors(engine: Engine, retention: timedelta = ERROR_RETENTION) -> int:
-    """Delete every error reported more than `retention` ago, by the database's clock (the one
-    that stamped them); return how many. One statement, on the index of `reported` (TC
-    `expire_worker_pool_errors`)."""
+def expire_pool_errors(engine: Engine, retention: RetentionConfig) -> int:
+    """Delete every error reported longer ago than the configured retention
+    (`[retention] pool_errors_s`; by default 7 days, worker-manager's
+    `workerPoolErrorRetentionDays`), by the database's clock (the one that stamped them);
+    return how many. One statement, on the index of `reported` (TC
+    `expire_worker_pool_errors`). The one expiry: the provisioner's hourly job and the
+    scanner's housekeeping both call it."""
     with engine.begin() as conn:
         deleted = conn.execute(
             worker_pool_errors.delete().where(
-                worker_pool_errors.c.reported < func.now() - retention
+                worker_pool_errors.c.reported
+                < func.now() - timedelta(seconds=retention.pool_errors_s)
             )
         )
         return deleted.rowcount

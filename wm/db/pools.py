@@ -17,7 +17,7 @@ from wm.db.tables import (
     worker_pools,
     workers,
 )
-from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus
+from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus, WorkerState
 from wm.pool_apply import ApplyPlan, plain_json
 
 ERRORS_WINDOW = timedelta(hours=1)
@@ -176,11 +176,11 @@ def pool_statuses(engine: Engine, pool_id: str | None = None) -> list[PoolStatus
             *(
                 func.coalesce(
                     func.sum(case((workers.c.state == state, workers.c.capacity), else_=0)), 0
-                ).label(state)
-                for state in ("requested", "running", "stopping")
+                ).label(state.value)
+                for state in (WorkerState.REQUESTED, WorkerState.RUNNING, WorkerState.STOPPING)
             ),
         )
-        .where(workers.c.state != "stopped")
+        .where(workers.c.state != WorkerState.STOPPED)
         .group_by(workers.c.pool_id)
         .subquery()
     )

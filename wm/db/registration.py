@@ -1,19 +1,23 @@
 """Registration, re-registration and removal: conditional updates, never read-then-write.
 
-Rows are found by Taskcluster's names (pool, group, `tc_worker_id`) and changed by wm's own
-key (`worker_id`), under the same conditions as before: one registration per instance.
+Rows are found here by Taskcluster's names (pool, group, `tc_worker_id`) and changed by wm's
+own key (`worker_id`) through the one writer of worker rows (wm/db/worker_writes.py: its
+REGISTER, REREGISTER and REMOVE transitions), which this module names as the API calls them:
+one registration per instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, and_, func, literal, select, update
+from sqlalchemy import Engine, and_, func, select
 
 from wm.db.tables import launch_configs, worker_pools, workers
+from wm.db.worker_writes import register as register
+from wm.db.worker_writes import request_removal as request_removal
+from wm.db.worker_writes import reregister as reregister
 from wm.db.workers import worker_from_row
 from wm.model import WorkerRecord
 
@@ -75,87 +79,3 @@ def registration_target(
         worker_config=row.worker_config,
         expired=bool(row.expired),
     )
-
-
-def register(
-    engine: Engine,
-    worker_id: str,
-    secret_hash: str,
-    timeout_s: float,
-    booted_at: datetime | None = None,
-) -> datetime | None:
-    """requested -> running, once: of concurrent calls exactly one gets the new expiry.
-
-    `booted_at` is the worker's own word (systemBootTime): kept only within what wm knows,
-    after the cloud accepted the create (or the row was written) and not after now."""
-    boot = None
-    if booted_at is not None:
-        boot = func.least(
-            func.greatest(
-                literal(booted_at, DateTime(timezone=True)),
-                func.coalesce(workers.c.accepted_at, workers.c.created),
-            ),
-            func.now(),
-        )
-    statement = (
-        update(workers)
-        .where(
-            workers.c.worker_id == worker_id,
-            workers.c.state == "requested",
-            workers.c.expires > func.now(),
-        )
-        .values(
-            state="running",
-            registered_at=func.now(),
-            booted_at=boot,
-            last_active=func.now(),
-            secret_hash=secret_hash,
-            expires=func.now() + timedelta(seconds=timeout_s),
-            last_modified=func.now(),
-            version=workers.c.version + 1,
-        )
-        .returning(workers.c.expires)
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).scalar_one_or_none()
-
-
-def reregister(
-    engine: Engine, worker_id: str, old_hash: str, new_hash: str, timeout_s: float
-) -> datetime | None:
-    """Rotate the secret and extend the deadline, only with the current secret."""
-    statement = (
-        update(workers)
-        .where(
-            workers.c.worker_id == worker_id,
-            workers.c.state == "running",
-            workers.c.secret_hash == old_hash,
-            workers.c.expires > func.now(),
-        )
-        .values(
-            secret_hash=new_hash,
-            expires=func.now() + timedelta(seconds=timeout_s),
-            last_modified=func.now(),
-            version=workers.c.version + 1,
-        )
-        .returning(workers.c.expires)
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).scalar_one_or_none()
-
-
-def request_removal(engine: Engine, worker_id: str, reason: str) -> bool:
-    """Move a live worker to stopping; the scanner deletes its VM at its next scan."""
-    statement = (
-        update(workers)
-        .where(workers.c.worker_id == worker_id, workers.c.state.in_(("requested", "running")))
-        .values(
-            state="stopping",
-            stop_reason=reason,
-            secret_hash=None,
-            last_modified=func.now(),
-            version=workers.c.version + 1,
-        )
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).rowcount == 1

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, func, or_, select
 
 from wm.db.tables import workers
 from wm.db.workers import worker_from_row
-from wm.model import WorkerRecord
+from wm.model import WorkerRecord, WorkerState
 
 STAGES_WINDOW = timedelta(hours=1)
 
@@ -19,7 +19,11 @@ def recent_workers(
     """Workers launched, or finished, within the window (one query)."""
     since = func.now() - window
     query = select(workers).where(
-        or_(workers.c.created > since, workers.c.stopped_at > since, workers.c.state != "stopped")
+        or_(
+            workers.c.created > since,
+            workers.c.stopped_at > since,
+            workers.c.state != WorkerState.STOPPED,
+        )
     )
     if pool_id is not None:
         query = query.where(workers.c.pool_id == pool_id)

@@ -22,6 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
+from wm.model import WorkerState
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -32,7 +34,7 @@ metadata = MetaData(
     }
 )
 
-WORKER_STATES = ("requested", "running", "stopping", "stopped")
+WORKER_STATES = tuple(s.value for s in WorkerState)
 TASK_STATES = ("pending", "claimed", "completed", "failed")
 
 

@@ -8,7 +8,8 @@ from datetime import datetime
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from wm.db.tables import tasks, workers
+from wm.db.tables import tasks
+from wm.db.worker_writes import note_task_claimed
 from wm.model import Task
 
 LIST_LIMIT = 10_000
@@ -130,15 +131,8 @@ def claim_tasks(engine: Engine, pool_id: str, worker_id: str, limit: int = 1) ->
             .returning(*tasks.c)
         )
         claimed = [_task(row) for row in rows]
-        if claimed:  # the queue inactivity clock restarts
-            conn.execute(
-                update(workers)
-                .where(workers.c.worker_id == worker_id)
-                .values(
-                    last_active=func.now(),
-                    first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
-                )
-            )
+        if claimed:  # the queue inactivity clock restarts, in the same transaction
+            note_task_claimed(conn, worker_id)
         return claimed
 
 

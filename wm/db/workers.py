@@ -1,4 +1,6 @@
-"""Worker rows: reads for operators (the passes' statements come with the passes)."""
+"""Worker rows: the one row mapper, the records a write starts from, and the reads.
+
+Every write is wm/db/worker_writes.py's: this module issues none."""
 
 from __future__ import annotations
 
@@ -7,19 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    Text,
-    column,
-    delete,
-    func,
-    insert,
-    select,
-    update,
-    values,
-)
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Engine, func, select
 
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
@@ -75,7 +65,7 @@ def list_workers(
     if pool_id is not None:
         query = query.where(workers.c.pool_id == pool_id)
     if state is not None:
-        query = query.where(workers.c.state == str(state))
+        query = query.where(workers.c.state == state.value)
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]
 
@@ -132,136 +122,25 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
             workers.c.state,
             func.sum(workers.c.capacity),
         )
-        .where(workers.c.pool_id.in_(list(pool_ids)), workers.c.state != "stopped")
+        .where(workers.c.pool_id.in_(list(pool_ids)), workers.c.state != WorkerState.STOPPED)
         .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
     )
-    totals: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
+    totals: dict[str, dict[WorkerState, int]] = {p: {} for p in pool_ids}
     by_lc: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
     with engine.connect() as conn:
         for pool_id, lc_id, state, capacity in conn.execute(query):
-            totals[pool_id][state] = totals[pool_id].get(state, 0) + int(capacity)
+            key = WorkerState(state)
+            totals[pool_id][key] = totals[pool_id].get(key, 0) + int(capacity)
             by_lc[pool_id][lc_id] = by_lc[pool_id].get(lc_id, 0) + int(capacity)
     return {
         pool_id: PoolCapacity(
-            requested=totals[pool_id].get("requested", 0),
-            running=totals[pool_id].get("running", 0),
-            stopping=totals[pool_id].get("stopping", 0),
+            requested=totals[pool_id].get(WorkerState.REQUESTED, 0),
+            running=totals[pool_id].get(WorkerState.RUNNING, 0),
+            stopping=totals[pool_id].get(WorkerState.STOPPING, 0),
             by_launch_config=by_lc[pool_id],
         )
         for pool_id in pool_ids
     }
-
-
-def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
-    """Commit intent rows in one statement, all or none."""
-    if not intents:
-        return []
-    with engine.begin() as conn:
-        return insert_intent_rows(conn, intents)
-
-
-def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
-    """Insert intent rows in one statement, in the caller's transaction; return them."""
-    # The database's clock, not this host's: every deadline is compared with now() there.
-    now = conn.execute(select(func.now())).scalar_one()
-    rows = conn.execute(
-        insert(workers).returning(*workers.c),
-        [
-            {
-                "worker_id": i.worker_id,
-                "pool_id": i.pool_id,
-                "worker_group": i.worker_group,
-                "provider_id": i.provider_id,
-                "state": "requested",
-                "capacity": i.capacity,
-                "launch_config_id": i.launch_config_id,
-                "idempotency_token": i.idempotency_token,
-                "batch_token": i.batch_token,
-                "launch_index": i.launch_index,
-                "expires": now + timedelta(seconds=i.expires_in_s),
-                "demand_at": i.demand_at,
-            }
-            for i in intents
-        ],
-    )
-    return [worker_from_row(row) for row in rows]
-
-
-def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
-    """Write cloud ids and Taskcluster workerIds, stop rows the cloud refused, stamp the
-    creates that went unanswered (their VM may exist: a scan or the next pass adopts it by its
-    tag), and delete the intents whose create was never sent, in at most four statements.
-    Returns the rows that learnt their cloud id now, as they are now."""
-    withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
-    outcomes = [o for o in outcomes if not o.withdrawn]
-    created = [o for o in outcomes if o.cloud_id is not None]
-    refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
-    unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
-    accepted: list[WorkerRecord] = []
-    with engine.begin() as conn:
-        if withdrawn:
-            # No create left wm for these: no VM can exist, so no row is needed to find one.
-            conn.execute(
-                delete(workers).where(
-                    workers.c.worker_id.in_(withdrawn),
-                    workers.c.state == "requested",
-                    workers.c.cloud_id.is_(None),
-                )
-            )
-        if created:
-            data = values(
-                column("worker_id", Text),
-                column("cloud_id", Text),
-                column("provider_data", JSONB),
-                column("tc_worker_id", Text),
-                name="launched",
-            ).data(
-                [(o.worker_id, o.cloud_id, dict(o.provider_data), o.tc_worker_id) for o in created]
-            )
-            rows = conn.execute(
-                update(workers)
-                .where(workers.c.worker_id == data.c.worker_id, workers.c.state == "requested")
-                .values(
-                    cloud_id=data.c.cloud_id,
-                    tc_worker_id=func.coalesce(data.c.tc_worker_id, workers.c.tc_worker_id),
-                    provider_data=workers.c.provider_data.op("||")(data.c.provider_data),
-                    accepted_at=func.coalesce(workers.c.accepted_at, func.now()),
-                    last_modified=func.now(),
-                    version=workers.c.version + 1,
-                )
-                .returning(*workers.c)
-            )
-            accepted = [worker_from_row(row) for row in rows]
-        if refused:
-            reasons = values(
-                column("worker_id", Text), column("stop_reason", Text), name="refused"
-            ).data([(o.worker_id, o.stop_reason) for o in refused])
-            conn.execute(
-                update(workers)
-                .where(workers.c.worker_id == reasons.c.worker_id, workers.c.state == "requested")
-                .values(
-                    state="stopped",
-                    stop_reason=reasons.c.stop_reason,
-                    last_modified=func.now(),
-                    version=workers.c.version + 1,
-                )
-            )
-        if unanswered:
-            conn.execute(
-                update(workers)
-                .where(
-                    workers.c.worker_id.in_(unanswered),
-                    workers.c.state == "requested",
-                    workers.c.cloud_id.is_(None),
-                )
-                # A new version: a scan that read the row before this must not stop it.
-                .values(
-                    unanswered_at=func.now(),
-                    last_modified=func.now(),
-                    version=workers.c.version + 1,
-                )
-            )
-    return accepted
 
 
 def unresolved_intents(
@@ -271,7 +150,7 @@ def unresolved_intents(
     query = select(workers).where(
         workers.c.pool_id.in_(list(pool_ids)),
         workers.c.provider_id == provider_id,
-        workers.c.state == "requested",
+        workers.c.state == WorkerState.REQUESTED,
         workers.c.cloud_id.is_(None),
     )
     with engine.connect() as conn:
@@ -285,7 +164,7 @@ def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id:
         .where(
             workers.c.pool_id.in_(list(pool_ids)),
             workers.c.provider_id == provider_id,
-            workers.c.state != "stopped",
+            workers.c.state != WorkerState.STOPPED,
         )
         .distinct()
     )

@@ -34,7 +34,8 @@ from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
 from wm.api.authn import OPERATOR_CLIENT, Authenticator, AuthService, IssuerSource
 from wm.db import pools as pool_store
 from wm.db.pool_errors import list_errors
-from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker, list_workers
 from wm.identity import IdentityRejected
 from wm.model import WorkerState
 from wm.tc.credentials import IssuerCredentials

@@ -1,6 +1,6 @@
 """Pool errors on real Postgres: counted for workerPoolErrorStats (by UTC hour from a given
-instant, by title, code, pool and launch config, all in one read), and expired past
-worker-manager's retention of 7 days by the provisioner's job."""
+instant, by title, code, pool and launch config, all in one read), and expired by the
+provisioner's job past the configured retention (by default worker-manager's 7 days)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 
 from procs.provisioner import expire_errors
+from tests.support.configs import build, raw
+from wm.config import RetentionConfig
 from wm.db.error_stats import error_counts
 from wm.db.tables import worker_pool_errors
 
@@ -141,8 +143,8 @@ def test_the_job_deletes_errors_past_seven_days_and_keeps_the_younger(engine, po
     young = [t for t in stored_times(engine) if t > now - timedelta(days=7)]
 
     with caplog.at_level(logging.INFO, logger="wm"):
-        deleted = expire_errors(engine)
-        again = expire_errors(engine)
+        deleted = expire_errors(engine, RetentionConfig())  # a config without [retention]
+        again = expire_errors(engine, RetentionConfig())
 
     assert (deleted, again) == (2, 0)
     assert stored_times(engine) == young
@@ -153,6 +155,18 @@ def test_the_job_deletes_errors_past_seven_days_and_keeps_the_younger(engine, po
         {"deleted": 2, "retention_days": 7},
         {"deleted": 0, "retention_days": 7},
     ]
+
+
+def test_the_job_keeps_errors_for_a_longer_configured_retention(engine, pools):
+    config = build(raw(retention={"pool_errors_s": 30 * 24 * 3600.0}))
+    now = database_now(engine)
+    add_error(engine, now - timedelta(days=31), title="past the retention")
+    add_error(engine, now - timedelta(days=8), title="older than 7 days, within 30")
+
+    deleted = expire_errors(engine, config.retention)
+
+    assert deleted == 1
+    assert stored_times(engine) == [now - timedelta(days=8)]
 
 
 def test_the_expiry_reads_the_errors_by_their_time_not_the_whole_table(engine, pools):

@@ -23,10 +23,12 @@ from tests.fixtures.sim_gce import (
 )
 from tests.support.configs import build
 from tests.support.definitions import apply_pools
+from wm.config import RetentionConfig
+from wm.db import pool_errors, tasks, worker_writes
 from wm.db import pools as pool_store
-from wm.db import scans, tasks
 from wm.db.pool_errors import NewPoolError, list_errors, record_errors
-from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker, list_workers
 from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.model import WorkerState
 from wm.providers.base import (
@@ -346,8 +348,8 @@ def test_stopped_rows_and_old_errors_expire_after_retention(engine, sim_gce, gcp
             )
         )
     week = 7 * 24 * 3600
-    assert scans.expire_stopped(engine, gcp_provider.id, week) == 1
-    assert scans.expire_pool_errors(engine, week) == 1
+    assert worker_writes.expire_stopped(engine, gcp_provider.id, week) == 1
+    assert pool_errors.expire_pool_errors(engine, RetentionConfig(pool_errors_s=week)) == 1
     assert len(list_workers(engine)) == 2 and len(list_errors(engine, "proj/scan")) == 1
 
 

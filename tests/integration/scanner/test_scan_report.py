@@ -22,7 +22,8 @@ from tests.fixtures.sim_arm import (
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_OTHER_ZONE, GCE_PROJECT, GCE_ZONE
 from tests.integration.scanner.test_scan import IMAGES, configure, scanner_for
 from wm.db import pools as pool_store
-from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.db.worker_writes import insert_intents
+from wm.db.workers import NewWorker, list_workers
 from wm.model import CloudInstance, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
 from wm.scanner import Scanner, ScanReport

@@ -1,0 +1,223 @@
+"""The transitions table walked on real Postgres through the one writer of worker rows.
+
+For every transition and every state a row can be in (or no row at all): where the table
+allows it, the writer makes it and the row ends where the table says; everywhere else the
+writer refuses it (raises `TransitionRefused`, or writes nothing) and the row is as it was. A
+scan's change that claims an allowed from-state for a row in another state is refused by the
+SQL guard too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import IntegrityError
+
+from wm.db import worker_writes as writer
+from wm.db.tables import workers
+from wm.db.worker_writes import RowChange
+from wm.db.workers import LaunchOutcome, NewWorker
+from wm.model import WorkerState
+from wm.worker_transitions import (
+    ACCEPT,
+    ADVISE_STOP,
+    CHECKED,
+    CLOUD_RUNNING,
+    CREATE,
+    DEADLINE,
+    DELETE_CALLED,
+    DELETED,
+    EXPIRE,
+    GONE,
+    LOST,
+    RECORD,
+    REFUSE,
+    REGISTER,
+    REMOVE,
+    REREGISTER,
+    SEEN,
+    STARTED,
+    TASK_CLAIMED,
+    TRANSITIONS,
+    UNANSWERED,
+    WITHDRAW,
+    WITHDRAW_ADVICE,
+    Outcome,
+    Transition,
+    TransitionRefused,
+)
+
+POOL, LC, PROVIDER, REGION, WORKER = "proj/walk", "lc-1", "aws-walk", "us-east-1", "w-walk"
+SECRET = "old-secret-hash"
+
+INTENT = NewWorker(
+    worker_id=WORKER,
+    pool_id=POOL,
+    worker_group=REGION,
+    provider_id=PROVIDER,
+    capacity=1,
+    launch_config_id=LC,
+    idempotency_token="token",
+    batch_token=None,
+    launch_index=0,
+    expires_in_s=3600.0,
+)
+
+
+def _scan(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
+    def change(engine: Engine, state: WorkerState) -> Any:
+        version = row(engine)["version"]
+        return writer.apply_changes(
+            engine, [RowChange(WORKER, version, state, transition, cloud_id="i-walk")]
+        )
+
+    return change
+
+
+def _task_claimed(engine: Engine, _state: WorkerState) -> None:
+    with engine.begin() as conn:
+        writer.note_task_claimed(conn, WORKER)
+
+
+# How each transition is asked of the writer, for the one row of these tests.
+DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
+    CREATE: lambda e, _s: writer.insert_intents(e, [INTENT]),
+    ACCEPT: lambda e, _s: writer.record_launches(e, [LaunchOutcome(WORKER, "i-walk", {})]),
+    UNANSWERED: lambda e, _s: writer.record_launches(e, [LaunchOutcome(WORKER, None, {})]),
+    REFUSE: lambda e, _s: writer.record_launches(
+        e, [LaunchOutcome(WORKER, None, {}, stop_reason="refused")]
+    ),
+    WITHDRAW: lambda e, _s: writer.record_launches(
+        e, [LaunchOutcome(WORKER, None, {}, withdrawn=True)]
+    ),
+    REGISTER: lambda e, _s: writer.register(e, WORKER, "new-secret-hash", 3600.0),
+    REREGISTER: lambda e, _s: writer.reregister(e, WORKER, SECRET, "new-secret-hash", 3600.0),
+    REMOVE: lambda e, _s: writer.request_removal(e, WORKER, "removed-by-operator"),
+    TASK_CLAIMED: _task_claimed,
+    ADVISE_STOP: lambda e, _s: writer.advise_scale_down(e, [WORKER], []),
+    WITHDRAW_ADVICE: lambda e, _s: writer.advise_scale_down(e, [], [WORKER]),
+    SEEN: _scan(SEEN),
+    STARTED: _scan(STARTED),
+    LOST: _scan(LOST),
+    DEADLINE: _scan(DEADLINE),
+    GONE: _scan(GONE),
+    DELETED: _scan(DELETED),
+    RECORD: lambda e, _s: writer.record_provider_data(e, [(WORKER, {"deployment": "d-1"})]),
+    CLOUD_RUNNING: lambda e, _s: writer.mark_cloud_running(e, [WORKER]),
+    DELETE_CALLED: lambda e, _s: writer.mark_delete_called(e, [WORKER]),
+    CHECKED: lambda e, _s: writer.mark_checked(e, [WORKER]),
+    EXPIRE: lambda e, _s: writer.expire_stopped(e, PROVIDER, 60.0),
+}
+SCAN_CHANGES = {SEEN, STARTED, LOST, DEADLINE, GONE, DELETED}
+STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
+CASES = [(t, s) for t in TRANSITIONS for s in STATES]
+
+
+def case_id(case: Any) -> str:
+    if isinstance(case, Transition):
+        return case.name
+    return "no-row" if case is None else case.value
+
+
+def row(engine: Engine) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        found = conn.execute(select(workers).where(workers.c.worker_id == WORKER)).first()
+    return None if found is None else dict(found._mapping)
+
+
+def given(engine: Engine, state: WorkerState | None, transition: Transition) -> None:
+    """A pool and, unless `state` is None, the one row in `state`, as every guard other than
+    the state would let it pass: no cloud id yet, its deadline ahead, its secret known,
+    nothing stamped, last changed a day ago."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO worker_pools (pool_id, provider_id, min_capacity, max_capacity,"
+                " scaling_ratio, registration_timeout_s, reregistration_timeout_s,"
+                " queue_inactivity_timeout_s, requires_registration)"
+                " VALUES (:p, :prov, 0, 10, 1, 900, 3600, 7200, true)"
+            ),
+            {"p": POOL, "prov": PROVIDER},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO launch_configs (pool_id, launch_config_id, region,"
+                " capacity_per_worker, weight) VALUES (:p, :lc, :r, 1, 1)"
+            ),
+            {"p": POOL, "lc": LC, "r": REGION},
+        )
+    if state is None:
+        return
+    writer.insert_intents(engine, [INTENT])
+    with engine.begin() as conn:  # the test's own SQL: it sets up, it does not transition
+        conn.execute(
+            text(
+                "UPDATE workers SET state = :s, secret_hash = :secret,"
+                " should_terminate = :advised, last_modified = now() - interval '1 day'"
+                " WHERE worker_id = :w"
+            ),
+            {
+                "s": state.value,
+                "secret": SECRET,
+                "advised": transition is WITHDRAW_ADVICE,
+                "w": WORKER,
+            },
+        )
+
+
+def test_every_transition_has_a_driver():
+    assert set(DRIVERS) == set(TRANSITIONS)
+
+
+@pytest.mark.parametrize(("transition", "state"), CASES, ids=case_id)
+def test_the_writer_makes_what_the_table_allows_and_refuses_the_rest(
+    engine: Engine, transition: Transition, state: WorkerState | None
+):
+    given(engine, state, transition)
+    before = row(engine)
+
+    refused = False
+    try:
+        if state is None and transition in SCAN_CHANGES:
+            # No row to read a version from: the change names one that is not there.
+            writer.apply_changes(engine, [RowChange(WORKER, 1, WorkerState.REQUESTED, transition)])
+        else:
+            DRIVERS[transition](engine, state)  # type: ignore[arg-type]
+    except (TransitionRefused, IntegrityError):
+        refused = True
+    after = row(engine)
+
+    if not transition.allows(state):
+        assert after == before, f"{transition.name} from {state} wrote the row"
+        return
+    assert not refused
+    if transition.outcome is Outcome.DELETE:
+        assert after is None
+        return
+    assert after is not None and after != before
+    expected = transition.to_state if state is None else transition.target(state)
+    assert after["state"] == expected
+
+
+@pytest.mark.parametrize(
+    ("transition", "state"),
+    [(t, s) for t in sorted(SCAN_CHANGES, key=str) for s in WorkerState if not t.allows(s)],
+    ids=case_id,
+)
+def test_a_scan_change_claiming_a_state_the_row_is_not_in_writes_nothing(
+    engine: Engine, transition: Transition, state: WorkerState
+):
+    # What a scan read is stale: the row moved to a state this transition may not leave.
+    given(engine, state, transition)
+    before = row(engine)
+    assert before is not None
+    claimed = min(transition.from_states)
+
+    changed = writer.apply_changes(
+        engine, [RowChange(WORKER, before["version"], claimed, transition)]
+    )
+
+    assert changed == [] and row(engine) == before

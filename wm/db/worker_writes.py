@@ -1,0 +1,455 @@
+"""The one writer of worker rows: every INSERT, UPDATE and DELETE on `workers` is here.
+
+Each function makes one transition of wm/worker_transitions.py (or, for a batch, one per row),
+refuses a transition from a state the table does not allow (`TransitionRefused`: nothing is
+written), and guards the table's from-states in its WHERE clause too, so that a row another
+process moved meanwhile is left alone rather than moved where the table does not lead. Rows
+changed are returned as `WorkerRecord`s through the one row mapper. Batches stay batches: a
+statement per transition kind, never one per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ColumnElement,
+    Connection,
+    DateTime,
+    Engine,
+    Integer,
+    Text,
+    case,
+    column,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+    values,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from wm.db.tables import workers
+from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
+from wm.model import WorkerRecord, WorkerState
+from wm.worker_transitions import (
+    ACCEPT,
+    ADVISE_STOP,
+    CHECKED,
+    CLOUD_RUNNING,
+    CREATE,
+    DELETE_CALLED,
+    EXPIRE,
+    RECORD,
+    REFUSE,
+    REGISTER,
+    REMOVE,
+    REREGISTER,
+    TASK_CLAIMED,
+    UNANSWERED,
+    WITHDRAW,
+    WITHDRAW_ADVICE,
+    Outcome,
+    Transition,
+    TransitionRefused,
+)
+
+
+def _from(transition: Transition) -> ColumnElement[bool]:
+    """The SQL guard: the row is in a state the table lets this transition leave."""
+    return workers.c.state.in_(transition.from_values)
+
+
+def _moved(transition: Transition) -> dict[str, Any]:
+    """What every state-moving transition writes besides its own columns: the state, and a
+    new version, so a writer that read the row before this cannot overwrite it."""
+    moved: dict[str, Any] = {"last_modified": func.now(), "version": workers.c.version + 1}
+    to_state = transition.to_state
+    # A transition that leads a row back to its only from-state need not write the state.
+    if transition.outcome is Outcome.MOVE and transition.from_states != {to_state}:
+        assert to_state is not None
+        moved["state"] = to_state.value
+    return moved
+
+
+# --- the provisioner: intents and what the cloud answered ------------------------------------
+
+
+def insert_intents(engine: Engine, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
+    """Commit intent rows in one statement, all or none."""
+    if not intents:
+        return []
+    with engine.begin() as conn:
+        return insert_intent_rows(conn, intents)
+
+
+def insert_intent_rows(conn: Connection, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
+    """CREATE: insert intent rows in one statement, in the caller's transaction; return them."""
+    if not intents:
+        return []
+    assert CREATE.to_state is not None
+    # The database's clock, not this host's: every deadline is compared with now() there.
+    now = conn.execute(select(func.now())).scalar_one()
+    rows = conn.execute(
+        insert(workers).returning(*workers.c),
+        [
+            {
+                "worker_id": i.worker_id,
+                "pool_id": i.pool_id,
+                "worker_group": i.worker_group,
+                "provider_id": i.provider_id,
+                "state": CREATE.to_state.value,
+                "capacity": i.capacity,
+                "launch_config_id": i.launch_config_id,
+                "idempotency_token": i.idempotency_token,
+                "batch_token": i.batch_token,
+                "launch_index": i.launch_index,
+                "expires": now + timedelta(seconds=i.expires_in_s),
+                "demand_at": i.demand_at,
+            }
+            for i in intents
+        ],
+    )
+    return [worker_from_row(row) for row in rows]
+
+
+def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[WorkerRecord]:
+    """ACCEPT the creates that told their cloud ids (and Taskcluster workerIds), REFUSE the
+    rows the cloud surely made nothing for, stamp the creates that went UNANSWERED (their VM
+    may exist: a scan or the next pass adopts it by its tag), and WITHDRAW the intents whose
+    create was never sent, in at most four statements. Returns the rows that learnt their
+    cloud id now, as they are now."""
+    withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
+    outcomes = [o for o in outcomes if not o.withdrawn]
+    created = [o for o in outcomes if o.cloud_id is not None]
+    refused = [o for o in outcomes if o.cloud_id is None and o.stop_reason]
+    unanswered = [o.worker_id for o in outcomes if o.cloud_id is None and not o.stop_reason]
+    accepted: list[WorkerRecord] = []
+    with engine.begin() as conn:
+        if withdrawn:
+            # No create left wm for these: no VM can exist, so no row is needed to find one.
+            conn.execute(
+                delete(workers).where(
+                    workers.c.worker_id.in_(withdrawn),
+                    _from(WITHDRAW),
+                    workers.c.cloud_id.is_(None),
+                )
+            )
+        if created:
+            data = values(
+                column("worker_id", Text),
+                column("cloud_id", Text),
+                column("provider_data", JSONB),
+                column("tc_worker_id", Text),
+                name="launched",
+            ).data(
+                [(o.worker_id, o.cloud_id, dict(o.provider_data), o.tc_worker_id) for o in created]
+            )
+            rows = conn.execute(
+                update(workers)
+                .where(workers.c.worker_id == data.c.worker_id, _from(ACCEPT))
+                .values(
+                    cloud_id=data.c.cloud_id,
+                    tc_worker_id=func.coalesce(data.c.tc_worker_id, workers.c.tc_worker_id),
+                    provider_data=workers.c.provider_data.op("||")(data.c.provider_data),
+                    accepted_at=func.coalesce(workers.c.accepted_at, func.now()),
+                    **_moved(ACCEPT),
+                )
+                .returning(*workers.c)
+            )
+            accepted = [worker_from_row(row) for row in rows]
+        if refused:
+            reasons = values(
+                column("worker_id", Text), column("stop_reason", Text), name="refused"
+            ).data([(o.worker_id, o.stop_reason) for o in refused])
+            conn.execute(
+                update(workers)
+                .where(workers.c.worker_id == reasons.c.worker_id, _from(REFUSE))
+                .values(stop_reason=reasons.c.stop_reason, **_moved(REFUSE))
+            )
+        if unanswered:
+            conn.execute(
+                update(workers)
+                .where(
+                    workers.c.worker_id.in_(unanswered),
+                    _from(UNANSWERED),
+                    workers.c.cloud_id.is_(None),
+                )
+                # A new version: a scan that read the row before this must not stop it.
+                .values(unanswered_at=func.now(), **_moved(UNANSWERED))
+            )
+    return accepted
+
+
+def advise_scale_down(engine: Engine, flag: Sequence[str], unflag: Sequence[str]) -> None:
+    """ADVISE_STOP these running workers and WITHDRAW_ADVICE from those, in every pool at
+    once: at most two statements a pass however many pools, and none when the advice stands.
+    Advice moves no version: it never makes a scan's conditional change fail."""
+    if not flag and not unflag:
+        return
+    with engine.begin() as conn:
+        for worker_ids, transition, advice in (
+            (flag, ADVISE_STOP, True),
+            (unflag, WITHDRAW_ADVICE, False),
+        ):
+            if worker_ids:
+                conn.execute(
+                    update(workers)
+                    .where(workers.c.worker_id.in_(list(worker_ids)), _from(transition))
+                    .values(should_terminate=advice)
+                )
+
+
+# --- the worker API ----------------------------------------------------------------------------
+
+
+def register(
+    engine: Engine,
+    worker_id: str,
+    secret_hash: str,
+    timeout_s: float,
+    booted_at: datetime | None = None,
+) -> datetime | None:
+    """REGISTER, once: of concurrent calls exactly one gets the new expiry (None: refused).
+
+    `booted_at` is the worker's own word (systemBootTime): kept only within what wm knows,
+    after the cloud accepted the create (or the row was written) and not after now."""
+    boot = None
+    if booted_at is not None:
+        boot = func.least(
+            func.greatest(
+                literal(booted_at, DateTime(timezone=True)),
+                func.coalesce(workers.c.accepted_at, workers.c.created),
+            ),
+            func.now(),
+        )
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(REGISTER), workers.c.expires > func.now())
+        .values(
+            registered_at=func.now(),
+            booted_at=boot,
+            last_active=func.now(),
+            secret_hash=secret_hash,
+            expires=func.now() + timedelta(seconds=timeout_s),
+            **_moved(REGISTER),
+        )
+        .returning(workers.c.expires)
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
+def reregister(
+    engine: Engine, worker_id: str, old_hash: str, new_hash: str, timeout_s: float
+) -> datetime | None:
+    """REREGISTER: rotate the secret and extend the deadline, only with the current secret
+    (None: refused)."""
+    statement = (
+        update(workers)
+        .where(
+            workers.c.worker_id == worker_id,
+            _from(REREGISTER),
+            workers.c.secret_hash == old_hash,
+            workers.c.expires > func.now(),
+        )
+        .values(
+            secret_hash=new_hash,
+            expires=func.now() + timedelta(seconds=timeout_s),
+            **_moved(REREGISTER),
+        )
+        .returning(workers.c.expires)
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
+def request_removal(engine: Engine, worker_id: str, reason: str) -> bool:
+    """REMOVE a live worker: to stopping; the scanner deletes its VM at its next scan. False:
+    refused (not live)."""
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(REMOVE))
+        .values(stop_reason=reason, secret_hash=None, **_moved(REMOVE))
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
+
+
+def note_task_claimed(conn: Connection, worker_id: str) -> None:
+    """TASK_CLAIMED, in the caller's transaction (the claim's): the queue inactivity clock
+    restarts. No new version: activity never makes a scan's conditional change fail."""
+    conn.execute(
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(TASK_CLAIMED))
+        .values(
+            last_active=func.now(),
+            first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
+        )
+    )
+
+
+# --- the scanner --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row's transition, if the row is still as it was read (its version and state)."""
+
+    worker_id: str
+    version: int
+    from_state: WorkerState  # the state it was read in
+    transition: Transition  # a scan's: SEEN, STARTED, LOST, DEADLINE, GONE or DELETED
+    cloud_id: str | None = None
+    reason: str | None = None
+    preempted: bool = False  # stamp preempted_at: the cloud took the VM back
+    tc_worker_id: str | None = None  # Taskcluster's workerId, when the row learns its VM's
+
+    @property
+    def state(self) -> WorkerState:
+        """Where the table leads it (TransitionRefused if nowhere)."""
+        target = self.transition.target(self.from_state)
+        if target is None:
+            raise TransitionRefused(self.transition, self.from_state)  # no scan deletes rows
+        return target
+
+
+def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRecord]:
+    """One statement for all changes; a row changed since it was read is left alone. Raises
+    `TransitionRefused`, writing nothing, when any change leaves a state the table does not
+    allow. Returns the rows that did change, as they are now."""
+    if not changes:
+        return []
+    targets = [c.state for c in changes]  # checks every change before anything is written
+    data = values(
+        column("worker_id", Text),
+        column("version", Integer),
+        column("from_state", Text),
+        column("state", Text),
+        column("cloud_id", Text),
+        column("reason", Text),
+        column("preempted", Boolean),
+        column("tc_worker_id", Text),
+        name="changes",
+    ).data(
+        [
+            (
+                c.worker_id,
+                c.version,
+                c.from_state.value,
+                target.value,
+                c.cloud_id,
+                c.reason,
+                c.preempted,
+                c.tc_worker_id,
+            )
+            for c, target in zip(changes, targets, strict=True)
+        ]
+    )
+    statement = (
+        update(workers)
+        .where(
+            workers.c.worker_id == data.c.worker_id,
+            workers.c.version == data.c.version,
+            # Each from-state was checked against the table above; the row must still be in it.
+            workers.c.state == data.c.from_state,
+        )
+        .values(
+            state=data.c.state,
+            cloud_id=func.coalesce(workers.c.cloud_id, data.c.cloud_id),
+            # Kept once known: a VM's workerId never changes.
+            tc_worker_id=func.coalesce(workers.c.tc_worker_id, data.c.tc_worker_id),
+            stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
+            preempted_at=case(
+                (data.c.preempted, func.coalesce(workers.c.preempted_at, func.now())),
+                else_=workers.c.preempted_at,
+            ),
+            last_checked=func.now(),
+            last_modified=func.now(),
+            version=workers.c.version + 1,
+        )
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        return [worker_from_row(row) for row in conn.execute(statement)]
+
+
+def record_provider_data(
+    engine: Engine, records: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[WorkerRecord]:
+    """RECORD: merge each (worker id, data) over its row's provider data, top-level keys
+    replaced, in one statement. Stopped rows are left alone. The version is not moved: this
+    changes no state, so it never makes another writer's conditional change fail. Returns the
+    rows written, as they are now."""
+    if not records:
+        return []
+    data = values(column("worker_id", Text), column("data", JSONB), name="records").data(
+        [(worker_id, dict(found)) for worker_id, found in records]
+    )
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == data.c.worker_id, _from(RECORD))
+        .values(provider_data=workers.c.provider_data.op("||")(data.c.data))
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        return [worker_from_row(row) for row in conn.execute(statement)]
+
+
+def mark_cloud_running(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+    """CLOUD_RUNNING: the cloud runs these workers' VMs: stamp the first time a scan saw it.
+    Returns the rows stamped now (each row once, ever)."""
+    return _stamp_once(engine, CLOUD_RUNNING, worker_ids, workers.c.cloud_running_at)
+
+
+def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+    """DELETE_CALLED: a delete was sent for these workers' VMs: stamp the first one. Returns
+    the rows stamped now (each row once, ever)."""
+    return _stamp_once(engine, DELETE_CALLED, worker_ids, workers.c.delete_called_at)
+
+
+def _stamp_once(
+    engine: Engine, transition: Transition, worker_ids: Sequence[str], stamp: Column
+) -> list[WorkerRecord]:
+    if not worker_ids:
+        return []
+    with engine.begin() as conn:
+        rows = conn.execute(
+            update(workers)
+            .where(workers.c.worker_id.in_(list(worker_ids)), _from(transition), stamp.is_(None))
+            .values({stamp.name: func.now()})
+            .returning(*workers.c)
+        )
+        return [worker_from_row(row) for row in rows]
+
+
+def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:
+    """CHECKED: a scan saw these rows (one statement, nothing returned)."""
+    if not worker_ids:
+        return
+    with engine.begin() as conn:
+        conn.execute(
+            update(workers)
+            .where(workers.c.worker_id.in_(list(worker_ids)), _from(CHECKED))
+            .values(last_checked=func.now())
+        )
+
+
+def expire_stopped(engine: Engine, provider_id: str, older_than_s: float) -> int:
+    """EXPIRE: forget stopped workers after the retention period; return how many."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            delete(workers).where(
+                workers.c.provider_id == provider_id,
+                _from(EXPIRE),
+                workers.c.last_modified < func.now() - timedelta(seconds=older_than_s),
+            )
+        )
+        return done.rowcount

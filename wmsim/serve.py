@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from wmsim.config import SimConfig
 
 # cloud kind -> module with `serve(config: SimCloudConfig, state_dir: Path) -> sim`
-SIM_MODULES = {"aws": "wmsim.ec2", "gcp": "wmsim.gce", "azure": "wmsim.arm"}
+SIM_MODULES = {"aws": "wmsim.aws.ec2", "gcp": "wmsim.gcp.gce", "azure": "wmsim.azure.arm"}
 
 
 class RunningSim(Protocol):

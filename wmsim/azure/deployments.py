@@ -90,8 +90,8 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Response
 
-from wmsim import arm_templates
-from wmsim.arm import (
+from wmsim.azure import arm_templates
+from wmsim.azure.arm import (
     DEFAULT_RESOURCE_GROUP,
     DISK_TYPE,
     IP_TYPE,
@@ -104,10 +104,10 @@ from wmsim.arm import (
     _key,
     _now_iso,
 )
-from wmsim.arm_templates import Plan, PlannedResource, Scope, TemplateError
+from wmsim.azure.arm_templates import Plan, PlannedResource, Scope, TemplateError
 
 if TYPE_CHECKING:
-    from wmsim.arm import SimArm
+    from wmsim.azure.arm import SimArm
 
 RESOURCES = "microsoft.resources"
 DEPLOYMENT_TYPE = "Microsoft.Resources/deployments"

@@ -40,17 +40,17 @@ what reached the cloud with the launch config they started from. `example_launch
 builds a Taskcluster launch config (resource form) the sim accepts as it is.
 
 Deployments, template specs and resource groups (Microsoft.Resources) live in
-wmsim/arm_deployments.py (`sim.deployments`): a deployed VM, NIC, public IP or disk is made
+wmsim/azure/deployments.py (`sim.deployments`): a deployed VM, NIC, public IP or disk is made
 by this module's own code, so it is a resource like any other here.
 
 Metadata: every VM's IMDS is served at /_vm/<VM name>/metadata/... (see wmsim/metadata.py for
-the addressing and wmsim/imds_azure.py for the paths): /metadata/instance with the tags it was
+the addressing and wmsim/azure/imds.py for the paths): /metadata/instance with the tags it was
 created with in compute.tagsList, /metadata/attested/document (nonce optional), and
 /metadata/scheduledevents with a Preempt event from the Spot eviction notice on.
 
 Identity (older tests): GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}:
 the VM's attested data (IMDS's "signature" field, PKCS#7 signed by a simulated
-metadata.azure.com leaf under a simulated Microsoft root, see wmsim/attested.py).
+metadata.azure.com leaf under a simulated Microsoft root, see wmsim/azure/attested.py).
 `identity_trust_path` is the root's and issuing CA's PEM (the config's `identity_roots`);
 `mint_attested` makes forgeries for tests.
 """
@@ -78,7 +78,9 @@ from urllib.parse import quote, unquote
 from werkzeug.wrappers import Request, Response
 
 from wm.legacy_pools import SPOT_AZURE
-from wmsim import attested, imds_azure, metadata
+from wmsim import metadata
+from wmsim.azure import attested
+from wmsim.azure import imds as imds_azure
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.config import SimCloudConfig
 from wmsim.launch_configs import worker_manager
@@ -403,8 +405,8 @@ class SimArm:
         self._vm_puts: collections.deque[RecordedPut] = collections.deque(maxlen=VM_PUTS_KEPT)
         self._server: ServerThread | None = None
         # Imported here: it builds on this module (Microsoft.Resources: deployments, template
-        # specs, resource groups; see wmsim/arm_deployments.py).
-        from wmsim.arm_deployments import ArmDeployments
+        # specs, resource groups; see wmsim/azure/deployments.py).
+        from wmsim.azure.deployments import ArmDeployments
 
         self.deployments = ArmDeployments(self, seed=seed)
         self._trust = TrustDir(cert_dir, "wm-sim-arm-identity-")

@@ -44,20 +44,20 @@ from wm.model import WorkerState
 from wm.pool_definition import parse_definition_documents
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.telemetry import JsonLineFormatter
-from wmsim import report as report_module
 from wmsim.agent import AgentSettings
+from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
 from wmsim.control import LIVE_VM_STATES, SimClient
+from wmsim.demo import report as report_module
+from wmsim.demo.live import LiveState, LiveView, PoolRow
+from wmsim.demo.plot import write_png
+from wmsim.demo.report import PoolSample, RunFacts, Sample, ScanSample
+from wmsim.demo.supervisor import Supervisor, read_procfile
+from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
-from wmsim.gce import service_account_id
-from wmsim.live import LiveState, LiveView, PoolRow
-from wmsim.plot import write_png
+from wmsim.gcp.gce import service_account_id
 from wmsim.postgres import free_port
-from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
 from wmsim.serve import SimEndpoint
-from wmsim.supervisor import Supervisor, read_procfile
-from wmsim.templates import WORKER_TEMPLATE
-from wmsim.workload import Arrival, PoolShare, schedule
 
 CLOUDS_PROCESS = "clouds"
 RELEASE = "release"

@@ -267,17 +267,6 @@ class AzureMetadata:
         return http.get(f"{path}?api-version={api_version}", {"Metadata": "true"})
 
 
-def metadata_client(kind: str, base_url: str, ca_bundle: str | None = None) -> CloudMetadata:
-    """The metadata reader of a VM of this cloud kind (aws, gcp, azure)."""
-    if kind == "aws":
-        return Ec2Metadata(base_url)
-    if kind == "gcp":
-        return GceMetadata(base_url)
-    if kind == "azure":
-        return AzureMetadata(base_url, ca_bundle)
-    raise ValueError(f"no metadata service for cloud kind {kind!r}")
-
-
 def _complete(path: str, boot: BootData) -> BootData:
     """The boot data, or a MetadataError naming what it lacks (the client cannot even be
     built without a rootUrl)."""

@@ -83,7 +83,7 @@ from wmsim.behaviour import (
     digest,
     lifecycle_state,
 )
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir, pem, self_signed, signing_key
 from wmsim.wsgi import ServerThread

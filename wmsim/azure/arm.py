@@ -104,7 +104,7 @@ from wmsim.azure.resources import (
     _Vnet,
 )
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread

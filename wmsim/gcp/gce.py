@@ -67,7 +67,7 @@ from werkzeug.wrappers import Request, Response
 
 from wmsim import metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 from wmsim.gcp import imds as imds_gce
 from wmsim.gcp.catalog import ApiError, Catalog, CheckedInsert, Image, region_of
 from wmsim.gcp.catalog import invalid as _invalid

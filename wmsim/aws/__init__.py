@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from wm.legacy_pools import SPOT_EC2
-from wmsim.bootdata import CloudMetadata, Ec2Metadata
+from wmsim.aws.bootdata import Ec2Metadata
+from wmsim.bootdata import CloudMetadata
 from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig
 
 

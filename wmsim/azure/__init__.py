@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from wm.legacy_pools import SPOT_AZURE
+from wmsim.azure.bootdata import AzureMetadata
 from wmsim.azure.templates import WORKER_TEMPLATE
-from wmsim.bootdata import AzureMetadata, CloudMetadata
+from wmsim.bootdata import CloudMetadata
 from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig, SimControl
 
 

@@ -14,8 +14,9 @@ from typing import Any
 from wm.config import GcpProviderConfig
 from wm.legacy_pools import SPOT_GCE
 from wm.provider_ids import from_gce_label
-from wmsim.bootdata import CloudMetadata, GceMetadata
+from wmsim.bootdata import CloudMetadata
 from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig
+from wmsim.gcp.bootdata import GceMetadata
 
 # The service account the demo's and the tests' GCE workers are created with.
 WORKER_SERVICE_ACCOUNT = "wm-worker@wm-demo.iam.gserviceaccount.com"

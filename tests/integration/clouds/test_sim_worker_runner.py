@@ -23,10 +23,12 @@ from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
 from wm.db import tasks as task_store
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
+from wmsim.aws.bootdata import Ec2Metadata
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
-from wmsim.bootdata import AzureMetadata, Ec2Metadata, GceMetadata
+from wmsim.azure.bootdata import AzureMetadata
 from wmsim.control import metadata_base_url
+from wmsim.gcp.bootdata import GceMetadata
 from wmsim.gcp.gce import SimGce, service_account_id
 
 POOL = "proj/ci"

@@ -22,7 +22,7 @@ from wmsim.serve import describe, start_all
     "kinds",
     multiple=True,
     type=click.Choice(list(CLOUDS)),
-    help="Only these clouds (default: all three).",
+    help="Only these clouds (default: every simulated cloud).",
 )
 @click.option(
     "--endpoints-file",

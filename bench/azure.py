@@ -80,10 +80,10 @@ from wm.providers import build_provider
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wmsim.arm import SimArm, default_subnet_id
+from wmsim.azure.arm import SimArm, default_subnet_id
+from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.behaviour import Behaviour
 from wmsim.postgres import PostgresServer
-from wmsim.templates import WORKER_TEMPLATE
 
 POOL_ID = "proj-ci/win-2022"
 ARM_LOCATION = MACHINES["azure"][0]

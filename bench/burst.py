@@ -85,12 +85,12 @@ from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wmsim.arm import SimArm
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
 from wmsim.behaviour import Behaviour
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce
+from wmsim.demo.workload import split
+from wmsim.gcp.gce import SimGce
 from wmsim.postgres import PostgresServer
-from wmsim.workload import split
 
 # Every launch config has capacity 1, so a VM is one unit of capacity and covers one task.
 CAPACITY_PER_WORKER = 1

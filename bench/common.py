@@ -41,8 +41,8 @@ from wm.pool_apply import plan_apply
 from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
-from wmsim.arm import default_subnet_id
-from wmsim.gce import service_account_id
+from wmsim.azure.arm import default_subnet_id
+from wmsim.gcp.gce import service_account_id
 from wmsim.postgres import PostgresServer, find_or_start
 
 WsgiApp = Callable[..., Any]

@@ -63,11 +63,11 @@ from wm.providers.base import (
 )
 from wm.scanner import Scanner
 from wm.worker_transitions import STARTED
-from wmsim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
-from wmsim.arm import SimArm, example_launch_config
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce
-from wmsim.workload import split
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
+from wmsim.azure.arm import SimArm, example_launch_config
+from wmsim.demo.workload import split
+from wmsim.gcp.gce import SimGce
 
 # EC2's three pools each in a region of their own: three scan units, scanned concurrently.
 REGIONS = {

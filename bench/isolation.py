@@ -72,11 +72,11 @@ from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wmsim.arm import SimArm
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
 from wmsim.behaviour import Behaviour
 from wmsim.config import simulated_child_environment
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce
+from wmsim.gcp.gce import SimGce
 from wmsim.postgres import PostgresServer, find_or_start
 
 REPO = Path(__file__).resolve().parents[1]

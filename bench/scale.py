@@ -78,8 +78,8 @@ from wm.db.workers import PoolCapacity
 from wm.providers.base import Provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wmsim.demo.workload import split
 from wmsim.postgres import PostgresServer, find_or_start
-from wmsim.workload import split
 
 DEFAULT_POOLS = (10, 100, 1000)
 DEFAULT_WORKERS = (1000, 10_000, 100_000)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 
 
 @dataclass

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from wm import config as wm_config
 from wm.config import Config
 from wm.errors import ConfigError
+from wmsim.cloud import SimCloudConfig
+from wmsim.clouds import CLOUDS
 
 # The top-level tables that are the simulator's; pyproject.toml declares the same names in
 # the `wm.config_sections` entry-point group (a unit test holds the two together).
@@ -29,31 +31,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class SimCloudConfig(_Frozen):
-    """Behaviour of one simulated cloud: a `[sim.aws]`, `[sim.gcp]` or `[sim.azure]` table."""
-
-    port: int = Field(0, ge=0, le=65535)  # 0: any free port
-    latency_ms: float = Field(0.0, ge=0)  # mean per-call latency
-    latency_jitter_ms: float = Field(0.0, ge=0)
-    boot_s: float = Field(0.0, ge=0)  # created to running
-    delete_s: float = Field(0.0, ge=0)  # delete issued to gone
-    failure_rate: float = Field(0.0, ge=0, le=1)  # share of calls answered with a 5xx
-    fault_spread: Literal["random", "even"] = "random"  # even: rates exact, runs repeatable
-    preempt_share: float = Field(0.0, ge=0, le=1)  # share of spot VMs pre-empted / evicted
-    preempt_within_s: float = Field(60.0, ge=0)  # ... at a uniform moment this long after boot
-    throttle_rate: float = Field(0.0, ge=0, le=1)  # share answered with the cloud's throttle
-    quota_instances: int | None = Field(None, ge=0)  # more live instances than this: quota error
-    page_size_max: int | None = Field(None, ge=1)  # cap on list page size
-    # The create-rate bucket in VMs (EC2: 1,000 then 2/s); unset: creates are not rate-limited.
-    create_burst: int | None = Field(None, ge=1)
-    create_per_s: float = Field(0.0, ge=0)
-
-
-class SimConfig(_Frozen):
-    aws: SimCloudConfig = SimCloudConfig()
-    gcp: SimCloudConfig = SimCloudConfig()
-    azure: SimCloudConfig = SimCloudConfig()
-    state_dir: str = ".wm-sim"  # certificates and endpoints of `wmsim serve`
+# [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), and where
+# `wmsim serve` keeps its certificates and endpoints.
+SimConfig = create_model(
+    "SimConfig",
+    __base__=_Frozen,
+    **{kind: (SimCloudConfig, SimCloudConfig()) for kind in CLOUDS},
+    state_dir=(str, ".wm-sim"),
+)
 
 
 class DemoConfig(_Frozen):

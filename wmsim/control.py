@@ -21,6 +21,7 @@ from typing import Any
 
 from wmsim import metadata
 from wmsim.behaviour import SimVm
+from wmsim.clouds import sim_cloud
 
 HTTP_TIMEOUT_S = 10.0
 LIVE_VM_STATES = frozenset({"pending", "running", "stopping"})  # anything but stopped or gone
@@ -38,7 +39,7 @@ def get_json(url: str, ca_bundle: str | None = None, method: str = "GET", body: 
 def vm_key(kind: str, cloud_id: str) -> str:
     """How the sim of this cloud kind addresses a VM's metadata: the workerId worker-runner
     reports there (EC2 instance id, GCE numeric id, Azure VM name)."""
-    return cloud_id.rsplit("/", 1)[-1] if kind == "azure" else cloud_id
+    return sim_cloud(kind).vm_key(cloud_id)
 
 
 def metadata_base_url(kind: str, endpoint: str, cloud_id: str) -> str:

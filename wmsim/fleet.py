@@ -20,27 +20,25 @@ from sqlalchemy import Engine
 from wm.config import Config, ProviderConfig
 from wm.db.workers import list_workers
 from wm.model import WorkerState
-from wm.provider_ids import from_gce_label
 from wm.providers.base import TAG_PROVIDER
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
-from wmsim.bootdata import CloudMetadata, metadata_client
+from wmsim.bootdata import CloudMetadata
+from wmsim.clouds import sim_cloud
 from wmsim.control import metadata_base_url
 
 
 def vm_metadata(provider: ProviderConfig, cloud_id: str) -> CloudMetadata:
     """The metadata service of the VM with this cloud id, on the provider's simulated cloud."""
     base = metadata_base_url(provider.kind, provider.endpoint or "", cloud_id)
-    return metadata_client(provider.kind, base, getattr(provider, "ca_bundle", None))
+    return sim_cloud(provider.kind).metadata_reader(base, getattr(provider, "ca_bundle", None))
 
 
 def vm_provider(kind: str, tags: Mapping[str, str]) -> str | None:
     """The provider id a VM's tags (labels) name: as written on EC2 and Azure, read back from
     its escaped form on GCE (wm/provider_ids.py); None where no provider tag is."""
     value = tags.get(TAG_PROVIDER)
-    if value is None or kind != "gcp":
-        return value
-    return from_gce_label(value)
+    return None if value is None else sim_cloud(kind).provider_tag(value)
 
 
 def proof_fetcher(

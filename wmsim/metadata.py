@@ -11,7 +11,7 @@ one VM per path prefix:
 
 The VM key is what worker-runner's workerId is on that cloud: the EC2 instance id, the GCE
 numeric instance id, the Azure VM name (each sim also accepts the other names it finds a VM by).
-Below the prefix each cloud's own paths, headers and status codes hold (wmsim/imds_*.py).
+Below the prefix each cloud's own paths, headers and status codes hold (wmsim/<cloud>/imds.py).
 Metadata requests are neither counted nor faulted: a metadata service is not the cloud's API.
 A VM that does not exist (or no longer runs) has no metadata service: 404.
 """

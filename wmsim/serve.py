@@ -1,22 +1,14 @@
-"""Start all three simulated clouds from the config's [sim] section (for `wmsim serve`)."""
+"""Start the simulated clouds from the config's [sim] section (for `wmsim serve`)."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from wmsim.cloud import RunningSim
+from wmsim.clouds import CLOUDS, sim_cloud
 from wmsim.config import SimConfig
-
-# cloud kind -> module with `serve(config: SimCloudConfig, state_dir: Path) -> sim`
-SIM_MODULES = {"aws": "wmsim.ec2", "gcp": "wmsim.gce", "azure": "wmsim.arm"}
-
-
-class RunningSim(Protocol):
-    endpoint: str
-
-    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -28,30 +20,19 @@ class SimEndpoint:
 
     def provider_settings(self) -> dict[str, Any]:
         """The config keys that point a provider of this kind at this simulated cloud."""
-        settings: dict[str, Any] = {"endpoint": self.endpoint, "credentials": "simulated"}
-        trust = self.identity_trust_path
-        match self.kind:
-            case "aws":
-                settings["identity_certificate"] = trust
-            case "gcp":
-                settings["identity_jwks"] = trust
-            case "azure":
-                settings |= {
-                    "ca_bundle": self.cert_path,
-                    "authority": self.endpoint,
-                    "identity_roots": [trust],
-                }
+        settings = sim_cloud(self.kind).provider_settings(
+            self.endpoint, self.cert_path, self.identity_trust_path
+        )
         return {key: value for key, value in settings.items() if value is not None}
 
 
-def start_all(sim: SimConfig, kinds: tuple[str, ...] = tuple(SIM_MODULES)) -> list[Any]:
+def start_all(sim: SimConfig, kinds: tuple[str, ...] = tuple(CLOUDS)) -> list[RunningSim]:
     state_dir = Path(sim.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    started = []
+    started: list[RunningSim] = []
     try:
         for kind in kinds:
-            module = importlib.import_module(SIM_MODULES[kind])
-            started.append(module.serve(getattr(sim, kind), state_dir))
+            started.append(sim_cloud(kind).serve(getattr(sim, kind), state_dir))
     except BaseException:
         for running in started:
             running.stop()

@@ -15,9 +15,9 @@ import tomli_w
 import yaml
 
 from wm.legacy_pools import OldProvider, convert
-from wmsim.arm import default_subnet_id
+from wmsim.azure.arm import default_subnet_id
 from wmsim.config import simulated_child_environment
-from wmsim.gce import service_account_id
+from wmsim.gcp.gce import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = (

@@ -16,7 +16,7 @@ verbatim plus exactly worker-manager's overrides (tests/support/launch_expectati
 Where a simulator cannot take an id as given: none of EC2's (the simulated EC2 makes subnets
 and security groups with the deployment's ids, which real EC2 and moto would choose
 themselves); the ARM template specs' text is not public, so each template spec version is
-published at its real id holding wmsim's template of the same interface (wmsim/templates).
+published at its real id holding wmsim's template of the same interface (wmsim/azure/templates).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.config import simulated_child_environment
-from wmsim.templates import WORKER_TEMPLATE
 
 CLI_TIMEOUT_S = 120.0
 STATIC_POOLS = ("proj-taskcluster/gw-ci-freebsd", "proj-taskcluster/gw-ci-macos")

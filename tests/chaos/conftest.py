@@ -9,9 +9,9 @@ import pytest
 
 from tests.chaos.scene import FIGURES, Clouds, Figures
 from tests.support.stack import Stack
-from wmsim.arm import SimArm
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
+from wmsim.gcp.gce import SimGce
 
 
 @pytest.fixture

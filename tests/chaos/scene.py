@@ -35,9 +35,9 @@ from wm.db.workers import capacity_by_pool
 from wm.model import WorkerRecord
 from wm.providers.azure import vm_body, vm_name
 from wm.providers.gcp import request_id
-from wmsim.arm import SimArm, example_launch_config, image_reference
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm, example_launch_config, image_reference
+from wmsim.gcp.gce import SimGce
 
 KINDS = ("aws", "gcp", "azure")
 # The operation each simulated cloud journals for a create and a delete.

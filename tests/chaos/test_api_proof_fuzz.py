@@ -34,7 +34,7 @@ from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerRecord
 from wm.providers import build_verifier
 from wm.providers.azure import vm_name
-from wmsim.gce import IDENTITY_KEY_NAME
+from wmsim.gcp.gce import IDENTITY_KEY_NAME
 from wmsim.trust import signing_key
 
 SEED = 20261204

@@ -47,8 +47,8 @@ from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition
 from wm.providers import azure_arm as arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
-from wmsim.arm import SimArm, default_subnet_id
-from wmsim.templates import WORKER_TEMPLATE
+from wmsim.azure.arm import SimArm, default_subnet_id
+from wmsim.azure.templates import WORKER_TEMPLATE
 
 POOL = "proj-arm/chaos"
 PROVIDER = "azure-sim"

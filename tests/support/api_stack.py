@@ -36,10 +36,10 @@ from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioner import _batch as provisioner_batch
 from wm.provisioner import judge_results
-from wmsim.arm import SimArm
-from wmsim.ec2 import SimEc2
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
 from wmsim.fleet import proof_fetcher
-from wmsim.gce import SimGce
+from wmsim.gcp.gce import SimGce
 from wmsim.postgres import free_port
 
 KINDS = ("aws", "gcp", "azure")

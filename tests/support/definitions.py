@@ -19,7 +19,7 @@ from wm.config import Config
 from wm.db import pools as pool_store
 from wm.pool_apply import ApplyPlan, plan_apply
 from wm.pool_definition import PoolDefinition, parse_pool_definition
-from wmsim.arm import default_subnet_id
+from wmsim.azure.arm import default_subnet_id
 
 OWNER = "wm-tests@example.com"
 

@@ -14,8 +14,8 @@ from google.cloud import compute_v1 as gce
 
 from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBNET, AZURE_SUBSCRIPTION
 from tests.fixtures.sim_gce import GCE_PROJECT, GCE_ZONE
-from wmsim.arm import SimArm
-from wmsim.gce import SimGce
+from wmsim.azure.arm import SimArm
+from wmsim.gcp.gce import SimGce
 
 SERVICE_ACCOUNT = "workers@wm-test.iam.gserviceaccount.com"
 

@@ -20,7 +20,7 @@ from tests.support.definitions import apply_pools
 from wm import config as config_module
 from wm.config import Config
 from wmsim.config import simulated_child_environment
-from wmsim.gce import service_account_id
+from wmsim.gcp.gce import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"

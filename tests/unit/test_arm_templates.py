@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wmsim.arm_templates import (
+from wmsim.azure.arm_templates import (
     ExpressionError,
     Scope,
     TemplateError,
@@ -18,7 +18,7 @@ from wmsim.arm_templates import (
     plan,
     unique_string,
 )
-from wmsim.templates import WORKER_TEMPLATE
+from wmsim.azure.templates import WORKER_TEMPLATE
 
 SCOPE = Scope("sub-1", "rg-workers", "westeurope", "deploy-abc")
 PREFIX = "/subscriptions/sub-1/resourceGroups/rg-workers/providers"

@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from wm.providers import pkcs7
 from wm.providers.data import azure_certificates
-from wmsim import attested
+from wmsim.azure import attested
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real_proofs"
 # AlgorithmIdentifier DER, parameters NULL included, as the genuine document writes them.

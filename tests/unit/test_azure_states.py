@@ -15,7 +15,7 @@ from wm.providers.azure import (
     vm_name,
     worker_state,
 )
-from wmsim.arm import image_reference
+from wmsim.azure.arm import image_reference
 
 
 @pytest.mark.parametrize(

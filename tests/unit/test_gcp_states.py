@@ -24,7 +24,7 @@ from wm.providers.gcp import (
     request_id,
     worker_state,
 )
-from wmsim.gce import ApiError, _filter
+from wmsim.gcp.gce import ApiError, _filter
 
 
 def test_every_status_the_sdk_knows_has_a_state():

@@ -324,3 +324,132 @@ def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
     assert "wm.budget" in imported
     providers, budget = _unit("wm.providers.aws"), _unit("wm.budget")
     assert providers and budget and providers[0] == budget[0] and budget[1]
+
+
+# -- wmsim: no import cycles; a cloud's kind named only by its subpackage and the one table ----
+# (Self-contained: wm's own cycle check is written beside it; the two may share helpers later.)
+
+WMSIM_CLOUD_PLACES = ("wmsim/aws/", "wmsim/gcp/", "wmsim/azure/", "wmsim/clouds.py")
+
+
+def _wmsim_modules() -> dict[str, tuple[str, bool]]:
+    """wmsim's modules by dotted name -> (source, is it a package's __init__)."""
+    modules = {}
+    for path in (REPO / "wmsim").rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if is_package else parts)] = (path.read_text(), is_package)
+    return modules
+
+
+def _import_graph(modules: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Each module -> the modules of `modules` it imports: at the top, inside functions and
+    under TYPE_CHECKING alike. `from pkg import mod` is an edge to pkg.mod (not to pkg), as
+    `import pkg.mod` is."""
+    graph: dict[str, set[str]] = {}
+    for name, (source, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        targets: list[str] = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                targets += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    child = f"{base}.{alias.name}"
+                    targets.append(child if child in modules else base)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_cycle_check_sees_a_cycle_closed_by_a_lazy_import():
+    modules = {
+        "sim": ("", True),
+        "sim.arm": ("def start():\n    from sim.deployments import Deployments\n", False),
+        "sim.deployments": ("from sim import resources\nfrom sim.arm import SimArm\n", False),
+        "sim.resources": ("", False),
+        "sim.cli": ("from .arm import start\n", False),
+    }
+    assert _cycles(_import_graph(modules)) == [["sim.arm", "sim.deployments"]]
+    modules["sim.deployments"] = ("from sim import resources\n", False)
+    assert _cycles(_import_graph(modules)) == []
+
+
+def test_wmsim_has_no_import_cycles():
+    assert _cycles(_import_graph(_wmsim_modules())) == []
+
+
+def _kind_branches(source: str, kinds: frozenset[str]) -> list[int]:
+    """Lines comparing something with a cloud kind's name (`kind == "azure"`, `kind in
+    ("aws", "gcp")`, `case "gcp":`)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            named = {
+                leaf.value
+                for operand in (node.left, *node.comparators)
+                for leaf in ast.walk(operand)
+                if isinstance(leaf, ast.Constant)
+            }
+            if named & kinds:
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.MatchValue)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value in kinds
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_wmsim_branches_on_a_cloud_kind_only_in_its_subpackage_and_the_table():
+    from wmsim.clouds import CLOUDS
+
+    kinds = frozenset(CLOUDS)
+    assert _kind_branches('if kind == "gcp" or kind in ("aws",):\n    pass\n', kinds) == [1, 1]
+    assert _kind_branches('match kind:\n    case "azure":\n        pass\n', kinds) == [2]
+    offenders = []
+    for path in python_files("wmsim"):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(WMSIM_CLOUD_PLACES):
+            continue
+        offenders += [f"{relative}:{n}" for n in _kind_branches(path.read_text(), kinds)]
+    assert offenders == []

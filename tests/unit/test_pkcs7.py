@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.serialization import pkcs7 as builder
 
 from wm.providers import pkcs7
-from wmsim import attested
+from wmsim.azure import attested
 
 CONTENT = b'{"nonce":"abc","vmId":"x"}'
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wmsim.supervisor import ProcfileEntry, ProcfileError, parse_procfile
+from wmsim.demo.supervisor import ProcfileEntry, ProcfileError, parse_procfile
 
 REPO = Path(__file__).resolve().parents[2]
 

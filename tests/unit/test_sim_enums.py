@@ -17,8 +17,8 @@ import pytest
 
 from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
 from wm.providers.gcp import insert_body
-from wmsim.arm import ArmError, _check_priority, _check_size
-from wmsim.gce_catalog import ApiError, Catalog
+from wmsim.azure.arm import ArmError, _check_priority, _check_size
+from wmsim.gcp.catalog import ApiError, Catalog
 
 PROJECT = "realpools-project"
 ZONE = "us-central1-a"

@@ -9,7 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wmsim import imds_azure, imds_ec2, imds_gce, metadata
+from wmsim import metadata
+from wmsim.aws import imds as imds_ec2
+from wmsim.azure import imds as imds_azure
+from wmsim.gcp import imds as imds_gce
 
 EC2_VIEW = imds_ec2.Ec2VmView(
     instance_id="i-0123456789abcdef0",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wmsim.config import DemoConfig
-from wmsim.workload import PoolShare, pool_weights, schedule, split
+from wmsim.demo.workload import PoolShare, pool_weights, schedule, split
 
 POOLS = [
     PoolShare("ec2-a", "aws", 150),

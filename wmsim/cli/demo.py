@@ -87,7 +87,7 @@ def demo(
     try:
         from rich.console import Console
 
-        from wmsim.demo import Demo, DemoRun, interrupted_by_sigterm
+        from wmsim.demo.run import Demo, DemoRun, interrupted_by_sigterm
     except ImportError as exc:
         raise UserError(
             f"the demo needs the simulator's packages ({exc.name} is missing): "

@@ -12,7 +12,8 @@ import click
 
 from wm.cli.context import echo_json, echo_table, json_option
 from wmsim.cli.context import SimContext
-from wmsim.serve import SIM_MODULES, describe, start_all
+from wmsim.clouds import CLOUDS
+from wmsim.serve import describe, start_all
 
 
 @click.command()
@@ -20,8 +21,8 @@ from wmsim.serve import SIM_MODULES, describe, start_all
     "--kind",
     "kinds",
     multiple=True,
-    type=click.Choice(list(SIM_MODULES)),
-    help="Only these clouds (default: all three).",
+    type=click.Choice(list(CLOUDS)),
+    help="Only these clouds (default: every simulated cloud).",
 )
 @click.option(
     "--endpoints-file",
@@ -41,7 +42,7 @@ def serve(
     or Ctrl-C.
     """
     settings = obj.settings()
-    kinds = kinds or tuple(SIM_MODULES)
+    kinds = kinds or tuple(CLOUDS)
     sims = start_all(settings.sim, kinds)
     endpoints = describe(kinds, sims)
     if endpoints_file is not None:

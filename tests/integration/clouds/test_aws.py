@@ -1,6 +1,6 @@
 """The AWS provider against the simulated EC2, through the real boto3.
 
-Every call below is a real HTTP request from botocore to wmsim.ec2 (moto behind wm's
+Every call below is a real HTTP request from botocore to wmsim.aws.ec2 (moto behind wm's
 middleware) on 127.0.0.1; nothing is patched. Request counts come from the simulation's own
 counter.
 """
@@ -41,8 +41,8 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
 )
+from wmsim.aws.ec2 import SimEc2, example_launch_config, serve
 from wmsim.config import SimCloudConfig
-from wmsim.ec2 import SimEc2, example_launch_config, serve
 from wmsim.wsgi import ServerThread
 
 POOL = "proj-ci/linux-large"

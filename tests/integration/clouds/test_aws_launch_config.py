@@ -35,8 +35,8 @@ from wm.providers.base import (
     LaunchResult,
 )
 from wm.provisioner import judge_results
+from wmsim.aws.ec2 import DEFAULT_IMAGE, KNOWN_IMAGES, SimEc2, example_launch_config
 from wmsim.control import get_json
-from wmsim.ec2 import DEFAULT_IMAGE, KNOWN_IMAGES, SimEc2, example_launch_config
 
 POOL = "proj-ci/linux-gpu"
 OWNER = "ci-team@example.com"

@@ -37,7 +37,7 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wmsim.arm import SimArm, example_launch_config, image_reference, serve
+from wmsim.azure.arm import SimArm, example_launch_config, image_reference, serve
 from wmsim.config import SimCloudConfig
 
 IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"

@@ -59,8 +59,8 @@ from wm.providers.base import (
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner
-from wmsim.arm import SimArm
-from wmsim.templates import WORKER_TEMPLATE
+from wmsim.azure.arm import SimArm
+from wmsim.azure.templates import WORKER_TEMPLATE
 
 TEMPLATE = json.loads(WORKER_TEMPLATE.read_text())
 POOL = "proj-win/win2022"

@@ -39,7 +39,7 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.provisioner import judge_results
-from wmsim.arm import SimArm, default_subnet_id, example_launch_config
+from wmsim.azure.arm import SimArm, default_subnet_id, example_launch_config
 
 POOL = "proj-releng/linux-big"
 OWNER = "releng@example.com"

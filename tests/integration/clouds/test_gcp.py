@@ -1,6 +1,6 @@
 """The GCP provider against the simulated GCE, through the real google-cloud-compute client.
 
-Every call below is a real HTTP request from the SDK to wmsim.gce on 127.0.0.1; nothing is
+Every call below is a real HTTP request from the SDK to wmsim.gcp.gce on 127.0.0.1; nothing is
 patched. Request counts come from the simulation's own counter.
 """
 
@@ -34,7 +34,7 @@ from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
 from wm.providers.gcp import GcpProvider, make
 from wmsim.config import SimCloudConfig
-from wmsim.gce import SimGce, example_launch_config, serve
+from wmsim.gcp.gce import SimGce, example_launch_config, serve
 
 POOL = "proj-ci/linux-large"  # has "/", so its label is sanitised and metadata keeps it
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"

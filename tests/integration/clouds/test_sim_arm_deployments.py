@@ -23,9 +23,9 @@ from azure.mgmt.resource.templatespecs import TemplateSpecsClient
 from azure.mgmt.resource.templatespecs.models import TemplateSpec, TemplateSpecVersion
 
 from tests.fixtures.sim_arm import AZURE_SUBSCRIPTION
-from wmsim.arm import SimArm
+from wmsim.azure.arm import SimArm
+from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.control import metadata_base_url
-from wmsim.templates import WORKER_TEMPLATE
 from wmsim.wsgi import ServerThread
 
 GROUP = "wm-arm-workers"

@@ -23,10 +23,10 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from tests.fixtures.sim_ec2 import EC2_REGION
 from tests.fixtures.sim_gce import GCE_PROJECT, GCE_ZONE
 from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
-from wmsim.arm import SimArm
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
 from wmsim.control import metadata_base_url
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce, service_account_id
+from wmsim.gcp.gce import SimGce, service_account_id
 
 ROOT_URL = "https://tc.example.test"
 BOOT_DATA = {

@@ -18,8 +18,8 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.providers.gcp import GcpProvider
-from wmsim.ec2 import SimEc2, example_launch_config
-from wmsim.gce import SimGce
+from wmsim.aws.ec2 import SimEc2, example_launch_config
+from wmsim.gcp.gce import SimGce
 
 POOL = "proj/seeded"
 

@@ -23,11 +23,13 @@ from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
 from wm.db import tasks as task_store
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
-from wmsim.arm import SimArm
-from wmsim.bootdata import AzureMetadata, Ec2Metadata, GceMetadata
+from wmsim.aws.bootdata import Ec2Metadata
+from wmsim.aws.ec2 import SimEc2
+from wmsim.azure.arm import SimArm
+from wmsim.azure.bootdata import AzureMetadata
 from wmsim.control import metadata_base_url
-from wmsim.ec2 import SimEc2
-from wmsim.gce import SimGce, service_account_id
+from wmsim.gcp.bootdata import GceMetadata
+from wmsim.gcp.gce import SimGce, service_account_id
 
 POOL = "proj/ci"
 INTENT = "w-intent-1"  # the name the builtin queue knows the worker by

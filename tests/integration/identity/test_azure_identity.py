@@ -42,8 +42,8 @@ from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.azure import AzureProvider, vm_name
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.identity_fetch import Fetched, FetchRefused
-from wmsim import attested
-from wmsim.arm import SimArm, example_launch_config
+from wmsim.azure import attested
+from wmsim.azure.arm import SimArm, example_launch_config
 
 REGION = "eastus"
 NONCE = "a1b2c3d4e5"

@@ -34,7 +34,7 @@ from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier, gcp_identity
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import GcpProvider
-from wmsim.gce import SimGce, example_launch_config, identity_jwks, service_account_id
+from wmsim.gcp.gce import SimGce, example_launch_config, identity_jwks, service_account_id
 from wmsim.trust import new_rsa_key
 
 SPEC = LaunchSpec(

@@ -42,7 +42,7 @@ from wm.providers.base import (
 from wm.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanner import Scanner, ScanOverran
-from wmsim.gce import service_account_id
+from wmsim.gcp.gce import service_account_id
 
 IMAGES = {
     "aws": ("m5.large", "ami-0abcdef1234567890"),

@@ -33,31 +33,29 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config, GcpProviderConfig
+from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
 from wm.db.workers import list_workers
 from wm.errors import WmError
-from wm.legacy_pools import SPOT_AZURE, SPOT_EC2, SPOT_GCE
 from wm.model import WorkerState
 from wm.pool_definition import parse_definition_documents
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.telemetry import JsonLineFormatter
-from wmsim import report as report_module
 from wmsim.agent import AgentSettings
+from wmsim.clouds import CLOUDS
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
 from wmsim.control import LIVE_VM_STATES, SimClient
+from wmsim.demo import report as report_module
+from wmsim.demo.live import LiveState, LiveView, PoolRow
+from wmsim.demo.plot import write_png
+from wmsim.demo.report import PoolSample, RunFacts, Sample, ScanSample
+from wmsim.demo.supervisor import Supervisor, read_procfile
+from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
-from wmsim.gce import service_account_id
-from wmsim.live import LiveState, LiveView, PoolRow
-from wmsim.plot import write_png
 from wmsim.postgres import free_port
-from wmsim.report import PoolSample, RunFacts, Sample, ScanSample
 from wmsim.serve import SimEndpoint
-from wmsim.supervisor import Supervisor, read_procfile
-from wmsim.templates import WORKER_TEMPLATE
-from wmsim.workload import Arrival, PoolShare, schedule
 
 CLOUDS_PROCESS = "clouds"
 RELEASE = "release"
@@ -67,7 +65,6 @@ AGENT_POLL_S = 1.0  # simulated workers look for tasks this often when they have
 AGENT_SHOULD_TERMINATE_EVERY_S = 5.0
 DEMO_DB_POOL_SIZE = 10
 # The service account the simulated GCE workers run as (their identity tokens' subject).
-GCE_WORKER_SERVICE_ACCOUNT = "wm-worker@wm-demo.iam.gserviceaccount.com"
 
 
 @dataclass(frozen=True)
@@ -235,9 +232,7 @@ class Demo:
             endpoint = by_kind.get(provider.get("kind"))
             if endpoint is None:
                 raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
-            providers.append(
-                {**provider, **endpoint.provider_settings(), **_worker_identity(provider)}
-            )
+            providers.append({**provider, **endpoint.provider_settings()})
         effective = {
             **_read_toml(self.effective_path),
             "providers": providers,
@@ -311,11 +306,12 @@ class Demo:
             for pool_id, body in parse_definition_documents(path.read_text(), str(path)):
                 kind = kinds.get(body.get("providerId", ""), "")
                 config = dict(body.get("config", {}))
-                if kind == "azure":
-                    self._publish_what_deployments_name(config.get("launchConfigs", []))
-                if spot:
+                cloud = CLOUDS.get(kind)
+                if cloud is not None:
+                    cloud.publish_for(self.clouds[kind], config.get("launchConfigs", []))
+                if spot and cloud is not None:
                     config["launchConfigs"] = [
-                        on_spot(kind, lc) for lc in config.get("launchConfigs", [])
+                        cloud.on_spot(lc) for lc in config.get("launchConfigs", [])
                     ]
                 documents.append({"workerPoolId": pool_id, **body, "config": config})
                 if kind:
@@ -395,23 +391,6 @@ class Demo:
         live_vms = any(vm.state in LIVE_VM_STATES for vms in progress.vms.values() for vm in vms)
         return not busy and not live_vms
 
-    def _publish_what_deployments_name(self, launch_configs: list[Any]) -> None:
-        """What an operator publishes before applying ARM-template pools: the template spec
-        version each names (the simulator's worker template) and the image it deploys."""
-        azure = self.clouds["azure"]
-        template = json.loads(WORKER_TEMPLATE.read_text())
-        for lc in launch_configs:
-            deployment = lc.get("armDeployment") if isinstance(lc, Mapping) else None
-            if not isinstance(deployment, Mapping):
-                continue
-            spec_id = deployment.get("templateLink", {}).get("id")
-            if spec_id:
-                azure.control("template-specs", {"id": spec_id, "mainTemplate": template})
-            image = deployment.get("parameters", {}).get("imageId", {}).get("value")
-            if image:
-                where = deployment.get("parameters", {}).get("location", {}).get("value")
-                azure.control("images", {"id": image, "location": where or "eastus"})
-
     def _pool_clouds(self) -> dict[str, str]:
         return {p.pool_id: p.cloud for p in self.pools}
 
@@ -458,13 +437,13 @@ class Demo:
         )
 
     def _leftover_resources(self) -> dict[str, int]:
-        """NICs, public IPs and disks still held by the simulated ARM (VMs are counted apart):
-        what a deployment made must go with its worker."""
-        azure = self.clouds.get("azure")
-        if azure is None:
-            return {}
-        left = [r for r in azure.resources() if "/virtualMachines/" not in r]
-        return {"azure": len(left)}
+        """Resources besides VMs still held by the clouds that count them (Azure: NICs, public
+        IPs and disks): what a deployment made must go with its worker."""
+        return {
+            kind: leftovers(client)
+            for kind, client in self.clouds.items()
+            if (leftovers := CLOUDS[kind].leftovers) is not None
+        }
 
     def _write_report(self, report: dict[str, Any]) -> None:
         out = self.run_spec.out_dir
@@ -495,30 +474,6 @@ class Demo:
 
     def _say(self, message: str) -> None:
         self.console.print(f"== {message}", highlight=False)
-
-
-def _worker_identity(provider: Mapping[str, Any]) -> dict[str, Any]:
-    """The service account GCE workers are created with, where wm's config has the keys for
-    it (the id is what the simulated GCE puts in their identity tokens' `sub`)."""
-    fields = GcpProviderConfig.model_fields
-    if provider.get("kind") != "gcp" or "worker_service_account_email" not in fields:
-        return {}
-    return {
-        "worker_service_account_email": GCE_WORKER_SERVICE_ACCOUNT,
-        "worker_service_account_id": service_account_id(GCE_WORKER_SERVICE_ACCOUNT),
-    }
-
-
-def on_spot(kind: str, launch_config: Mapping[str, Any]) -> dict[str, Any]:
-    """A launch config on its cloud's spot VMs, in that cloud's own parameters."""
-    lc = dict(launch_config)
-    if kind == "aws":
-        lc["launchConfig"] = {**lc.get("launchConfig", {}), "InstanceMarketOptions": SPOT_EC2}
-    elif kind == "gcp":
-        lc["scheduling"] = {**lc.get("scheduling", {}), **SPOT_GCE}
-    elif kind == "azure":
-        lc |= SPOT_AZURE
-    return lc
 
 
 def _cloud_of(process_name: str) -> str:

@@ -22,8 +22,10 @@ from typing import Any
 from wm import stages
 from wm.model import Task, WorkerRecord
 from wm.stages import percentile
+from wmsim.clouds import CLOUDS as SIM_CLOUDS
 
-CLOUDS = ("aws", "azure", "gcp")
+# The simulated clouds, by name: the report's columns.
+CLOUDS = tuple(sorted(SIM_CLOUDS))
 
 
 @dataclass(frozen=True)

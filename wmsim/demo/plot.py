@@ -11,8 +11,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+from wmsim.clouds import CLOUDS
+
 STATE_COLOURS = {"requested": "#f2b134", "running": "#4a9c5d", "stopping": "#b0b0b0"}
-CLOUD_COLOURS = {"aws": "#ff9900", "azure": "#0078d4", "gcp": "#34a853"}
+
+
+def colour(cloud: str) -> str | None:
+    return CLOUDS[cloud].colour if cloud in CLOUDS else None
 
 
 def write_png(report: dict[str, Any], path: Path) -> None:
@@ -90,7 +95,7 @@ def _latency_panel(ax: Any, report: dict[str, Any]) -> None:
     for offset, cloud in enumerate(clouds):
         values = [report["clouds"][cloud][key] or 0 for key, _ in measures]
         xs = [i + offset * width for i in range(len(measures))]
-        ax.bar(xs, values, width, label=cloud, color=CLOUD_COLOURS.get(cloud))
+        ax.bar(xs, values, width, label=cloud, color=colour(cloud))
     ax.set_xticks([i + width * (len(clouds) - 1) / 2 for i in range(len(measures))])
     ax.set_xticklabels([label for _, label in measures], fontsize=8)
     ax.set_ylabel("seconds")

@@ -3,7 +3,7 @@ against it, with GCE's error shapes.
 
 Like moto's default VPC, every project has a `default` network in auto mode (a `default`
 subnetwork in every region); more networks, subnetworks and images are added through the SDK
-(networks.insert, subnetworks.insert, images.insert, served by wmsim/gce.py), the `/_sim/`
+(networks.insert, subnetworks.insert, images.insert, served by wmsim/gcp/gce.py), the `/_sim/`
 control endpoints or the `add_*` methods. Public images are the families below (and images
 named after them, `<family>-v<date>`); machine, disk and accelerator types are a standard set,
 the same in every zone.

@@ -42,7 +42,7 @@ recorded RunInstances; POST /_sim/images {"image_id", "region"?} registers an im
 `example_launch_config` builds a Taskcluster AWS launch config the sim launches as it is.
 
 Metadata: every instance's IMDSv2 is served at /_vm/<instance id>/latest/... (see
-wmsim/metadata.py for the addressing and wmsim/imds_ec2.py for the paths): its user data as
+wmsim/metadata.py for the addressing and wmsim/aws/imds.py for the paths): its user data as
 launched, its signed identity document, meta-data, and a spot interruption notice two minutes
 before a pre-emption. That is what the simulated worker-runner reads.
 
@@ -72,7 +72,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape
 
-from wmsim import imds_ec2, metadata
+from wmsim import metadata
+from wmsim.aws import imds as imds_ec2
 from wmsim.behaviour import (
     Behaviour,
     Faults,
@@ -82,7 +83,7 @@ from wmsim.behaviour import (
     digest,
     lifecycle_state,
 )
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir, pem, self_signed, signing_key
 from wmsim.wsgi import ServerThread

@@ -40,17 +40,17 @@ what reached the cloud with the launch config they started from. `example_launch
 builds a Taskcluster launch config (resource form) the sim accepts as it is.
 
 Deployments, template specs and resource groups (Microsoft.Resources) live in
-wmsim/arm_deployments.py (`sim.deployments`): a deployed VM, NIC, public IP or disk is made
+wmsim/azure/deployments.py (`sim.deployments`): a deployed VM, NIC, public IP or disk is made
 by this module's own code, so it is a resource like any other here.
 
 Metadata: every VM's IMDS is served at /_vm/<VM name>/metadata/... (see wmsim/metadata.py for
-the addressing and wmsim/imds_azure.py for the paths): /metadata/instance with the tags it was
+the addressing and wmsim/azure/imds.py for the paths): /metadata/instance with the tags it was
 created with in compute.tagsList, /metadata/attested/document (nonce optional), and
 /metadata/scheduledevents with a Preempt event from the Spot eviction notice on.
 
 Identity (older tests): GET /_sim/attested/<vm name>[?nonce=...] answers {"document"}:
 the VM's attested data (IMDS's "signature" field, PKCS#7 signed by a simulated
-metadata.azure.com leaf under a simulated Microsoft root, see wmsim/attested.py).
+metadata.azure.com leaf under a simulated Microsoft root, see wmsim/azure/attested.py).
 `identity_trust_path` is the root's and issuing CA's PEM (the config's `identity_roots`);
 `mint_attested` makes forgeries for tests.
 """
@@ -70,7 +70,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -78,9 +78,33 @@ from urllib.parse import quote, unquote
 from werkzeug.wrappers import Request, Response
 
 from wm.legacy_pools import SPOT_AZURE
-from wmsim import attested, imds_azure, metadata
+from wmsim import metadata
+from wmsim.azure import attested
+from wmsim.azure import imds as imds_azure
+from wmsim.azure.deployments import ArmDeployments
+from wmsim.azure.resources import (
+    COMPUTE,
+    DEFAULT_RESOURCE_GROUP,
+    DISK_TYPE,
+    IMAGE_TYPE,
+    IP_TYPE,
+    NETWORK,
+    NIC_TYPE,
+    SUBNET_TYPE,
+    VM_TYPE,
+    VNET_TYPE,
+    ArmError,
+    RecordedPut,
+    _child_view,
+    _json,
+    _key,
+    _now_iso,
+    _Resource,
+    _Vm,
+    _Vnet,
+)
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wmsim.config import SimCloudConfig
+from wmsim.cloud import SimCloudConfig
 from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
@@ -93,15 +117,6 @@ TOKEN_LIFETIME_S = 3599
 DELETE_MISSING_STATUS = 204  # what a DELETE of a missing resource answers (ARM's contract)
 CERT_VALIDITY_DAYS = 3650
 IDENTITY_TRUST_FILE = "arm-identity-root.pem"
-COMPUTE = "microsoft.compute"
-NETWORK = "microsoft.network"
-VM_TYPE = "Microsoft.Compute/virtualMachines"
-NIC_TYPE = "Microsoft.Network/networkInterfaces"
-IP_TYPE = "Microsoft.Network/publicIPAddresses"
-DISK_TYPE = "Microsoft.Compute/disks"
-VNET_TYPE = "Microsoft.Network/virtualNetworks"
-SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
-IMAGE_TYPE = "Microsoft.Compute/images"
 # The default network every resource group holds (the subnet launch configs use unless a test
 # creates its own), and where example launch configs put it: the demo's provider.
 DEFAULT_VNET = "wm-vnet"
@@ -109,7 +124,6 @@ DEFAULT_SUBNET = "workers"
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
 DEFAULT_SUBNET_PREFIX = "10.0.0.0/24"
 DEFAULT_SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
-DEFAULT_RESOURCE_GROUP = "wm-demo-workers"
 DEFAULT_IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"
 # Marketplace images (publisher, offer, sku), lower case as ARM compares them; any version.
 MARKETPLACE_IMAGES = frozenset(
@@ -187,37 +201,6 @@ CHILD_KINDS = {
 }
 
 
-class ArmError(Exception):
-    """An ARM error answer: status code plus `{"error": {"code", "message"[, "target"]}}`."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        target: str | None = None,
-        details: list[dict[str, Any]] | None = None,
-        **headers: str,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.target = target
-        self.details = details  # ARM's inner errors, e.g. of InvalidTemplateDeployment
-        self.headers = headers
-
-    def as_json(self) -> dict[str, Any]:
-        """The `error` object of ARM's answer (also a deployment operation's error)."""
-        detail: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.target:
-            detail["target"] = self.target
-        if self.details:
-            detail["details"] = self.details
-        return detail
-
-
 def _invalid(message: str, target: str) -> ArmError:
     return ArmError(400, "InvalidParameter", message, target=target)
 
@@ -226,95 +209,11 @@ def _missing(parameter: str) -> ArmError:
     return _invalid(f"Required parameter '{parameter}' is missing (null).", parameter)
 
 
-@dataclass(frozen=True)
-class RecordedPut:
-    """One PUT the sim handled (a VM's, a deployment's): the body as sent, and what the sim
-    answered."""
-
-    resource_id: str
-    body: dict[str, Any]  # verbatim, admin password and customData included
-    status: int  # 200 / 201, or the error's status
-    error_code: str | None = None  # ARM's error code when refused
-
-    @property
-    def name(self) -> str:
-        return self.resource_id.rsplit("/", 1)[1]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "id": self.resource_id,
-            "name": self.name,
-            "body": self.body,
-            "status": self.status,
-            "errorCode": self.error_code,
-        }
-
-
-@dataclass
-class _Vnet:
-    id: str
-    name: str
-    location: str
-    tags: dict[str, str]
-    address_prefixes: list[str]
-    subnets: dict[str, dict[str, Any]]  # lower-case name -> {"name", "properties"}
-
-
-@dataclass
-class _Resource:
-    """A NIC, public IP or disk."""
-
-    id: str
-    type: str
-    name: str
-    location: str
-    tags: dict[str, str]
-    properties: dict[str, Any]
-    sku: dict[str, Any] | None = None
-    owner: str | None = None  # key of the VM (NIC, disk) or NIC (IP) it is attached to
-    delete_with_owner: bool = False
-
-
-@dataclass
-class _Vm:
-    id: str
-    name: str
-    location: str
-    tags: dict[str, str]
-    properties: dict[str, Any]  # the model as stored, without secrets
-    os_profile_digest: str
-    user_data: str | None
-    created_at: float
-    boot_s: float
-    vm_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    deleted_at: float | None = None
-    delete_s: float = 0.0
-    power: str | None = None  # set when the VM was stopped/deallocated out of band
-    failure: tuple[str, str] | None = None  # (code, message) of a failed provisioning
-    reason: str | None = None  # why it was killed (kept for /_sim/instances)
-    # osProfile.customData as created: on the VM's disk, never in ARM's answers.
-    custom_data: str | None = None
-    resource_fields: dict[str, Any] = field(default_factory=dict)  # zones, plan, identity...
-
-    @property
-    def spot(self) -> bool:
-        return str(self.properties.get("priority", "")).lower() == "spot"
-
-
 @dataclass
 class _Operation:
     id: str
     target: str  # resource key
     kind: str  # create | delete | done
-
-
-def _key(resource_id: str) -> str:
-    return resource_id.lower()
-
-
-def _now_iso(stamp: float | None = None) -> str:
-    moment = dt.datetime.fromtimestamp(stamp if stamp is not None else time.time(), dt.UTC)
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
@@ -402,10 +301,7 @@ class SimArm:
         self._images: dict[str, dict[str, Any]] = {}  # lower-case id -> model
         self._vm_puts: collections.deque[RecordedPut] = collections.deque(maxlen=VM_PUTS_KEPT)
         self._server: ServerThread | None = None
-        # Imported here: it builds on this module (Microsoft.Resources: deployments, template
-        # specs, resource groups; see wmsim/arm_deployments.py).
-        from wmsim.arm_deployments import ArmDeployments
-
+        # Microsoft.Resources: deployments, template specs, resource groups.
         self.deployments = ArmDeployments(self, seed=seed)
         self._trust = TrustDir(cert_dir, "wm-sim-arm-identity-")
         self._identity_path: Path | None = None
@@ -1908,24 +1804,6 @@ def _in_use(resource: _Resource) -> ArmError:
     )
 
 
-def _child_view(resource: _Resource) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "id": resource.id,
-        "name": resource.name,
-        "type": resource.type,
-        "location": resource.location,
-        "tags": dict(resource.tags),
-        "properties": json.loads(json.dumps(resource.properties)),
-    }
-    if resource.sku:
-        view["sku"] = resource.sku
-    if resource.owner and resource.type == NIC_TYPE:
-        view["properties"]["virtualMachine"] = {"id": resource.owner}
-    if resource.owner and resource.type == DISK_TYPE:
-        view["managedBy"] = resource.owner
-    return view
-
-
 def _sim_vm_json(vm: SimVm) -> dict[str, Any]:
     return {
         "cloud_id": vm.cloud_id,
@@ -1935,13 +1813,6 @@ def _sim_vm_json(vm: SimVm) -> dict[str, Any]:
         "tags": dict(vm.tags),
         "spot": vm.spot,
     }
-
-
-def _json(body: Any, status: int = 200) -> Response:
-    response = Response(json.dumps(body), status=status, content_type="application/json")
-    response.headers["x-ms-ratelimit-remaining-subscription-reads"] = "11999"
-    response.headers["x-ms-ratelimit-remaining-subscription-writes"] = "1199"
-    return response
 
 
 def _server_error(request: Request) -> ArmError:

@@ -15,7 +15,7 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
 - throttling is a 403 rateLimitExceeded (or 429), a 5xx is a 503 backendError, and a quota
   failure is either an Operation that is DONE with error QUOTA_EXCEEDED (the default: what GCE
   does for most quota checks on insert) or a synchronous 403 quotaExceeded.
-- an insert body is checked as GCE checks it (wmsim/gce_catalog.py): unknown fields, values
+- an insert body is checked as GCE checks it (wmsim/gcp/catalog.py): unknown fields, values
   and types are a 400 `invalid`, a missing boot disk too, and a reference to a network,
   subnetwork, image or disk type the cloud does not have a 404 `notFound`. A `default` network
   with a subnetwork per region exists in every project, public images are the usual families;
@@ -30,7 +30,7 @@ of any refusal: `inserts()` in process, GET /_sim/creates over HTTP. `example_la
 makes a Taskcluster Google launch config the simulation accepts as it is.
 
 Metadata: every instance's metadata server is served at /_vm/<numeric id>/computeMetadata/v1/...
-(see wmsim/metadata.py for the addressing and wmsim/imds_gce.py for the paths): its metadata
+(see wmsim/metadata.py for the addressing and wmsim/gcp/imds.py for the paths): its metadata
 items as created (`instance/attributes/taskcluster`), id, zone, image, network, project, the
 pre-emption flag, and the identity token of the service account it was created with, whose
 `sub` is `service_account_id(email)` (a deterministic stand-in for the account's unique id).
@@ -65,12 +65,13 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from wmsim import imds_gce, metadata
+from wmsim import metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
-from wmsim.config import SimCloudConfig
-from wmsim.gce_catalog import ApiError, Catalog, CheckedInsert, Image, region_of
-from wmsim.gce_catalog import invalid as _invalid
-from wmsim.gce_catalog import not_found as _not_found
+from wmsim.cloud import SimCloudConfig
+from wmsim.gcp import imds as imds_gce
+from wmsim.gcp.catalog import ApiError, Catalog, CheckedInsert, Image, region_of
+from wmsim.gcp.catalog import invalid as _invalid
+from wmsim.gcp.catalog import not_found as _not_found
 from wmsim.launch_configs import worker_manager
 from wmsim.trust import TrustDir, signing_key
 from wmsim.wsgi import ServerThread

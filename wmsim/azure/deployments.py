@@ -84,14 +84,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from werkzeug.wrappers import Response
 
-from wmsim import arm_templates
-from wmsim.arm import (
+from wmsim.azure import arm_templates
+from wmsim.azure.arm_templates import Plan, PlannedResource, Scope, TemplateError
+from wmsim.azure.resources import (
     DEFAULT_RESOURCE_GROUP,
     DISK_TYPE,
     IP_TYPE,
@@ -103,11 +104,52 @@ from wmsim.arm import (
     _json,
     _key,
     _now_iso,
+    _Resource,
+    _Vm,
+    _Vnet,
 )
-from wmsim.arm_templates import Plan, PlannedResource, Scope, TemplateError
 
 if TYPE_CHECKING:
-    from wmsim.arm import SimArm
+    import threading
+
+    from werkzeug.wrappers import Request
+
+
+class ArmHost(Protocol):
+    """What the deployments take of the SimArm they run in (arm.py, which imports this module):
+    its lock, its resources, its request in hand, and how it stores and shows VMs and NICs."""
+
+    endpoint: str
+    delete_missing_status: int
+    _lock: threading.RLock
+    _request: Request
+    _vms: dict[str, _Vm]
+    _resources: dict[str, _Resource]
+    _vnets: dict[str, _Vnet]
+    _images: dict[str, dict[str, Any]]
+
+    def _sweep(self) -> None: ...
+
+    def _body(self) -> dict[str, Any]: ...
+
+    def _api_version(self) -> str: ...
+
+    def _store_vm(
+        self, rid: str, body: dict[str, Any], *, check: bool = True
+    ) -> tuple[_Vm, int]: ...
+
+    def _store_child(self, rid: str, rtype: str, body: dict[str, Any]) -> tuple[_Resource, int]: ...
+
+    def _phase(self, vm: _Vm) -> str: ...
+
+    def _vm_model(
+        self, vm: _Vm, *, instance_view: bool = False, user_data: bool = False
+    ) -> dict[str, Any]: ...
+
+    def _page(
+        self, items: Iterable[Any], render: Callable[[Any], dict[str, Any]], extra: dict[str, str]
+    ) -> Response: ...
+
 
 RESOURCES = "microsoft.resources"
 DEPLOYMENT_TYPE = "Microsoft.Resources/deployments"
@@ -208,7 +250,7 @@ class ArmDeployments:
     """Resource groups, template specs and deployments of one SimArm. Every method runs
     under the SimArm's lock (handlers are called holding it; the accessors take it)."""
 
-    def __init__(self, arm: SimArm, *, seed: int | None = None) -> None:
+    def __init__(self, arm: ArmHost, *, seed: int | None = None) -> None:
         self._arm = arm
         self._rng = random.Random(seed)
         self._sequence = itertools.count(1)

@@ -1,0 +1,1 @@
+"""`wmsim demo`: wm's processes on the simulated clouds, a workload, a live view, a report."""

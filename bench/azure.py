@@ -68,10 +68,11 @@ from bench.common import (
     run_sides,
     sync_pools,
 )
-from wm.config import AzureProviderConfig, Config
+from wm.config import Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.workers import NewWorker, insert_intents, list_workers
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition

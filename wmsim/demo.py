@@ -33,12 +33,13 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
-from wm.config import Config, GcpProviderConfig
+from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
 from wm.db.workers import list_workers
 from wm.errors import WmError
+from wm.kinds.gcp import GcpProviderConfig
 from wm.legacy_pools import SPOT_AZURE, SPOT_EC2, SPOT_GCE
 from wm.model import WorkerState
 from wm.pool_definition import parse_definition_documents

@@ -38,10 +38,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from wm.config import AzureProviderConfig
 from wm.db import scans
 from wm.db.scans import RowChange
 from wm.errors import CloudError, ErrorCategory
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec
 from wm.providers.azure import (
     AzureClients,

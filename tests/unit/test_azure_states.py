@@ -112,8 +112,8 @@ def test_an_unreachable_token_endpoint_is_transient_and_a_refused_one_bad_config
 
 
 def test_simulated_credentials_need_the_simulated_endpoint():
-    from wm.config import AzureProviderConfig
     from wm.errors import ConfigError
+    from wm.kinds.azure import AzureProviderConfig
     from wm.providers.azure import make
 
     config = AzureProviderConfig(

@@ -10,7 +10,7 @@ import pytest
 
 import wm.providers
 from wm.calls import CallClass, Draw
-from wm.config import PUBLISHED_BUDGETS
+from wm.kinds import KINDS
 from wm.providers import aws, azure, gcp
 
 TABLES = {"aws": aws.CALL_CLASSES, "gcp": gcp.CALL_CLASSES, "azure": azure.CALL_CLASSES}
@@ -22,12 +22,12 @@ def test_every_operation_draws_from_classes_its_cloud_publishes(kind: str):
         assert classes, f"{kind} {operation} draws from no bucket"
         for call_class in classes:
             assert type(call_class) is CallClass, f"{kind} {operation}: {call_class!r}"
-            assert call_class in PUBLISHED_BUDGETS[kind], f"{kind} {operation}: {call_class}"
+            assert call_class in KINDS[kind].published_budgets, f"{kind} {operation}: {call_class}"
 
 
 @pytest.mark.parametrize("kind", sorted(TABLES))
 def test_every_published_budget_is_a_class_some_operation_draws_from(kind: str):
-    published = PUBLISHED_BUDGETS[kind]
+    published = KINDS[kind].published_budgets
     assert all(type(c) is CallClass for c in published)
     drawn = {c for classes in TABLES[kind].values() for c in classes}
     assert set(published) == drawn

@@ -18,8 +18,9 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from wm.config import AwsProviderConfig, AzureProviderConfig
 from wm.identity import ExpectedIdentity, IdentityRejected
+from wm.kinds.aws import AwsProviderConfig
+from wm.kinds.azure import AzureProviderConfig
 from wm.providers import azure_identity, build_verifier, pkcs7
 from wm.providers.data import aws_identity_certificates, azure_certificates
 from wm.providers.identity_fetch import Fetched, FetchRefused

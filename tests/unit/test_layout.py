@@ -109,7 +109,19 @@ LAYERS = (
     Layer(
         "model",
         False,
-        ("wm", "wm.model", "wm.errors", "wm.config", "wm.calls", "wm.provider_ids"),
+        (
+            "wm",
+            "wm.model",
+            "wm.errors",
+            "wm.config",
+            "wm.config_base",
+            "wm.calls",
+            "wm.provider_ids",
+            # What each provider kind is (pure descriptions, one table) and the schema checker
+            # their launch config schemas are written for.
+            "wm.kinds",
+            "wm.json_check",
+        ),
     ),
     Layer(
         "pure",
@@ -125,8 +137,7 @@ LAYERS = (
             "wm.pool_apply",
             "wm.legacy_pools",
             "wm.identity",
-            # Worker pool definitions: the schemas as data, their checker, definition files.
-            "wm.json_check",
+            # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",
             "wm.pool_definition",

@@ -27,7 +27,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from wm.config import AwsProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
@@ -40,6 +39,7 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.aws import AwsProviderConfig
 from wm.providers.data import aws_identity_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 

@@ -45,10 +45,11 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass
-from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
+from wm.config import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.kinds import azure as azure_kind
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers import boot
 from wm.providers.azure_arm import (
     ARM_DEPLOYMENT,
     OS_DISK_KEY,
@@ -302,6 +303,8 @@ class AzureProvider:
     """VMs in one subscription, owned by the deployment tag: in the provider's resource group,
     and in the groups ARM-template launch configs deploy into."""
 
+    create_batch_max = azure_kind.DESCRIPTION.create_batch_max
+
     def __init__(
         self,
         config: AzureProviderConfig,
@@ -369,7 +372,7 @@ class AzureProvider:
         spec = batch.spec
         return {
             **dict(spec.launch_config.get("tags") or {}),
-            **boot.azure_tags(
+            **azure_kind.azure_tags(
                 root_url=self.root_url,
                 pool_id=batch.pool_id,
                 provider_id=self.id,
@@ -390,7 +393,7 @@ class AzureProvider:
         # The worker group is the launch config's location (a required key).
         location = str(launch_config.get("location") or spec.region)
         tags = self.worker_tags(batch, worker_id, location)
-        custom_data = boot.azure_custom_data(
+        custom_data = azure_kind.azure_custom_data(
             root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=location
         )
         return vm_body(

@@ -4,7 +4,7 @@ What worker-manager does (services/worker-manager/src/providers/azure/index.js
 `#provisionARMTemplateWorker`, `#checkARMDeployment`, `deprovisionResources`), and wm with it:
 - The deployment body is the launch config's `armDeployment` verbatim, its parameters with
   worker-manager's own set over them (`tags`, `vmName`, `computerName`, `adminUsername`,
-  `adminPassword`, `customData`; wm/providers/boot.py). Other parameters, Key Vault references
+  `adminPassword`, `customData`; wm/providers/azure_kind.py). Other parameters, Key Vault references
   included, pass through untouched. The worker group is `parameters.location.value`.
 - It goes into `armDeploymentResourceGroup`, created if missing (a HEAD, then a PUT of the group
   only when it is missing, once per process), else into the provider's resource group.
@@ -74,9 +74,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.kinds import azure as azure_kind
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.pool_definition import AZURE_ARM_INJECTED_PARAMETERS
-from wm.providers import boot
 from wm.providers.base import (
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
@@ -415,7 +414,7 @@ def undeclared_parameters(message: str) -> tuple[str, ...]:
     template ... The only supported parameters for this template are 'location, vmSize'."
     The list after "template parameters" names them; the supported ones, and a name quoted
     in any other refusal, are no evidence."""
-    wanted = {name.lower(): name for name in AZURE_ARM_INJECTED_PARAMETERS}
+    wanted = {name.lower(): name for name in azure_kind.ARM_INJECTED_PARAMETERS}
     head = re.split(r"only supported parameters", message, maxsplit=1, flags=re.IGNORECASE)[0]
     listed = _PARAMETER_LIST.findall(head)
     named = [part.strip().lower() for group in listed for part in group.split(",")]
@@ -802,13 +801,13 @@ class ArmDeployments:
             self._deployed[worker_id] = ref
         tags = self._p.worker_tags(batch, worker_id, where)
         username, password = admin_credentials(self._secret, worker_id)
-        injected = boot.azure_arm_parameters(
+        injected = azure_kind.azure_arm_parameters(
             tags=tags,
             vm_name=vm,
             computer_name=computer_name(worker_id),
             admin_username=username,
             admin_password=password,
-            custom_data=boot.azure_custom_data(
+            custom_data=azure_kind.azure_custom_data(
                 root_url=self._p.root_url,
                 pool_id=batch.pool_id,
                 provider_id=self._p.id,

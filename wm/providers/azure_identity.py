@@ -48,7 +48,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509 import verification
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID, NameOID
 
-from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
@@ -60,6 +59,7 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.azure import AzureProviderConfig
 from wm.providers import identity_fetch, pkcs7
 from wm.providers.data import azure_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS

@@ -102,6 +102,7 @@ class Provider(Protocol):
     id: str
     regions: tuple[str, ...]
     gate: Gate  # every SDK call goes through it; its `attempts` count calls per operation
+    create_batch_max: int  # workers per create call: its kind's description says how many
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
         """Ask the cloud for every intent of the batch; one result per intent, in order.

@@ -33,7 +33,6 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     Clock,
@@ -45,6 +44,7 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.gcp import GcpProviderConfig
 from wm.providers import identity_fetch
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 

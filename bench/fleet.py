@@ -57,8 +57,10 @@ from wm.db.workers import (
     record_launches,
 )
 from wm.model import WorkerRef, WorkerState
-from wm.providers import aws, build_provider, gcp
-from wm.providers.azure import vm_body, vm_name
+from wm.providers import build_provider
+from wm.providers.aws import provider as aws
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import vm_body
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -67,6 +69,7 @@ from wm.providers.base import (
     TAG_WORKER,
     Provider,
 )
+from wm.providers.gcp import provider as gcp
 from wm.scanner import Scanner
 from wmsim.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
 from wmsim.arm import SimArm, example_launch_config

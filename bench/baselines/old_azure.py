@@ -43,13 +43,8 @@ from wm.db.scans import RowChange
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec
-from wm.providers.azure import (
-    AzureClients,
-    classify,
-    read_statuses,
-    vm_body,
-    vm_name,
-)
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import AzureClients, classify, read_statuses, vm_body
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import Gate
 

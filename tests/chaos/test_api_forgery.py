@@ -37,7 +37,7 @@ from tests.support.api_stack import (
     secret_hash,
 )
 from wm.model import WorkerRecord
-from wm.providers.azure import vm_name
+from wm.providers.azure.names import vm_name
 from wmsim import attested
 from wmsim.gce import identity_jwks
 from wmsim.trust import new_rsa_key

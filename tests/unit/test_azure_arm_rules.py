@@ -1,4 +1,4 @@
-"""ARM-template launch configs: the pure decisions of wm/providers/azure_arm.py, by table."""
+"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py, by table."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from wm.kinds import azure as boot
 from wm.kinds.azure import ARM_INJECTED_PARAMETERS
 from wm.model import CloudInstance, WorkerState
 from wm.pool_definition import DefinitionInvalid, parse_pool_definition
-from wm.providers import azure_arm as arm
-from wm.providers.azure import vm_name
+from wm.providers.azure import arm
+from wm.providers.azure.names import vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from wm.kinds import aws, azure, gcp
-from wm.providers.azure import vm_name
+from wm.providers.azure.names import vm_name
 
 ROOT = "https://tc.example.com"
 POOL = "proj-ci/linux"

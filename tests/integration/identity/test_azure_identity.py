@@ -38,8 +38,10 @@ from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds import KINDS
 from wm.model import LaunchSpec
-from wm.providers import azure_identity, build_verifier, pkcs7
-from wm.providers.azure import AzureProvider, vm_name
+from wm.providers import build_verifier, pkcs7
+from wm.providers.azure import identity as azure_identity
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.identity_fetch import Fetched, FetchRefused
 from wmsim import attested

@@ -591,7 +591,7 @@ def _with_owner(reservation: Mapping[str, Any], instances: list[Any]) -> list[di
 
 
 def _identity(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What wm records at launch and checks identity documents against (aws_identity.py)."""
+    """What wm records at launch and checks identity documents against (identity.py)."""
     return {
         "account_id": raw.get(OWNER_KEY),
         "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),

@@ -550,7 +550,7 @@ def _plain(value: Any) -> Any:
 
 
 def _identity(instance_id: int, zone: str) -> dict[str, str]:
-    """What identity tokens are checked against (gcp_identity.py): the numeric id and zone."""
+    """What identity tokens are checked against (identity.py): the numeric id and zone."""
     return {"instance_id": str(instance_id), "zone": zone}
 
 

@@ -202,7 +202,7 @@ def check_claims(
     require_equal(engine.get("instance_id"), expected.cloud_id, "instance id")
     require_equal(engine.get("instance_name"), expected.worker_id, "instance name")
     require_equal(engine.get("zone"), expected.region, "zone")
-    # Recorded at create by gcp.py; rows from before that carry only the cloud id.
+    # Recorded at create by provider.py; rows from before that carry only the cloud id.
     for claim, key in (("instance_id", "instance_id"), ("zone", "zone")):
         if key in recorded:
             require_equal(engine.get(claim), recorded[key], claim)

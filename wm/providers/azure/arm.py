@@ -4,7 +4,7 @@ What worker-manager does (services/worker-manager/src/providers/azure/index.js
 `#provisionARMTemplateWorker`, `#checkARMDeployment`, `deprovisionResources`), and wm with it:
 - The deployment body is the launch config's `armDeployment` verbatim, its parameters with
   worker-manager's own set over them (`tags`, `vmName`, `computerName`, `adminUsername`,
-  `adminPassword`, `customData`; wm/providers/azure_kind.py). Other parameters, Key Vault references
+  `adminPassword`, `customData`; wm/kinds/azure.py). Other parameters, Key Vault references
   included, pass through untouched. The worker group is `parameters.location.value`.
 - It goes into `armDeploymentResourceGroup`, created if missing (a HEAD, then a PUT of the group
   only when it is missing, once per process), else into the provider's resource group.
@@ -67,15 +67,17 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import azure as azure_kind
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers.azure.names import computer_name, vm_name
 from wm.providers.base import (
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
@@ -85,11 +87,9 @@ from wm.providers.base import (
     TerminateResult,
     owned,
 )
+from wm.providers.gate import Gate
 from wm.providers.meter import carry
 from wm.telemetry import log
-
-if TYPE_CHECKING:
-    from wm.providers.azure import AzureProvider
 
 ARM_DEPLOYMENT = "armDeployment"  # the launch config key of the ARM-template form
 RESOURCE_GROUP_KEY = "armDeploymentResourceGroup"
@@ -722,11 +722,44 @@ class Deleted(StrEnum):
         return self in (Deleted.ABSENT, Deleted.DONE, Deleted.NOT_OURS)
 
 
+class ArmHost(Protocol):
+    """What the ARM form uses of the Azure provider it belongs to (provider.AzureProvider): its
+    identity, gate, clients and thread pool, and the VM side's reads and deletes. Declared here
+    so that this module never imports the provider, which imports it."""
+
+    id: str
+    deployment_id: str
+    root_url: str
+    subscription_id: str
+    resource_group: str
+    gate: Gate
+    pool: Executor
+    clients: Any  # provider.AzureClients: the SDK clients, built lazily
+
+    def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]: ...
+
+    def owns(self, vm: Any) -> bool: ...
+
+    def owns_tags(self, tags: Mapping[str, str]) -> bool: ...
+
+    def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]: ...
+
+    def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]: ...
+
+    def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None: ...
+
+    def get_vm(self, name: str, expand: str | None = None, group: str | None = None) -> Any: ...
+
+    def provisioning_state(self, vm: Any) -> str: ...
+
+    def delete(self, kind: str, name: str, group: str | None = None) -> int: ...
+
+
 class ArmDeployments:
     """The ARM-template side of one Azure provider: creates, lists, look-ups and teardowns of
     deployments, every call through the provider's gate."""
 
-    def __init__(self, provider: AzureProvider) -> None:
+    def __init__(self, provider: ArmHost) -> None:
         self._p = provider
         self._lock = threading.Lock()
         self._groups: dict[str, str] = {}  # lower case -> name: groups ARM workers live in
@@ -791,8 +824,6 @@ class ArmDeployments:
     def _create_one(
         self, batch: LaunchBatch, worker_id: str, where: str, target: DeploymentRef
     ) -> LaunchResult:
-        from wm.providers.azure import computer_name, vm_name
-
         vm = vm_name(worker_id)
         ref = replace(target, name=deployment_name(vm))
         with self._lock:

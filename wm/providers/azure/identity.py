@@ -61,6 +61,7 @@ from wm.identity import (
 )
 from wm.kinds.azure import AzureProviderConfig
 from wm.providers import identity_fetch, pkcs7
+from wm.providers.azure.provider import AzureClients, make_gate
 from wm.providers.data import azure_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
@@ -410,7 +411,6 @@ def vm_id_lookup(
     gate is the web process's own, classed as the provider's and drawing from the account's
     shared budget (wired by procs/providers.py): registrations share ARM's read limit with
     the scans. The SDK clients are built at the first call."""
-    from wm.providers.azure import AzureClients, make_gate
 
     gate = make_gate(config)
     if budget is not None:

@@ -191,8 +191,9 @@ def _provider_kind(
     return kind, None
 
 
-# worker-manager's provider kinds wm has none of, by the id deployments give their one provider
-# of that kind (community-tc's hardware pools name `static`): a refusal says which is missing.
+# worker-manager's provider kinds, by the id deployments give their one provider of that kind
+# (community-tc's hardware pools name `static`): while wm has no such kind (wm.kinds.KINDS),
+# a refusal says which is missing.
 MISSING_PROVIDER_KINDS = {"static": "static"}
 
 
@@ -200,7 +201,7 @@ def _unknown_provider_problem(provider_id: str, valid: tuple[str, ...]) -> str:
     ids = ", ".join(valid)
     problem = f"providerId: unknown provider {provider_id!r} (valid provider ids: {ids})"
     kind = MISSING_PROVIDER_KINDS.get(provider_id)
-    if kind is not None:
+    if kind is not None and kind not in KINDS:
         problem += f"; worker-manager's {kind} provider kind, which wm does not have"
     return problem
 

@@ -238,3 +238,175 @@ def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
     assert "wm.budget" in imported
     providers, budget = _unit("wm.providers.aws"), _unit("wm.budget")
     assert providers and budget and providers[0] == budget[0] and budget[1]
+
+
+# -- import cycles ---------------------------------------------------------------------------
+
+
+def import_graph(*roots: str) -> dict[str, set[str]]:
+    """Module -> the modules of `roots` it imports: at the top, inside functions (lazy) and
+    under TYPE_CHECKING alike. `from a import b` is an import of the module a.b when there is
+    one, else of a; the parent packages Python loads on the way are not counted as edges (every
+    submodule would otherwise import its package's __init__)."""
+    paths = {_module_name(path): path for path in python_files(*roots)}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    child = f"{base}.{alias.name}"
+                    targets.add(child if child in paths else base)
+        graph[module] = {t for t in targets if t in paths and t != module}
+    return graph
+
+
+def import_cycles(*roots: str) -> list[list[str]]:
+    """Every cycle of imports among the modules of `roots` (Tarjan's strongly connected
+    components of more than one module), each sorted, for a message that names them all."""
+    graph = import_graph(*roots)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_in_wm_or_procs():
+    assert import_cycles("wm", "procs") == []
+
+
+def test_the_cycle_check_sees_lazy_imports_and_cycles_inside_a_package(tmp_path, monkeypatch):
+    # A package whose two modules import each other, one of them only inside a function, as
+    # wm/providers/azure.py and azure_arm.py did, and a third module that only one imports.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from pkg.a import make\n")
+    (package / "a.py").write_text("from pkg import b\n\ndef make():\n    return b\n")
+    (package / "b.py").write_text("def use():\n    from pkg.a import make\n    return make\n")
+    (package / "c.py").write_text("from pkg.a import make\n")
+    monkeypatch.setitem(globals(), "REPO", tmp_path)  # python_files reads it
+
+    assert import_cycles("pkg") == [["pkg.a", "pkg.b"]]
+
+
+# -- provider kinds live in their descriptions ----------------------------------------------
+
+# Where a kind may be named: its description (wm/kinds/) and its package (wm/providers/<kind>/).
+# Everywhere else reads wm.kinds.KINDS, so that adding a kind touches its description, its
+# package, its simulator and the table, and a forgotten branch cannot fall back to a default.
+KIND_HOMES = ("wm/kinds/",)
+# Modules that may still name kinds, each with why.
+KIND_LITERALS_ALLOWED = {
+    # The old `[[pools]]` format knew exactly aws, gcp and azure: a new kind has no old form.
+    "wm/legacy_pools.py",
+    # The API part of issue 25 swaps PROOF_REJECTED and PROVIDER_TYPES for the descriptions'
+    # proof_rejected and provider_type (test_provider_kinds holds them equal until then).
+    "wm/api/app.py",
+    "wm/api/views.py",
+}
+
+
+def _kind_literal(node: ast.AST | None, kinds: frozenset[str]) -> bool:
+    return isinstance(node, ast.Constant) and node.value in kinds
+
+
+def _names_kinds(node: ast.AST, kinds: frozenset[str]) -> bool:
+    """A kind literal, or a tuple, list or set holding one (`kind in ("aws", "gcp")`)."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_kind_literal(e, kinds) for e in node.elts)
+    return _kind_literal(node, kinds)
+
+
+def _kind_use(node: ast.AST, kinds: frozenset[str]) -> str | None:
+    if isinstance(node, ast.Compare):
+        sides = (node.left, *node.comparators)
+        return "compares with a kind" if any(_names_kinds(s, kinds) for s in sides) else None
+    if isinstance(node, ast.MatchValue):
+        return "matches a kind" if _kind_literal(node.value, kinds) else None
+    if isinstance(node, ast.Dict):
+        named = sum(_kind_literal(key, kinds) for key in node.keys)
+        return "a table keyed by kinds" if named >= 2 else None
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        named = sum(_kind_literal(element, kinds) for element in node.elts)
+        return "a list of kinds" if named >= 2 else None
+    return None
+
+
+def kind_literal_uses(source: str, kinds: frozenset[str]) -> list[tuple[int, str]]:
+    """Comparisons with a kind literal, `case "aws":` patterns, dict literals keyed by two kinds
+    or more (a kind table) and tuples, lists or sets of two kinds or more (a list of kinds),
+    each with its line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        what = _kind_use(node, kinds)
+        if what:
+            found.append((node.lineno, what))
+    return sorted(found)
+
+
+def test_only_the_kind_descriptions_and_packages_name_kinds():
+    from wm.kinds import KINDS
+
+    kinds = frozenset(KINDS)
+    homes = (*KIND_HOMES, *(f"wm/providers/{kind}/" for kind in KINDS))
+    offenders = []
+    for path in python_files("wm", "procs"):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(homes) or relative in KIND_LITERALS_ALLOWED:
+            continue
+        offenders += [
+            f"{relative}:{line}: {what}"
+            for line, what in kind_literal_uses(path.read_text(), kinds)
+        ]
+    assert offenders == []
+
+
+def test_the_kind_check_sees_every_form_a_kind_branch_takes():
+    source = """
+if kind == "aws": pass
+if "gcp" != provider.kind: pass
+if kind in ("azure", NULL_PROVIDER): pass
+match kind:
+    case "azure": pass
+TABLE = {"aws": 1, "gcp": 2}
+KINDS = ("aws", "gcp", "azure")
+NOISY = ("azure", "botocore")  # a logger's name, not a kind branch
+ONE = {"aws": 1}  # one entry is no kind table
+"""
+    found = kind_literal_uses(source, frozenset({"aws", "gcp", "azure"}))
+
+    assert [line for line, _ in found] == [2, 3, 4, 6, 7, 8]

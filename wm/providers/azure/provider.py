@@ -48,14 +48,9 @@ from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers.azure.arm import (
-    ARM_DEPLOYMENT,
-    OS_DISK_KEY,
-    TORN_DOWN_TYPES,
-    VM_TYPE,
-    ArmDeployments,
-)
+from wm.providers.azure.arm import ARM_DEPLOYMENT, OS_DISK_KEY, TORN_DOWN_TYPES, VM_TYPE
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
+from wm.providers.azure.deployments import ArmDeployments
 from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,

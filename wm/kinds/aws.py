@@ -128,6 +128,7 @@ def ec2_tags(*, pool_id: str, provider_id: str, owner: str) -> list[dict[str, st
 
 
 def boot_data(facts: BootFacts) -> Mapping[str, Any]:
+    """The instance's user data (JSON), where worker-runner reads it."""
     return ec2_user_data(
         root_url=facts.root_url,
         pool_id=facts.pool_id,
@@ -152,5 +153,4 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Instance identity document validation error",
     boot_data=boot_data,
-    boot_data_source="EC2 user data (JSON)",
 )

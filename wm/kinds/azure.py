@@ -336,6 +336,7 @@ def azure_arm_parameters(
 
 
 def boot_data(facts: BootFacts) -> Mapping[str, Any]:
+    """The VM's tags, which worker-runner reads from IMDS `compute.tagsList`."""
     return azure_tags(
         root_url=facts.root_url,
         pool_id=facts.pool_id,
@@ -360,5 +361,4 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Signature validation error",
     boot_data=boot_data,
-    boot_data_source="Azure VM tags (IMDS compute.tagsList)",
 )

@@ -73,5 +73,3 @@ class KindDescription:
     # The boot data worker-runner reads, as worker-manager writes it: where it is written is
     # the provider's business, the keys and values are this.
     boot_data: Callable[[BootFacts], Mapping[str, Any]]
-    # Where on the VM worker-runner reads the boot data (for the docs and error messages).
-    boot_data_source: str

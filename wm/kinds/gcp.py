@@ -156,6 +156,7 @@ def _gce_label(value: str) -> str:
 
 
 def boot_data(facts: BootFacts) -> Mapping[str, Any]:
+    """The instance's `taskcluster` metadata item (JSON), where worker-runner reads it."""
     return gce_metadata(
         root_url=facts.root_url,
         pool_id=facts.pool_id,
@@ -179,5 +180,4 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Token validation error",
     boot_data=boot_data,
-    boot_data_source=f"GCE instance metadata item {GCE_METADATA_KEY!r} (JSON)",
 )

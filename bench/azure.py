@@ -12,7 +12,7 @@ until every VM is seen running:
 - arm: the same `Provisioner` and `Scanner`, the pool's launch config in Taskcluster's
   ARM-template form (`armDeployment`, a template spec version of wmsim's worker template, a
   resource group of its own, as fxci-config's Azure pools): one deployment PUT per worker
-  (wm.providers.azure_arm), the scan listing the group's deployments beside its VMs;
+  (wm.providers.azure.arm), the scan listing the group's deployments beside its VMs;
 - baseline: `bench.baselines.old_azure`: the provisioner writes rows only; the scan loop, which
   waits `--scan-loop-s` after each loop (taskcluster-lib-iterate's waitTime), advances each
   worker one resource per loop (public IP, then NIC, then VM), two workers at a time, and sees
@@ -68,11 +68,12 @@ from bench.common import (
     run_sides,
     sync_pools,
 )
-from wm.config import AzureProviderConfig, Config
+from wm.config import Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition

@@ -51,8 +51,10 @@ from wm.db import scans, worker_writes
 from wm.db.worker_writes import RowChange, insert_intents, record_launches
 from wm.db.workers import LaunchOutcome, NewWorker, list_workers
 from wm.model import WorkerRef, WorkerState
-from wm.providers import aws, build_provider, gcp
-from wm.providers.azure import vm_body, vm_name
+from wm.providers import build_provider
+from wm.providers.aws import provider as aws
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import vm_body
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -61,6 +63,7 @@ from wm.providers.base import (
     TAG_WORKER,
     Provider,
 )
+from wm.providers.gcp import provider as gcp
 from wm.scanner import Scanner
 from wm.worker_transitions import STARTED
 from wmsim.aws.ec2 import SimEc2

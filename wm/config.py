@@ -14,21 +14,17 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from wm.calls import CallClass
+from wm.config_base import JITTER_RESERVE_S, BudgetLimit, Frozen
+from wm.config_base import GateConfig as GateConfig  # where callers have always found it
 from wm.errors import ConfigError
-from wm.provider_ids import PROVIDER_ID_PATTERN, gce_label_problem
+from wm.kinds import KINDS, KindDescription
+from wm.provider_ids import PROVIDER_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = "config.toml"
 # Packages installed beside wm may keep top-level tables of their own in the same file (the
@@ -44,11 +40,6 @@ NOT_SECRET_KEYS = frozenset({"credentials"})
 ID_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,62}$"
 MAX_PORT = 65535
 DATABASE_SCHEMES = frozenset({"postgres", "postgresql"})  # postgres://: Heroku-style platforms
-CREATE_BATCH_MAX = 100  # workers per create call (EC2 RunInstances, GCE bulk insert)
-# The shared budget's buckets hold this many seconds of refill less than the cloud's: calls
-# reach the cloud a little earlier or later than they took their tokens, and a bucket run at
-# the cloud's very limit would be throttled by that jitter alone.
-JITTER_RESERVE_S = 0.5
 # Call classes whose one call costs a token per worker created: a bucket smaller than a batch
 # would never hold enough, and every such call would be throttled.
 PER_WORKER_CALL_CLASSES = frozenset({CallClass.RUN_INSTANCES})
@@ -64,181 +55,19 @@ POOLS_MOVED = (
 )
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class GateConfig(_Frozen):
-    """Limits for every SDK call made to one provider (see wm/providers/gate.py)."""
-
-    timeout_s: float = Field(30.0, gt=0)  # per call, retries not included
-    concurrency: int = Field(16, ge=1)  # calls in flight at once, per process
-    calls_per_s: float = Field(20.0, gt=0)  # token bucket refill rate
-    burst: int = Field(40, ge=1)  # token bucket size
-    max_attempts: int = Field(4, ge=1)  # first call included
-    backoff_base_s: float = Field(0.5, ge=0)  # full-jitter backoff: uniform(0, base * 2**n)
-    backoff_max_s: float = Field(20.0, ge=0)
-    pause_after_failures: int = Field(8, ge=1)  # consecutive retryable failures before a pause
-    pause_s: float = Field(30.0, ge=0)  # how long the provider stays paused
-
-
-class BudgetLimit(_Frozen):
-    """One of a cloud account's API rate limits, as a token bucket shared by every process."""
-
-    burst: float = Field(gt=0)  # bucket size
-    per_s: float = Field(gt=0)  # refill rate
-
-    @property
-    def usable_burst(self) -> float:
-        """The bucket size wm runs at: the cloud's, less the jitter reserve (at least half)."""
-        return max(self.burst / 2, self.burst - self.per_s * JITTER_RESERVE_S)
-
-
-# The clouds' published defaults, per call class (EC2 per account and region: RunInstances'
-# resource bucket counts instances; ARM per principal and subscription; GCE per project, its
-# per-minute quotas as buckets). A provider's `budgets` overrides any of them.
-PUBLISHED_BUDGETS: Mapping[str, Mapping[CallClass, BudgetLimit]] = {
-    "aws": {
-        CallClass.RUN_INSTANCES: BudgetLimit(burst=1000, per_s=2),
-        CallClass.MUTATING: BudgetLimit(burst=200, per_s=5),
-        CallClass.DESCRIBE: BudgetLimit(burst=100, per_s=20),
-    },
-    "azure": {
-        CallClass.WRITE: BudgetLimit(burst=200, per_s=10),
-        CallClass.DELETE: BudgetLimit(burst=200, per_s=10),
-        CallClass.READ: BudgetLimit(burst=250, per_s=25),
-    },
-    "gcp": {
-        CallClass.WRITE: BudgetLimit(burst=1500, per_s=25),
-        CallClass.READ: BudgetLimit(burst=1500, per_s=25),
-    },
-}
-
-
-class _ProviderBase(_Frozen):
-    # Taskcluster's providerId, as the deployment names it (wm/provider_ids.py): it is in
-    # scopes and workers' client ids, so it cannot be renamed to suit wm.
-    id: Annotated[str, Field(pattern=PROVIDER_ID_PATTERN)]
-    regions: Annotated[tuple[str, ...], Field(min_length=1)]  # scan units: regions, or zones on GCE
-    endpoint: str | None = None  # override the cloud's API endpoint (the simulated clouds)
-    credentials: Literal["default", "simulated"] = "default"  # simulated: fixed fake credentials
-    scan_interval_s: float = Field(30.0, gt=0)
-    max_scan_s: float = Field(300.0, gt=0)  # a scan running longer than this is abandoned
-    provision_interval_s: float | None = Field(None, gt=0)  # defaults to intervals.provision_s
-    gate: GateConfig = GateConfig()
-    # The cloud account whose API limits this provider shares with every process and with
-    # other providers naming the same account (default: the provider's own id).
-    account: Annotated[str, Field(min_length=1)] | None = None
-    budgets: Mapping[str, BudgetLimit] = Field(default_factory=dict)  # call class -> limit
-    shared_budget: bool = True  # processes with a database draw from the shared budget
-    # Whether this provider's images run worker-runner, which registers each worker. Images
-    # without one count as running when the cloud says so, and never expire for want of a
-    # registration (the chaos scenarios' VMs, an image being brought up).
-    workers_register: bool = True
-
-    @property
-    def budget_account(self) -> str:
-        return self.account or self.id
-
-    def budget_limits(self) -> dict[CallClass, BudgetLimit]:
-        """The published limits of this provider's cloud, with the config's overrides (whose
-        classes the loader checked against the published ones)."""
-        overrides = {CallClass(name): limit for name, limit in self.budgets.items()}
-        return {**PUBLISHED_BUDGETS[self.kind], **overrides}  # type: ignore[attr-defined]
-
-    @field_validator("regions")
-    @classmethod
-    def _distinct_regions(cls, regions: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(regions)) != len(regions):
-            raise ValueError("regions must be distinct")
-        return regions
-
-
-class AwsProviderConfig(_ProviderBase):
-    kind: Literal["aws"]
-    # PEM files of AWS's public certificates for instance identity documents, by region; a
-    # region without one falls back to `identity_certificate`, then to the packaged ones.
-    identity_certificates: Mapping[str, str] = Field(default_factory=dict)
-    identity_certificate: str | None = None
-
-
-class GcpProviderConfig(_ProviderBase):
-    kind: Literal["gcp"]
-    project: Annotated[str, Field(min_length=1)]
-    operation_poll_s: float = Field(1.0, gt=0)  # between zone operation polls
-    identity_jwks: str | None = None  # JWKS file trusted for identity tokens; else Google's keys
-    # The service account every worker VM runs as: without one a VM cannot fetch an identity
-    # token. The email goes on the instance; the numeric unique id is what tokens carry as
-    # `sub`, and is checked (a token of any other account in the project is refused).
-    worker_service_account_email: Annotated[str, Field(min_length=3)] | None = None
-    worker_service_account_id: Annotated[str, Field(pattern=r"^[0-9]{1,32}$")] | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _fits_gce_labels(cls, value: str) -> str:
-        # Its VMs are found by a label holding the id: refused here, not by GCE at launch.
-        problem = gce_label_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @model_validator(mode="after")
-    def _service_account_whole(self) -> GcpProviderConfig:
-        if (self.worker_service_account_email is None) != (self.worker_service_account_id is None):
-            raise ValueError(
-                "worker_service_account_email and worker_service_account_id go together: "
-                "set both (the account's email and its numeric unique id) or neither"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _registering_workers_have_an_account(self) -> GcpProviderConfig:
-        # Without one its VMs cannot fetch an identity token: every registration would be
-        # refused, and every worker expire unregistered.
-        if self.workers_register and self.worker_service_account_email is None:
-            raise ValueError(
-                f"provider {self.id!r} has workers_register = true (the default) but no "
-                "worker_service_account_email and worker_service_account_id: its VMs could "
-                "not fetch an identity token, so every registration would be refused; set "
-                "the service account the worker VMs run as, or workers_register = false"
-            )
-        return self
-
-
-class AzureProviderConfig(_ProviderBase):
-    kind: Literal["azure"]
-    subscription_id: Annotated[str, Field(min_length=1)]
-    resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
-    ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
-    authority: str | None = None  # Entra ID authority host; the endpoint when simulated
-    # PEM files adding to the Microsoft roots and intermediates wm ships for attested data:
-    # self-signed certificates become trusted roots, the others intermediates (a private CA, the
-    # simulated ARM). Empty for real Azure.
-    identity_roots: tuple[str, ...] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_subnet_id(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "subnet_id" in data:
-            raise ValueError(
-                "subnet_id is no longer a provider setting: each launch config names its "
-                "subnet, as Taskcluster's do; move the value into the launch configs' "
-                "`subnetId` and remove the key"
-            )
-        return data
-
-
 ProviderConfig = Annotated[
-    AwsProviderConfig | GcpProviderConfig | AzureProviderConfig, Field(discriminator="kind")
+    # One model per kind, each with its `kind` literal: wm.kinds.KINDS.
+    Union[tuple(d.config_model for d in KINDS.values())],  # noqa: UP007
+    Field(discriminator="kind"),
 ]
 
 
-class QueueConfig(_Frozen):
+class QueueConfig(Frozen):
     source: Literal["builtin", "taskcluster"] = "builtin"
     task_queue_prefix: str = ""  # Taskcluster: task queue id = prefix + pool id
 
 
-class IntervalsConfig(_Frozen):
+class IntervalsConfig(Frozen):
     provision_s: float = Field(10.0, gt=0)
     # A row the list did not show is looked up only past this age: listing lags creation.
     missing_grace_s: float = Field(30.0, ge=0)
@@ -257,12 +86,12 @@ class IntervalsConfig(_Frozen):
         return data
 
 
-class RetentionConfig(_Frozen):
+class RetentionConfig(Frozen):
     stopped_workers_s: float = Field(7 * 24 * 3600.0, gt=0)  # rows of stopped workers
     pool_errors_s: float = Field(7 * 24 * 3600.0, gt=0)
 
 
-class WebConfig(_Frozen):
+class WebConfig(Frozen):
     port: int = Field(8080, ge=1, le=65535)  # $PORT wins
 
     @model_validator(mode="before")
@@ -276,11 +105,11 @@ class WebConfig(_Frozen):
         return data
 
 
-class MetricsConfig(_Frozen):
+class MetricsConfig(Frozen):
     port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
 
 
-class Environment(_Frozen):
+class Environment(Frozen):
     """What comes from the environment: secrets and platform settings."""
 
     database_url: str | None = None  # DATABASE_URL
@@ -298,7 +127,7 @@ class Environment(_Frozen):
     __str__ = __repr__
 
 
-class Config(_Frozen):
+class Config(Frozen):
     deployment_id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
     # The Taskcluster root URL of the deployment: written into every worker's boot data (its
     # workers call `<root_url>/api/worker-manager/v1/`), and the audience of GCE identity
@@ -435,7 +264,7 @@ def parse(
 def schema_problems(exc: ValidationError, union_tags: frozenset[str] | None = None) -> list[str]:
     """Each error as `key.path: message`. `union_tags`: the discriminator values pydantic puts
     in an error's location, left out of the path (default: the provider kinds)."""
-    union_tags = _UNION_TAGS if union_tags is None else union_tags
+    union_tags = frozenset(KINDS) if union_tags is None else union_tags
     errors = exc.errors()
     locs = [tuple(part for part in e["loc"] if part not in union_tags) for e in errors]
     problems = []
@@ -447,9 +276,6 @@ def schema_problems(exc: ValidationError, union_tags: frozenset[str] | None = No
             loc = (*loc, str(error["ctx"]["discriminator"]).strip("'"))
         problems.append(f"{format_key_path(list(loc))}: {_message(error)}")
     return problems
-
-
-_UNION_TAGS = frozenset({"aws", "gcp", "azure"})
 
 
 def _message(error: Mapping[str, Any]) -> str:
@@ -504,17 +330,17 @@ def secret_key_problems(raw: Any, path: tuple[Any, ...] = ()) -> list[str]:
     return problems
 
 
-def _batch_fits_problems(raw: Any, key: str) -> list[str]:
+def _batch_fits_problems(raw: Any, key: str, batch_max: int) -> list[str]:
     try:
         limit = BudgetLimit.model_validate(raw)
     except ValidationError:
         return []  # the schema's own check names what is wrong
-    if limit.usable_burst >= CREATE_BATCH_MAX:
+    if limit.usable_burst >= batch_max:
         return []
-    least = min(2 * CREATE_BATCH_MAX, CREATE_BATCH_MAX + limit.per_s * JITTER_RESERVE_S)
+    least = min(2 * batch_max, batch_max + limit.per_s * JITTER_RESERVE_S)
     return [
         f"{key}.burst: must be at least {least:g} at per_s {limit.per_s:g}: one create call "
-        f"launches up to {CREATE_BATCH_MAX} workers, and wm keeps {JITTER_RESERVE_S:g} s of "
+        f"launches up to {batch_max} workers, and wm keeps {JITTER_RESERVE_S:g} s of "
         "refill in reserve"
     ]
 
@@ -526,23 +352,31 @@ def cross_reference_problems(raw: Mapping[str, Any]) -> list[str]:
     for index, provider in enumerate(_list(raw.get("providers"))):
         if not isinstance(provider, Mapping):
             continue
-        known = PUBLISHED_BUDGETS.get(str(provider.get("kind")), {})
+        # An unknown kind is the schema's to name; its budgets are not checked.
+        description = KINDS.get(str(provider.get("kind")))
         budgets = provider.get("budgets")
-        for call_class in budgets if isinstance(budgets, Mapping) and known else ():
-            if call_class not in known:
-                problems.append(
-                    f"providers[{index}].budgets.{call_class}: unknown call class; "
-                    f"one of {sorted(known)}"
-                )
-            elif call_class in PER_WORKER_CALL_CLASSES:
-                problems += _batch_fits_problems(
-                    budgets[call_class], f"providers[{index}].budgets.{call_class}"
-                )
+        if description is not None and isinstance(budgets, Mapping):
+            problems += _budget_problems(description, budgets, f"providers[{index}].budgets")
         pid = provider.get("id")
         if pid in regions_by_provider:
             problems.append(f"providers[{index}].id: duplicate provider id {pid!r}")
         regions = provider.get("regions")
         regions_by_provider[pid] = set(regions) if isinstance(regions, list) else set()
+    return problems
+
+
+def _budget_problems(
+    description: KindDescription, budgets: Mapping[str, Any], key: str
+) -> list[str]:
+    known = description.published_budgets
+    problems = []
+    for call_class in budgets:
+        if call_class not in known:
+            problems.append(f"{key}.{call_class}: unknown call class; one of {sorted(known)}")
+        elif call_class in PER_WORKER_CALL_CLASSES:
+            problems += _batch_fits_problems(
+                budgets[call_class], f"{key}.{call_class}", description.create_batch_max
+            )
     return problems
 
 

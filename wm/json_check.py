@@ -71,6 +71,13 @@ def has_type(value: Any, name: str) -> bool:
     return name == "number" or not isinstance(value, float) or value.is_integer()
 
 
+def js_truthy(value: Any) -> bool:
+    """JavaScript's truthiness of a JSON value (worker-manager's `if (x)`)."""
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return value is not None and value is not False and value != 0 and value != ""
+
+
 def json_equal(a: Any, b: Any) -> bool:
     """Equality of JSON values as JavaScript's deep-equal sees them: 1 == 1.0, true != 1."""
     if isinstance(a, bool) or isinstance(b, bool):

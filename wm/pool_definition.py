@@ -42,36 +42,20 @@ from typing import Any
 
 from wm.errors import WmError
 from wm.json_check import Schema, check, json_equal
+from wm.kinds import KINDS
+from wm.kinds.schema_parts import INITIAL_WEIGHT, INTEGER_MIN_0, INTEGER_MIN_1
 from wm.pool_files import read_definitions
 from wm.pool_schemas import (
-    AZURE_RESOURCES,
     CONFIG_SCHEMAS,
     CREATE_BODY,
-    INITIAL_WEIGHT,
-    INTEGER_MIN_0,
-    INTEGER_MIN_1,
     NULL_PROVIDER,
     POOL_ID_PATTERN,
     UPDATE_BODY,
 )
 
-PROVIDER_KINDS = ("aws", "gcp", "azure")  # wm's provider kinds; gcp is Taskcluster's google
 DEFAULT_REREGISTRATION_TIMEOUT_S = 345600  # 4 days (worker-lifecycle.yml, interpretLifecycle)
 DEFAULT_QUEUE_INACTIVITY_TIMEOUT_S = 7200
 DEFAULT_SCALING_RATIO = 1.0  # the estimator's default
-# RunInstances parameters wm sets itself, whatever the launch config says.
-AWS_OVERRIDDEN_KEYS = ("UserData", "MinCount", "MaxCount", "ClientToken")
-# The template parameters worker-manager sets in every ARM deployment, over the launch
-# config's own values (azure/index.js `#provisionARMTemplateWorker`): a template that does not
-# declare one is refused by ARM (400 InvalidTemplate), so an inline template is checked here.
-AZURE_ARM_INJECTED_PARAMETERS = (
-    "tags",
-    "vmName",
-    "computerName",
-    "adminUsername",
-    "adminPassword",
-    "customData",
-)
 
 
 class DefinitionInvalid(WmError):
@@ -143,7 +127,7 @@ def parse_pool_definition(
 ) -> PoolDefinition:
     """Check a createWorkerPool body against Taskcluster's schemas for its provider.
 
-    `providers` maps each configured provider id to its kind ("aws", "gcp" or "azure");
+    `providers` maps each configured provider id to its kind (a key of wm.kinds.KINDS);
     NULL_PROVIDER is always accepted (any config object). Raises DefinitionInvalid with every
     problem, each naming its key path (UnknownProvider when the provider is the only one).
     With `update`, checks an updateWorkerPool body, which may also hold `workerPoolId` (the
@@ -202,13 +186,14 @@ def _provider_kind(
     if provider_id not in providers:
         return None, (*providers, NULL_PROVIDER)
     kind = providers[provider_id]
-    if kind not in PROVIDER_KINDS:
-        raise ValueError(f"provider {provider_id!r}: kind {kind!r} is not one of {PROVIDER_KINDS}")
+    if kind not in KINDS:
+        raise ValueError(f"provider {provider_id!r}: kind {kind!r} is not one of {tuple(KINDS)}")
     return kind, None
 
 
-# worker-manager's provider kinds wm has none of, by the id deployments give their one provider
-# of that kind (community-tc's hardware pools name `static`): a refusal says which is missing.
+# worker-manager's provider kinds, by the id deployments give their one provider of that kind
+# (community-tc's hardware pools name `static`): while wm has no such kind (wm.kinds.KINDS),
+# a refusal says which is missing.
 MISSING_PROVIDER_KINDS = {"static": "static"}
 
 
@@ -216,7 +201,7 @@ def _unknown_provider_problem(provider_id: str, valid: tuple[str, ...]) -> str:
     ids = ", ".join(valid)
     problem = f"providerId: unknown provider {provider_id!r} (valid provider ids: {ids})"
     kind = MISSING_PROVIDER_KINDS.get(provider_id)
-    if kind is not None:
+    if kind is not None and kind not in KINDS:
         problem += f"; worker-manager's {kind} provider kind, which wm does not have"
     return problem
 
@@ -277,8 +262,9 @@ def _launch_configs(
             warnings.append(f"{path}: not an object; left out")
             continue
         entry = _launch_config(worker_pool_id, kind, launch_config)
-        warnings.extend(_override_warnings(kind, launch_config, path))
-        problems += _undeclared_template_parameters(kind, launch_config, path)
+        if kind != NULL_PROVIDER:  # a pool pending deletion is read, not judged
+            warnings.extend(KINDS[kind].override_warnings(launch_config, path))
+            problems += KINDS[kind].launch_config_problems(launch_config, path)
         earlier = by_id.get(entry.launch_config_id)
         if earlier is None:
             by_id[entry.launch_config_id] = (index, entry)
@@ -325,83 +311,26 @@ def _launch_config(
         max_capacity=_lenient(manager.get("maxCapacity"), INTEGER_MIN_0, None),
         worker_config=worker_config if isinstance(worker_config, Mapping) else {},
         body={**launch_config, "workerManager": {**manager, "launchConfigId": launch_config_id}},
-        # worker-manager's Azure provider takes the ARM path whenever armDeployment is truthy.
-        arm_deployment=kind in ("azure", NULL_PROVIDER)
-        and _js_truthy(launch_config.get("armDeployment")),
+        arm_deployment=_template_form(kind, launch_config),
     )
 
 
 def _worker_group(kind: str, launch_config: Mapping[str, Any]) -> str:
-    """Where worker-manager takes the worker group from: the region (EC2), the zone (GCE), the
-    location (Azure resources) or the ARM deployment's `location` parameter value."""
-    if kind == "aws":
-        candidates = [launch_config.get("region")]
-    elif kind == "gcp":
-        candidates = [launch_config.get("zone")]
-    elif kind == "azure" and not check(launch_config, AZURE_RESOURCES):
-        candidates = [launch_config.get("location")]
-    elif kind == "azure":
-        candidates = [_arm_location(launch_config)]
-    else:  # a null-provider pool: whichever cloud's key is there
-        candidates = [launch_config.get(k) for k in ("region", "zone", "location")]
-        candidates.append(_arm_location(launch_config))
+    """Where worker-manager takes the worker group from (the kind's description says: the
+    region on EC2, the zone on GCE, the location or ARM `location` parameter on Azure); for a
+    null-provider pool, whichever kind's key is there."""
+    if kind == NULL_PROVIDER:
+        candidates = [c for d in KINDS.values() for c in d.worker_group_guesses(launch_config)]
+    else:
+        candidates = [KINDS[kind].worker_group(launch_config)]
     return next((c for c in candidates if isinstance(c, str)), "")
 
 
-def _arm_location(launch_config: Mapping[str, Any]) -> Any:
-    deployment = launch_config.get("armDeployment")
-    parameters = deployment.get("parameters") if isinstance(deployment, Mapping) else None
-    location = parameters.get("location") if isinstance(parameters, Mapping) else None
-    return location.get("value") if isinstance(location, Mapping) else None
-
-
-def _undeclared_template_parameters(
-    kind: str, launch_config: Mapping[str, Any], path: str
-) -> list[str]:
-    """An inline ARM template must declare every parameter worker-manager sets, or every
-    deployment of it fails. ARM compares parameter names without case. A template named by
-    `templateLink` cannot be read here: ARM's refusal names the parameter at launch."""
-    deployment = launch_config.get("armDeployment")
-    if kind != "azure" or not isinstance(deployment, Mapping):
-        return []
-    template = deployment.get("template")
-    if not isinstance(template, Mapping):
-        return []
-    declared = template.get("parameters")
-    names = {str(k).lower() for k in declared} if isinstance(declared, Mapping) else set()
-    return [
-        f"{path}.armDeployment.template.parameters.{name}: not declared; worker-manager sets "
-        f"this parameter in every deployment ({', '.join(AZURE_ARM_INJECTED_PARAMETERS)})"
-        for name in AZURE_ARM_INJECTED_PARAMETERS
-        if name.lower() not in names
-    ]
-
-
-def _override_warnings(kind: str, launch_config: Mapping[str, Any], path: str) -> list[str]:
-    notes = []
-    arm = kind == "azure" and _js_truthy(launch_config.get("armDeployment"))
-    if arm and not isinstance(_arm_location(launch_config), str):
-        notes.append(
-            f"{path}.armDeployment.parameters.location: no string value; worker-manager takes "
-            "the worker group from parameters.location.value"
-        )
-    spec = launch_config.get("launchConfig")
-    if kind == "aws" and isinstance(spec, Mapping):
-        notes += [
-            f"{path}.launchConfig.{k}: ignored: wm sets it"
-            for k in AWS_OVERRIDDEN_KEYS
-            if k in spec
-        ]
-    user_data = launch_config.get("additionalUserData")
-    if kind == "aws" and isinstance(user_data, Mapping) and "launchConfigId" in user_data:
-        notes.append(f"{path}.additionalUserData.launchConfigId: ignored: wm sets it")
-    return notes
-
-
-def _js_truthy(value: Any) -> bool:
-    if isinstance(value, float) and math.isnan(value):
-        return False
-    return value is not None and value is not False and value != 0 and value != ""
+def _template_form(kind: str, launch_config: Mapping[str, Any]) -> bool:
+    """Launched as a template deployment; a null-provider pool's as any kind would."""
+    if kind == NULL_PROVIDER:
+        return any(d.template_form(launch_config) for d in KINDS.values())
+    return KINDS[kind].template_form(launch_config)
 
 
 def _without_worker_manager(launch_config: Any) -> Any:

@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from wm import estimator, launch_choice, lifecycle, stages
-from wm.config import CREATE_BATCH_MAX
 from wm.db import claims, pool_errors, scans, worker_writes, workers
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
@@ -200,6 +199,7 @@ class Provisioner:
                         demand[pool.pool_id],
                         capacity[pool.pool_id],
                         errors,
+                        batch_max=provider.create_batch_max,
                     )
                 )
                 _warn_far_above_max(pool, capacity[pool.pool_id])
@@ -304,8 +304,11 @@ def plan_pool(
     demand: QueueCounts,
     capacity: PoolCapacity,
     errors: Mapping[tuple[str, str], int],
+    *,
+    batch_max: int,
 ) -> PoolPlan:
-    """Estimate, choose launch configs and name the new workers: no I/O."""
+    """Estimate, choose launch configs and name the new workers: no I/O. `batch_max`: workers
+    per create call (the provider's)."""
     to_add = estimator.estimate(
         pending=demand.pending,
         claimed=demand.claimed,
@@ -343,8 +346,8 @@ def plan_pool(
     batches: list[LaunchBatch] = []
     for allocation in launch_choice.choose(to_add, options):
         lc = by_id[allocation.launch_config_id]
-        for start in range(0, allocation.workers, CREATE_BATCH_MAX):
-            count = min(CREATE_BATCH_MAX, allocation.workers - start)
+        for start in range(0, allocation.workers, batch_max):
+            count = min(batch_max, allocation.workers - start)
             batch_intents, batch = _batch(pool, lc, count, demand.oldest_pending_at)
             intents += batch_intents
             batches.append(batch)

@@ -81,6 +81,8 @@ class SimCloud:
     # A launch config of this cloud moved onto its spot VMs, in its own parameters.
     on_spot: Callable[[Mapping[str, Any]], dict[str, Any]]
     colour: str  # the demo's plot
+    # The demo's share of the work for this cloud (the production mix), split over its pools.
+    demo_share: float
     # How the sim addresses a VM's metadata, from wm's cloud id: the workerId worker-runner
     # reports there.
     vm_key: Callable[[str], str] = _same

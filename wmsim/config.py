@@ -51,7 +51,7 @@ class DemoConfig(_Frozen):
     task_s: tuple[float, float] = (5.0, 20.0)  # task durations, uniform in this range
     # Shares of the work per cloud kind, split over that kind's pools by max capacity.
     cloud_shares: Mapping[str, float] = Field(
-        default_factory=lambda: {"aws": 0.84, "azure": 0.13, "gcp": 0.03}
+        default_factory=lambda: {kind: cloud.demo_share for kind, cloud in CLOUDS.items()}
     )
     idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
     drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most

@@ -38,18 +38,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from wm.config import AzureProviderConfig
 from wm.db import scans, worker_writes
 from wm.db.worker_writes import RowChange
 from wm.errors import CloudError, ErrorCategory
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerState
-from wm.providers.azure import (
-    AzureClients,
-    classify,
-    read_statuses,
-    vm_body,
-    vm_name,
-)
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import AzureClients, classify, read_statuses, vm_body
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import Gate
 from wm.worker_transitions import STARTED

@@ -84,6 +84,7 @@ class OldProvisioner:
                 demand[pool.pool_id],
                 recorded.get(pool.pool_id, PoolCapacity()),
                 NO_RECENT_ERRORS,
+                batch_max=provider.create_batch_max,
             )
             for pool in pools
         ]

@@ -37,7 +37,7 @@ from tests.support.api_stack import (
     secret_hash,
 )
 from wm.model import WorkerRecord
-from wm.providers.azure import vm_name
+from wm.providers.azure.names import vm_name
 from wmsim.azure import attested
 from wmsim.gcp.gce import identity_jwks
 from wmsim.trust import new_rsa_key

@@ -13,7 +13,7 @@ not one `identity-verifier-failed` or `api-error` in its log.
 
 Found this way: corrupt certificates inside Azure attested data raised ValueError, TypeError,
 InvalidVersion or DuplicateExtension from the lazily parsed names and extensions (fixed in
-wm/providers/azure_identity.py).
+wm/providers/azure/identity.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tests.support.api_stack import ApiStack, module_api
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerRecord
 from wm.providers import build_verifier
-from wm.providers.azure import vm_name
+from wm.providers.azure.names import vm_name
 from wmsim.gcp.gce import IDENTITY_KEY_NAME
 from wmsim.trust import signing_key
 

@@ -45,7 +45,7 @@ from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition
-from wm.providers import azure_arm as arm
+from wm.providers.azure import arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
 from wmsim.azure.arm import SimArm, default_subnet_id
 from wmsim.azure.templates import WORKER_TEMPLATE

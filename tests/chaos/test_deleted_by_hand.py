@@ -32,7 +32,7 @@ from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, capacity_by_pool, list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.providers.azure import OLD_DISK_NAMES, OLD_NIC_NAMES, OLD_PUBLIC_IP_NAMES
+from wm.providers.azure.provider import OLD_DISK_NAMES, OLD_NIC_NAMES, OLD_PUBLIC_IP_NAMES
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue

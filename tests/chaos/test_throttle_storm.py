@@ -21,8 +21,8 @@ import pytest
 from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import CREATE_OPERATION, KINDS, PROVIDER_IDS, provider_config, sizes
 from tests.support.stack import FAST_GATE, Stack, pool
+from wm import kinds
 from wm.budget import SHRINK_HOLD
-from wm.config import PUBLISHED_BUDGETS
 from wm.db import tasks
 from wm.db.budgets import SHRINK_FLOOR
 
@@ -49,7 +49,7 @@ def launch_bound_s(demand: int) -> float:
     floor, then held): after a long storm the slowest budget (Azure's writes) launches at its
     floor's rate until the hold ends, by design. A fixed wait would be a guess."""
     slowest = min(
-        limits["write"].per_s for kind, limits in PUBLISHED_BUDGETS.items() if kind != "aws"
+        d.published_budgets["write"].per_s for kind, d in kinds.KINDS.items() if kind != "aws"
     )
     return SHRINK_HOLD.total_seconds() + demand / (slowest * SHRINK_FLOOR) + MARGIN_S
 

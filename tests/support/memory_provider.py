@@ -14,6 +14,8 @@ from wm.providers.gate import Gate
 
 
 class MemoryProvider:
+    create_batch_max = 100  # as the clouds' kinds have it
+
     def __init__(self, provider_id: str, regions: tuple[str, ...] = ("r1",)) -> None:
         self.id = provider_id
         self.regions = regions

@@ -6,7 +6,7 @@ import pytest
 
 from wm.errors import ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
-from wm.providers.aws import STATES, _client_token, _scrub, category_for, map_state
+from wm.providers.aws.provider import STATES, _client_token, _scrub, category_for, map_state
 
 
 @pytest.mark.parametrize(

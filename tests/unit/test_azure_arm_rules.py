@@ -1,4 +1,4 @@
-"""ARM-template launch configs: the pure decisions of wm/providers/azure_arm.py, by table."""
+"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py, by table."""
 
 from __future__ import annotations
 
@@ -10,15 +10,12 @@ from typing import Any
 import pytest
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.kinds import azure as boot
+from wm.kinds.azure import ARM_INJECTED_PARAMETERS
 from wm.model import CloudInstance, WorkerState
-from wm.pool_definition import (
-    AZURE_ARM_INJECTED_PARAMETERS,
-    DefinitionInvalid,
-    parse_pool_definition,
-)
-from wm.providers import azure_arm as arm
-from wm.providers import boot
-from wm.providers.azure import vm_name
+from wm.pool_definition import DefinitionInvalid, parse_pool_definition
+from wm.providers.azure import arm
+from wm.providers.azure.names import vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -115,7 +112,7 @@ def test_worker_managers_parameters_override_the_definitions_and_the_rest_pass_t
     body = arm.deployment_body(config["armDeployment"], injected(), {"owner": "o"})
 
     parameters = body["properties"]["parameters"]
-    assert set(AZURE_ARM_INJECTED_PARAMETERS) <= set(parameters)
+    assert set(ARM_INJECTED_PARAMETERS) <= set(parameters)
     assert parameters["vmName"] == {"value": "vm-w1"}  # the definition's own value is overridden
     assert parameters["adminPassword"] == {"value": "Wm-9secret"}
     assert parameters["tags"] == {"value": {"worker-pool-id": "proj/pool", TAG_WORKER: "w1"}}
@@ -605,7 +602,7 @@ def declaring(*names: str) -> dict[str, Any]:
     return {"parameters": {name: {"type": "string"} for name in names}, "resources": []}
 
 
-ALL = ("location", "vmSize", *AZURE_ARM_INJECTED_PARAMETERS)
+ALL = ("location", "vmSize", *ARM_INJECTED_PARAMETERS)
 
 
 @pytest.mark.parametrize(
@@ -614,7 +611,7 @@ ALL = ("location", "vmSize", *AZURE_ARM_INJECTED_PARAMETERS)
         (declaring(*ALL), []),
         (declaring(*(n.lower() for n in ALL)), []),  # ARM compares names without case
         (declaring(*(n for n in ALL if n != "customData")), ["customData"]),
-        ({"resources": []}, list(AZURE_ARM_INJECTED_PARAMETERS)),
+        ({"resources": []}, list(ARM_INJECTED_PARAMETERS)),
     ],
 )
 def test_an_inline_template_must_declare_the_parameters_worker_manager_sets(template, undeclared):

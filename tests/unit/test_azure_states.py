@@ -6,13 +6,13 @@ import pytest
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
-from wm.providers.azure import (
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import (
     REASON_SPOT_EVICTED,
     classify,
     read_statuses,
     retry_after_s,
     stop_reason,
-    vm_name,
     worker_state,
 )
 from wmsim.azure.arm import image_reference
@@ -112,9 +112,9 @@ def test_an_unreachable_token_endpoint_is_transient_and_a_refused_one_bad_config
 
 
 def test_simulated_credentials_need_the_simulated_endpoint():
-    from wm.config import AzureProviderConfig
     from wm.errors import ConfigError
-    from wm.providers.azure import make
+    from wm.kinds.azure import AzureProviderConfig
+    from wm.providers.azure.provider import make
 
     config = AzureProviderConfig(
         id="azure-x",

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from wm.providers import boot
-from wm.providers.azure import vm_name
+from wm.kinds import aws, azure, gcp
+from wm.providers.azure.names import vm_name
 
 ROOT = "https://tc.example.com"
 POOL = "proj-ci/linux"
@@ -18,7 +18,7 @@ WORKER_ID_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,38}")  # Taskcluster's workerId
 
 
 def test_ec2_user_data_has_exactly_worker_managers_keys():
-    data = boot.ec2_user_data(
+    data = aws.ec2_user_data(
         root_url=ROOT,
         pool_id=POOL,
         provider_id="aws",
@@ -37,7 +37,7 @@ def test_ec2_user_data_has_exactly_worker_managers_keys():
 
 
 def test_gce_metadata_and_service_account_are_worker_managers():
-    data = boot.gce_metadata(
+    data = gcp.gce_metadata(
         root_url=ROOT, pool_id=POOL, provider_id="gcp", zone="us-central1-a", worker_config={}
     )
     assert data == {
@@ -47,19 +47,19 @@ def test_gce_metadata_and_service_account_are_worker_managers():
         "rootUrl": ROOT,
         "workerConfig": {},
     }
-    assert boot.gce_service_accounts("w@p.iam.gserviceaccount.com") == [
+    assert gcp.gce_service_accounts("w@p.iam.gserviceaccount.com") == [
         {
             "email": "w@p.iam.gserviceaccount.com",
             "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
         }
     ]
-    labels = boot.gce_labels(pool_id=POOL, provider_id="gcp_1", launch_config_id="lc-1")
+    labels = gcp.gce_labels(pool_id=POOL, provider_id="gcp_1", launch_config_id="lc-1")
     assert labels["worker-pool-id"] == "proj-ci-linux"  # GCE label values: no "/"
     assert labels["created-by"] == "taskcluster-wm-gcp-1"
 
 
 def test_azure_tags_carry_what_worker_runner_requires_and_custom_data_is_base64_json():
-    tags = boot.azure_tags(
+    tags = azure.azure_tags(
         root_url=ROOT,
         pool_id=POOL,
         provider_id="azure",
@@ -73,7 +73,7 @@ def test_azure_tags_carry_what_worker_runner_requires_and_custom_data_is_base64_
         "worker-group": "eastus",
         "root-url": ROOT,
     }
-    custom = boot.azure_custom_data(
+    custom = azure.azure_custom_data(
         root_url=ROOT, pool_id=POOL, provider_id="azure", location="eastus"
     )
     assert json.loads(base64.b64decode(custom)) == {

@@ -15,7 +15,7 @@ from google.cloud import compute_v1
 
 from wm.errors import ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
-from wm.providers.gcp import (
+from wm.providers.gcp.provider import (
     STATES,
     _label_value,
     _operation_error,

@@ -18,14 +18,16 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from wm.config import AwsProviderConfig, AzureProviderConfig
 from wm.identity import ExpectedIdentity, IdentityRejected
-from wm.providers import azure_identity, build_verifier, pkcs7
+from wm.kinds.aws import AwsProviderConfig
+from wm.kinds.azure import AzureProviderConfig
+from wm.providers import build_verifier, pkcs7
+from wm.providers.azure import identity as azure_identity
 from wm.providers.data import aws_identity_certificates, azure_certificates
 from wm.providers.identity_fetch import Fetched, FetchRefused
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real_proofs"
-CA_CERTS = Path(azure_identity.__file__).parent / "data" / "azure_ca_certs"
+CA_CERTS = Path(azure_certificates.__file__).parent / "azure_ca_certs"
 
 
 def fixture(name: str) -> str:
@@ -406,7 +408,7 @@ def test_the_shipped_certificates_go_into_the_distribution():
 
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["package-data"]["wm"]
-    wm_dir = Path(azure_identity.__file__).parents[1]
+    wm_dir = Path(azure_certificates.__file__).parents[2]
     for path in CA_CERTS.iterdir():
         relative = path.relative_to(wm_dir).as_posix()
         assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative

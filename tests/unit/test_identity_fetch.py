@@ -6,8 +6,9 @@ import socket
 
 import pytest
 
-from wm.providers import gcp_identity, identity_fetch
-from wm.providers.azure_identity import AIA_HOSTS, check_aia_url
+from wm.providers import identity_fetch
+from wm.providers.azure.identity import AIA_HOSTS, check_aia_url
+from wm.providers.gcp import identity as gcp_identity
 from wm.providers.identity_fetch import FetchRefused, check_url
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from wm.identity import ExpectedIdentity, IdentityRejected
-from wm.providers import azure_identity, gcp_identity
-from wm.providers.aws_identity import AwsIdentityVerifier
+from wm.providers.aws.identity import AwsIdentityVerifier
+from wm.providers.azure import identity as azure_identity
+from wm.providers.gcp import identity as gcp_identity
 from wm.providers.identity_fetch import Fetched
 
 EXPECTED = ExpectedIdentity(

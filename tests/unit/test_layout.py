@@ -205,7 +205,19 @@ LAYERS = (
     Layer(
         "model",
         False,
-        ("wm", "wm.model", "wm.errors", "wm.config", "wm.calls", "wm.provider_ids"),
+        (
+            "wm",
+            "wm.model",
+            "wm.errors",
+            "wm.config",
+            "wm.config_base",
+            "wm.calls",
+            "wm.provider_ids",
+            # What each provider kind is (pure descriptions, one table) and the schema checker
+            # their launch config schemas are written for.
+            "wm.kinds",
+            "wm.json_check",
+        ),
     ),
     Layer(
         "pure",
@@ -222,8 +234,7 @@ LAYERS = (
             "wm.pool_apply",
             "wm.legacy_pools",
             "wm.identity",
-            # Worker pool definitions: the schemas as data, their checker, definition files.
-            "wm.json_check",
+            # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",
             "wm.pool_definition",
@@ -326,33 +337,22 @@ def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
     assert providers and budget and providers[0] == budget[0] and budget[1]
 
 
-# -- wmsim: no import cycles; a cloud's kind named only by its subpackage and the one table ----
-# (Self-contained: wm's own cycle check is written beside it; the two may share helpers later.)
-
-WMSIM_CLOUD_PLACES = ("wmsim/aws/", "wmsim/gcp/", "wmsim/azure/", "wmsim/clouds.py")
+# -- import cycles ---------------------------------------------------------------------------
 
 
-def _wmsim_modules() -> dict[str, tuple[str, bool]]:
-    """wmsim's modules by dotted name -> (source, is it a package's __init__)."""
-    modules = {}
-    for path in (REPO / "wmsim").rglob("*.py"):
-        parts = path.relative_to(REPO).with_suffix("").parts
-        is_package = parts[-1] == "__init__"
-        modules[".".join(parts[:-1] if is_package else parts)] = (path.read_text(), is_package)
-    return modules
-
-
-def _import_graph(modules: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
-    """Each module -> the modules of `modules` it imports: at the top, inside functions and
-    under TYPE_CHECKING alike. `from pkg import mod` is an edge to pkg.mod (not to pkg), as
-    `import pkg.mod` is."""
+def import_graph(*roots: str) -> dict[str, set[str]]:
+    """Module -> the modules of `roots` it imports: at the top, inside functions (lazy) and
+    under TYPE_CHECKING alike. `from a import b` is an import of the module a.b when there is
+    one, else of a; the parent packages Python loads on the way are not counted as edges (every
+    submodule would otherwise import its package's __init__)."""
+    paths = {_module_name(path): path for path in python_files(*roots)}
     graph: dict[str, set[str]] = {}
-    for name, (source, is_package) in modules.items():
-        package = name if is_package else name.rpartition(".")[0]
-        targets: list[str] = []
-        for node in ast.walk(ast.parse(source)):
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                targets += [alias.name for alias in node.names]
+                targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -360,96 +360,175 @@ def _import_graph(modules: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
                     base = ".".join([*anchor, *([base] if base else [])])
                 for alias in node.names:
                     child = f"{base}.{alias.name}"
-                    targets.append(child if child in modules else base)
-        graph[name] = {t for t in targets if t in modules and t != name}
+                    targets.add(child if child in paths else base)
+        graph[module] = {t for t in targets if t in paths and t != module}
     return graph
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
+def import_cycles(*roots: str) -> list[list[str]]:
+    """Every cycle of imports among the modules of `roots` (Tarjan's strongly connected
+    components of more than one module), each sorted, for a message that names them all."""
+    graph = import_graph(*roots)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    found: list[list[str]] = []
+    cycles: list[list[str]] = []
 
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
             component = []
             while True:
                 member = stack.pop()
                 on_stack.discard(member)
                 component.append(member)
-                if member == node:
+                if member == module:
                     break
             if len(component) > 1:
-                found.append(sorted(component))
+                cycles.append(sorted(component))
 
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_in_wm_or_procs():
+    assert import_cycles("wm", "procs") == []
+
+
+def test_the_cycle_check_sees_lazy_imports_and_cycles_inside_a_package(tmp_path, monkeypatch):
+    # A package whose two modules import each other, one of them only inside a function, as
+    # wm/providers/azure.py and azure_arm.py did, and a third module that only one imports.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from pkg.a import make\n")
+    (package / "a.py").write_text("from pkg import b\n\ndef make():\n    return b\n")
+    (package / "b.py").write_text("def use():\n    from pkg.a import make\n    return make\n")
+    (package / "c.py").write_text("from pkg.a import make\n")
+    monkeypatch.setitem(globals(), "REPO", tmp_path)  # python_files reads it
+
+    assert import_cycles("pkg") == [["pkg.a", "pkg.b"]]
+
+
+# -- provider kinds live in their descriptions ----------------------------------------------
+
+# Where a kind may be named: its description (wm/kinds/) and its package (wm/providers/<kind>/).
+# Everywhere else reads wm.kinds.KINDS, so that adding a kind touches its description, its
+# package, its simulator and the table, and a forgotten branch cannot fall back to a default.
+KIND_HOMES = ("wm/kinds/",)
+# Modules that may still name kinds, each with why.
+KIND_LITERALS_ALLOWED = {
+    # The old `[[pools]]` format knew exactly aws, gcp and azure: a new kind has no old form.
+    "wm/legacy_pools.py",
+    # The API part of issue 25 swaps PROOF_REJECTED and PROVIDER_TYPES for the descriptions'
+    # proof_rejected and provider_type (test_provider_kinds holds them equal until then).
+    "wm/api/app.py",
+    "wm/api/views.py",
+}
+
+
+def _kind_literal(node: ast.AST | None, kinds: frozenset[str]) -> bool:
+    return isinstance(node, ast.Constant) and node.value in kinds
+
+
+def _names_kinds(node: ast.AST, kinds: frozenset[str]) -> bool:
+    """A kind literal, or a tuple, list or set holding one (`kind in ("aws", "gcp")`)."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_kind_literal(e, kinds) for e in node.elts)
+    return _kind_literal(node, kinds)
+
+
+def _kind_use(node: ast.AST, kinds: frozenset[str]) -> str | None:
+    if isinstance(node, ast.Compare):
+        sides = (node.left, *node.comparators)
+        return "compares with a kind" if any(_names_kinds(s, kinds) for s in sides) else None
+    if isinstance(node, ast.MatchValue):
+        return "matches a kind" if _kind_literal(node.value, kinds) else None
+    if isinstance(node, ast.Dict):
+        named = sum(_kind_literal(key, kinds) for key in node.keys)
+        return "a table keyed by kinds" if named >= 2 else None
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        named = sum(_kind_literal(element, kinds) for element in node.elts)
+        return "a list of kinds" if named >= 2 else None
+    return None
+
+
+def kind_literal_uses(source: str, kinds: frozenset[str]) -> list[tuple[int, str]]:
+    """Comparisons with a kind literal, `case "aws":` patterns, dict literals keyed by two kinds
+    or more (a kind table) and tuples, lists or sets of two kinds or more (a list of kinds),
+    each with its line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        what = _kind_use(node, kinds)
+        if what:
+            found.append((node.lineno, what))
     return sorted(found)
 
 
-def test_the_cycle_check_sees_a_cycle_closed_by_a_lazy_import():
-    modules = {
-        "sim": ("", True),
-        "sim.arm": ("def start():\n    from sim.deployments import Deployments\n", False),
-        "sim.deployments": ("from sim import resources\nfrom sim.arm import SimArm\n", False),
-        "sim.resources": ("", False),
-        "sim.cli": ("from .arm import start\n", False),
-    }
-    assert _cycles(_import_graph(modules)) == [["sim.arm", "sim.deployments"]]
-    modules["sim.deployments"] = ("from sim import resources\n", False)
-    assert _cycles(_import_graph(modules)) == []
+def test_only_the_kind_descriptions_and_packages_name_kinds():
+    from wm.kinds import KINDS
+
+    kinds = frozenset(KINDS)
+    homes = (*KIND_HOMES, *(f"wm/providers/{kind}/" for kind in KINDS))
+    offenders = []
+    for path in python_files("wm", "procs"):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(homes) or relative in KIND_LITERALS_ALLOWED:
+            continue
+        offenders += [
+            f"{relative}:{line}: {what}"
+            for line, what in kind_literal_uses(path.read_text(), kinds)
+        ]
+    assert offenders == []
+
+
+def test_the_kind_check_sees_every_form_a_kind_branch_takes():
+    source = """
+if kind == "aws": pass
+if "gcp" != provider.kind: pass
+if kind in ("azure", NULL_PROVIDER): pass
+match kind:
+    case "azure": pass
+TABLE = {"aws": 1, "gcp": 2}
+KINDS = ("aws", "gcp", "azure")
+NOISY = ("azure", "botocore")  # a logger's name, not a kind branch
+ONE = {"aws": 1}  # one entry is no kind table
+"""
+    found = kind_literal_uses(source, frozenset({"aws", "gcp", "azure"}))
+
+    assert [line for line, _ in found] == [2, 3, 4, 6, 7, 8]
+
+
+# -- wmsim: no import cycles; a cloud's kind named only by its subpackage and the one table ----
+
+WMSIM_CLOUD_PLACES = ("wmsim/aws/", "wmsim/gcp/", "wmsim/azure/", "wmsim/clouds.py")
 
 
 def test_wmsim_has_no_import_cycles():
-    assert _cycles(_import_graph(_wmsim_modules())) == []
-
-
-def _kind_branches(source: str, kinds: frozenset[str]) -> list[int]:
-    """Lines comparing something with a cloud kind's name (`kind == "azure"`, `kind in
-    ("aws", "gcp")`, `case "gcp":`)."""
-    lines = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            named = {
-                leaf.value
-                for operand in (node.left, *node.comparators)
-                for leaf in ast.walk(operand)
-                if isinstance(leaf, ast.Constant)
-            }
-            if named & kinds:
-                lines.append(node.lineno)
-        elif (
-            isinstance(node, ast.MatchValue)
-            and isinstance(node.value, ast.Constant)
-            and node.value.value in kinds
-        ):
-            lines.append(node.lineno)
-    return lines
+    assert import_cycles("wmsim") == []
 
 
 def test_wmsim_branches_on_a_cloud_kind_only_in_its_subpackage_and_the_table():
     from wmsim.clouds import CLOUDS
 
     kinds = frozenset(CLOUDS)
-    assert _kind_branches('if kind == "gcp" or kind in ("aws",):\n    pass\n', kinds) == [1, 1]
-    assert _kind_branches('match kind:\n    case "azure":\n        pass\n', kinds) == [2]
     offenders = []
     for path in python_files("wmsim"):
         relative = path.relative_to(REPO).as_posix()
         if relative.startswith(WMSIM_CLOUD_PLACES):
             continue
-        offenders += [f"{relative}:{n}" for n in _kind_branches(path.read_text(), kinds)]
+        offenders += [
+            f"{relative}:{line}: {what}"
+            for line, what in kind_literal_uses(path.read_text(), kinds)
+        ]
     assert offenders == []

@@ -15,8 +15,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
 from wm.json_check import is_date_time, is_email
+from wm.kinds.azure import ARM_INJECTED_PARAMETERS
 from wm.pool_definition import (
-    AZURE_ARM_INJECTED_PARAMETERS,
     NULL_PROVIDER,
     DefinitionInvalid,
     UnknownProvider,
@@ -639,7 +639,7 @@ ACCEPTED = [
                     template={
                         "parameters": {
                             name: {"type": "string"}
-                            for name in ("location", *AZURE_ARM_INJECTED_PARAMETERS)
+                            for name in ("location", *ARM_INJECTED_PARAMETERS)
                         },
                         "resources": [],
                     },

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
-from wm.providers.gcp import insert_body
+from wm.providers.gcp.provider import insert_body
 from wmsim.azure.arm import ArmError, _check_priority, _check_size
 from wmsim.gcp.catalog import ApiError, Catalog
 

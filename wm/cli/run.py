@@ -8,9 +8,9 @@ import sys
 import click
 
 from wm.cli.context import CliContext, UserError
+from wm.kinds import KINDS
 
 PROCESSES = ("provisioner", "scanner", "web", "all")
-KINDS = ("aws", "gcp", "azure")
 
 
 @click.command()
@@ -19,14 +19,14 @@ KINDS = ("aws", "gcp", "azure")
     "--kind",
     "kinds",
     multiple=True,
-    type=click.Choice(KINDS),
+    type=click.Choice(tuple(KINDS)),
     help="scanner: scan only providers of this cloud (repeatable).",
 )
 @click.option(
     "--except",
     "excluded",
     multiple=True,
-    type=click.Choice(KINDS),
+    type=click.Choice(tuple(KINDS)),
     help="scanner: scan every provider but those of this cloud (repeatable).",
 )
 @click.option(

@@ -1,11 +1,16 @@
-"""Cloud providers: one module per cloud with the same interface (see base.py)."""
+"""Cloud providers: one package per provider kind, wm.providers.<kind>, each exposing
+`make(config, deployment_id, root_url) -> Provider` (the contract in base.py) and
+`make_verifier(config, deployment_id, audience, *, budget, now) -> IdentityVerifier`. The
+pieces every kind shares sit beside them: base, gate, meter, pkcs7, identity_fetch, data."""
 
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from wm.config import DEFAULT_ROOT_URL, ProviderConfig
+from wm.kinds import describe
 from wm.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -14,15 +19,12 @@ if TYPE_CHECKING:
     from wm.identity import Clock, IdentityVerifier
     from wm.providers.gate import Budget
 
-# kind -> module; each module exposes `make(config, deployment_id, root_url) -> Provider`.
-MODULES = {"aws": "wm.providers.aws", "gcp": "wm.providers.gcp", "azure": "wm.providers.azure"}
-# kind -> module; each exposes `make_verifier(config, deployment_id, audience, *, budget, now)`,
-# an IdentityVerifier.
-IDENTITY_MODULES = {
-    "aws": "wm.providers.aws_identity",
-    "gcp": "wm.providers.gcp_identity",
-    "azure": "wm.providers.azure_identity",
-}
+
+def kind_package(kind: str) -> ModuleType:
+    """The package of a provider kind, wm.providers.<kind>; KeyError for a kind wm.kinds does
+    not describe. Imported when first asked for: a scanner for one cloud never loads the other
+    clouds' packages, and no package imports its SDK before it builds its clients."""
+    return importlib.import_module(f"{__name__}.{describe(kind).name}")
 
 
 def build_provider(
@@ -36,9 +38,7 @@ def build_provider(
     it is set are not sent. `root_url` (the config's) goes into every VM's boot data. The
     account's shared API budget is wired by the processes (procs/providers.py): providers sit
     below it and never reach up to it."""
-    # SDKs are imported lazily: a scanner for one cloud never loads the other clouds' SDKs.
-    module = importlib.import_module(MODULES[config.kind])
-    provider = module.make(config, deployment_id, root_url)
+    provider = kind_package(config.kind).make(config, deployment_id, root_url)
     if stop is not None:
         provider.gate.stop_on(stop)
     return provider
@@ -58,7 +58,7 @@ def build_verifier(
     its cloud's API (Azure's VM look-up) draws from `budget`, the account's shared budget the
     web process wires (procs/providers.py). `now`: the clock proofs are checked at (default:
     the real one; tests check captured proofs at their own time)."""
-    module = importlib.import_module(IDENTITY_MODULES[config.kind])
+    module = kind_package(config.kind)
     if now is None:
         return module.make_verifier(config, deployment_id, audience, budget=budget)
     return module.make_verifier(config, deployment_id, audience, budget=budget, now=now)

@@ -14,9 +14,9 @@ shares:
 - Launch failures are data: `create` returns a `LaunchResult` with an error per worker instead
   of raising, so one bad launch config never stops a pass. `list_instances`, `lookup` and
   `terminate` raise `CloudError` when the call itself fails.
-- Boot data is Taskcluster's: every VM gets what worker-runner reads (wm/providers/boot.py),
-  and results and listings name the VM's Taskcluster workerId (`tc_worker_id`), which the
-  database keeps beside wm's own worker id.
+- Boot data is Taskcluster's: every VM gets what worker-runner reads (its kind's boot data,
+  wm/kinds/<kind>.py), and results and listings name the VM's Taskcluster workerId
+  (`tc_worker_id`), which the database keeps beside wm's own worker id.
 - Ownership is by tag: every resource carries the deployment id, provider id, pool id, worker
   id and launch config id; listing filters on the deployment tag, and a resource is a
   provider's only when its provider tag names it too (`owned`), so another deployment's
@@ -97,11 +97,13 @@ class TerminateResult:
 
 
 class Provider(Protocol):
-    """One cloud account. Implemented by aws.py, gcp.py and azure.py with the same methods."""
+    """One cloud account. Implemented by each kind's package
+    (wm/providers/<kind>/provider.py) with the same methods."""
 
     id: str
     regions: tuple[str, ...]
     gate: Gate  # every SDK call goes through it; its `attempts` count calls per operation
+    create_batch_max: int  # workers per create call: its kind's description says how many
 
     def create(self, batch: LaunchBatch) -> list[LaunchResult]:
         """Ask the cloud for every intent of the batch; one result per intent, in order.

@@ -5,7 +5,7 @@ signer needs: the signed content, the certificates carried, and each SignerInfo.
 structure is read here. DER only (definite lengths, single-byte tags): attested data is DER, and
 accepting BER's indefinite lengths would only widen what junk can make the parser do. Every
 length is checked against what is left, nesting is shallow and fixed, and nothing is decoded
-beyond the fields named below. Verifying the signature is the caller's job (azure_identity.py).
+beyond the fields named below. Verifying the signature is the caller's job (azure/identity.py).
 """
 
 from __future__ import annotations

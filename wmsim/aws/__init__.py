@@ -43,4 +43,5 @@ CLOUD = SimCloud(
     metadata_reader=_metadata_reader,
     on_spot=_on_spot,
     colour="#ff9900",
+    demo_share=0.84,
 )

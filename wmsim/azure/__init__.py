@@ -80,6 +80,7 @@ CLOUD = SimCloud(
     metadata_reader=_metadata_reader,
     on_spot=_on_spot,
     colour="#0078d4",
+    demo_share=0.13,
     vm_key=_vm_key,
     publish_for=_publish_for,
     leftovers=_leftovers,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wm.config import GcpProviderConfig
+from wm.kinds.gcp import GcpProviderConfig
 from wm.legacy_pools import SPOT_GCE
 from wm.provider_ids import from_gce_label
 from wmsim.bootdata import CloudMetadata
@@ -63,5 +63,6 @@ CLOUD = SimCloud(
     metadata_reader=_metadata_reader,
     on_spot=_on_spot,
     colour="#34a853",
+    demo_share=0.03,
     provider_tag=from_gce_label,  # labels hold it escaped (wm/provider_ids.py)
 )

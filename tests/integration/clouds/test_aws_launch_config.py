@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from tests.fixtures.sim_ec2 import EC2_DEPLOYMENT, EC2_REGION, EC2_ROOT_URL
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerState
-from wm.providers.aws import AwsProvider
+from wm.providers.aws.provider import AwsProvider
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,

@@ -42,9 +42,9 @@ from wm.identity import ExpectedIdentity
 from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
 from wm.pool_apply import plan_apply
 from wm.pool_definition import parse_pool_definition
-from wm.providers import azure_arm as arm
-from wm.providers import azure_identity
-from wm.providers.azure import AzureProvider
+from wm.providers.azure import arm
+from wm.providers.azure import identity as azure_identity
+from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,

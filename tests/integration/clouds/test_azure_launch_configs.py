@@ -28,7 +28,7 @@ from tests.fixtures.sim_arm import (
 )
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerRef
-from wm.providers.azure import AzureProvider
+from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,

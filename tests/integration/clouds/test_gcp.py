@@ -32,7 +32,7 @@ from tests.fixtures.sim_gce import (
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
-from wm.providers.gcp import GcpProvider, make
+from wm.providers.gcp.provider import GcpProvider, make
 from wmsim.config import SimCloudConfig
 from wmsim.gcp.gce import SimGce, example_launch_config, serve
 

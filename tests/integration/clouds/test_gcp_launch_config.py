@@ -30,7 +30,7 @@ from tests.fixtures.sim_gce import (
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
-from wm.providers.gcp import GcpProvider, request_id
+from wm.providers.gcp.provider import GcpProvider, request_id
 from wmsim.gcp.gce import SimGce, example_launch_config
 
 POOL = "proj-ci/gpu"

@@ -8,7 +8,7 @@ import pytest
 from tests.fixtures.sim_ec2 import EC2_DEPLOYMENT, EC2_REGION
 from tests.fixtures.sim_gce import GCE_DEPLOYMENT, GCE_PROJECT, GCE_ZONE
 from wm.model import LaunchSpec, WorkerState
-from wm.providers.aws import AwsProvider
+from wm.providers.aws.provider import AwsProvider
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -17,7 +17,7 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wm.providers.gcp import GcpProvider
+from wm.providers.gcp.provider import GcpProvider
 from wmsim.aws.ec2 import SimEc2, example_launch_config
 from wmsim.gcp.gce import SimGce
 

@@ -16,7 +16,7 @@ from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
-from wm.providers.aws import AwsProvider
+from wm.providers.aws.provider import AwsProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wmsim.aws.ec2 import SimEc2, example_launch_config, sign_identity_document
 from wmsim.trust import new_rsa_key, pem, self_signed

@@ -32,14 +32,16 @@ from tests.fixtures.sim_arm import (
     azure_config,
 )
 from wm.calls import ACCOUNT_WIDE, CallClass
-from wm.config import PUBLISHED_BUDGETS
 from wm.db import budgets
 from wm.db.budgets import BucketKey
 from wm.errors import ConfigError
 from wm.identity import ExpectedIdentity, IdentityRejected
+from wm.kinds import KINDS
 from wm.model import LaunchSpec
-from wm.providers import azure_identity, build_verifier, pkcs7
-from wm.providers.azure import AzureProvider, vm_name
+from wm.providers import build_verifier, pkcs7
+from wm.providers.azure import identity as azure_identity
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.identity_fetch import Fetched, FetchRefused
 from wmsim.azure import attested
@@ -239,7 +241,7 @@ def test_the_web_process_looks_a_vm_up_drawing_from_the_accounts_shared_read_bud
     assert sim_arm.faults.counts()["VirtualMachines_Get"] == gets + 1
     drawn = budgets.take(engine, reads, 0, 0)
     assert drawn is not None
-    assert drawn.tokens <= PUBLISHED_BUDGETS["azure"][CallClass.READ].usable_burst - 1
+    assert drawn.tokens <= KINDS["azure"].published_budgets[CallClass.READ].usable_burst - 1
 
 
 @pytest.mark.parametrize(

@@ -24,10 +24,11 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass, Draw
-from wm.config import DEFAULT_ROOT_URL, AwsProviderConfig
+from wm.config import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.kinds import aws as aws_kind
+from wm.kinds.aws import AwsProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers import boot
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -197,6 +198,8 @@ def classify(provider_id: str, exc: BaseException) -> CloudError:
 class AwsProvider:
     """wm's Provider for one AWS account (see wm/providers/base.py for the contract)."""
 
+    create_batch_max = aws_kind.DESCRIPTION.create_batch_max
+
     def __init__(
         self, config: AwsProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
     ) -> None:
@@ -224,12 +227,12 @@ class AwsProvider:
             if existing:
                 return self._launch_results(batch, existing)
             request = self._run_request(batch)
-            if len(request["UserData"].encode()) > boot.EC2_USER_DATA_MAX_BYTES:
+            if len(request["UserData"].encode()) > aws_kind.EC2_USER_DATA_MAX_BYTES:
                 raise CloudError(
                     self.id,
                     ErrorCategory.BAD_CONFIG,
                     "UserDataTooLong",
-                    f"user data is over EC2's {boot.EC2_USER_DATA_MAX_BYTES} bytes: move some "
+                    f"user data is over EC2's {aws_kind.EC2_USER_DATA_MAX_BYTES} bytes: move some "
                     "of the launch config's worker_config into a secret",
                     operation="RunInstances",
                 )
@@ -301,7 +304,7 @@ class AwsProvider:
         spec = batch.spec
         # One user data for the whole call, the same for every instance: worker-runner takes
         # its workerId from the identity document. botocore base64-encodes UserData itself.
-        user_data = boot.ec2_user_data(
+        user_data = aws_kind.ec2_user_data(
             root_url=self.root_url,
             pool_id=batch.pool_id,
             provider_id=self.id,
@@ -350,7 +353,7 @@ class AwsProvider:
             # One instance per call: the call's tags can name the worker itself.
             owned[TAG_WORKER] = batch.intents[0].worker_id
         ours = [
-            *boot.ec2_tags(pool_id=batch.pool_id, provider_id=self.id, owner=spec.pool_owner),
+            *aws_kind.ec2_tags(pool_id=batch.pool_id, provider_id=self.id, owner=spec.pool_owner),
             *({"Key": key, "Value": value} for key, value in owned.items()),
         ]
         return [
@@ -588,7 +591,7 @@ def _with_owner(reservation: Mapping[str, Any], instances: list[Any]) -> list[di
 
 
 def _identity(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What wm records at launch and checks identity documents against (aws_identity.py)."""
+    """What wm records at launch and checks identity documents against (identity.py)."""
     return {
         "account_id": raw.get(OWNER_KEY),
         "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),

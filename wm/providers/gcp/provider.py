@@ -34,11 +34,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 from wm.calls import CallClass
-from wm.config import DEFAULT_ROOT_URL, GcpProviderConfig
+from wm.config import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.kinds import gcp as gcp_kind
+from wm.kinds.gcp import GcpProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.provider_ids import gce_label
-from wm.providers import boot
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -147,6 +148,8 @@ def _instances_client(config: GcpProviderConfig) -> Any:
 
 class GcpProvider:
     """One GCP project; `regions` are its zones."""
+
+    create_batch_max = gcp_kind.DESCRIPTION.create_batch_max
 
     def __init__(
         self,
@@ -262,7 +265,7 @@ class GcpProvider:
 
     def _insert_body(self, batch: LaunchBatch, intent: LaunchIntent) -> dict[str, Any]:
         spec = batch.spec
-        tc_labels = boot.gce_labels(
+        tc_labels = gcp_kind.gce_labels(
             pool_id=batch.pool_id,
             provider_id=self.id,
             launch_config_id=spec.launch_config_id,
@@ -281,14 +284,14 @@ class GcpProvider:
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
             TAG_BATCH: batch.batch_token,
         }
-        taskcluster = boot.gce_metadata(
+        taskcluster = gcp_kind.gce_metadata(
             root_url=self.root_url,
             pool_id=batch.pool_id,
             provider_id=self.id,
             zone=spec.region,
             worker_config=spec.worker_config,
         )
-        items = [{"key": boot.GCE_METADATA_KEY, "value": json.dumps(taskcluster)}]
+        items = [{"key": gcp_kind.GCE_METADATA_KEY, "value": json.dumps(taskcluster)}]
         # Where a label had to be sanitised, its original value rides in metadata.
         items += [
             {"key": key, "value": value}
@@ -296,7 +299,9 @@ class GcpProvider:
             if wm_labels[key] != value
         ]
         # Without a service account the VM's metadata server mints no identity token.
-        accounts = boot.gce_service_accounts(self._service_account) if self._service_account else []
+        accounts = (
+            gcp_kind.gce_service_accounts(self._service_account) if self._service_account else []
+        )
         return insert_body(
             spec.launch_config,
             name=intent.worker_id,
@@ -545,7 +550,7 @@ def _plain(value: Any) -> Any:
 
 
 def _identity(instance_id: int, zone: str) -> dict[str, str]:
-    """What identity tokens are checked against (gcp_identity.py): the numeric id and zone."""
+    """What identity tokens are checked against (identity.py): the numeric id and zone."""
     return {"instance_id": str(instance_id), "zone": zone}
 
 

@@ -9,7 +9,7 @@ NIC inline (`networkInterfaceConfigurations`), a public IP only where `workerMan
 and `deleteOption: Delete` on NIC, IP and every disk, so ARM deletes them with the VM. Names
 are derived from the worker id, which makes the PUT idempotent: a second PUT of the same name
 updates the VM instead of making another one. Launch configs in the ARM-template form
-(`armDeployment`) are launched as one template deployment per worker (wm/providers/azure_arm.py);
+(`armDeployment`) are launched as one template deployment per worker (wm/providers/azure/arm.py);
 this module lists, looks up and deletes their VMs with the rest, in every resource group they
 are deployed into.
 
@@ -25,15 +25,13 @@ but no power state, so a scan reads both, by pages, and joins them by resource i
 pages(each resource group) + pages(subscription statuses) calls, never one per VM. The groups
 are the provider's and those ARM-template launch configs deploy into that this process knows
 of (it deployed there, or a row it looked up or deleted names the group); for those, the scan
-also reads the groups' deployments, by pages (wm/providers/azure_arm.py).
+also reads the groups' deployments, by pages (wm/providers/azure/arm.py).
 """
 
 from __future__ import annotations
 
 import copy
 import email.utils
-import hashlib
-import re
 import secrets
 import string
 import threading
@@ -45,18 +43,15 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass
-from wm.config import DEFAULT_ROOT_URL, AzureProviderConfig
+from wm.config import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.kinds import azure as azure_kind
+from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers import boot
-from wm.providers.azure_arm import (
-    ARM_DEPLOYMENT,
-    OS_DISK_KEY,
-    TORN_DOWN_TYPES,
-    VM_TYPE,
-    ArmDeployments,
-)
-from wm.providers.azure_arm import parse_resource_id as _parse_resource_id
+from wm.providers.azure.arm import ARM_DEPLOYMENT, OS_DISK_KEY, TORN_DOWN_TYPES, VM_TYPE
+from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
+from wm.providers.azure.deployments import ArmDeployments
+from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -76,10 +71,6 @@ CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate
 POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never waits
 NETWORK_API_VERSION = "2020-11-01"  # the oldest that accepts networkInterfaceConfigurations
 ADMIN_USERNAME_CHARS = 20  # Windows' limit; worker-manager draws 20 random characters too
-# The VM name is the worker's Taskcluster workerId, which allows 38 of [a-zA-Z0-9_-]
-# (worker-manager names its VMs `vm-` + 35 characters for the same reason).
-VM_NAME_MAX_CHARS = 38
-COMPUTER_NAME_CHARS = 15  # Windows' limit; Linux allows more
 MESSAGE_MAX_CHARS = 500
 DEFAULT_ENDPOINT = "https://management.azure.com"
 # Fixed fake credentials of the simulated ARM; they grant nothing anywhere else.
@@ -130,8 +121,6 @@ RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableer
 NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
 # A NIC or IP still attached to something being deleted: try again on the next pass.
 IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
-NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-VM_NAME_PREFIX = "vm-"
 
 # How a launch config's keys reach the VM PUT (worker-manager passes the launch config to the
 # SDK's VirtualMachine model, which puts each key where ARM wants it):
@@ -302,6 +291,8 @@ class AzureProvider:
     """VMs in one subscription, owned by the deployment tag: in the provider's resource group,
     and in the groups ARM-template launch configs deploy into."""
 
+    create_batch_max = azure_kind.DESCRIPTION.create_batch_max
+
     def __init__(
         self,
         config: AzureProviderConfig,
@@ -369,7 +360,7 @@ class AzureProvider:
         spec = batch.spec
         return {
             **dict(spec.launch_config.get("tags") or {}),
-            **boot.azure_tags(
+            **azure_kind.azure_tags(
                 root_url=self.root_url,
                 pool_id=batch.pool_id,
                 provider_id=self.id,
@@ -390,7 +381,7 @@ class AzureProvider:
         # The worker group is the launch config's location (a required key).
         location = str(launch_config.get("location") or spec.region)
         tags = self.worker_tags(batch, worker_id, location)
-        custom_data = boot.azure_custom_data(
+        custom_data = azure_kind.azure_custom_data(
             root_url=self.root_url, pool_id=batch.pool_id, provider_id=self.id, location=location
         )
         return vm_body(
@@ -495,7 +486,7 @@ class AzureProvider:
         return self._instance(vm, vm.properties.instance_view, region)
 
     def recorded(self, instances: Sequence[CloudInstance]) -> None:
-        """Rows now hold what their ARM deployments made: those may go (azure_arm.py)."""
+        """Rows now hold what their ARM deployments made: those may go (arm.py)."""
         self._arm.recorded(instances)
 
     # -- terminate ---------------------------------------------------------------------------
@@ -704,16 +695,6 @@ def arm_deployment(launch_config: Mapping[str, Any]) -> bool:
     return launch_config.get(ARM_DEPLOYMENT) not in (None, False, 0, "")
 
 
-def vm_name(worker_id: str, prefix: str = VM_NAME_PREFIX) -> str:
-    """A valid ARM name derived from the worker id; the same id always gives the same name."""
-    clean = NAME_UNSAFE.sub("-", worker_id)
-    name = prefix + clean
-    if clean != worker_id or len(name) > VM_NAME_MAX_CHARS or name.endswith((".", "-")):
-        digest = hashlib.sha256(worker_id.encode()).hexdigest()[:10]
-        name = f"{prefix}{clean[: VM_NAME_MAX_CHARS - len(prefix) - 11]}-{digest}"
-    return name
-
-
 def _old_style_resources(ref: WorkerRef) -> bool:
     data = ref.provider_data
     return any(
@@ -732,10 +713,6 @@ def ref_group(ref: WorkerRef, default: str) -> str:
     """The resource group of a worker's VM: from its resource id when the cloud told it."""
     parsed = _parse_resource_id(ref.cloud_id or "")
     return parsed.resource_group if parsed is not None else default
-
-
-def computer_name(worker_id: str) -> str:
-    return "wm" + hashlib.sha256(worker_id.encode()).hexdigest()[: COMPUTER_NAME_CHARS - 2]
 
 
 def vm_body(

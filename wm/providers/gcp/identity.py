@@ -33,7 +33,6 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from wm.config import GcpProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     Clock,
@@ -45,6 +44,7 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.gcp import GcpProviderConfig
 from wm.providers import identity_fetch
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
@@ -202,7 +202,7 @@ def check_claims(
     require_equal(engine.get("instance_id"), expected.cloud_id, "instance id")
     require_equal(engine.get("instance_name"), expected.worker_id, "instance name")
     require_equal(engine.get("zone"), expected.region, "zone")
-    # Recorded at create by gcp.py; rows from before that carry only the cloud id.
+    # Recorded at create by provider.py; rows from before that carry only the cloud id.
     for claim, key in (("instance_id", "instance_id"), ("zone", "zone")):
         if key in recorded:
             require_equal(engine.get(claim), recorded[key], claim)

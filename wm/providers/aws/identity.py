@@ -27,7 +27,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from wm.config import AwsProviderConfig
 from wm.errors import ConfigError
 from wm.identity import (
     CLOCK_SKEW_S,
@@ -40,6 +39,7 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.aws import AwsProviderConfig
 from wm.providers.data import aws_identity_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
@@ -47,7 +47,7 @@ DOCUMENT_MAX_CHARS = 8 * 1024  # real documents are about 500 bytes
 SIGNATURE_MAX_CHARS = 1024  # base64 of a 4096-bit signature is 684
 SIGNATURE_MAX_BYTES = 512
 MIN_KEY_BITS = 1024  # AWS's keys for this signature are RSA-1024
-# document field -> provider_data key the AWS provider records at launch (wm/providers/aws.py).
+# document field -> provider_data key the AWS provider records at launch (provider.py).
 RECORDED: Mapping[str, str] = {
     "accountId": "account_id",
     "availabilityZone": "availability_zone",

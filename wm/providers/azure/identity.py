@@ -48,7 +48,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509 import verification
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID, NameOID
 
-from wm.config import AzureProviderConfig
 from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.identity import (
     CLOCK_SKEW_S,
@@ -60,7 +59,9 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
+from wm.kinds.azure import AzureProviderConfig
 from wm.providers import identity_fetch, pkcs7
+from wm.providers.azure.provider import AzureClients, make_gate
 from wm.providers.data import azure_certificates
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
@@ -410,7 +411,6 @@ def vm_id_lookup(
     gate is the web process's own, classed as the provider's and drawing from the account's
     shared budget (wired by procs/providers.py): registrations share ARM's read limit with
     the scans. The SDK clients are built at the first call."""
-    from wm.providers.azure import AzureClients, make_gate
 
     gate = make_gate(config)
     if budget is not None:

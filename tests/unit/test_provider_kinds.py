@@ -1,0 +1,248 @@
+"""The contract every provider kind keeps: its description in wm.kinds.KINDS has every part,
+each well formed, and its package wm.providers.<kind> does what the description promises. A
+kind that lacks a part fails here, by name, instead of falling back to another kind's value."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import subprocess
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, get_args, get_origin
+
+import pytest
+
+from wm.calls import CallClass
+from wm.config import ProviderConfig
+from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.json_check import check
+from wm.kinds import KINDS, BootFacts, KindDescription, describe
+from wm.kinds.gcp import GcpProviderConfig
+from wm.pool_definition import DefinitionInvalid, parse_pool_definition
+from wm.pool_schemas import CONFIG_SCHEMAS
+
+# The keywords wm.json_check interprets (its module docstring): a schema using any other would
+# be checked as if the keyword were not there.
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "uniqueItems",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "enum",
+        "allOf",
+        "oneOf",
+        "forbidden",
+        "notAllOf",
+        "hint",
+        "pick",
+        "none",
+        "both",
+    }
+)
+# Taskcluster worker-manager's provider types (services/worker-manager/src/providers/index.js)
+TASKCLUSTER_PROVIDER_TYPES = frozenset({"aws", "google", "azure", "static", "testing"})
+FACTS = BootFacts(
+    root_url="https://tc.example.com",
+    pool_id="proj/pool",
+    provider_id="cloud-1",
+    worker_group="group-1",
+    launch_config_id="lc-1",
+    worker_config={"a": 1},
+    owner="someone@example.com",
+)
+SDK_ROOTS = ("boto3", "botocore", "google.cloud", "google.api_core", "azure")
+
+
+def schema_problems(schema: Any, path: str = "schema") -> list[str]:
+    """Keywords wm.json_check does not know, anywhere in a schema."""
+    if not isinstance(schema, Mapping):
+        return [f"{path}: not a schema object"]
+    problems = [f"{path}.{key}: unknown keyword" for key in schema if key not in SCHEMA_KEYWORDS]
+    for name, sub in (schema.get("properties") or {}).items():
+        problems += schema_problems(sub, f"{path}.properties.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), Mapping):
+            problems += schema_problems(schema[key], f"{path}.{key}")
+    for key in ("allOf", "oneOf"):
+        for index, sub in enumerate(schema.get(key, ())):
+            problems += schema_problems(sub, f"{path}.{key}[{index}]")
+    return problems
+
+
+def _part_problem(field: dataclasses.Field[Any], value: Any) -> str | None:
+    """What is wrong with one part, judged by the type the description declares for it."""
+    declared = typing.get_type_hints(KindDescription)[field.name]
+    origin = get_origin(declared) or declared
+    if origin is str:
+        return None if isinstance(value, str) and value else "must be a non-empty string"
+    if origin is int:
+        return None if isinstance(value, int) and value > 0 else "must be a positive integer"
+    if origin is type:
+        ok = isinstance(value, type) and issubclass(value, ProviderConfigBase)
+        return None if ok else "must be a ProviderConfigBase model"
+    if origin is Mapping:
+        return None if isinstance(value, Mapping) and value else "must be a non-empty mapping"
+    if origin is Callable:
+        return None if callable(value) else "must be callable"
+    return f"has a type the contract does not know ({declared}): teach it here"
+
+
+def kind_problems(key: str, description: KindDescription) -> list[str]:
+    """Everything a kind's description lacks or gets wrong, each `kind.part: what`."""
+    problems = []
+    for field in dataclasses.fields(KindDescription):
+        problem = _part_problem(field, getattr(description, field.name))
+        if problem:
+            problems.append(f"{key}.{field.name}: {problem}")
+    if problems:
+        return problems  # the checks below read the parts
+    if description.name != key:
+        problems.append(f"{key}.name: {description.name!r} is not its key in KINDS")
+    literal = description.config_model.model_fields["kind"].annotation
+    if get_args(literal) != (key,):
+        problems.append(f"{key}.config_model: its `kind` is {literal}, not Literal[{key!r}]")
+    if description.config_model.published_budgets is not description.published_budgets:
+        problems.append(f"{key}.config_model: its published_budgets are not the description's")
+    for call_class, limit in description.published_budgets.items():
+        if type(call_class) is not CallClass or not isinstance(limit, BudgetLimit):
+            problems.append(f"{key}.published_budgets: {call_class!r} is not CallClass->limit")
+    if description.provider_type not in TASKCLUSTER_PROVIDER_TYPES:
+        problems.append(f"{key}.provider_type: {description.provider_type!r} is not Taskcluster's")
+    problems += [
+        f"{key}.launch_config_{p}" for p in schema_problems(description.launch_config_schema)
+    ]
+    return problems
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kind_has_every_part(key: str):
+    assert kind_problems(key, KINDS[key]) == []
+
+
+def test_a_description_lacking_parts_is_named_part_by_part():
+    aws = KINDS["aws"]
+    incomplete = dataclasses.replace(
+        aws, proof_rejected="", published_budgets={}, create_batch_max=0, boot_data=None
+    )
+
+    assert kind_problems("aws", incomplete) == [
+        "aws.published_budgets: must be a non-empty mapping",
+        "aws.create_batch_max: must be a positive integer",
+        "aws.proof_rejected: must be a non-empty string",
+        "aws.boot_data: must be callable",
+    ]
+
+
+def test_a_description_borrowing_another_kinds_parts_is_refused():
+    borrowed = dataclasses.replace(KINDS["aws"], config_model=GcpProviderConfig)
+
+    assert kind_problems("aws", borrowed) == [
+        "aws.config_model: its `kind` is typing.Literal['gcp'], not Literal['aws']",
+        "aws.config_model: its published_budgets are not the description's",
+    ]
+
+
+def test_a_schema_with_a_keyword_the_checker_ignores_is_refused():
+    typo = dataclasses.replace(
+        KINDS["gcp"], launch_config_schema={"type": "object", "requried": ["zone"]}
+    )
+
+    assert kind_problems("gcp", typo) == ["gcp.launch_config_schema.requried: unknown keyword"]
+
+
+def test_an_unknown_kind_fails_loudly_naming_the_known_ones():
+    with pytest.raises(KeyError, match=r"unknown provider kind 'static'.*'aws'"):
+        describe("static")
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kind_is_a_member_of_the_config_union(key: str):
+    (union, *_) = get_args(ProviderConfig)
+    assert KINDS[key].config_model in get_args(union)
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kind_has_a_package_that_makes_its_provider_and_verifier(key: str):
+    package = importlib.import_module(f"wm.providers.{key}")
+
+    assert callable(package.make)
+    assert callable(package.make_verifier)
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kinds_pool_schema_is_the_one_definitions_are_checked_against(key: str):
+    body = {
+        "providerId": "cloud-1",
+        "description": "",
+        "owner": "someone@example.com",
+        "emailOnError": False,
+        "config": {"minCapacity": 0, "maxCapacity": 1, "launchConfigs": []},
+    }
+    parse_pool_definition("proj/pool", body, {"cloud-1": key})  # no launch config: loads
+    body["config"]["launchConfigs"] = [{"workerConfig": {}, "x": {}}]
+
+    with pytest.raises(DefinitionInvalid) as refused:
+        parse_pool_definition("proj/pool", body, {"cloud-1": key})
+
+    expected = check(body["config"], CONFIG_SCHEMAS[key], "config")
+    assert expected and list(refused.value.problems) == expected
+    assert all(p.startswith("config.launchConfigs[0]") for p in expected)
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kinds_boot_data_tells_worker_runner_where_it_belongs(key: str):
+    data = KINDS[key].boot_data(FACTS)
+
+    told = set(map(str, data.values()))
+    assert {FACTS.root_url, FACTS.pool_id, FACTS.provider_id, FACTS.worker_group} <= told
+
+
+@pytest.mark.parametrize("key", list(KINDS))
+def test_every_kinds_launch_config_judgements_take_any_launch_config(key: str):
+    description = KINDS[key]
+    for launch_config in ({}, {"armDeployment": {}}, {"launchConfig": {"UserData": "x"}}):
+        assert isinstance(description.template_form(launch_config), bool)
+        for judge in (description.override_warnings, description.launch_config_problems):
+            notes = judge(launch_config, "config.launchConfigs[0]")
+            assert all(n.startswith("config.launchConfigs[0].") for n in notes)
+
+
+def test_the_api_tables_hold_the_descriptions_values():
+    # Until the API reads KINDS itself (issue 25's API part): the same values, so swapping
+    # PROVIDER_TYPES and PROOF_REJECTED for the descriptions changes no answer.
+    from wm.api.app import PROOF_REJECTED
+    from wm.api.views import PROVIDER_TYPES
+
+    assert {k: d.provider_type for k, d in KINDS.items()} == PROVIDER_TYPES
+    assert {k: d.proof_rejected for k, d in KINDS.items()} == PROOF_REJECTED
+
+
+# What each kind's package imports: never another cloud's SDK, and its own only when a
+# provider builds its clients. A scanner for one cloud then never loads the other clouds' SDKs.
+_LOADED_SDKS = """
+import sys
+import procs.provisioner, procs.scanner, procs.web
+from wm.providers import kind_package
+for kind in {kinds!r}:
+    kind_package(kind)
+roots = {roots!r}
+print(sorted(m for m in sys.modules if any(m == r or m.startswith(r + ".") for r in roots)))
+"""
+
+
+def test_importing_every_kinds_package_loads_no_cloud_sdk():
+    script = _LOADED_SDKS.format(kinds=list(KINDS), roots=SDK_ROOTS)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+
+    assert run.stdout.strip() == "[]"

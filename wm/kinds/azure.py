@@ -1,0 +1,364 @@
+"""The azure provider kind: Azure VMs, one PUT each, or ARM template deployments (Taskcluster's
+providerType `azure`; services/worker-manager/src/providers/azure/index.js, schemas/v1/
+config-azure.yml, azure-deployment-resources.yml, azure-arm-templates.yml). Pure: no I/O, no
+SDK."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from wm.calls import CallClass
+from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.json_check import Schema, check, js_truthy
+from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription
+from wm.kinds.schema_parts import (
+    BOOLEAN,
+    INTEGER_MIN_1,
+    OBJECT,
+    STRING,
+    UNIQUE_STRINGS,
+    closed,
+    holds,
+    worker_manager,
+)
+
+# ARM's published defaults, per principal and subscription.
+PUBLISHED_BUDGETS: Mapping[CallClass, BudgetLimit] = {
+    CallClass.WRITE: BudgetLimit(burst=200, per_s=10),
+    CallClass.DELETE: BudgetLimit(burst=200, per_s=10),
+    CallClass.READ: BudgetLimit(burst=250, per_s=25),
+}
+CREATE_BATCH_MAX = 100  # VM PUTs (or deployments) sent together, each its own call
+TEMPLATE_SPEC_ID_PATTERN = (
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Resources"
+    r"/templateSpecs/[^/]+/versions/[^/]+"
+)
+# The template parameters worker-manager sets in every ARM deployment, over the launch
+# config's own values (azure/index.js `#provisionARMTemplateWorker`): a template that does not
+# declare one is refused by ARM (400 InvalidTemplate), so an inline template is checked here.
+ARM_INJECTED_PARAMETERS = (
+    "tags",
+    "vmName",
+    "computerName",
+    "adminUsername",
+    "adminPassword",
+    "customData",
+)
+
+
+class AzureProviderConfig(ProviderConfigBase):
+    published_budgets: ClassVar[Mapping[CallClass, BudgetLimit]] = PUBLISHED_BUDGETS
+
+    kind: Literal["azure"]
+    subscription_id: Annotated[str, Field(min_length=1)]
+    resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
+    ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
+    authority: str | None = None  # Entra ID authority host; the endpoint when simulated
+    # PEM files adding to the Microsoft roots and intermediates wm ships for attested data:
+    # self-signed certificates become trusted roots, the others intermediates (a private CA, the
+    # simulated ARM). Empty for real Azure.
+    identity_roots: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_subnet_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "subnet_id" in data:
+            raise ValueError(
+                "subnet_id is no longer a provider setting: each launch config names its "
+                "subnet, as Taskcluster's do; move the value into the launch configs' "
+                "`subnetId` and remove the key"
+            )
+        return data
+
+
+RESOURCES: Schema = {
+    "type": "object",  # and anything else of the VM body
+    "required": ["location", "subnetId", "hardwareProfile", "storageProfile"],
+    "properties": {
+        "ignoreFailedProvisioningStates": UNIQUE_STRINGS,  # deprecated: workerManager's
+        "location": STRING,
+        "subnetId": STRING,
+        "priority": STRING,
+        "billingProfile": {"type": "object", "properties": {"maxPrice": {"type": "number"}}},
+        "hardwareProfile": {
+            "type": "object",
+            "required": ["vmSize"],
+            "properties": {"vmSize": STRING},
+        },
+        "osProfile": OBJECT,
+        "storageProfile": {
+            "type": "object",
+            "required": ["osDisk"],
+            "properties": {
+                "osDisk": {"type": "object", "properties": {"createOption": STRING}},
+                "dataDisks": {"type": "array", "items": OBJECT},
+                "imageReference": {"type": "object", "properties": {"id": STRING}},
+            },
+        },
+        "networkProfile": {
+            "type": "object",
+            "required": ["networkInterfaces"],
+            "properties": {
+                "networkInterfaces": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"id": STRING, "primary": BOOLEAN}},
+                },
+            },
+        },
+    },
+}
+
+_ARM_PARAMETER: Schema = {
+    "type": "object",
+    "oneOf": [
+        closed({"value": {}}, required=["value"]),
+        closed(
+            {
+                "reference": closed(
+                    {
+                        "keyVault": closed({"id": STRING}),
+                        "secretName": STRING,
+                        "secretVersion": STRING,
+                    },
+                    required=["keyVault", "secretName"],
+                )
+            },
+            required=["reference"],
+        ),
+    ],
+    "pick": lambda v: 1 if holds("reference", without="value")(v) else 0,
+}
+
+_TEMPLATE_LINK: Schema = {
+    "oneOf": [
+        closed(
+            {
+                "id": {
+                    "type": "string",
+                    "pattern": TEMPLATE_SPEC_ID_PATTERN,
+                    "hint": "must be a template spec version's resource id (/subscriptions/…"
+                    "/providers/Microsoft.Resources/templateSpecs/…/versions/…)",
+                }
+            },
+            required=["id"],
+        ),
+        closed(
+            {"uri": STRING, "contentVersion": STRING, "queryString": STRING},
+            required=["uri"],
+        ),
+    ],
+    "pick": lambda v: 1 if holds("uri", without="id")(v) else 0,
+}
+
+_ARM_DEPLOYMENT: Schema = closed(
+    {
+        "mode": {"type": "string", "enum": ["Incremental", "Complete"]},
+        "template": OBJECT,
+        "templateLink": _TEMPLATE_LINK,
+        "parameters": {
+            "type": "object",
+            "required": ["location"],
+            "additionalProperties": _ARM_PARAMETER,
+        },
+        "parametersLink": closed({"uri": STRING, "contentVersion": STRING}),
+        "debugSetting": closed(
+            {
+                "detailLevel": {
+                    "type": "string",
+                    "enum": ["requestContent", "responseContent", "requestContent,responseContent"],
+                }
+            }
+        ),
+        "onErrorDeployment": closed(
+            {
+                "type": {"type": "string", "enum": ["LastSuccessful", "SpecificDeployment"]},
+                "deploymentName": STRING,
+            }
+        ),
+        "expressionEvaluationOptions": closed(
+            {"scope": {"type": "string", "enum": ["Inner", "Outer"]}}
+        ),
+    },
+    required=["mode"],
+    oneOf=[{"required": ["template"]}, {"required": ["templateLink"]}],
+    none="needs template or templateLink",
+    both="takes template or templateLink, not both",
+)
+
+ARM: Schema = {
+    "type": "object",
+    "required": ["armDeployment"],
+    "properties": {"armDeploymentResourceGroup": STRING, "armDeployment": _ARM_DEPLOYMENT},
+}
+
+LAUNCH_CONFIG: Schema = {
+    "allOf": [
+        {
+            "type": "object",
+            "required": ["workerConfig"],
+            "properties": {
+                "capacityPerInstance": INTEGER_MIN_1,
+                "workerManager": worker_manager(
+                    publicIp=BOOLEAN,
+                    ignoreFailedProvisioningStates=UNIQUE_STRINGS,
+                    keepDeployment=BOOLEAN,
+                ),
+                "workerConfig": OBJECT,
+                "tags": OBJECT,
+            },
+        },
+        {
+            "oneOf": [RESOURCES, ARM],
+            "pick": lambda v: 1 if holds("armDeployment")(v) else 0,
+            "both": "uses both the resource form (location, subnetId, hardwareProfile, "
+            "storageProfile) and armDeployment; use one",
+        },
+    ]
+}
+
+
+def arm_location(launch_config: Mapping[str, Any]) -> Any:
+    """The ARM form's `armDeployment.parameters.location.value`, when there is one."""
+    deployment = launch_config.get("armDeployment")
+    parameters = deployment.get("parameters") if isinstance(deployment, Mapping) else None
+    location = parameters.get("location") if isinstance(parameters, Mapping) else None
+    return location.get("value") if isinstance(location, Mapping) else None
+
+
+def worker_group(launch_config: Mapping[str, Any]) -> Any:
+    """The location (resource form) or the ARM deployment's `location` parameter value."""
+    if not check(launch_config, RESOURCES):
+        return launch_config.get("location")
+    return arm_location(launch_config)
+
+
+def worker_group_guesses(launch_config: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (launch_config.get("location"), arm_location(launch_config))
+
+
+def template_form(launch_config: Mapping[str, Any]) -> bool:
+    """worker-manager's Azure provider takes the ARM path whenever armDeployment is truthy."""
+    return js_truthy(launch_config.get("armDeployment"))
+
+
+def override_warnings(launch_config: Mapping[str, Any], path: str) -> list[str]:
+    if template_form(launch_config) and not isinstance(arm_location(launch_config), str):
+        return [
+            f"{path}.armDeployment.parameters.location: no string value; worker-manager takes "
+            "the worker group from parameters.location.value"
+        ]
+    return []
+
+
+def undeclared_template_parameters(launch_config: Mapping[str, Any], path: str) -> list[str]:
+    """An inline ARM template must declare every parameter worker-manager sets, or every
+    deployment of it fails. ARM compares parameter names without case. A template named by
+    `templateLink` cannot be read here: ARM's refusal names the parameter at launch."""
+    deployment = launch_config.get("armDeployment")
+    if not isinstance(deployment, Mapping):
+        return []
+    template = deployment.get("template")
+    if not isinstance(template, Mapping):
+        return []
+    declared = template.get("parameters")
+    names = {str(k).lower() for k in declared} if isinstance(declared, Mapping) else set()
+    return [
+        f"{path}.armDeployment.template.parameters.{name}: not declared; worker-manager sets "
+        f"this parameter in every deployment ({', '.join(ARM_INJECTED_PARAMETERS)})"
+        for name in ARM_INJECTED_PARAMETERS
+        if name.lower() not in names
+    ]
+
+
+def azure_tags(
+    *,
+    root_url: str,
+    pool_id: str,
+    provider_id: str,
+    location: str,
+    launch_config_id: str,
+    owner: str,
+) -> dict[str, str]:
+    """The tags worker-manager puts on every resource of a worker (`#deploymentTags`, over
+    the launch config's own `tags`): worker-runner reads the first four from IMDS
+    `compute.tagsList` (each required); operators' tooling reads the others."""
+    return {
+        "worker-pool-id": pool_id,
+        "provider-id": provider_id,
+        "worker-group": location,
+        "root-url": root_url,
+        "created-by": f"taskcluster-wm-{provider_id}",
+        "managed-by": MANAGED_BY,
+        "owner": owner,  # the pool definition's owner
+        "launch-config-id": launch_config_id,
+    }
+
+
+def azure_custom_data(*, root_url: str, pool_id: str, provider_id: str, location: str) -> str:
+    """`osProfile.customData`: base64 JSON, as worker-manager writes it (worker-runner reads
+    the tags instead; customData is written for parity, its workerConfig left empty)."""
+    data = {
+        "workerPoolId": pool_id,
+        "workerGroup": location,
+        "providerId": provider_id,
+        "rootUrl": root_url,
+        "workerConfig": {},
+    }
+    return base64.b64encode(json.dumps(data).encode()).decode()
+
+
+def azure_arm_parameters(
+    *,
+    tags: Mapping[str, str],
+    vm_name: str,
+    computer_name: str,
+    admin_username: str,
+    admin_password: str,
+    custom_data: str,
+) -> dict[str, dict[str, Any]]:
+    """The deployment parameters worker-manager sets over the launch config's (in its ARM
+    form): the `tags` worker-runner reads from IMDS, the VM's name (the workerId), the boot
+    data and generated admin credentials, each as `{"value": ...}`."""
+    values = {
+        "tags": dict(tags),
+        "vmName": vm_name,
+        "computerName": computer_name,
+        "adminUsername": admin_username,
+        "adminPassword": admin_password,
+        "customData": custom_data,
+    }
+    return {name: {"value": values[name]} for name in ARM_INJECTED_PARAMETERS}
+
+
+def boot_data(facts: BootFacts) -> Mapping[str, Any]:
+    """The VM's tags, which worker-runner reads from IMDS `compute.tagsList`."""
+    return azure_tags(
+        root_url=facts.root_url,
+        pool_id=facts.pool_id,
+        provider_id=facts.provider_id,
+        location=facts.worker_group,
+        launch_config_id=facts.launch_config_id,
+        owner=facts.owner,
+    )
+
+
+DESCRIPTION = KindDescription(
+    name="azure",
+    config_model=AzureProviderConfig,
+    provider_type="azure",
+    launch_config_schema=LAUNCH_CONFIG,
+    worker_group=worker_group,
+    worker_group_guesses=worker_group_guesses,
+    template_form=template_form,
+    override_warnings=override_warnings,
+    launch_config_problems=undeclared_template_parameters,
+    published_budgets=PUBLISHED_BUDGETS,
+    create_batch_max=CREATE_BATCH_MAX,
+    proof_rejected="Signature validation error",
+    boot_data=boot_data,
+)

@@ -1,0 +1,75 @@
+"""What a provider kind is: one frozen description per kind (wm/kinds/<kind>.py), registered
+in wm.kinds.KINDS. Pure data and pure functions, no I/O and no cloud SDK: everything wm
+needs to know about a kind without talking to its cloud. What a kind *does* (its provider and
+identity verifier) lives in its package wm.providers.<kind>."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wm.calls import CallClass
+from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.json_check import Schema
+
+MANAGED_BY = "taskcluster"  # the managed-by tag or label worker-manager puts on what it makes
+
+
+@dataclass(frozen=True)
+class BootFacts:
+    """What every worker is told at boot, whatever its cloud: worker-runner takes these from
+    its boot data (and its workerId from the cloud itself)."""
+
+    root_url: str  # the deployment's Taskcluster root URL
+    pool_id: str  # workerPoolId
+    provider_id: str  # providerId
+    worker_group: str  # the launch config's worker group (region, zone, location)
+    launch_config_id: str
+    worker_config: Mapping[str, Any]
+    owner: str  # the pool definition's owner
+
+
+def no_problems(launch_config: Mapping[str, Any], path: str) -> list[str]:
+    """For a kind whose launch configs need no check beyond their schema (or no warnings)."""
+    return []
+
+
+def never(launch_config: Mapping[str, Any]) -> bool:
+    """For a kind that has no template form."""
+    return False
+
+
+@dataclass(frozen=True)
+class KindDescription:
+    """Every per-kind part of wm, for one provider kind (a config's `kind`)."""
+
+    # The config's `kind` value, the key in KINDS and the package wm.providers.<name>.
+    name: str
+    # The pydantic model of a `[[providers]]` table of this kind: its `kind` is Literal[name].
+    config_model: type[ProviderConfigBase]
+    # Taskcluster's providerType for this kind (worker-manager's listProviders answer).
+    provider_type: str
+    # A launch config of this kind's pool definitions (Taskcluster's config-<type>.yml).
+    launch_config_schema: Schema
+    # Where worker-manager takes a launch config's worker group from (a value past the schema;
+    # only a string is used).
+    worker_group: Callable[[Mapping[str, Any]], Any]
+    # The candidates for a pool whose provider is gone (null-provider), which is read leniently:
+    # this kind's keys, in the order worker-manager would look.
+    worker_group_guesses: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    # Whether a launch config is launched as a template deployment (Azure's ARM form).
+    template_form: Callable[[Mapping[str, Any]], bool]
+    # Accepted launch configs worth a word (keys wm overrides), each `path.key: why`.
+    override_warnings: Callable[[Mapping[str, Any], str], list[str]]
+    # Launch configs the schema accepts but whose every launch would fail, each `path.key: why`.
+    launch_config_problems: Callable[[Mapping[str, Any], str], list[str]]
+    # The cloud's published API limits per call class, the shared budget's defaults.
+    published_budgets: Mapping[CallClass, BudgetLimit]
+    # Workers per create call (one RunInstances, one GCE bulk insert, one round of ARM PUTs).
+    create_batch_max: int
+    # registerWorker's refusal of a proof of this kind (worker-manager's InputError message).
+    proof_rejected: str
+    # The boot data worker-runner reads, as worker-manager writes it: where it is written is
+    # the provider's business, the keys and values are this.
+    boot_data: Callable[[BootFacts], Mapping[str, Any]]

@@ -1,0 +1,694 @@
+"""Azure launch configs in Taskcluster's ARM-template form: one template deployment per worker.
+
+What worker-manager does (services/worker-manager/src/providers/azure/index.js
+`#provisionARMTemplateWorker`, `#checkARMDeployment`, `deprovisionResources`), and wm with it:
+- The deployment body is the launch config's `armDeployment` verbatim, its parameters with
+  worker-manager's own set over them (`tags`, `vmName`, `computerName`, `adminUsername`,
+  `adminPassword`, `customData`; wm/kinds/azure.py). Other parameters, Key Vault references
+  included, pass through untouched. The worker group is `parameters.location.value`.
+- It goes into `armDeploymentResourceGroup`, created if missing (a HEAD, then a PUT of the group
+  only when it is missing, once per process), else into the provider's resource group.
+- The deployment is `deploy-<suffix>` of the VM `vm-<suffix>`; the VM name is the worker's
+  Taskcluster workerId. wm derives the suffix from its worker id, so the one deployment PUT of
+  a worker is the same PUT however often it is sent: a retry finds the deployment running
+  (409 DeploymentActive, adopted) or re-runs the same body (same VM name and, within a
+  process, the same generated credentials), never a second VM. (wm never sends an intent
+  again after a restart: intent recovery looks it up. Sent from another process, its new
+  credentials would fail the re-run on the existing VM, which ARM refuses to change.)
+- The create is accepted when ARM accepts the PUT; wm never waits for the deployment. The row
+  is requested, with the deployment's resource group and name in its provider data.
+
+Where wm differs, by design:
+- worker-manager checks each worker's deployment with a GET per worker; wm's scan lists the
+  deployments of every resource group it deploys into, in pages, beside the VM lists. A
+  deployment still running shows as a requested worker; a failed one as a stopped worker
+  whose reason names the failure (`arm-deployment-failed: <code>: <message>`), whatever its
+  VM does, and the scan tears it down.
+- What a deployment made is recorded on the worker's row when it ends, as worker-manager
+  records it (`provider_data.armDeploymentResources`: the state it ended in and the resource
+  ids, VM, NICs, public IPs, disks and anything else, by id): for one that succeeded, the ids
+  its outputs and `outputResources` name, read from the scan's list (no extra call); for one
+  that failed, its operations' created targets too (one `DeploymentOperations_List`, once per
+  process); and the OS disk its VM made from its image, which only the listed VM names
+  (`osDiskId`, recorded for every listed VM: no operation, output or tag names it). The scan
+  writes the record (`CloudInstance.record`), then through `recorded` wm deletes a succeeded
+  deployment unless `workerManager.keepDeployment`, as worker-manager does "to avoid hitting
+  the 800 deployments limit"; a failed one is kept until its worker is torn down, as
+  worker-manager keeps it. Teardown deletes from the record: the VM, then every NIC and disk,
+  then every public IP (other types are recorded, never deleted, as in worker-manager), then
+  the deployment unless kept (404 or 204: already gone). A kept deployment is never deleted,
+  not even at teardown (the schema: "instead of deleting them after success or during
+  teardown").
+- Rows without a record (made before records, or whose deployment has not ended) are torn
+  down from the deployment as before: its operations' `targetResource`, outputs and
+  `outputResources`, and the recorded OS disk. ARM prunes a group's history by itself
+  (HISTORY_* below): a deployment pruned before wm recorded it loses only that record; its VM
+  and OS disk are deleted by name, and what is left is found by the leftover sweep, by tags.
+- Leftovers: a NIC, public IP or disk tagged with this wm deployment, attached to nothing,
+  whose worker has no deployment in flight and no listed VM, is listed as an orphan; the scan's
+  orphan sweep deletes it. Such leftovers are rare (the deployment record covers the rest),
+  so each group is swept once per `LEFTOVER_SWEEP_S`, and a leftover is dated by the sweep
+  that first saw it: the orphan grace runs from there.
+- The groups a scan lists are the provider's, the ones this process deployed into and the ones
+  its rows name (learnt from look-ups and terminates, listed in bulk the first time). A group
+  that no live row names and this process never deployed into is not listed: an orphan there
+  (a crash's leftover) waits until a row names the group again.
+
+This module holds the rules, pure (tested with tables in tests/unit/test_azure_arm_rules.py);
+deployments.py, `ArmDeployments`, makes the calls through the provider's gate.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.kinds import azure as azure_kind
+from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers.base import (
+    TAG_LAUNCH_CONFIG,
+    TAG_POOL,
+    TAG_WORKER,
+    owned,
+)
+
+ARM_DEPLOYMENT = "armDeployment"  # the launch config key of the ARM-template form
+RESOURCE_GROUP_KEY = "armDeploymentResourceGroup"
+DATA_KEY = "armDeployment"  # provider_data: {"resourceGroup", "name", "keepDeployment"}
+LEFTOVER_KEY = "leftover"  # provider_data of a leftover orphan: its resource type
+# provider_data: {"state": ARM's final provisioning state, "ids": [resource id, ...]}, what
+# the deployment made, recorded when it ended (a key of its own: the create's `||` merge of
+# DATA_KEY never overwrites it).
+RESOURCES_KEY = "armDeploymentResources"
+# provider_data of a listed VM: the managed OS disk it made from its image (no deployment
+# operation or output need name it; a record adds it).
+OS_DISK_KEY = "osDiskId"
+VM_PREFIX = "vm-"
+DEPLOYMENT_PREFIX = "deploy-"  # worker-manager's deployment names: deploy-<VM name suffix>
+# A deployment's own tag saying it is to be kept (workerManager.keepDeployment): an orphan's
+# teardown knows it without the launch config. Not in the `tags` parameter.
+TAG_KEEP = "wm-keep-deployment"
+TAG_WORKER_GROUP = "worker-group"  # worker-manager's tag: the location
+VM_TYPE = "microsoft.compute/virtualmachines"
+NIC_TYPE = "microsoft.network/networkinterfaces"
+IP_TYPE = "microsoft.network/publicipaddresses"
+DISK_TYPE = "microsoft.compute/disks"
+TORN_DOWN_TYPES = frozenset({VM_TYPE, NIC_TYPE, IP_TYPE, DISK_TYPE})
+# A kept (keepDeployment) failed deployment without a VM shows as a stopped worker this long
+# after it ended, so its row is torn down; after that it is history, not a worker.
+FAILED_REPORT_S = 900.0
+# A deployment that succeeded without its VM in the list read just before: listing lag, unless
+# it ended this long ago (then the VM was deleted out of band).
+LIST_LAG_S = 60.0
+LEFTOVER_SWEEP_S = 600.0  # least time between two leftover sweeps of one group and region
+REASON_PREFIX = "arm-deployment-"  # stop reasons: arm-deployment-failed: <code>: <message>
+REASON_VM_GONE = "arm-deployment-vm-gone"  # the VM went; what the deployment made may not have
+REASON_LEFTOVER = "arm-deployment-leftover"
+REASON_MAX_CHARS = 500
+DEPLOYED_REMEMBERED = 100_000  # worker -> deployment of this process's creates, newest kept
+FAILED_REMEMBERED = 10_000  # failed deployments whose operations this process read, newest kept
+# ARM's deployment history of a resource group, as Microsoft documents it ("Automatic
+# deletions from deployment history", learn.microsoft.com/azure/azure-resource-manager/
+# templates/deployment-history-deletions): at most 800 deployments; once a deployment (or a
+# what-if, or a validation) takes the history past 700, ARM deletes the oldest until 600 are
+# left (a deployment given a name already in the history moves to the newest place). At 800
+# the next deployment fails. Nothing is deleted while a CanNotDelete lock is on the group or
+# the deploying identity may not delete deployments (Microsoft.Resources/deployments/delete),
+# and a deployment still running cannot be deleted. Deleting a deployment never deletes what
+# it made. A pool of a few hundred workers in one group therefore loses the deployments of its
+# oldest live workers: wm tears down from the row's record, never from the deployment alone.
+HISTORY_LIMIT = 800
+HISTORY_PRUNE_ABOVE = 700
+HISTORY_PRUNE_TO = 600
+# ARM codes of a template ARM refused as a whole (nothing was deployed).
+TEMPLATE_CODES = frozenset({"invalidtemplate", "invalidtemplatedeployment"})
+# 409s of a deployment PUT whose deployment exists and runs: adopted if it is this worker's.
+ACTIVE_CODES = frozenset({"deploymentactive", "conflict", "anotheroperationinprogress"})
+# Resource deletes refused because something still holds the resource: try next time.
+IN_USE_CODES = frozenset(
+    {"nicinuse", "publicipaddresscannotbedeleted", "inuse", "operationnotallowed"}
+)
+# Error codes of a deployment that only wrap the real ones in `details`.
+WRAPPER_CODES = frozenset({"deploymentfailed", "resourcedeploymentfailure"})
+_RESOURCE_ID = re.compile(
+    r"^/subscriptions/(?P<sub>[^/]+)/resourcegroups/(?P<group>[^/]+)/providers/"
+    r"(?P<namespace>[^/]+)/(?P<type>[^/]+)/(?P<name>[^/]+)$",
+    re.IGNORECASE,
+)
+_PARAMETER_LIST = re.compile(r"template parameters? '([^']*)'", re.IGNORECASE)
+
+
+class Phase(StrEnum):
+    """Where a deployment is, for wm."""
+
+    IN_FLIGHT = "in-flight"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # failed or canceled: it will make nothing more
+    GONE = "gone"  # being deleted, or deleted
+
+
+# ARM's provisioning states of a deployment (Microsoft.Resources ProvisioningState), lower case.
+DEPLOYMENT_PHASES: Mapping[str, Phase] = {
+    "notspecified": Phase.IN_FLIGHT,
+    "accepted": Phase.IN_FLIGHT,
+    "running": Phase.IN_FLIGHT,
+    "ready": Phase.IN_FLIGHT,
+    "creating": Phase.IN_FLIGHT,
+    "created": Phase.IN_FLIGHT,
+    "updating": Phase.IN_FLIGHT,
+    "succeeded": Phase.SUCCEEDED,
+    "failed": Phase.FAILED,
+    "canceled": Phase.FAILED,
+    "deleting": Phase.GONE,
+    "deleted": Phase.GONE,
+}
+
+
+@dataclass(frozen=True)
+class DeploymentRef:
+    """Where a worker's deployment is: what its row's provider data records."""
+
+    resource_group: str
+    name: str
+    keep: bool = False  # workerManager.keepDeployment
+
+    def data(self) -> dict[str, Any]:
+        return {
+            DATA_KEY: {
+                "resourceGroup": self.resource_group,
+                "name": self.name,
+                "keepDeployment": self.keep,
+            }
+        }
+
+    @property
+    def vm_name(self) -> str:
+        return VM_PREFIX + self.name.removeprefix(DEPLOYMENT_PREFIX)
+
+
+def deployment_ref(provider_data: Mapping[str, Any]) -> DeploymentRef | None:
+    """The deployment a row's provider data names, if it names one."""
+    data = provider_data.get(DATA_KEY)
+    if not isinstance(data, Mapping):
+        return None
+    group, name = data.get("resourceGroup"), data.get("name")
+    if not isinstance(group, str) or not isinstance(name, str) or not group or not name:
+        return None
+    return DeploymentRef(group, name, data.get("keepDeployment") is True)
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """One deployment as ARM showed it (a GET or a list)."""
+
+    ref: DeploymentRef
+    phase: Phase
+    state: str  # ARM's provisioning state, as it wrote it
+    tags: Mapping[str, str] = field(default_factory=dict)
+    ended_at: datetime | None = None  # properties.timestamp: its last change
+    failure: str | None = None  # "<code>: <message>" of what failed
+    resource_ids: tuple[str, ...] = ()  # named by its outputs and outputResources
+
+    @property
+    def worker_id(self) -> str | None:
+        return self.tags.get(TAG_WORKER)
+
+    @property
+    def reason(self) -> str:
+        text = f"{REASON_PREFIX}{self.state.lower()}: {self.failure or 'no error given'}"
+        return text[:REASON_MAX_CHARS]
+
+
+@dataclass(frozen=True)
+class ResourceId:
+    subscription: str
+    resource_group: str
+    type: str  # namespace/type, lower case
+    name: str
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """What a deployment made that wm deletes, by resource id, in the order ARM allows."""
+
+    vms: tuple[str, ...] = ()
+    nics_and_disks: tuple[str, ...] = ()  # once the VMs are gone
+    public_ips: tuple[str, ...] = ()  # once the NICs holding them are gone
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (*self.vms, *self.nics_and_disks, *self.public_ips)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A NIC, public IP or disk as a list showed it."""
+
+    resource_id: str
+    location: str
+    tags: Mapping[str, str]
+    attached: bool  # held by a VM (NIC, disk) or a NIC (public IP)
+
+
+@dataclass(frozen=True)
+class Made:
+    """What an ended deployment made, as its worker's row records it (RESOURCES_KEY)."""
+
+    state: str  # the provisioning state it ended in, as ARM wrote it
+    ids: tuple[str, ...]  # every resource it made, its VM first
+
+    @property
+    def succeeded(self) -> bool:
+        return DEPLOYMENT_PHASES.get(self.state.lower()) is Phase.SUCCEEDED
+
+    def data(self) -> dict[str, Any]:
+        return {RESOURCES_KEY: {"state": self.state, "ids": list(self.ids)}}
+
+    def adding(self, *ids: str) -> Made:
+        """The record with these ids too, each once whatever its case."""
+        return Made(self.state, _unique([*self.ids, *ids]))
+
+
+def _unique(ids: Iterable[str]) -> tuple[str, ...]:
+    found: dict[str, str] = {}
+    for resource_id in ids:
+        found.setdefault(resource_id.lower(), resource_id)
+    return tuple(found.values())
+
+
+def made_of(provider_data: Mapping[str, Any]) -> Made | None:
+    """The record of what a row's deployment made, if the row holds one."""
+    data = provider_data.get(RESOURCES_KEY)
+    if not isinstance(data, Mapping) or not isinstance(data.get("ids"), list):
+        return None
+    ids = tuple(i for i in data["ids"] if isinstance(i, str) and i)
+    return Made(str(data.get("state") or ""), ids)
+
+
+def made_by(
+    deployment: DeploymentView, subscription: str, operations: Sequence[Mapping[str, Any]] = ()
+) -> Made:
+    """What an ended deployment made: its VM, its operations' created targets (of any type),
+    and what its outputs and `outputResources` name; each once, whatever the case of its id."""
+    ref = deployment.ref
+    ids = [vm_resource_id(subscription, ref.resource_group, ref.vm_name)]
+    ids += created_targets(operations)
+    ids += deployment.resource_ids
+    return Made(deployment.state, _unique(ids))
+
+
+def created_targets(operations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The resources a deployment's operations created or updated (reads of existing
+    resources are not its to delete)."""
+    ids = []
+    for operation in operations:
+        props = as_mapping(operation.get("properties"))
+        kind = str(props.get("provisioningOperation") or "Create").lower()
+        target = as_mapping(props.get("targetResource"))
+        if kind == "create" and isinstance(target.get("id"), str):
+            ids.append(target["id"])
+    return ids
+
+
+def gone_instance(worker: WorkerRef, ref: DeploymentRef, subscription: str) -> CloudInstance:
+    """A worker whose VM is gone while its row still names what else it made: stopped, so
+    the scan deletes that (what is gone already costs a 404)."""
+    return CloudInstance(
+        worker_id=worker.worker_id,
+        cloud_id=worker.cloud_id or vm_resource_id(subscription, ref.resource_group, ref.vm_name),
+        region=worker.region,
+        state=WorkerState.STOPPED,
+        reason=REASON_VM_GONE,
+        provider_data=ref.data(),
+        tc_worker_id=ref.vm_name,
+    )
+
+
+def os_disk_of(provider_data: Mapping[str, Any]) -> list[str]:
+    """The OS disk a row's VM made, as a scan recorded it (none before any scan listed it)."""
+    found = provider_data.get(OS_DISK_KEY)
+    return [found] if isinstance(found, str) and found else []
+
+
+# -- names and bodies --------------------------------------------------------------------------
+
+
+def deployment_name(vm_name: str) -> str:
+    """worker-manager's `deploy-<suffix>` for the VM `vm-<suffix>`."""
+    return DEPLOYMENT_PREFIX + vm_name.removeprefix(VM_PREFIX)
+
+
+def resource_group(launch_config: Mapping[str, Any], default: str) -> str:
+    given = launch_config.get(RESOURCE_GROUP_KEY)
+    return given if isinstance(given, str) and given else default
+
+
+def keep_deployment(launch_config: Mapping[str, Any]) -> bool:
+    manager = launch_config.get("workerManager")
+    return isinstance(manager, Mapping) and manager.get("keepDeployment") is True
+
+
+def location(launch_config: Mapping[str, Any]) -> str | None:
+    """The worker group: the deployment's `location` parameter value (worker-manager's)."""
+    deployment = as_mapping(launch_config.get(ARM_DEPLOYMENT))
+    value = as_mapping(as_mapping(deployment.get("parameters")).get("location")).get("value")
+    return value if isinstance(value, str) and value else None
+
+
+def vm_resource_id(subscription: str, group: str, vm_name: str) -> str:
+    return (
+        f"/subscriptions/{subscription}/resourceGroups/{group}"
+        f"/providers/Microsoft.Compute/virtualMachines/{vm_name}"
+    )
+
+
+def parse_resource_id(resource_id: str) -> ResourceId | None:
+    match = _RESOURCE_ID.match(resource_id or "")
+    if match is None:
+        return None
+    return ResourceId(
+        match["sub"],
+        match["group"],
+        f"{match['namespace']}/{match['type']}".lower(),
+        match["name"],
+    )
+
+
+def deployment_body(
+    arm_deployment: Mapping[str, Any],
+    injected: Mapping[str, Mapping[str, Any]],
+    tags: Mapping[str, str],
+) -> dict[str, Any]:
+    """The deployment PUT body: `armDeployment` verbatim as its properties, worker-manager's
+    parameters over the launch config's, and the tags on the deployment itself."""
+    properties = copy.deepcopy(dict(arm_deployment))
+    parameters = dict(as_mapping(properties.get("parameters")))
+    properties["parameters"] = {**parameters, **copy.deepcopy(dict(injected))}
+    return {"properties": properties, "tags": dict(tags)}
+
+
+def undeclared_parameters(message: str) -> tuple[str, ...]:
+    """Which of worker-manager's parameters ARM says the template does not declare.
+
+    ARM: "[Deployment template validation failed: ']The template parameters 'vmName,
+    customData' in the parameters file are not valid; they are not present in the original
+    template ... The only supported parameters for this template are 'location, vmSize'."
+    The list after "template parameters" names them; the supported ones, and a name quoted
+    in any other refusal, are no evidence."""
+    wanted = {name.lower(): name for name in azure_kind.ARM_INJECTED_PARAMETERS}
+    head = re.split(r"only supported parameters", message, maxsplit=1, flags=re.IGNORECASE)[0]
+    listed = _PARAMETER_LIST.findall(head)
+    named = [part.strip().lower() for group in listed for part in group.split(",")]
+    return tuple(dict.fromkeys(wanted[name] for name in named if name in wanted))
+
+
+def template_error(error: CloudError, launch_config_id: str) -> CloudError:
+    """ARM refused the template: a definite launch error, naming the parameters of
+    worker-manager's the template lacks, when that is why."""
+    missing = undeclared_parameters(error.message)
+    if not missing:
+        return error
+    names = ", ".join(missing)
+    message = (
+        f"launch config {launch_config_id}: the template does not declare the parameter(s) "
+        f"{names}, which worker-manager sets in every deployment (template parameters "
+        f"{names}); ARM said: {error.message}"
+    )
+    return CloudError(
+        error.provider,
+        ErrorCategory.BAD_CONFIG,
+        error.code,
+        message,
+        operation=error.operation,
+        maybe_applied=error.maybe_applied,
+    )
+
+
+def admin_credentials(secret: bytes, worker_id: str) -> tuple[str, str]:
+    """Admin user name and password of a worker's VM: random to anyone without `secret` (drawn
+    once per process, never stored), and the same for every PUT of the worker in a process, so
+    a deployment re-sent after it ended re-deploys the same VM instead of failing on a changed
+    password. 20 characters of name, a letter first (worker-manager's length); the password's
+    fixed prefix meets ARM's complexity rules."""
+    digest = hmac.new(secret, worker_id.encode(), hashlib.sha256).hexdigest()
+    password = hmac.new(secret, b"password:" + worker_id.encode(), hashlib.sha256).hexdigest()
+    return "u" + digest[:19], "Wm-9" + password[:28]
+
+
+# -- what ARM shows ----------------------------------------------------------------------------
+
+
+def deployment_phase(provider_id: str, state: str) -> Phase:
+    key = (state or "").lower()
+    if key not in DEPLOYMENT_PHASES:
+        raise UnknownCloudState(provider_id, f"Deployment/{state}")
+    return DEPLOYMENT_PHASES[key]
+
+
+def view(provider_id: str, resource_group: str, deployment: Mapping[str, Any]) -> DeploymentView:
+    """A deployment's JSON (ARM's wire form) as wm reads it."""
+    props = as_mapping(deployment.get("properties"))
+    state = str(props.get("provisioningState") or "NotSpecified")
+    tags = {str(k): str(v) for k, v in as_mapping(deployment.get("tags")).items()}
+    ids = resource_ids_in(props.get("outputs"))
+    ids += [
+        str(r["id"])
+        for r in props.get("outputResources") or []
+        if isinstance(r, Mapping) and r.get("id")
+    ]
+    return DeploymentView(
+        ref=DeploymentRef(
+            resource_group, str(deployment.get("name") or ""), tags.get(TAG_KEEP) == "true"
+        ),
+        phase=deployment_phase(provider_id, state),
+        state=state,
+        tags=tags,
+        ended_at=_timestamp(props.get("timestamp")),
+        failure=failure_text(props.get("error")),
+        resource_ids=tuple(dict.fromkeys(ids)),
+    )
+
+
+def failure_text(error: Any) -> str | None:
+    """ "<code>: <message>" of the errors that say what failed: the innermost ones, past
+    ARM's wrappers (DeploymentFailed, ResourceDeploymentFailure)."""
+    if not isinstance(error, Mapping):
+        return None
+    leaves = list(_leaf_errors(error))
+    if not leaves:
+        return None
+    return "; ".join(f"{code}: {message}" for code, message in leaves)[:REASON_MAX_CHARS]
+
+
+def _leaf_errors(error: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    details = [d for d in error.get("details") or [] if isinstance(d, Mapping)]
+    code = str(error.get("code") or "")
+    if details and (code.lower() in WRAPPER_CODES or not error.get("message")):
+        for detail in details:
+            yield from _leaf_errors(detail)
+        return
+    if code or error.get("message"):
+        yield code or "Error", str(error.get("message") or "")
+
+
+def resource_ids_in(value: Any) -> list[str]:
+    """Resource ids of torn-down types anywhere in a deployment's outputs."""
+    found: list[str] = []
+    if isinstance(value, str):
+        parsed = parse_resource_id(value)
+        if parsed is not None and parsed.type in TORN_DOWN_TYPES:
+            found.append(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            found += resource_ids_in(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found += resource_ids_in(item)
+    return found
+
+
+def teardown_plan(
+    operations: Sequence[Mapping[str, Any]], extra_ids: Sequence[str] = ()
+) -> Teardown:
+    """The VMs, NICs, disks and public IPs a deployment made, from its operations' target
+    resources (the ones it created or updated; reads of existing resources are not its to
+    delete) and any more its outputs name. Each once, whatever the case of its id."""
+    ids = [*created_targets(operations), *extra_ids]
+    by_type: dict[str, dict[str, str]] = {t: {} for t in TORN_DOWN_TYPES}
+    for resource_id in ids:
+        parsed = parse_resource_id(resource_id)
+        if parsed is not None and parsed.type in TORN_DOWN_TYPES:
+            by_type[parsed.type].setdefault(resource_id.lower(), resource_id)
+    return Teardown(
+        vms=tuple(by_type[VM_TYPE].values()),
+        nics_and_disks=(*by_type[NIC_TYPE].values(), *by_type[DISK_TYPE].values()),
+        public_ips=tuple(by_type[IP_TYPE].values()),
+    )
+
+
+def deployment_instance(
+    deployment: DeploymentView,
+    *,
+    subscription: str,
+    region: str,
+    now: datetime,
+    listing: bool,
+) -> CloudInstance | None:
+    """The worker a deployment stands for when its VM was not seen (None: it stands for none).
+
+    In a scan's list (`listing`), a deployment ending a moment ago may have a VM the list
+    missed, and a kept one long past is history: those stand for nothing. A look-up is of a
+    row the lists no longer show, so any deployment that is there says the worker is not gone.
+    """
+    phase = deployment.phase
+    age = now - (deployment.ended_at or now)
+    if phase is Phase.IN_FLIGHT:
+        return _deployment_worker(deployment, subscription, region, WorkerState.REQUESTED)
+    if phase is Phase.FAILED:
+        stale = deployment.ref.keep and age >= timedelta(seconds=FAILED_REPORT_S)
+        if listing and stale:
+            return None
+        return _deployment_worker(
+            deployment, subscription, region, WorkerState.STOPPED, deployment.reason
+        )
+    if phase is Phase.SUCCEEDED:
+        fresh = age < timedelta(seconds=LIST_LAG_S)
+        if listing and (deployment.ref.keep or fresh):
+            return None
+        return _deployment_worker(
+            deployment, subscription, region, WorkerState.STOPPED, REASON_VM_GONE
+        )
+    return None
+
+
+def _deployment_worker(
+    deployment: DeploymentView,
+    subscription: str,
+    region: str,
+    state: WorkerState,
+    reason: str | None = None,
+) -> CloudInstance:
+    ref = deployment.ref
+    return CloudInstance(
+        worker_id=deployment.worker_id,
+        cloud_id=vm_resource_id(subscription, ref.resource_group, ref.vm_name),
+        region=region,
+        state=state,
+        pool_id=deployment.tags.get(TAG_POOL),
+        launch_config_id=deployment.tags.get(TAG_LAUNCH_CONFIG),
+        launched_at=deployment.ended_at,
+        reason=reason,
+        provider_data=ref.data(),
+        tc_worker_id=ref.vm_name,
+    )
+
+
+def join(
+    vms: Sequence[CloudInstance],
+    deployments: Sequence[DeploymentView],
+    *,
+    subscription: str,
+    region: str,
+    now: datetime,
+) -> list[CloudInstance]:
+    """A scan unit's workers: its listed VMs, each with its deployment (a failed deployment
+    stops its worker, whatever the VM does), and the deployments without a listed VM."""
+    by_worker = {d.worker_id: d for d in deployments if d.worker_id}
+    found: list[CloudInstance] = []
+    for vm in vms:
+        deployment = by_worker.pop(vm.worker_id, None) if vm.worker_id else None
+        if deployment is None:
+            found.append(vm)
+            continue
+        data = {**vm.provider_data, **deployment.ref.data()}
+        if deployment.phase is Phase.FAILED:
+            found.append(
+                replace(
+                    vm,
+                    state=WorkerState.STOPPED,
+                    reason=deployment.reason,
+                    preempted=False,
+                    provider_data=data,
+                )
+            )
+        else:
+            found.append(replace(vm, provider_data=data))
+    for deployment in by_worker.values():
+        instance = deployment_instance(
+            deployment, subscription=subscription, region=region, now=now, listing=True
+        )
+        if instance is not None:
+            found.append(instance)
+    return found
+
+
+def leftovers(
+    resources: Sequence[Leftover],
+    *,
+    deployment_id: str,
+    provider_id: str,
+    region: str,
+    busy_workers: set[str],
+    first_seen: Mapping[str, datetime],
+) -> list[CloudInstance]:
+    """Orphans among NICs, public IPs and disks: this wm deployment's, attached to nothing, of
+    a worker with no deployment in flight and no listed VM. Dated by `first_seen` (by id,
+    lower case), so the orphan grace runs from the first sweep that saw them."""
+    found = []
+    for resource in resources:
+        tags = resource.tags
+        if not owned(tags, deployment_id, provider_id) or resource.attached:
+            continue
+        if not same_region(resource.location, region) or tags.get(TAG_WORKER) in busy_workers:
+            continue
+        parsed = parse_resource_id(resource.resource_id)
+        if parsed is None or parsed.type not in TORN_DOWN_TYPES - {VM_TYPE}:
+            continue
+        found.append(
+            CloudInstance(
+                worker_id=None,
+                cloud_id=resource.resource_id,
+                region=region,
+                state=WorkerState.STOPPED,
+                pool_id=tags.get(TAG_POOL),
+                launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
+                launched_at=first_seen.get(resource.resource_id.lower()),
+                reason=REASON_LEFTOVER,
+                provider_data={LEFTOVER_KEY: parsed.type},
+            )
+        )
+    return found
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    # ARM writes up to 7 fractional digits; Python reads 6.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def same_region(location_: str | None, region: str) -> bool:
+    def norm(value: str) -> str:
+        return value.lower().replace(" ", "")
+
+    return norm(location_ or "") == norm(region)

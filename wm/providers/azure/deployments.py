@@ -1,0 +1,734 @@
+"""The calls of Azure's ARM-template form (arm.py holds its rules, pure): one deployment PUT
+per worker, the scan's lists of deployments and leftovers, and teardowns from the record, every
+call through the provider's gate. The provider (provider.py) owns an ArmDeployments and is its
+ArmHost; this module never imports the provider."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from wm.errors import CloudError, ErrorCategory
+from wm.kinds import azure as azure_kind
+from wm.model import CloudInstance, WorkerRef
+from wm.providers.azure.arm import (
+    ACTIVE_CODES,
+    ARM_DEPLOYMENT,
+    DEPLOYED_REMEMBERED,
+    DISK_TYPE,
+    FAILED_REMEMBERED,
+    IN_USE_CODES,
+    IP_TYPE,
+    LEFTOVER_SWEEP_S,
+    NIC_TYPE,
+    OS_DISK_KEY,
+    TAG_KEEP,
+    TAG_WORKER_GROUP,
+    TEMPLATE_CODES,
+    VM_TYPE,
+    DeploymentRef,
+    DeploymentView,
+    Leftover,
+    Made,
+    Phase,
+    Teardown,
+    admin_credentials,
+    as_mapping,
+    deployment_body,
+    deployment_instance,
+    deployment_name,
+    deployment_ref,
+    gone_instance,
+    join,
+    keep_deployment,
+    leftovers,
+    location,
+    made_by,
+    made_of,
+    os_disk_of,
+    parse_resource_id,
+    resource_group,
+    same_region,
+    teardown_plan,
+    template_error,
+    view,
+    vm_resource_id,
+)
+from wm.providers.azure.names import computer_name, vm_name
+from wm.providers.base import TAG_WORKER, LaunchBatch, LaunchResult, TerminateResult
+from wm.providers.gate import Gate
+from wm.providers.meter import carry
+from wm.telemetry import log
+
+
+class Deleted(StrEnum):
+    """What one DELETE (or the GET before a VM's) found."""
+
+    ABSENT = "absent"  # nothing was there (404, 204)
+    DONE = "done"  # deleted now (200)
+    UNDER_WAY = "under-way"  # ARM is deleting it (202, or a VM already deleting)
+    IN_USE = "in-use"  # something still holds it
+    NOT_OURS = "not-ours"  # a VM without this deployment's tag: never touched
+
+    @property
+    def gone(self) -> bool:
+        return self in (Deleted.ABSENT, Deleted.DONE, Deleted.NOT_OURS)
+
+
+class ArmHost(Protocol):
+    """What the ARM form uses of the Azure provider it belongs to (provider.AzureProvider): its
+    identity, gate, clients and thread pool, and the VM side's reads and deletes. Declared here
+    so that this module never imports the provider, which imports it."""
+
+    id: str
+    deployment_id: str
+    root_url: str
+    subscription_id: str
+    resource_group: str
+    gate: Gate
+    pool: Executor
+    clients: Any  # provider.AzureClients: the SDK clients, built lazily
+
+    def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]: ...
+
+    def owns(self, vm: Any) -> bool: ...
+
+    def owns_tags(self, tags: Mapping[str, str]) -> bool: ...
+
+    def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]: ...
+
+    def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]: ...
+
+    def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None: ...
+
+    def get_vm(self, name: str, expand: str | None = None, group: str | None = None) -> Any: ...
+
+    def provisioning_state(self, vm: Any) -> str: ...
+
+    def delete(self, kind: str, name: str, group: str | None = None) -> int: ...
+
+
+class ArmDeployments:
+    """The ARM-template side of one Azure provider: creates, lists, look-ups and teardowns of
+    deployments, every call through the provider's gate."""
+
+    def __init__(self, provider: ArmHost) -> None:
+        self._p = provider
+        self._lock = threading.Lock()
+        self._groups: dict[str, str] = {}  # lower case -> name: groups ARM workers live in
+        self._ready: set[str] = set()  # groups known to exist (lower case)
+        # One ensuring of a group at a time (worker-manager's resourceGroupCache promise): launch
+        # configs in several locations share a group, and two concurrent PUTs of it in different
+        # locations would have ARM refuse the second (InvalidResourceGroupLocation).
+        self._group_locks: dict[str, threading.Lock] = {}
+        self._deployed: dict[str, DeploymentRef] = {}  # worker -> its deployment (creates)
+        # failed deployment (group, name, end), lower case -> what its operations say it made
+        self._failed: dict[tuple[str, str, str], Made] = {}
+        self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
+        # leftover id (lower case) -> (first sweep that saw it, its (group, region))
+        self._leftover_seen: dict[str, tuple[datetime, tuple[str, str]]] = {}
+        self._secret = secrets.token_bytes(32)
+        self.leftover_sweep_s = LEFTOVER_SWEEP_S
+
+    # -- groups ------------------------------------------------------------------------------
+
+    def groups(self) -> list[str]:
+        """The resource groups ARM workers were seen in, in a stable order."""
+        with self._lock:
+            return sorted(self._groups.values(), key=str.lower)
+
+    def learn(self, group: str) -> bool:
+        """Remember a group ARM workers live in; True when it was new."""
+        with self._lock:
+            if group.lower() in self._groups:
+                return False
+            self._groups[group.lower()] = group
+            return True
+
+    def ref_of(self, ref: WorkerRef) -> DeploymentRef | None:
+        """The deployment of a row: from its provider data, or from this process's create
+        (an intent whose create answer was lost has no provider data)."""
+        found = deployment_ref(ref.provider_data)
+        if found is None:
+            with self._lock:
+                found = self._deployed.get(ref.worker_id)
+        return found
+
+    # -- create ------------------------------------------------------------------------------
+
+    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+        spec = batch.spec
+        launch_config = spec.launch_config
+        where = location(launch_config) or spec.region
+        group = resource_group(launch_config, self._p.resource_group)
+        keep = keep_deployment(launch_config)
+        try:
+            self._ensure_group(group, where)
+        except CloudError as error:
+            error = error.not_found_as_config()
+            return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
+        self.learn(group)
+
+        def create_one(worker_id: str) -> LaunchResult:
+            return self._create_one(batch, worker_id, where, DeploymentRef(group, "", keep))
+
+        return list(self._p.pool.map(carry(create_one), [i.worker_id for i in batch.intents]))
+
+    def _create_one(
+        self, batch: LaunchBatch, worker_id: str, where: str, target: DeploymentRef
+    ) -> LaunchResult:
+        vm = vm_name(worker_id)
+        ref = replace(target, name=deployment_name(vm))
+        with self._lock:
+            if len(self._deployed) >= DEPLOYED_REMEMBERED:
+                self._deployed.pop(next(iter(self._deployed)))
+            self._deployed[worker_id] = ref
+        tags = self._p.worker_tags(batch, worker_id, where)
+        username, password = admin_credentials(self._secret, worker_id)
+        injected = azure_kind.azure_arm_parameters(
+            tags=tags,
+            vm_name=vm,
+            computer_name=computer_name(worker_id),
+            admin_username=username,
+            admin_password=password,
+            custom_data=azure_kind.azure_custom_data(
+                root_url=self._p.root_url,
+                pool_id=batch.pool_id,
+                provider_id=self._p.id,
+                location=where,
+            ),
+        )
+        deployment_tags = {**tags, **({TAG_KEEP: "true"} if ref.keep else {})}
+        body = deployment_body(batch.spec.launch_config[ARM_DEPLOYMENT], injected, deployment_tags)
+        try:
+            self._p.gate.call("Deployments_CreateOrUpdate", self._put, ref, body)
+        except CloudError as error:
+            return self._refused(batch, worker_id, ref, error)
+        return self._accepted(worker_id, ref)
+
+    def _refused(
+        self, batch: LaunchBatch, worker_id: str, ref: DeploymentRef, error: CloudError
+    ) -> LaunchResult:
+        code = error.code.lower()
+        if code in ACTIVE_CODES:
+            # The deployment exists and runs: a retried PUT. It is the answer, if it is ours.
+            return self._adopt(worker_id, ref, error)
+        if code == "resourcegroupnotfound":
+            with self._lock:  # deleted since this process made sure of it: again next time
+                self._ready.discard(ref.resource_group.lower())
+        if code in TEMPLATE_CODES:
+            error = template_error(error, batch.spec.launch_config_id)
+        error = error.not_found_as_config()
+        if error.nothing_applied:
+            with self._lock:  # no deployment of it exists: nothing to look for later
+                self._deployed.pop(worker_id, None)
+        return LaunchResult(worker_id, None, error=error)
+
+    def _adopt(self, worker_id: str, ref: DeploymentRef, conflict: CloudError) -> LaunchResult:
+        try:
+            found = self._get(ref)
+        except CloudError as error:
+            error.maybe_applied = True  # ARM said the deployment exists: it may be this one
+            return LaunchResult(worker_id, None, error=error)
+        tags = found.tags if found is not None else {}
+        ours = self._p.owns_tags(tags)
+        if found is None or not ours or tags.get(TAG_WORKER) != worker_id:
+            return LaunchResult(worker_id, None, error=conflict)
+        return self._accepted(worker_id, ref)
+
+    def _accepted(self, worker_id: str, ref: DeploymentRef) -> LaunchResult:
+        return LaunchResult(
+            worker_id,
+            vm_resource_id(self._p.subscription_id, ref.resource_group, ref.vm_name),
+            provider_data=ref.data(),
+            tc_worker_id=ref.vm_name,
+        )
+
+    def _ensure_group(self, group: str, where: str) -> None:
+        """Create the launch config's resource group if it is missing, once per process.
+        The provider's own group is the operator's to create (as worker-manager assumes)."""
+        key = group.lower()
+        if key == self._p.resource_group.lower():
+            return
+        with self._lock:
+            if key in self._ready:
+                return
+            group_lock = self._group_locks.setdefault(key, threading.Lock())
+        with group_lock:
+            with self._lock:
+                if key in self._ready:
+                    return
+            groups = self._p.clients.resources.resource_groups
+            exists = self._p.gate.call(
+                "ResourceGroups_CheckExistence", groups.check_existence, group
+            )
+            if not exists:
+                self._p.gate.call(
+                    "ResourceGroups_CreateOrUpdate",
+                    groups.create_or_update,
+                    group,
+                    {"location": where},
+                )
+                log(
+                    "azure-resource-group-created", provider=self._p.id, group=group, location=where
+                )
+            with self._lock:
+                self._ready.add(key)
+
+    def _put(self, ref: DeploymentRef, body: dict[str, Any]) -> Any:
+        deployments = self._p.clients.deployments.deployments
+        return deployments.begin_create_or_update(
+            ref.resource_group, ref.name, body, polling=False
+        ).result()
+
+    # -- list --------------------------------------------------------------------------------
+
+    def instances(
+        self,
+        region: str,
+        vms: Sequence[CloudInstance],
+        groups: Sequence[str] | None = None,
+        *,
+        sweep: bool = True,
+    ) -> list[CloudInstance]:
+        """The scan unit's workers: its VMs joined with the deployments of every ARM group
+        (or of `groups`), and the leftovers a sweep due now finds."""
+        groups = self.groups() if groups is None else list(groups)
+        if not groups:
+            return list(vms)
+        deployments = [
+            d
+            for group in groups
+            for d in self._list(group)
+            if same_region(d.tags.get(TAG_WORKER_GROUP), region)
+        ]
+        now = datetime.now(UTC)
+        found = join(
+            self._with_group_data(vms),
+            deployments,
+            subscription=self._p.subscription_id,
+            region=region,
+            now=now,
+        )
+        by_worker = {d.worker_id: d for d in deployments if d.worker_id}
+        found = [self._with_record(i, by_worker.get(i.worker_id or "")) for i in found]
+        busy = {d.worker_id for d in deployments if d.phase is Phase.IN_FLIGHT and d.worker_id}
+        busy |= {v.worker_id for v in vms if v.worker_id}
+        return found + (self._sweep(groups, region, busy) if sweep else [])
+
+    def _with_record(
+        self, instance: CloudInstance, deployment: DeploymentView | None
+    ) -> CloudInstance:
+        """A worker whose deployment ended carries what it made, and a listed VM the OS disk
+        it made, for its row to keep."""
+        record: dict[str, Any] = {}
+        os_disk = instance.provider_data.get(OS_DISK_KEY)
+        if isinstance(os_disk, str) and os_disk:
+            # Named by no operation, output or tag: only the listed VM says which it is.
+            record[OS_DISK_KEY] = os_disk
+        if deployment is not None and deployment.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            made = self._made(deployment)
+            if made is not None:
+                record.update(made.adding(*record.values()).data())
+        return replace(instance, record=record) if record else instance
+
+    def _made(self, deployment: DeploymentView) -> Made | None:
+        subscription = self._p.subscription_id
+        if deployment.phase is Phase.SUCCEEDED:
+            return made_by(deployment, subscription)
+        ref = deployment.ref
+        ended = deployment.ended_at.isoformat() if deployment.ended_at else ""
+        key = (ref.resource_group.lower(), ref.name.lower(), ended)
+        with self._lock:
+            known = self._failed.get(key)
+        if known is not None:
+            return known
+        try:
+            operations = self._operations(ref)
+        except CloudError as error:
+            # Not recorded this time: the deployment is kept until teardown, which reads it.
+            log("arm-operations-unread", provider=self._p.id, deployment=ref.name, error=str(error))
+            return None
+        made = made_by(deployment, subscription, operations)
+        with self._lock:
+            if len(self._failed) >= FAILED_REMEMBERED:
+                self._failed.pop(next(iter(self._failed)))
+            self._failed[key] = made
+        return made
+
+    def _operations(self, ref: DeploymentRef) -> list[Mapping[str, Any]]:
+        operations = self._p.all_pages(
+            "DeploymentOperations_List",
+            lambda: self._p.clients.deployments.deployment_operations.list(
+                ref.resource_group, ref.name
+            ),
+        )
+        return [o.as_dict() if hasattr(o, "as_dict") else dict(o) for o in operations]
+
+    # -- recorded ----------------------------------------------------------------------------
+
+    def recorded(self, instances: Sequence[CloudInstance]) -> None:
+        """Rows now hold what these deployments made: delete each that succeeded unless it is
+        kept, as worker-manager does once a deployment succeeded (ARM keeps 800 per group and
+        prunes the oldest itself). A failed one stays until its worker is torn down."""
+        doomed = []
+        for instance in instances:
+            ref, made = deployment_ref(instance.provider_data), made_of(instance.record)
+            if ref is not None and made is not None and made.succeeded and not ref.keep:
+                doomed.append(ref)
+        list(self._p.pool.map(carry(self._delete_after_success), doomed))
+
+    def _delete_after_success(self, ref: DeploymentRef) -> None:
+        try:
+            self._delete_deployment(ref)
+        except CloudError as error:
+            # Listed again at the next scan, and deleted then.
+            log(
+                "arm-deployment-delete-failed",
+                provider=self._p.id,
+                deployment=ref.name,
+                error=str(error),
+            )
+
+    def _with_group_data(self, vms: Sequence[CloudInstance]) -> list[CloudInstance]:
+        """A VM in an ARM group outside the provider's carries where its deployment would be,
+        so an orphan's teardown looks there."""
+        own = self._p.resource_group.lower()
+        out = []
+        for vm in vms:
+            parsed = parse_resource_id(vm.cloud_id)
+            if parsed is None or parsed.resource_group.lower() == own or not vm.worker_id:
+                out.append(vm)
+                continue
+            ref = DeploymentRef(parsed.resource_group, deployment_name(parsed.name))
+            out.append(replace(vm, provider_data={**vm.provider_data, **ref.data()}))
+        return out
+
+    def _list(self, group: str) -> list[DeploymentView]:
+        deployments = self._p.clients.deployments.deployments
+        items = self._p.all_pages(
+            "Deployments_ListByResourceGroup",
+            lambda: deployments.list_by_resource_group(group),
+        )
+        views = []
+        for item in items:
+            raw = item.as_dict() if hasattr(item, "as_dict") else dict(item)
+            if not self._p.owns_tags(as_mapping(raw.get("tags"))):
+                continue
+            views.append(view(self._p.id, group, raw))
+        return views
+
+    def _sweep(self, groups: Sequence[str], region: str, busy: set[str]) -> list[CloudInstance]:
+        found: list[CloudInstance] = []
+        for group in groups:
+            key = (group.lower(), region.lower())
+            with self._lock:
+                last = self._swept.get(key)
+                due = last is None or time.monotonic() - last >= self.leftover_sweep_s
+                if due:
+                    self._swept[key] = time.monotonic()
+            if due:
+                found += self._sweep_group(group, region, busy)
+        return found
+
+    def _sweep_group(self, group: str, region: str, busy: set[str]) -> list[CloudInstance]:
+        clients = self._p.clients
+        nics = self._p.all_pages(
+            "NetworkInterfaces_List", lambda: clients.network.network_interfaces.list(group)
+        )
+        ips = self._p.all_pages(
+            "PublicIPAddresses_List", lambda: clients.network.public_ip_addresses.list(group)
+        )
+        disks = self._p.all_pages(
+            "Disks_ListByResourceGroup",
+            lambda: clients.compute.disks.list_by_resource_group(group),
+        )
+        resources = [
+            *(_leftover(n, n.virtual_machine is not None) for n in nics),
+            *(_leftover(i, i.ip_configuration is not None) for i in ips),
+            *(_leftover(d, bool(d.managed_by)) for d in disks),
+        ]
+        found = leftovers(
+            resources,
+            deployment_id=self._p.deployment_id,
+            provider_id=self._p.id,
+            region=region,
+            busy_workers=busy,
+            first_seen={},
+        )
+        return self._date(found, (group.lower(), region.lower()))
+
+    def _date(self, found: Sequence[CloudInstance], unit: tuple[str, str]) -> list[CloudInstance]:
+        """Date leftovers by the sweep of their group and region that first saw them; one no
+        longer found there is forgotten."""
+        now = datetime.now(UTC)
+        ids = {i.cloud_id.lower() for i in found}
+        with self._lock:
+            for key in [k for k, (_, u) in self._leftover_seen.items() if u == unit]:
+                if key not in ids:
+                    del self._leftover_seen[key]
+            for key in ids:
+                self._leftover_seen.setdefault(key, (now, unit))
+            seen = {key: self._leftover_seen[key][0] for key in ids}
+        return [replace(i, launched_at=seen[i.cloud_id.lower()]) for i in found]
+
+    # -- lookup ------------------------------------------------------------------------------
+
+    def lookup(self, refs: Sequence[tuple[WorkerRef, DeploymentRef]]) -> dict[str, CloudInstance]:
+        """Rows of ARM workers the lists did not show. Those in groups this process had not
+        seen are first found in bulk (their groups listed once, then every scan); the rest
+        with a GET of the deployment, and of the VM where the deployment does not decide."""
+        new = {ref.resource_group.lower(): ref.resource_group for _, ref in refs}
+        new = {key: group for key, group in new.items() if self.learn(group)}
+        found: dict[str, CloudInstance] = {}
+        if new:
+            in_new = [(w, r) for w, r in refs if r.resource_group.lower() in new]
+            found = self._bulk(sorted(new.values()), in_new)
+        rest = [(w, r) for w, r in refs if w.worker_id not in found]
+        answers = self._p.pool.map(carry(lambda pair: self._lookup_one(*pair)), rest)
+        for (worker, _), instance in zip(rest, answers, strict=True):
+            if instance is not None:
+                found[worker.worker_id] = instance
+        return found
+
+    def find_unrecorded(
+        self, refs: Sequence[WorkerRef], vm_names: Mapping[str, str]
+    ) -> dict[str, CloudInstance]:
+        """Intents whose create answer was lost, with no deployment on their rows nor in this
+        process's memory (a restart), and no VM in the provider's group: their deployments
+        may be in a launch config's own group. Every group of the subscription is listed once
+        for deployments of this wm deployment named after them; found ones are looked up as
+        recorded ones. Only unresolved intents pay for this, and they are rare."""
+        wanted = {deployment_name(vm_names[r.worker_id]).lower(): r for r in refs}
+        groups = self._p.all_pages(
+            "ResourceGroups_List", lambda: self._p.clients.resources.resource_groups.list()
+        )
+        own = self._p.resource_group.lower()
+        pairs: list[tuple[WorkerRef, DeploymentRef]] = []
+        for group in groups:
+            name = getattr(group, "name", None) or as_mapping(group).get("name")
+            if not name or str(name).lower() == own:
+                continue
+            for deployment in self._list(str(name)):
+                worker = wanted.pop(deployment.ref.name.lower(), None)
+                if worker is not None:
+                    pairs.append((worker, deployment.ref))
+            if not wanted:
+                break
+        return self.lookup(pairs) if pairs else {}
+
+    def _bulk(
+        self, groups: Sequence[str], refs: Sequence[tuple[WorkerRef, DeploymentRef]]
+    ) -> dict[str, CloudInstance]:
+        found = {}
+        for region in sorted({w.region for w, _ in refs}):
+            vms = self._p.list_groups(region, groups)
+            listed = self.instances(region, vms, groups, sweep=False)
+            by_worker = {i.worker_id: i for i in listed if i.worker_id}
+            for worker, _ in refs:
+                if worker.region == region and worker.worker_id in by_worker:
+                    found[worker.worker_id] = by_worker[worker.worker_id]
+        return found
+
+    def _lookup_one(self, worker: WorkerRef, ref: DeploymentRef) -> CloudInstance | None:
+        made = made_of(worker.provider_data)
+        if made is not None:
+            # The row knows what the deployment made: the deployment itself may be gone.
+            vm = self._p.vm_instance(ref.resource_group, ref.vm_name, worker.region)
+            if vm is not None:
+                return replace(vm, provider_data={**vm.provider_data, **ref.data()})
+            return gone_instance(worker, ref, self._p.subscription_id)
+        deployment = self._get(ref)
+        if deployment is not None and deployment.phase is Phase.FAILED:
+            return self._stands_for(deployment, worker)
+        vm = self._p.vm_instance(ref.resource_group, ref.vm_name, worker.region)
+        if vm is not None:
+            if deployment is not None and deployment.ref.keep:
+                ref = replace(ref, keep=True)
+            return replace(vm, provider_data={**vm.provider_data, **ref.data()})
+        if deployment is None or deployment.phase is Phase.GONE:
+            # Its OS disk may be left (a template that keeps it): the teardown deletes it.
+            left = os_disk_of(worker.provider_data)
+            return gone_instance(worker, ref, self._p.subscription_id) if left else None
+        return self._stands_for(deployment, worker)
+
+    def _stands_for(self, deployment: DeploymentView, worker: WorkerRef) -> CloudInstance | None:
+        return deployment_instance(
+            deployment,
+            subscription=self._p.subscription_id,
+            region=worker.region,
+            now=datetime.now(UTC),
+            listing=False,
+        )
+
+    def _get(self, ref: DeploymentRef) -> DeploymentView | None:
+        deployments = self._p.clients.deployments.deployments
+        try:
+            item = self._p.gate.call(
+                "Deployments_Get", deployments.get, ref.resource_group, ref.name
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return None
+            raise
+        found = view(self._p.id, ref.resource_group, item.as_dict())
+        if not self._p.owns_tags(found.tags):
+            return None  # a deployment of that name that is not this wm's: never touched
+        return found
+
+    # -- terminate ---------------------------------------------------------------------------
+
+    def terminate(self, worker: WorkerRef, ref: DeploymentRef) -> TerminateResult:
+        """Delete what the worker's deployment made, VM first, then the deployment unless
+        it is kept; gone once ARM shows none of it. A deployment still running is left to
+        end first (ARM refuses to delete it, and it may still create)."""
+        self.learn(ref.resource_group)
+        made = made_of(worker.provider_data)
+        if made is not None:
+            return self._terminate_recorded(worker, ref, made)
+        try:
+            deployment = self._get(ref)
+            if deployment is not None and deployment.phase is Phase.IN_FLIGHT:
+                return TerminateResult(worker.worker_id, gone=False, nothing_sent=True)
+            gone, results = self._delete_plan(self._plan(worker, ref, deployment))
+            keep = ref.keep or (deployment is not None and deployment.ref.keep)
+            if gone and deployment is not None and deployment.phase is not Phase.GONE and not keep:
+                results.append(self._delete_deployment(ref))
+            sent = any(r in (Deleted.DONE, Deleted.UNDER_WAY) for r in results)
+            return TerminateResult(worker.worker_id, gone=gone, nothing_sent=not sent)
+        except CloudError as error:
+            return TerminateResult(worker.worker_id, gone=False, error=error)
+
+    def _terminate_recorded(
+        self, worker: WorkerRef, ref: DeploymentRef, made: Made
+    ) -> TerminateResult:
+        """Tear down from the row's record, without reading the deployment (wm deleted it
+        after success, or ARM pruned it); then delete the deployment unless it is kept (gone
+        already: a 404 or a 204)."""
+        try:
+            extra = os_disk_of(worker.provider_data)
+            plan = teardown_plan([], [self._vm_id(worker, ref), *made.ids, *extra])
+            gone, results = self._delete_plan(plan)
+            if gone and not ref.keep:
+                results.append(self._delete_deployment(ref))
+            sent = any(r in (Deleted.DONE, Deleted.UNDER_WAY) for r in results)
+            return TerminateResult(worker.worker_id, gone=gone, nothing_sent=not sent)
+        except CloudError as error:
+            return TerminateResult(worker.worker_id, gone=False, error=error)
+
+    def _delete_plan(self, plan: Teardown) -> tuple[bool, list[Deleted]]:
+        """Delete a plan's VMs; once they are gone, its NICs and disks, then its public IPs.
+        Whether all of it is gone, and what each delete found."""
+        results = [self._delete_vm(vm_id) for vm_id in plan.vms]
+        if all(r.gone for r in results):
+            results += [self._delete_by_id(i) for i in plan.nics_and_disks]
+            results += [self._delete_by_id(i) for i in plan.public_ips]
+        return all(r.gone for r in results) and len(results) == len(plan.all), results
+
+    def _vm_id(self, worker: WorkerRef, ref: DeploymentRef) -> str:
+        """The worker's VM: the id the cloud named, else the one wm's names give."""
+        vm_id = worker.cloud_id or ""
+        parsed = parse_resource_id(vm_id)
+        if parsed is None or parsed.type != VM_TYPE:
+            vm_id = vm_resource_id(self._p.subscription_id, ref.resource_group, ref.vm_name)
+        return vm_id
+
+    def _plan(
+        self, worker: WorkerRef, ref: DeploymentRef, deployment: DeploymentView | None
+    ) -> Teardown:
+        known = [self._vm_id(worker, ref), *os_disk_of(worker.provider_data)]
+        if deployment is None or deployment.phase is Phase.GONE:
+            return teardown_plan([], known)  # what else it made is found by its tags
+        return teardown_plan(self._operations(ref), [*known, *deployment.resource_ids])
+
+    def _delete_vm(self, vm_id: str) -> Deleted:
+        parsed = parse_resource_id(vm_id)
+        assert parsed is not None
+        vm = self._p.get_vm(parsed.name, group=parsed.resource_group)
+        if vm is None:
+            return Deleted.ABSENT
+        if not self._p.owns(vm):
+            log("azure-vm-not-owned", provider=self._p.id, vm=vm_id)
+            return Deleted.NOT_OURS
+        if self._p.provisioning_state(vm) == "deleting":
+            return Deleted.UNDER_WAY
+        return self._delete_by_id(vm_id)
+
+    def delete_leftover(self, worker: WorkerRef) -> TerminateResult:
+        """An orphan NIC, public IP or disk (a leftover): delete it."""
+        try:
+            result = self._delete_by_id(worker.cloud_id or "")
+        except CloudError as error:
+            return TerminateResult(worker.worker_id, gone=False, error=error)
+        if result.gone:
+            with self._lock:
+                self._leftover_seen.pop((worker.cloud_id or "").lower(), None)
+        return TerminateResult(
+            worker.worker_id, gone=result.gone, nothing_sent=result is Deleted.ABSENT
+        )
+
+    def _delete_by_id(self, resource_id: str) -> Deleted:
+        parsed = parse_resource_id(resource_id)
+        if parsed is None:
+            return Deleted.ABSENT
+        kind = {VM_TYPE: "vm", NIC_TYPE: "nic", IP_TYPE: "ip", DISK_TYPE: "disk"}[parsed.type]
+        operation = {
+            "vm": "VirtualMachines_Delete",
+            "nic": "NetworkInterfaces_Delete",
+            "ip": "PublicIPAddresses_Delete",
+            "disk": "Disks_Delete",
+        }[kind]
+        try:
+            status = self._p.gate.call(
+                operation, self._p.delete, kind, parsed.name, parsed.resource_group
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return Deleted.ABSENT
+            if error.code.lower() in IN_USE_CODES:
+                return Deleted.IN_USE
+            raise
+        return _deleted(status)
+
+    def _delete_deployment(self, ref: DeploymentRef) -> Deleted:
+        deployments = self._p.clients.deployments.deployments
+
+        def delete() -> int:
+            poller = deployments.begin_delete(
+                ref.resource_group, ref.name, polling=False, cls=_status_code
+            )
+            return poller.result()
+
+        try:
+            status = self._p.gate.call("Deployments_Delete", delete)
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:
+                return Deleted.ABSENT
+            raise
+        # 202: ARM deletes the record; nothing of the worker depends on it any more.
+        return Deleted.DONE if status in (200, 202) else Deleted.ABSENT
+
+
+def _deleted(status: int) -> Deleted:
+    # 200: deleted at once; 202: ARM is deleting it; 204: there was nothing.
+    return {200: Deleted.DONE, 202: Deleted.UNDER_WAY}.get(status, Deleted.ABSENT)
+
+
+def _leftover(model: Any, attached: bool) -> Leftover:
+    return Leftover(
+        resource_id=str(model.id),
+        location=str(model.location or ""),
+        tags=dict(model.tags or {}),
+        attached=attached,
+    )
+
+
+def _status_code(pipeline_response: Any, deserialized: Any, headers: Any) -> int:
+    return pipeline_response.http_response.status_code

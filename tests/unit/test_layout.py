@@ -227,3 +227,40 @@ def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
     assert "wm.budget" in imported
     providers, budget = _unit("wm.providers.aws"), _unit("wm.budget")
     assert providers and budget and providers[0] == budget[0] and budget[1]
+
+
+ROUTE_DECORATORS = {"get", "post", "put", "delete", "patch", "head", "options", "api_route"}
+ASSEMBLY_MAX_LINES = 150
+
+
+def _route_decorated(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(d, ast.Call)
+        and isinstance(d.func, ast.Attribute)
+        and d.func.attr in ROUTE_DECORATORS
+        for d in function.decorator_list
+    )
+
+
+def test_the_api_app_is_assembly_and_its_routes_live_in_routers():
+    # create_app builds the context, the error answers and includes the routers; a route
+    # declared in it (or in any function) would grow it back into one long closure.
+    app = REPO / "wm/api/app.py"
+    tree = ast.parse(app.read_text())
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    (create_app,) = [f for f in functions if f.name == "create_app"]
+    length = (create_app.end_lineno or create_app.lineno) - create_app.lineno + 1
+    assert length < ASSEMBLY_MAX_LINES, f"create_app is {length} lines"
+    offenders = [f"{app.relative_to(REPO)}: {f.name}" for f in functions if _route_decorated(f)]
+    for path in python_files("wm/api"):
+        for outer in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            offenders += [
+                f"{path.relative_to(REPO)}:{inner.lineno}: {inner.name} inside {outer.name}"
+                for inner in ast.walk(outer)
+                if inner is not outer
+                and isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
+                and _route_decorated(inner)
+            ]
+    assert offenders == []

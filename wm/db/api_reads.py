@@ -193,3 +193,9 @@ def launch_config_archived(engine: Engine, pool_id: str, launch_config_id: str) 
     )
     with engine.connect() as conn:
         return bool(conn.execute(query).scalar())
+
+
+def pool_exists(engine: Engine, pool_id: str) -> bool:
+    with engine.connect() as conn:
+        query = select(worker_pools.c.pool_id).where(worker_pools.c.pool_id == pool_id)
+        return conn.execute(query).first() is not None

@@ -125,6 +125,7 @@ LAYERS = (
             "wm.pool_apply",
             "wm.legacy_pools",
             "wm.identity",
+            "wm.registration_policy",  # registerWorker's refusals and expected identity
             # Worker pool definitions: the schemas as data, their checker, definition files.
             "wm.json_check",
             "wm.pool_schemas",

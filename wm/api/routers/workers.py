@@ -38,6 +38,14 @@ from wm.api.views import worker_view
 from wm.db import api_reads, registration
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerState
+from wm.registration_policy import (
+    NOT_REQUESTED,
+    Deployment,
+    Refusal,
+    RegistrationRequest,
+    decide,
+    proof_rejected,
+)
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.errors import TaskclusterError
 from wm.telemetry import capture, log
@@ -45,12 +53,6 @@ from wm.telemetry import capture, log
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 
 WORKER_PATH = "/workers/{workerPoolId:poolid}/{workerGroup}/{workerId}"
-# registerWorker's answer to every refused proof, by provider kind (worker-manager's words).
-PROOF_REJECTED = {
-    "aws": "Instance identity document validation error",
-    "gcp": "Token validation error",
-    "azure": "Signature validation error",
-}
 SCALE_DOWN_REASON = "worker pool has more capacity than it needs"
 LAUNCH_CONFIG_ARCHIVED = "launch config archived"
 
@@ -73,77 +75,32 @@ async def register_worker(call: Annotated[Call, endpoint(register_scope)]) -> JS
 
 
 def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResponse:
-    # worker-manager's order (WM src/api.js registerWorker); the state is checked before
-    # the proof, so a replay costs no signature check.
-    engine = api.engine
-    if not registration.pool_exists(engine, body.workerPoolId):
-        raise TaskclusterError("ResourceNotFound", "Worker pool does not exist")
-    verifier = api.verifiers.get(body.providerId)
-    if verifier is None:
-        raise TaskclusterError("ResourceNotFound", "Provider does not exist")
-    target = registration.registration_target(
-        engine, body.workerPoolId, body.workerGroup, body.workerId
-    )
-    if target is None:
-        raise TaskclusterError("ResourceNotFound", "Worker not found")
-    allowed = {target.pool_provider_id, *target.previous_provider_ids} - {None}
-    if body.providerId not in allowed:
-        raise TaskclusterError("InputError", "Worker pool does not use this provider")
-    if target.expired:
-        raise TaskclusterError("InputError", "Worker has expired")
-    if target.worker.provider_id != body.providerId:
-        raise TaskclusterError("InputError", "Worker does not belong to this provider")
-    if target.worker.state != WorkerState.REQUESTED:
-        raise TaskclusterError("InputError", "This worker is either stopped or running")
-    worker = target.worker
-    expected = ExpectedIdentity(
-        deployment_id=api.deployment_id,
-        provider_id=body.providerId,
+    request = RegistrationRequest(
         pool_id=body.workerPoolId,
-        worker_id=worker.worker_id,
-        region=worker.worker_group,
-        cloud_id=worker.cloud_id,
-        tc_worker_id=worker.tc_worker_id,
-        audience=api.root_url,
-        provider_data=worker.provider_data,
-        requested_at=worker.created,
+        provider_id=body.providerId,
+        worker_group=body.workerGroup,
+        worker_id=body.workerId,
     )
-    refused = PROOF_REJECTED.get(api.provider_kinds.get(body.providerId, ""), "Invalid proof")
-    try:
-        verifier.verify(body.workerIdentityProof, expected)
-    except IdentityRejected as rejected:
-        log(
-            "identity-rejected",
-            logging.WARNING,
-            worker=worker.worker_id,
-            provider=body.providerId,
-            reason=rejected.reason,
-        )
-        raise TaskclusterError("InputError", refused) from None
-    except Exception as exc:
-        # A verifier bug met input it did not expect. Fail closed, with the same answer as
-        # any rejection (a 500 would tell a forger it reached somewhere new), and report it.
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        log(
-            "identity-verifier-failed",
-            logging.ERROR,
-            worker=worker.worker_id,
-            provider=body.providerId,
-            error=type(exc).__name__,
-            where=f"{where.filename}:{where.lineno}",
-        )
-        capture(exc, provider=body.providerId)
-        raise TaskclusterError("InputError", refused) from None
+    target = api_reads.registration_target(
+        api.engine, body.workerPoolId, body.workerGroup, body.workerId
+    )
+    deployment = Deployment(api.deployment_id, api.root_url, api.verifiers.keys())
+    expected = decide(target, request, deployment)
+    if isinstance(expected, Refusal):
+        raise refused(expected)
+    worker = target.worker
+    assert worker is not None  # decide accepts only a worker it found
+    verify(api, body, expected)
     secret = new_worker_secret()
     expires = registration.register(
-        engine,
+        api.engine,
         worker.worker_id,
         secret_hash(secret),
         target.reregistration_timeout_s,
         booted_at=body.boot_time(),
     )
     if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
-        raise TaskclusterError("InputError", "This worker is either stopped or running")
+        raise refused(NOT_REQUESTED)
     log("worker-running", worker=worker.worker_id, pool=body.workerPoolId, provider=body.providerId)
     return RegisterWorkerResponse(
         expires=expires,
@@ -151,6 +108,40 @@ def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResp
         workerConfig=dict(target.worker_config),
         secret=secret,
     )
+
+
+def verify(api: ApiContext, body: RegisterWorkerRequest, expected: ExpectedIdentity) -> None:
+    """The provider's verifier judges the proof; every failure is the kind's one answer."""
+    rejected = refused(proof_rejected(api.provider_kinds.get(body.providerId)))
+    try:
+        api.verifiers[body.providerId].verify(body.workerIdentityProof, expected)
+    except IdentityRejected as rejection:
+        log(
+            "identity-rejected",
+            logging.WARNING,
+            worker=expected.worker_id,
+            provider=body.providerId,
+            reason=rejection.reason,
+        )
+        raise rejected from None
+    except Exception as exc:
+        # A verifier bug met input it did not expect. Fail closed, with the same answer as
+        # any rejection (a 500 would tell a forger it reached somewhere new), and report it.
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        log(
+            "identity-verifier-failed",
+            logging.ERROR,
+            worker=expected.worker_id,
+            provider=body.providerId,
+            error=type(exc).__name__,
+            where=f"{where.filename}:{where.lineno}",
+        )
+        capture(exc, provider=body.providerId)
+        raise rejected from None
+
+
+def refused(refusal: Refusal) -> TaskclusterError:
+    return TaskclusterError(refusal.code, refusal.message)
 
 
 def issue(api: ApiContext, provider_id: str, body: Any, expires: datetime) -> Credentials:
@@ -174,10 +165,10 @@ async def reregister_worker(call: Annotated[Call, endpoint(reregister_scope)]) -
 
 def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWorkerResponse:
     refused = TaskclusterError("InputError", "Could not generate credentials for this secret")
-    target = registration.registration_target(
+    target = api_reads.registration_target(
         api.engine, body.workerPoolId, body.workerGroup, body.workerId
     )
-    if target is None:
+    if target.worker is None:
         raise refused
     secret = new_worker_secret()
     expires = registration.reregister(

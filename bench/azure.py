@@ -73,7 +73,7 @@ from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.workers import NewWorker, insert_intents, list_workers
 from wm.model import LaunchSpec, WorkerRef, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers import build_provider
 from wm.provisioner import Provisioner, new_worker_id
@@ -388,11 +388,10 @@ def apply_arm_pool(engine: Engine, config: BenchConfig, vms: int) -> None:
         },
     }
     definition = parse_pool_definition(POOL_ID, body, config.config.provider_kinds())
-    pool_store.apply_definitions(
+    apply_change(
         engine,
-        lambda pools, lcs: plan_apply(
-            [definition], pools, lcs, workers_register={provider_id: False}, prune=True
-        ),
+        ApplyDefinitions((definition,), prune=True),
+        workers_register={provider_id: False},
     )
     pool_store.ensure_scan_units(engine, [(p.id, r) for p in config.providers for r in p.regions])
 

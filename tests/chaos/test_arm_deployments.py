@@ -43,7 +43,7 @@ from wm.db import registration, tasks
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers import azure_arm as arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
@@ -147,12 +147,7 @@ def apply_pool(
         "config": config,
     }
     definition = parse_pool_definition(POOL, body, {PROVIDER: "azure"})
-    pool_store.apply_definitions(
-        engine,
-        lambda current, lcs: plan_apply(
-            [definition], current, lcs, workers_register={PROVIDER: False}
-        ),
-    )
+    apply_change(engine, ApplyDefinitions((definition,)), workers_register={PROVIDER: False})
     pool_store.ensure_scan_units(engine, [(PROVIDER, LOCATION)])
 
 

@@ -137,6 +137,8 @@ LAYERS = (
     # Above the pure decisions, which return data and leave the logging to their callers.
     Layer("telemetry", False, ("wm.telemetry",)),
     Layer("storage", False, ("wm.db",)),
+    # What the API and the CLI both do: applying pool definitions, one transaction.
+    Layer("use cases", False, ("wm.pool_changes",)),
     Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget")),
     Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
     Layer("top", False, ("procs", "wm.cli", "wm.__main__")),

@@ -40,7 +40,7 @@ from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity
 from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers import azure_arm as arm
 from wm.providers import azure_identity
@@ -540,12 +540,7 @@ def apply_arm_pool(
         },
     }
     definition = parse_pool_definition(POOL, body, {provider.id: "azure"})
-    pool_store.apply_definitions(
-        engine,
-        lambda current, lcs: plan_apply(
-            [definition], current, lcs, workers_register={provider.id: False}
-        ),
-    )
+    apply_change(engine, ApplyDefinitions((definition,)), workers_register={provider.id: False})
     pool_store.ensure_scan_units(engine, [(provider.id, LOCATION)])
 
 

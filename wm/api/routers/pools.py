@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter
@@ -31,14 +30,14 @@ from wm.api.models import (
 from wm.api.paging import page_from_query, paginate
 from wm.api.views import launch_config_stats, launch_config_view, pool_stats, pool_view
 from wm.db import api_reads
-from wm.db import pools as pool_store
-from wm.model import LaunchConfigRecord, PoolRecord
-from wm.pool_apply import (
-    ApplyPlan,
-    plan_apply,
-    plan_delete,
-    same_definition,
-    unscanned_worker_groups,
+from wm.pool_apply import unscanned_worker_groups
+from wm.pool_changes import (
+    ApplyRefused,
+    Change,
+    CreatePool,
+    DeletePool,
+    UpdatePool,
+    apply_change,
 )
 from wm.pool_definition import (
     NULL_PROVIDER,
@@ -94,39 +93,22 @@ def definition(api: ApiContext, pool_id: str, body: WorkerPoolDefinitionRequest)
     return parsed
 
 
-def log_definition_change(event: str, pool_id: str, plan: ApplyPlan) -> None:
-    # The audit trail worker-manager keeps in its audit history: who is in the access log.
-    if not plan.empty:
-        log(event, pool=pool_id, changes=list(plan.lines))
-
-
 def pool_answer(api: ApiContext, pool_id: str) -> WorkerPool:
     views = api_reads.pools_page(api.engine, offset=0, limit=1, pool_id=pool_id)
     stats = api_reads.state_counts(api.engine, [pool_id])
     return pool_view(views[0], stats)
 
 
-class Refused(Exception):
-    """A refusal decided inside a transaction. TaskclusterError is frozen, and leaving a
-    `with` block sets an exception's traceback, so it travels wrapped until outside."""
-
-    def __init__(self, error: TaskclusterError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def conflict_free(plan: ApplyPlan) -> ApplyPlan:
-    if plan.conflicts:
-        raise Refused(TaskclusterError("RequestConflict", "; ".join(plan.conflicts)))
-    return plan
-
-
-async def apply_definitions(api: ApiContext, planner: Callable[..., ApplyPlan]) -> ApplyPlan:
-    """Plan and apply in one transaction; a refusal rolls it back."""
-    try:
-        return await run(pool_store.apply_definitions, api.engine, planner)
-    except Refused as refused:
-        raise refused.error from None
+async def change_pool(call: Call, event: str, pool_id: str, change: Change) -> JSONResponse:
+    """Apply the change (wm/pool_changes.py), then answer the pool as it now is."""
+    registers = call.api.workers_register
+    outcome = await run(lambda: apply_change(call.api.engine, change, workers_register=registers))
+    if isinstance(outcome, ApplyRefused):
+        raise TaskclusterError(outcome.code, outcome.message)
+    # The audit trail worker-manager keeps in its audit history: who is in the access log.
+    if not outcome.empty:
+        log(event, pool=pool_id, changes=list(outcome.lines))
+    return reply(await run(pool_answer, call.api, pool_id))
 
 
 @router.put(POOL_PATH, response_model=WorkerPool, name="createWorkerPool")
@@ -136,19 +118,7 @@ async def create_worker_pool(
     """Create a worker pool from its definition; creating it again as it is answers the
     pool, with another definition 409."""
     parsed = definition(call.api, workerPoolId, call.input)
-    registers = call.api.workers_register
-
-    def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
-        existing = next((p for p in pools if p.pool_id == workerPoolId), None)
-        if existing is not None and not same_definition(parsed, existing):
-            raise Refused(TaskclusterError("RequestConflict", "Worker pool already exists"))
-        if existing is not None:
-            return ApplyPlan()
-        return conflict_free(plan_apply([parsed], pools, lcs, workers_register=registers))
-
-    plan = await apply_definitions(call.api, planner)
-    log_definition_change("worker-pool-created", workerPoolId, plan)
-    return reply(await run(pool_answer, call.api, workerPoolId))
+    return await change_pool(call, "worker-pool-created", workerPoolId, CreatePool(parsed))
 
 
 @router.post(POOL_PATH, response_model=WorkerPool, name="updateWorkerPool")
@@ -161,32 +131,14 @@ async def update_worker_pool(
     parsed = definition(call.api, workerPoolId, body)
     if body.workerPoolId and body.workerPoolId != workerPoolId:
         raise TaskclusterError("InputError", "Incorrect workerPoolId in request body")
-    registers = call.api.workers_register
-
-    def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
-        if not any(p.pool_id == workerPoolId for p in pools):
-            raise Refused(TaskclusterError("ResourceNotFound", "Worker pool does not exist"))
-        return conflict_free(plan_apply([parsed], pools, lcs, workers_register=registers))
-
-    plan = await apply_definitions(call.api, planner)
-    log_definition_change("worker-pool-updated", workerPoolId, plan)
-    return reply(await run(pool_answer, call.api, workerPoolId))
+    return await change_pool(call, "worker-pool-updated", workerPoolId, UpdatePool(parsed))
 
 
 @router.delete(POOL_PATH, response_model=WorkerPool, name="deleteWorkerPool")
 async def delete_worker_pool(workerPoolId: str, call: Annotated[Call, endpoint()]) -> JSONResponse:
     """Mark a pool for deletion: it moves to the null provider, its launch configs are
     archived and its workers drain."""
-
-    def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
-        pool = next((p for p in pools if p.pool_id == workerPoolId), None)
-        if pool is None:
-            raise Refused(TaskclusterError("ResourceNotFound", "Worker pool does not exist"))
-        return plan_delete(pool, [lc for lc in lcs if lc.pool_id == workerPoolId])
-
-    plan = await apply_definitions(call.api, planner)
-    log_definition_change("worker-pool-deleted", workerPoolId, plan)
-    return reply(await run(pool_answer, call.api, workerPoolId))
+    return await change_pool(call, "worker-pool-deleted", workerPoolId, DeletePool(workerPoolId))
 
 
 @router.get(

@@ -2,9 +2,9 @@
 TaskclusterError, and `endpoint`, the one dependency that names the call, checks its path and
 query, and authenticates it against the endpoint's scope expression (wm/tc/endpoint_scopes.py).
 
-Routes never write that prologue themselves: each declares `call: Call = endpoint()` (or
-`endpoint(scope)` when its scopes take parameters from its body or query) and starts with what
-it does. A route's body is validated before the dependency runs, as before routers: the scope
+Routes never write that prologue themselves: each declares `call: Annotated[Call, endpoint()]`
+(or `endpoint(scope)` when its scopes take parameters from its body or query) and starts with
+what it does. A route's body is validated before the dependency runs, as before routers: the scope
 function that declares the body is the dependency's own dependency, and FastAPI never calls a
 dependency whose inputs failed validation.
 """

@@ -75,7 +75,7 @@ from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerRef, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers import build_provider
 from wm.provisioner import Provisioner, new_worker_id
@@ -390,11 +390,10 @@ def apply_arm_pool(engine: Engine, config: BenchConfig, vms: int) -> None:
         },
     }
     definition = parse_pool_definition(POOL_ID, body, config.config.provider_kinds())
-    pool_store.apply_definitions(
+    apply_change(
         engine,
-        lambda pools, lcs: plan_apply(
-            [definition], pools, lcs, workers_register={provider_id: False}, prune=True
-        ),
+        ApplyDefinitions((definition,), prune=True),
+        workers_register={provider_id: False},
     )
     pool_store.ensure_scan_units(engine, [(p.id, r) for p in config.providers for r in p.regions])
 

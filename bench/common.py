@@ -37,7 +37,7 @@ from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.errors import WmError
 from wm.legacy_pools import OldPool, OldProvider, convert
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wm.telemetry import JsonLineFormatter
@@ -364,11 +364,8 @@ def sync_pools(engine: Engine, bench: BenchConfig) -> None:
     for pool in bench.pools:
         if not pool.requires_registration:
             registers[pool.provider] = False
-    pool_store.apply_definitions(
-        engine,
-        lambda pools, lcs: plan_apply(
-            definitions, pools, lcs, workers_register=registers, prune=True
-        ),
+    apply_change(
+        engine, ApplyDefinitions(tuple(definitions), prune=True), workers_register=registers
     )
     pool_store.ensure_scan_units(
         engine, [(p.id, r) for p in bench.config.providers for r in p.regions]

@@ -58,7 +58,7 @@ def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[Ap
 
 
 def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
-    """What the API builds for this worker (wm/api/app.py)."""
+    """What the API builds for this worker (wm/registration_policy.py `decide`)."""
     config = api.stack.config()
     return ExpectedIdentity(
         deployment_id=config.deployment_id,

@@ -39,11 +39,11 @@ from tests.support.stack import (
     azure_provider,
 )
 from wm.db import pools as pool_store
-from wm.db import registration, tasks
+from wm.db import tasks, worker_writes
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
@@ -147,12 +147,7 @@ def apply_pool(
         "config": config,
     }
     definition = parse_pool_definition(POOL, body, {PROVIDER: "azure"})
-    pool_store.apply_definitions(
-        engine,
-        lambda current, lcs: plan_apply(
-            [definition], current, lcs, workers_register={PROVIDER: False}
-        ),
-    )
+    apply_change(engine, ApplyDefinitions((definition,)), workers_register={PROVIDER: False})
     pool_store.ensure_scan_units(engine, [(PROVIDER, LOCATION)])
 
 
@@ -216,7 +211,7 @@ def drain(engine: Engine, sim: SimArm, scanner: WmProcess, timeout_s: float) -> 
         live = [r for r in rows(engine).values() if r.state != WorkerState.STOPPED]
         for row in live:
             if row.state == WorkerState.RUNNING and row.stop_reason is None:
-                registration.request_removal(engine, row.worker_id, "removed-by-worker")
+                worker_writes.request_removal(engine, row.worker_id, "removed-by-worker")
         return not live and not sim.resources()
 
     scanner.wait_for(drained, timeout_s, "every row stopped and nothing left in the sim")

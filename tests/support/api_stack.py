@@ -308,8 +308,8 @@ def hawk_header(
 
 
 def secret_hash(secret: str) -> str:
-    """How a secret is stored: its SHA-256 (wm/api/app.py); recomputed here, not imported, so a
-    change in what is stored shows up as a failing test."""
+    """How a secret is stored: its SHA-256 (wm/api/routers/workers.py); recomputed here, not
+    imported, so a change in what is stored shows up as a failing test."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 

@@ -17,7 +17,8 @@ from sqlalchemy import Engine
 from wm import legacy_pools
 from wm.config import Config
 from wm.db import pools as pool_store
-from wm.pool_apply import ApplyPlan, plan_apply
+from wm.pool_apply import ApplyPlan
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import PoolDefinition, parse_pool_definition
 from wmsim.azure.arm import default_subnet_id
 
@@ -79,11 +80,10 @@ def apply_pools(
     """Apply the pools (old form) as their definitions, as `wm pools apply` does."""
     parsed = definitions(config, pools)
     wanted = registers(config, pools)
-    plan = pool_store.apply_definitions(
-        engine,
-        lambda current, lcs: plan_apply(parsed, current, lcs, workers_register=wanted, prune=prune),
+    plan = apply_change(
+        engine, ApplyDefinitions(tuple(parsed), prune=prune), workers_register=wanted
     )
-    assert not plan.conflicts, plan.conflicts
+    assert isinstance(plan, ApplyPlan), plan
     pool_store.ensure_scan_units(
         engine, [(p.id, region) for p in config.providers for region in p.regions]
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from wm.api.app import provider_page
 from wm.api.queries import ENDPOINT_QUERIES, check_query, query_problems
+from wm.api.routers.providers import provider_page
 from wm.tc.errors import TaskclusterError
 
 WORKERS = ENDPOINT_QUERIES["listWorkersForWorkerPool"]

@@ -234,6 +234,7 @@ LAYERS = (
             "wm.pool_apply",
             "wm.legacy_pools",
             "wm.identity",
+            "wm.registration_policy",  # registerWorker's refusals and expected identity
             # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",
@@ -244,6 +245,8 @@ LAYERS = (
     # Above the pure decisions, which return data and leave the logging to their callers.
     Layer("telemetry", False, ("wm.telemetry",)),
     Layer("storage", False, ("wm.db",)),
+    # What the API and the CLI both do: applying pool definitions, one transaction.
+    Layer("use cases", False, ("wm.pool_changes",)),
     Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget")),
     Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
     Layer("top", False, ("procs", "wm.cli", "wm.__main__")),
@@ -430,10 +433,6 @@ KIND_HOMES = ("wm/kinds/",)
 KIND_LITERALS_ALLOWED = {
     # The old `[[pools]]` format knew exactly aws, gcp and azure: a new kind has no old form.
     "wm/legacy_pools.py",
-    # The API part of issue 25 swaps PROOF_REJECTED and PROVIDER_TYPES for the descriptions'
-    # proof_rejected and provider_type (test_provider_kinds holds them equal until then).
-    "wm/api/app.py",
-    "wm/api/views.py",
 }
 
 
@@ -531,4 +530,41 @@ def test_wmsim_branches_on_a_cloud_kind_only_in_its_subpackage_and_the_table():
             f"{relative}:{line}: {what}"
             for line, what in kind_literal_uses(path.read_text(), kinds)
         ]
+    assert offenders == []
+
+
+ROUTE_DECORATORS = {"get", "post", "put", "delete", "patch", "head", "options", "api_route"}
+ASSEMBLY_MAX_LINES = 150
+
+
+def _route_decorated(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(d, ast.Call)
+        and isinstance(d.func, ast.Attribute)
+        and d.func.attr in ROUTE_DECORATORS
+        for d in function.decorator_list
+    )
+
+
+def test_the_api_app_is_assembly_and_its_routes_live_in_routers():
+    # create_app builds the context, the error answers and includes the routers; a route
+    # declared in it (or in any function) would grow it back into one long closure.
+    app = REPO / "wm/api/app.py"
+    tree = ast.parse(app.read_text())
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    (create_app,) = [f for f in functions if f.name == "create_app"]
+    length = (create_app.end_lineno or create_app.lineno) - create_app.lineno + 1
+    assert length < ASSEMBLY_MAX_LINES, f"create_app is {length} lines"
+    offenders = [f"{app.relative_to(REPO)}: {f.name}" for f in functions if _route_decorated(f)]
+    for path in python_files("wm/api"):
+        for outer in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            offenders += [
+                f"{path.relative_to(REPO)}:{inner.lineno}: {inner.name} inside {outer.name}"
+                for inner in ast.walk(outer)
+                if inner is not outer
+                and isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
+                and _route_decorated(inner)
+            ]
     assert offenders == []

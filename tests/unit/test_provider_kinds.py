@@ -218,16 +218,6 @@ def test_every_kinds_launch_config_judgements_take_any_launch_config(key: str):
             assert all(n.startswith("config.launchConfigs[0].") for n in notes)
 
 
-def test_the_api_tables_hold_the_descriptions_values():
-    # Until the API reads KINDS itself (issue 25's API part): the same values, so swapping
-    # PROVIDER_TYPES and PROOF_REJECTED for the descriptions changes no answer.
-    from wm.api.app import PROOF_REJECTED
-    from wm.api.views import PROVIDER_TYPES
-
-    assert {k: d.provider_type for k, d in KINDS.items()} == PROVIDER_TYPES
-    assert {k: d.proof_rejected for k, d in KINDS.items()} == PROOF_REJECTED
-
-
 # What each kind's package imports: never another cloud's SDK, and its own only when a
 # provider builds its clients. A scanner for one cloud then never loads the other clouds' SDKs.
 _LOADED_SDKS = """

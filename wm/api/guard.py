@@ -189,7 +189,7 @@ class KeepEscapedSlashes:
 
     Starlette routes on the decoded path, in which `proj-x%2Fci` has become two segments; here
     the path is decoded from the raw one except for `%2F`, which the `poolid` convertor
-    (wm/api/app.py) unescapes. Other paths are left alone.
+    (wm/api/endpoint.py) unescapes. Other paths are left alone.
     """
 
     def __init__(self, app: Asgi, *, prefix: str) -> None:

@@ -29,12 +29,12 @@ from wm.api.models import (
 )
 from wm.db.api_reads import LaunchConfigRow, PoolView, StateCounts
 from wm.db.error_stats import ErrorCounts
+from wm.kinds import KINDS
 from wm.model import PoolError, WorkerRecord
 from wm.pool_apply import plain_json
 from wm.pool_definition import NULL_PROVIDER
 from wm.tc.errors import js_time
 
-PROVIDER_TYPES = {"aws": "aws", "gcp": "google", "azure": "azure"}
 STATES = ("requested", "running", "stopping", "stopped")
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
 # workerPoolErrorStats (TC db/versions/0096.yml): every day of the last 7 and every hour of the
@@ -193,6 +193,6 @@ def _utc_hour(when: datetime) -> datetime:
 
 def provider_list(types: Mapping[str, str]) -> list[dict[str, str]]:
     return [
-        {"providerId": pid, "providerType": PROVIDER_TYPES.get(kind, kind)}
+        {"providerId": pid, "providerType": KINDS[kind].provider_type}
         for pid, kind in sorted(types.items())
     ]

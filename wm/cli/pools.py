@@ -15,8 +15,8 @@ from wm.config import POOLS_MOVED, read_toml
 from wm.db import pool_errors
 from wm.db import pools as pool_store
 from wm.errors import ConfigError
-from wm.model import LaunchConfigRecord, PoolRecord
-from wm.pool_apply import ApplyPlan, plan_apply, unscanned_worker_groups
+from wm.pool_apply import unscanned_worker_groups
+from wm.pool_changes import ApplyDefinitions, ApplyRefused, apply_change
 from wm.pool_definition import (
     DefinitionInvalid,
     PoolDefinition,
@@ -78,16 +78,18 @@ def apply(obj: CliContext, files: tuple[str, ...], dry_run: bool, prune: bool) -
     config = obj.config()
     definitions = read_definitions(files, config.provider_kinds(), config_regions(obj))
     registers = {p.id: p.workers_register for p in config.providers}
-
-    def planner(pools: list[PoolRecord], lcs: list[LaunchConfigRecord]) -> ApplyPlan:
-        return plan_apply(definitions, pools, lcs, workers_register=registers, prune=prune)
-
     for definition in definitions:
         for warning in definition.warnings:
             click.echo(f"warning: {definition.worker_pool_id}: {warning}", err=True)
-    plan = pool_store.apply_definitions(obj.engine(), planner, dry_run=dry_run)
-    if plan.conflicts:
-        raise ConfigError(list(plan.conflicts), "pool definitions (nothing changed)")
+    plan = apply_change(
+        obj.engine(),
+        ApplyDefinitions(tuple(definitions), prune=prune),
+        workers_register=registers,
+        dry_run=dry_run,
+    )
+    if isinstance(plan, ApplyRefused):
+        problems = list(plan.problems) or [plan.message]
+        raise ConfigError(problems, "pool definitions (nothing changed)")
     if plan.empty:
         click.echo("the database already holds these definitions: nothing to do")
         return

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, and_, func, select
 
 from wm.db.pool_errors import error_from_row
 from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
 from wm.db.workers import worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
+from wm.registration_policy import RegistrationTarget
 
 STATES = ("requested", "running", "stopping", "stopped")
 
@@ -193,3 +194,55 @@ def launch_config_archived(engine: Engine, pool_id: str, launch_config_id: str) 
     )
     with engine.connect() as conn:
         return bool(conn.execute(query).scalar())
+
+
+def pool_exists(engine: Engine, pool_id: str) -> bool:
+    """Whether the pool exists (deleted pools too: they exist until their workers drained)."""
+    with engine.connect() as conn:
+        query = select(worker_pools.c.pool_id).where(worker_pools.c.pool_id == pool_id)
+        return conn.execute(query).first() is not None
+
+
+def registration_target(
+    engine: Engine, pool_id: str, worker_group: str, tc_worker_id: str
+) -> RegistrationTarget:
+    """The pool and the worker Taskcluster names (workerPoolId, workerGroup, workerId), with
+    what registration needs of the pool and the worker's launch config, in one query: whether
+    the pool exists and whether it holds the worker are one answer."""
+    named = and_(
+        workers.c.pool_id == worker_pools.c.pool_id,
+        workers.c.worker_group == worker_group,
+        workers.c.tc_worker_id == tc_worker_id,
+    )
+    of_its_launch_config = and_(
+        launch_configs.c.pool_id == workers.c.pool_id,
+        launch_configs.c.launch_config_id == workers.c.launch_config_id,
+    )
+    query = (
+        select(
+            workers,
+            worker_pools.c.provider_id.label("pool_provider_id"),
+            worker_pools.c.previous_provider_ids,
+            worker_pools.c.reregistration_timeout_s,
+            launch_configs.c.worker_config,
+            (workers.c.expires < func.now()).label("expired"),
+        )
+        # A worker without its launch config row is not registrable: the inner join drops it.
+        .select_from(
+            worker_pools.outerjoin(workers.join(launch_configs, of_its_launch_config), named)
+        )
+        .where(worker_pools.c.pool_id == pool_id)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        return RegistrationTarget(pool_exists=False, worker=None)
+    return RegistrationTarget(
+        pool_exists=True,
+        worker=worker_from_row(row) if row.worker_id is not None else None,
+        pool_provider_id=row.pool_provider_id,
+        previous_provider_ids=tuple(row.previous_provider_ids),
+        reregistration_timeout_s=row.reregistration_timeout_s,
+        worker_config=row.worker_config or {},
+        expired=bool(row.expired),
+    )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import Connection, Engine, and_, case, func, literal, select, text
@@ -105,25 +106,31 @@ def apply_plan(engine: Engine, plan: ApplyPlan) -> None:
         apply_plan_in(conn, plan)
 
 
-def apply_definitions(
-    engine: Engine,
-    planner: Callable[[list[PoolRecord], list[LaunchConfigRecord]], ApplyPlan],
-    *,
-    dry_run: bool = False,
-) -> ApplyPlan:
-    """Plan against the pools as they are and apply, in one transaction, all or nothing.
+@dataclass(frozen=True)
+class HeldDefinitions:
+    """The pools and launch configs as they are, read under the definitions lock, and the
+    transaction that writes a plan made from them."""
 
-    Appliers (the API, `wm pools apply`) queue on one transaction lock, so two of them never
-    plan from the same state; a plan with conflicts, or a dry run, changes nothing.
+    pools: list[PoolRecord]
+    launch_configs: list[LaunchConfigRecord]
+    conn: Connection = field(repr=False)
+
+    def apply(self, plan: ApplyPlan) -> None:
+        apply_plan_in(self.conn, plan)
+
+
+@contextmanager
+def definitions_transaction(engine: Engine) -> Iterator[HeldDefinitions]:
+    """One transaction, all or nothing, for planning and applying a change of definitions.
+
+    Appliers (the API, `wm pools apply`: wm/pool_changes.py) queue on one transaction lock, so
+    two of them never plan from the same state; what is not applied is not written.
     """
     with engine.begin() as conn:
         conn.execute(select(func.pg_advisory_xact_lock(DEFINITIONS_LOCK)))
         pools = [pool_from_row(r) for r in conn.execute(select(worker_pools))]
         lcs = [launch_config_from_row(r) for r in conn.execute(select(launch_configs))]
-        plan = planner(pools, lcs)
-        if not (dry_run or plan.conflicts or plan.empty):
-            apply_plan_in(conn, plan)
-        return plan
+        yield HeldDefinitions(pools, lcs, conn)
 
 
 def apply_plan_in(conn: Connection, plan: ApplyPlan) -> None:

@@ -30,8 +30,9 @@ from tests.support.definitions import apply_pools
 from tests.support.tc_client import expired_worker_credentials, refused
 from tests.support.tc_schemas import check
 from wm import stages
-from wm.api.app import WORKER_REPORTS_PER_HOUR, create_app
+from wm.api.app import create_app
 from wm.api.authn import OPERATOR_CLIENT, Authenticator, AuthService, IssuerSource
+from wm.api.routers.errors import WORKER_REPORTS_PER_HOUR
 from wm.db import pools as pool_store
 from wm.db.pool_errors import list_errors
 from wm.db.worker_writes import insert_intents

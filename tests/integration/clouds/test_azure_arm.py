@@ -35,12 +35,12 @@ from tests.fixtures.sim_arm import (
 )
 from tests.fixtures.sim_arm import sdk_options as sim_sdk_options
 from wm.db import pools as pool_store
-from wm.db import registration, tasks
+from wm.db import tasks, worker_writes
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.identity import ExpectedIdentity
 from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
-from wm.pool_apply import plan_apply
+from wm.pool_changes import ApplyDefinitions, apply_change
 from wm.pool_definition import parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.azure import identity as azure_identity
@@ -540,12 +540,7 @@ def apply_arm_pool(
         },
     }
     definition = parse_pool_definition(POOL, body, {provider.id: "azure"})
-    pool_store.apply_definitions(
-        engine,
-        lambda current, lcs: plan_apply(
-            [definition], current, lcs, workers_register={provider.id: False}
-        ),
-    )
+    apply_change(engine, ApplyDefinitions((definition,)), workers_register={provider.id: False})
     pool_store.ensure_scan_units(engine, [(provider.id, LOCATION)])
 
 
@@ -748,7 +743,7 @@ def remove(engine, workers: list[str]) -> None:
     for task in tasks.claim_tasks(engine, POOL, "done", limit=len(workers)):
         tasks.complete_task(engine, task.task_id, "done")
     for worker in workers:
-        registration.request_removal(engine, worker, "removed-by-worker")
+        worker_writes.request_removal(engine, worker, "removed-by-worker")
 
 
 def scan_until_all(

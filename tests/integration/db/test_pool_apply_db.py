@@ -7,6 +7,7 @@ from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools, definitions
 from wm.db import pools as store
 from wm.pool_apply import ApplyPlan, plan_apply
+from wm.pool_changes import ApplyDefinitions, ApplyRefused, apply_change
 
 
 def apply(engine, data, *, prune: bool = True):
@@ -68,8 +69,8 @@ def test_a_launch_config_id_reused_for_another_machine_is_a_conflict_and_nothing
     }
     changed = replace(first, launch_config_id=old_id, body=body)
     edited = replace(linux, launch_configs=(changed, *linux.launch_configs[1:]))
-    plan = store.apply_definitions(engine, lambda pools, lcs: plan_apply([edited], pools, lcs))
-    assert plan.conflicts and old_id in plan.conflicts[0]
+    refused = apply_change(engine, ApplyDefinitions((edited,)))
+    assert isinstance(refused, ApplyRefused) and old_id in refused.problems[0]
     assert store.load_launch_configs(engine) == before
 
 

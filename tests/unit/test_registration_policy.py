@@ -1,0 +1,188 @@
+"""registerWorker's policy as a table: what the database holds of the named pool and worker,
+what the registration claims, and the refusal (worker-manager's code and words) or the identity
+its proof must then show."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from wm.identity import ExpectedIdentity
+from wm.model import WorkerRecord, WorkerState
+from wm.registration_policy import (
+    Deployment,
+    Refusal,
+    RegistrationRequest,
+    RegistrationTarget,
+    decide,
+    proof_rejected,
+)
+
+WRITTEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+DEPLOYMENT = Deployment(
+    deployment_id="dep-1", audience="https://tc.example", verifiable_providers={"aws-a", "gcp-a"}
+)
+REQUEST = RegistrationRequest(
+    pool_id="proj/linux", provider_id="aws-a", worker_group="us-east-1", worker_id="i-0abc"
+)
+WORKER = WorkerRecord(
+    worker_id="w-key-1",
+    pool_id="proj/linux",
+    worker_group="us-east-1",
+    provider_id="aws-a",
+    state=WorkerState.REQUESTED,
+    capacity=1,
+    launch_config_id="lc-1",
+    created=WRITTEN,
+    last_modified=WRITTEN,
+    idempotency_token="tok",
+    cloud_id="i-0abc",
+    tc_worker_id="i-0abc",
+    provider_data={"imageId": "ami-1"},
+)
+TARGET = RegistrationTarget(
+    pool_exists=True,
+    worker=WORKER,
+    pool_provider_id="aws-a",
+    reregistration_timeout_s=3600.0,
+    worker_config={"a": 1},
+)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "target", "request_", "code", "message"),
+    [
+        (
+            "the pool does not exist",
+            RegistrationTarget(pool_exists=False, worker=None),
+            REQUEST,
+            "ResourceNotFound",
+            "Worker pool does not exist",
+        ),
+        (
+            "no verifier is configured for the provider",
+            TARGET,
+            replace(REQUEST, provider_id="azure-z"),
+            "ResourceNotFound",
+            "Provider does not exist",
+        ),
+        (
+            "the pool holds no such worker",
+            replace(TARGET, worker=None),
+            REQUEST,
+            "ResourceNotFound",
+            "Worker not found",
+        ),
+        (
+            "the pool uses another provider",
+            replace(TARGET, pool_provider_id="gcp-a"),
+            REQUEST,
+            "InputError",
+            "Worker pool does not use this provider",
+        ),
+        (
+            "the pool was deleted and never used the provider",
+            replace(TARGET, pool_provider_id=None, previous_provider_ids=("gcp-a",)),
+            REQUEST,
+            "InputError",
+            "Worker pool does not use this provider",
+        ),
+        (
+            "the registration deadline passed",
+            replace(TARGET, expired=True),
+            REQUEST,
+            "InputError",
+            "Worker has expired",
+        ),
+        (
+            "the worker was launched by another provider of the pool",
+            replace(
+                TARGET,
+                previous_provider_ids=("gcp-a",),
+                worker=replace(WORKER, provider_id="aws-a"),
+            ),
+            replace(REQUEST, provider_id="gcp-a"),
+            "InputError",
+            "Worker does not belong to this provider",
+        ),
+        (
+            "the worker is already running",
+            replace(TARGET, worker=replace(WORKER, state=WorkerState.RUNNING)),
+            REQUEST,
+            "InputError",
+            "This worker is either stopped or running",
+        ),
+        (
+            "the worker was stopped",
+            replace(TARGET, worker=replace(WORKER, state=WorkerState.STOPPED)),
+            REQUEST,
+            "InputError",
+            "This worker is either stopped or running",
+        ),
+        (
+            # worker-manager's order: the pool is judged before the provider is looked up.
+            "an unknown pool and an unknown provider",
+            RegistrationTarget(pool_exists=False, worker=None),
+            replace(REQUEST, provider_id="azure-z"),
+            "ResourceNotFound",
+            "Worker pool does not exist",
+        ),
+        (
+            # ...and the deadline before the state: an expired running worker is "expired".
+            "an expired worker already running",
+            replace(TARGET, expired=True, worker=replace(WORKER, state=WorkerState.RUNNING)),
+            REQUEST,
+            "InputError",
+            "Worker has expired",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and " " in value else "",
+)
+def test_a_registration_is_refused_with_worker_managers_words(
+    scenario, target, request_, code, message
+):
+    assert decide(target, request_, DEPLOYMENT) == Refusal(code, message), scenario
+
+
+@pytest.mark.parametrize(
+    ("scenario", "target", "request_"),
+    [
+        ("a requested worker of its pool's provider", TARGET, REQUEST),
+        (
+            "a worker of the provider a deleted pool moved away from (it drains)",
+            replace(TARGET, pool_provider_id=None, previous_provider_ids=("aws-a",)),
+            REQUEST,
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and " " in value else "",
+)
+def test_an_accepted_registration_names_the_identity_its_proof_must_show(
+    scenario, target, request_
+):
+    assert decide(target, request_, DEPLOYMENT) == ExpectedIdentity(
+        deployment_id="dep-1",
+        provider_id="aws-a",
+        pool_id="proj/linux",
+        worker_id="w-key-1",
+        region="us-east-1",
+        cloud_id="i-0abc",
+        tc_worker_id="i-0abc",
+        audience="https://tc.example",
+        provider_data={"imageId": "ami-1"},
+        requested_at=WRITTEN,
+    ), scenario
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("aws", "Instance identity document validation error"),
+        ("gcp", "Token validation error"),
+        ("azure", "Signature validation error"),
+        (None, "Invalid proof"),
+    ],
+)
+def test_a_refused_proof_is_answered_in_its_kinds_words(kind, message):
+    assert proof_rejected(kind) == Refusal("InputError", message)

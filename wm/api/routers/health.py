@@ -1,0 +1,62 @@
+"""Health: Taskcluster's ping and Dockerflow routes, and wm's own /healthz and /metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from wm.api.endpoint import (
+    PREFIX,
+    ApiContext,
+    Call,
+    TaskclusterRoute,
+    api_context,
+    endpoint,
+    reply,
+    run,
+)
+from wm.api.models import Ping
+from wm.db.engine import ping as ping_database
+
+router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+# wm's own, outside Taskcluster's prefix.
+own = APIRouter(route_class=TaskclusterRoute)
+Public = Annotated[Call, endpoint()]
+
+
+@router.get("/ping", response_model=Ping, name="ping")
+async def ping(call: Public) -> JSONResponse:
+    return reply(Ping(alive=True, uptime=round(time.monotonic() - call.api.started, 3)))
+
+
+@router.get("/__lbheartbeat__", name="lbheartbeat")
+async def lbheartbeat(call: Public) -> JSONResponse:
+    return JSONResponse({})
+
+
+@router.get("/__version__", name="version")
+async def version_info(call: Public) -> JSONResponse:
+    # Dockerflow's version object; wm knows its package version only.
+    return JSONResponse({"source": "wm", "version": call.api.version, "commit": "", "build": ""})
+
+
+@router.get("/__heartbeat__", name="heartbeat")
+async def heartbeat(call: Public) -> JSONResponse:
+    await run(ping_database, call.api.engine)
+    return JSONResponse({})
+
+
+@own.get("/healthz")
+def healthz(api: Annotated[ApiContext, Depends(api_context)]) -> dict[str, str]:
+    """200 when the database answers."""
+    ping_database(api.engine)
+    return {"status": "ok"}
+
+
+@own.get("/metrics")
+def metrics() -> PlainTextResponse:
+    return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)

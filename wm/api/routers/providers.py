@@ -1,0 +1,41 @@
+"""Providers: the cloud accounts this deployment configures, as Taskcluster lists them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from wm.api.endpoint import PREFIX, Call, TaskclusterRoute, endpoint, reply
+from wm.api.models import ProviderList
+from wm.api.views import provider_list
+
+router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+
+PROVIDERS_PAGE = 100  # WM api.js listProviders' default limit
+T = TypeVar("T")
+
+
+@router.get("/providers", response_model=ProviderList, name="listProviders")
+async def list_providers(
+    call: Annotated[Call, endpoint()],
+    continuationToken: str | None = None,
+    limit: str | None = None,
+) -> JSONResponse:
+    providers = provider_list(call.api.provider_kinds)
+    rows, token = provider_page(providers, continuationToken, limit)
+    return reply(ProviderList(providers=rows, continuationToken=token))
+
+
+def provider_page(
+    providers: Sequence[T], continuation_token: str | None, limit: str | None
+) -> tuple[list[T], str | None]:
+    """listProviders' page, as worker-manager cuts it (WM api.js): the token is the plain
+    offset of the next page, the limit 100 unless given; a page that reaches the end has no
+    token, and neither has the page of `limit=0` at offset 0 (JavaScript's falsy 0)."""
+    start = int(continuation_token) if continuation_token else 0
+    size = int(limit) if limit else PROVIDERS_PAGE
+    end = start + size if start + size < len(providers) else None
+    return list(providers[start:end]), str(end) if end else None

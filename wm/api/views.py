@@ -30,12 +30,12 @@ from wm.api.models import (
 from wm.db.api_reads import LaunchConfigRow, PoolView, StateCounts
 from wm.db.error_stats import ErrorCounts
 from wm.kinds import KINDS
-from wm.model import PoolError, WorkerRecord
+from wm.model import PoolError, WorkerRecord, WorkerState
 from wm.pool_apply import plain_json
 from wm.pool_definition import NULL_PROVIDER
 from wm.tc.errors import js_time
 
-STATES = ("requested", "running", "stopping", "stopped")
+STATES = tuple(WorkerState)  # the stats bodies' key prefixes, in this order
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
 # workerPoolErrorStats (TC db/versions/0096.yml): every day of the last 7 and every hour of the
 # last 24, the current one included, zeros too.
@@ -66,7 +66,7 @@ def counts(rows: Iterable[StateCounts]) -> dict[str, int]:
     for row in rows:
         totals[f"{row.state}Count"] += row.count
         totals[f"{row.state}Capacity"] += row.capacity
-    current = sum(totals[f"{s}Capacity"] for s in STATES if s != "stopped")
+    current = sum(totals[f"{s}Capacity"] for s in STATES if s != WorkerState.STOPPED)
     return {"currentCapacity": current, **totals}
 
 

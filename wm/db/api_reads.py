@@ -19,8 +19,6 @@ from wm.db.workers import worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
 from wm.registration_policy import RegistrationTarget
 
-STATES = ("requested", "running", "stopping", "stopped")
-
 
 @dataclass(frozen=True)
 class PoolView:

@@ -31,6 +31,7 @@ from wm.api.models import NAME_PATTERN, POOL_ID_PATTERN
 from wm.api.queries import check_query
 from wm.db import api_reads
 from wm.identity import IdentityVerifier
+from wm.model import WorkerRecord
 from wm.tc.authorize import authorize
 from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
 from wm.tc.errors import TaskclusterError
@@ -198,6 +199,14 @@ async def require_pool(call: Call, pool_id: str, message: str) -> None:
     exists."""
     if not await run(api_reads.pool_exists, call.api.engine, pool_id):
         raise TaskclusterError("ResourceNotFound", message)
+
+
+async def require_worker(call: Call, pool_id: str, group: str, worker_id: str) -> WorkerRecord:
+    """The worker Taskcluster names so; ResourceNotFound otherwise."""
+    worker = await run(api_reads.worker_by_name, call.api.engine, pool_id, group, worker_id)
+    if worker is None:
+        raise TaskclusterError("ResourceNotFound", "Worker not found")
+    return worker
 
 
 def query_string(request: Request) -> str:

@@ -21,6 +21,7 @@ from wm.api.endpoint import (
     endpoint,
     reply,
     require_pool,
+    require_worker,
     run,
 )
 from wm.api.models import (
@@ -202,9 +203,7 @@ async def should_worker_terminate(
 ) -> JSONResponse:
     """Whether the worker should shut down, and why."""
     engine = call.api.engine
-    worker = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
-    if worker is None:
-        raise TaskclusterError("ResourceNotFound", "Worker not found")
+    worker = await require_worker(call, workerPoolId, workerGroup, workerId)
     archived = await run(
         api_reads.launch_config_archived, engine, worker.pool_id, worker.launch_config_id
     )
@@ -225,9 +224,7 @@ async def remove_worker(
 ) -> JSONResponse:
     """Remove a worker: it goes to stopping and its VM is deleted by the scanner."""
     engine = call.api.engine
-    worker = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
-    if worker is None:
-        raise TaskclusterError("ResourceNotFound", "Worker not found")
+    worker = await require_worker(call, workerPoolId, workerGroup, workerId)
     who = call.who
     by_worker = who is not None and (who.client_id or "").startswith("worker/")
     reason = "removed-by-worker" if by_worker else "removed-by-operator"
@@ -240,10 +237,7 @@ async def remove_worker(
 async def worker(
     workerPoolId: str, workerGroup: str, workerId: str, call: Annotated[Call, endpoint()]
 ) -> JSONResponse:
-    engine = call.api.engine
-    found = await run(api_reads.worker_by_name, engine, workerPoolId, workerGroup, workerId)
-    if found is None:
-        raise TaskclusterError("ResourceNotFound", "Worker not found")
+    found = await require_worker(call, workerPoolId, workerGroup, workerId)
     return reply(worker_view(found))
 
 

@@ -21,6 +21,12 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def hand_made_worker_id(pool_id: str, worker_group: str, worker_id: str) -> str:
+    """wm's key for a worker createWorker makes: Taskcluster's three names, which no two
+    workers share (a second createWorker of them is a conflict, as in worker-manager)."""
+    return f"{pool_id}/{worker_group}/{worker_id}"
+
+
 @dataclass(frozen=True)
 class Refusal:
     code: str  # Taskcluster's error code

@@ -115,7 +115,7 @@ def test_config_check_accepts_the_example(example_config):
     ("name", "providers"),
     [
         ("firefoxci.toml", 5),  # azure_trusted among them
-        ("community-tc.toml", 3),
+        ("community-tc.toml", 4),  # its static provider among them
     ],
 )
 def test_config_check_accepts_the_public_deployments_provider_ids(name, providers):

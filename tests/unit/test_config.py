@@ -240,3 +240,22 @@ def test_a_gcp_provider_whose_workers_register_needs_their_service_account(
     (problem,) = problems_of(data)
     assert problem.startswith("providers[1]: provider 'gcp-a' ")
     assert "worker_service_account_email" in problem and "workers_register" in problem
+
+
+def test_a_static_provider_is_an_id_and_nothing_of_a_cloud():
+    data = {**BASE, "providers": [*BASE["providers"], {"id": "static", "kind": "static"}]}
+
+    config = build(data)
+
+    assert config.provider("static").regions == ()
+    assert config.provider_kinds()["static"] == "static"
+    assert "static" not in config.scanned_regions()
+
+
+def test_a_static_provider_with_cloud_settings_is_refused_naming_them():
+    hand_made = {"id": "rack", "kind": "static", "regions": ["x"], "budgets": {}}
+    data = {**BASE, "providers": [*BASE["providers"], hand_made]}
+
+    (problem,) = problems_of(data)
+
+    assert problem.startswith("providers[3]: regions, budgets: a static provider has no cloud")

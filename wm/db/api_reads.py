@@ -201,6 +201,14 @@ def pool_exists(engine: Engine, pool_id: str) -> bool:
         return conn.execute(query).first() is not None
 
 
+def pool_provider(engine: Engine, pool_id: str) -> tuple[bool, str | None]:
+    """Whether the pool exists, and its provider id (None: deleted, the null provider)."""
+    with engine.connect() as conn:
+        query = select(worker_pools.c.provider_id).where(worker_pools.c.pool_id == pool_id)
+        row = conn.execute(query).first()
+    return (False, None) if row is None else (True, row.provider_id)
+
+
 def registration_target(
     engine: Engine, pool_id: str, worker_group: str, tc_worker_id: str
 ) -> RegistrationTarget:

@@ -32,7 +32,7 @@ from wm.db.error_stats import ErrorCounts
 from wm.kinds import KINDS
 from wm.model import PoolError, WorkerRecord, WorkerState
 from wm.pool_apply import plain_json
-from wm.pool_definition import NULL_PROVIDER
+from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID, NULL_PROVIDER
 from wm.tc.errors import js_time
 
 STATES = tuple(WorkerState)  # the stats bodies' key prefixes, in this order
@@ -87,8 +87,11 @@ def pool_view(view: PoolView, stats: Sequence[StateCounts]) -> WorkerPool:
 
 def pool_config(view: PoolView) -> dict[str, Any]:
     config = plain_json(view.pool.config)
-    if "launchConfigs" in config or view.launch_configs:
-        config["launchConfigs"] = [plain_json(lc.configuration) for lc in view.launch_configs]
+    # A static pool's one launch config is wm's own (it holds the pool's workerConfig for its
+    # workers): its definition has none, and shows none.
+    shown = [lc for lc in view.launch_configs if lc.launch_config_id != HAND_MADE_LAUNCH_CONFIG_ID]
+    if "launchConfigs" in config or shown:
+        config["launchConfigs"] = [plain_json(lc.configuration) for lc in shown]
     return config
 
 

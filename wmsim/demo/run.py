@@ -6,7 +6,9 @@ clouds (`wmsim serve`, a process of its own); run the Procfile's release phase, 
 other Procfile process, as separate OS processes; drive the workload into the builtin queue
 while simulated workers boot on the VMs the clouds run (each reads its boot data from its VM's
 metadata service, registers through the web process's worker-manager API with the real
-taskcluster client, runs tasks, and removes itself when idle); sample the pools and the clouds every
+taskcluster client, runs tasks, and removes itself when idle), and the static pools' hand-made
+machines join (wmsim/demo/rack.py: createWorker, worker-runner's static path; retired with
+removeWorker once their pool's work is done); sample the pools and the clouds every
 `sample_s`; after the workload, wait for the fleet to drain; stop everything; write
 report.json and report.png. Healthy means every task ran, no process crashed, and no VM or
 live worker row was left at the end.

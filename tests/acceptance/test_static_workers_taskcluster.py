@@ -13,7 +13,10 @@ anything.
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +26,7 @@ import taskcluster
 
 from tests.support.api_stack import POOLS, ApiStack, module_api, secret_hash
 from tests.support.fake_tc_deployment import FakeClient, FakeTaskcluster
+from tests.support.stack import REPO
 from tests.support.tc_client import refused
 from tests.support.tc_schemas import check
 
@@ -355,3 +359,55 @@ def test_an_expired_worker_is_stopped_and_cannot_register(api, deployment):
             registration(group, name, {"staticSecret": secret})
         )
     ) == (400, "InputError")
+
+
+# -- the operator's view -------------------------------------------------------------------------
+
+
+def test_wm_workers_list_shows_static_workers_with_their_provider(api, deployment):
+    group, name, _ = made(deployment, capacity=2)
+    env = {**os.environ, "DATABASE_URL": api.stack.db_url, "WM_CONFIG": str(api.stack.path)}
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "wm", "workers", "list", "--pool", POOL],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows[name][:6] == [name, group, POOL, PROVIDER, "running", "2"]
+
+
+def test_the_provisioner_process_stops_a_static_worker_at_its_expires(api, deployment):
+    group, name, secret = made(deployment, expires=later(seconds=2))
+    registered = client(deployment).registerWorker(
+        registration(group, name, {"staticSecret": secret})
+    )
+    provisioner = api.stack.start("provisioner")
+    try:
+        provisioner.wait_for(
+            lambda: row(api, group, name)["state"] == "stopped",
+            60,
+            "the provisioner to stop the expired static worker",
+        )
+    finally:
+        provisioner.kill()
+
+    stored = row(api, group, name)
+    assert (stored["stop_reason"], stored["secret_hash"]) == ("expired", None)
+    ids = {"workerPoolId": POOL, "workerGroup": group, "workerId": name}
+    mine = client(deployment, registered["credentials"])
+    assert mine.shouldWorkerTerminate(POOL, group, name)["terminate"] is True
+    assert refused(lambda: mine.reregisterWorker({**ids, "secret": registered["secret"]})) == (
+        400,
+        "InputError",
+    )
+    assert [e["worker"] for e in provisioner_events(provisioner)] == [f"{POOL}/{group}/{name}"]
+
+
+def provisioner_events(process: Any) -> list[dict[str, Any]]:
+    return [line for line in process.lines if line.get("event") == "worker-expired"]

@@ -13,6 +13,7 @@ anything.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -364,12 +365,11 @@ def test_an_expired_worker_is_stopped_and_cannot_register(api, deployment):
 # -- the operator's view -------------------------------------------------------------------------
 
 
-def test_wm_workers_list_shows_static_workers_with_their_provider(api, deployment):
-    group, name, _ = made(deployment, capacity=2)
+def wm(api: ApiStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `wm` command as the operator runs it, on the web process's config and database."""
     env = {**os.environ, "DATABASE_URL": api.stack.db_url, "WM_CONFIG": str(api.stack.path)}
-
-    listed = subprocess.run(
-        [sys.executable, "-m", "wm", "workers", "list", "--pool", POOL],
+    return subprocess.run(
+        [sys.executable, "-m", "wm", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -377,9 +377,23 @@ def test_wm_workers_list_shows_static_workers_with_their_provider(api, deploymen
         timeout=60,
     )
 
+
+def test_wm_workers_list_status_and_the_stats_count_static_workers(api, deployment):
+    group, name, _ = made(deployment, capacity=2)
+    running = client(deployment).listWorkersForWorkerPool(POOL, query={"state": "running"})
+    capacity = sum(w["capacity"] for w in running["workers"])
+
+    listed = wm(api, "workers", "list", "--pool", POOL)
+    status = wm(api, "status", "--json")
+    stats = client(deployment).workerPool(POOL)  # its counts, as the stats endpoints count
+
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
     assert rows[name][:6] == [name, group, POOL, PROVIDER, "running", "2"]
+    assert status.returncode == 0, status.stderr
+    (mine,) = [s for s in json.loads(status.stdout) if s["pool_id"] == POOL]
+    assert (mine["provider_id"], mine["running"]) == (PROVIDER, capacity)
+    assert (stats["runningCount"], stats["runningCapacity"]) == (len(running["workers"]), capacity)
 
 
 def test_the_provisioner_process_stops_a_static_worker_at_its_expires(api, deployment):

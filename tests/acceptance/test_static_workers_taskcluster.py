@@ -158,6 +158,7 @@ def test_create_worker_answers_a_running_worker_and_stores_only_its_secrets_hash
     shown = client(deployment).worker(POOL, group, name)
     stored = row(api, group, name)
     assert (shown["state"], shown["capacity"], shown["providerId"]) == ("running", 4, PROVIDER)
+    assert "launchConfigId" not in shown  # as worker-manager's static workers
     assert stored["provider_data"] == {"staticSecretSha256": secret_hash(secret)}
     assert secret not in api.all_stored_text()
 
@@ -360,6 +361,24 @@ def test_an_expired_worker_is_stopped_and_cannot_register(api, deployment):
             registration(group, name, {"staticSecret": secret})
         )
     ) == (400, "InputError")
+
+
+def test_a_new_worker_config_reaches_running_workers_without_stopping_them(api, deployment):
+    group, name, secret = made(deployment)
+    admin = client(deployment, ADMIN)
+    changed_config = {**DEFINITION["config"], "workerConfig": {"changed": True}}
+
+    try:
+        admin.updateWorkerPool(POOL, {**DEFINITION, "config": changed_config})
+        answer = client(deployment).registerWorker(
+            registration(group, name, {"staticSecret": secret})
+        )
+    finally:
+        admin.updateWorkerPool(POOL, DEFINITION)
+
+    assert answer["workerConfig"] == {"changed": True}
+    mine = client(deployment, answer["credentials"])
+    assert mine.shouldWorkerTerminate(POOL, group, name) == {"terminate": False, "reason": "none"}
 
 
 # -- the operator's view -------------------------------------------------------------------------

@@ -13,7 +13,11 @@ anything.
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +27,7 @@ import taskcluster
 
 from tests.support.api_stack import POOLS, ApiStack, module_api, secret_hash
 from tests.support.fake_tc_deployment import FakeClient, FakeTaskcluster
+from tests.support.stack import REPO
 from tests.support.tc_client import refused
 from tests.support.tc_schemas import check
 
@@ -153,6 +158,7 @@ def test_create_worker_answers_a_running_worker_and_stores_only_its_secrets_hash
     shown = client(deployment).worker(POOL, group, name)
     stored = row(api, group, name)
     assert (shown["state"], shown["capacity"], shown["providerId"]) == ("running", 4, PROVIDER)
+    assert "launchConfigId" not in shown  # as worker-manager's static workers
     assert stored["provider_data"] == {"staticSecretSha256": secret_hash(secret)}
     assert secret not in api.all_stored_text()
 
@@ -355,3 +361,86 @@ def test_an_expired_worker_is_stopped_and_cannot_register(api, deployment):
             registration(group, name, {"staticSecret": secret})
         )
     ) == (400, "InputError")
+
+
+def test_a_new_worker_config_reaches_running_workers_without_stopping_them(api, deployment):
+    group, name, secret = made(deployment)
+    admin = client(deployment, ADMIN)
+    changed_config = {**DEFINITION["config"], "workerConfig": {"changed": True}}
+
+    try:
+        admin.updateWorkerPool(POOL, {**DEFINITION, "config": changed_config})
+        answer = client(deployment).registerWorker(
+            registration(group, name, {"staticSecret": secret})
+        )
+    finally:
+        admin.updateWorkerPool(POOL, DEFINITION)
+
+    assert answer["workerConfig"] == {"changed": True}
+    mine = client(deployment, answer["credentials"])
+    assert mine.shouldWorkerTerminate(POOL, group, name) == {"terminate": False, "reason": "none"}
+
+
+# -- the operator's view -------------------------------------------------------------------------
+
+
+def wm(api: ApiStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `wm` command as the operator runs it, on the web process's config and database."""
+    env = {**os.environ, "DATABASE_URL": api.stack.db_url, "WM_CONFIG": str(api.stack.path)}
+    return subprocess.run(
+        [sys.executable, "-m", "wm", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def test_wm_workers_list_status_and_the_stats_count_static_workers(api, deployment):
+    group, name, _ = made(deployment, capacity=2)
+    running = client(deployment).listWorkersForWorkerPool(POOL, query={"state": "running"})
+    capacity = sum(w["capacity"] for w in running["workers"])
+
+    listed = wm(api, "workers", "list", "--pool", POOL)
+    status = wm(api, "status", "--json")
+    stats = client(deployment).workerPool(POOL)  # its counts, as the stats endpoints count
+
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows[name][:6] == [name, group, POOL, PROVIDER, "running", "2"]
+    assert status.returncode == 0, status.stderr
+    (mine,) = [s for s in json.loads(status.stdout) if s["pool_id"] == POOL]
+    assert (mine["provider_id"], mine["running"]) == (PROVIDER, capacity)
+    assert (stats["runningCount"], stats["runningCapacity"]) == (len(running["workers"]), capacity)
+
+
+def test_the_provisioner_process_stops_a_static_worker_at_its_expires(api, deployment):
+    group, name, secret = made(deployment, expires=later(seconds=2))
+    registered = client(deployment).registerWorker(
+        registration(group, name, {"staticSecret": secret})
+    )
+    provisioner = api.stack.start("provisioner")
+    try:
+        provisioner.wait_for(
+            lambda: row(api, group, name)["state"] == "stopped",
+            60,
+            "the provisioner to stop the expired static worker",
+        )
+    finally:
+        provisioner.kill()
+
+    stored = row(api, group, name)
+    assert (stored["stop_reason"], stored["secret_hash"]) == ("expired", None)
+    ids = {"workerPoolId": POOL, "workerGroup": group, "workerId": name}
+    mine = client(deployment, registered["credentials"])
+    assert mine.shouldWorkerTerminate(POOL, group, name)["terminate"] is True
+    assert refused(lambda: mine.reregisterWorker({**ids, "secret": registered["secret"]})) == (
+        400,
+        "InputError",
+    )
+    assert [e["worker"] for e in provisioner_events(provisioner)] == [f"{POOL}/{group}/{name}"]
+
+
+def provisioner_events(process: Any) -> list[dict[str, Any]]:
+    return [line for line in process.lines if line.get("event") == "worker-expired"]

@@ -56,7 +56,10 @@ def worker_view(worker: WorkerRecord) -> Worker:
         capacity=max(worker.capacity, 1),
         lastChecked=worker.last_checked or worker.created,
         lastModified=worker.last_modified,
-        launchConfigId=worker.launch_config_id,
+        # A static worker has none, as in worker-manager (its row's is wm's own, `hand-made`).
+        launchConfigId=None
+        if worker.launch_config_id == HAND_MADE_LAUNCH_CONFIG_ID
+        else worker.launch_config_id,
     )
 
 

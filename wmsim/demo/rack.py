@@ -111,7 +111,9 @@ class Rack:
             "provider": config.runner_config(),
             "worker": {"implementation": "generic-worker"},
         }
-        (directory / f"{config.worker_id}.yml").write_text(
+        path = directory / f"{config.worker_id}.yml"
+        path.touch(mode=0o600)  # it holds the machine's secret: its owner's alone
+        path.write_text(
             "# worker-runner's config on this hand-made machine (written by `wmsim demo`)\n"
             + yaml.safe_dump(document, sort_keys=False)
         )

@@ -413,6 +413,13 @@ def test_wm_workers_list_status_and_the_stats_count_static_workers(api, deployme
     (mine,) = [s for s in json.loads(status.stdout) if s["pool_id"] == POOL]
     assert (mine["provider_id"], mine["running"]) == (PROVIDER, capacity)
     assert (stats["runningCount"], stats["runningCapacity"]) == (len(running["workers"]), capacity)
+    (by_launch_config,) = client(deployment, ADMIN).workerPoolStats(POOL)["launchConfigStats"]
+    assert (by_launch_config["launchConfigId"], by_launch_config["runningCapacity"]) == (
+        "unknown",
+        capacity,
+    )
+    launch_configs = client(deployment, ADMIN).listWorkerPoolLaunchConfigs(POOL)
+    assert launch_configs["workerPoolLaunchConfigs"] == []
 
 
 def test_the_provisioner_process_stops_a_static_worker_at_its_expires(api, deployment):

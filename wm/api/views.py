@@ -35,6 +35,7 @@ from wm.pool_apply import plain_json
 from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID, NULL_PROVIDER
 from wm.tc.errors import js_time
 
+UNKNOWN_LAUNCH_CONFIG = "unknown"  # workerPoolStats' name for workers without one
 STATES = tuple(WorkerState)  # the stats bodies' key prefixes, in this order
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
 # workerPoolErrorStats (TC db/versions/0096.yml): every day of the last 7 and every hour of the
@@ -116,11 +117,13 @@ def pool_stats(pool_id: str, stats: Sequence[StateCounts]) -> PoolStats:
 def launch_config_stats(
     pool_id: str, launch_config_ids: Sequence[str], stats: Sequence[StateCounts]
 ) -> list[LaunchConfigStats]:
-    seen = list(dict.fromkeys([*launch_config_ids, *(s.launch_config_id for s in stats)]))
+    listed = [lc for lc in launch_config_ids if lc != HAND_MADE_LAUNCH_CONFIG_ID]
+    seen = list(dict.fromkeys([*listed, *(s.launch_config_id for s in stats)]))
     return [
         LaunchConfigStats(
             workerPoolId=pool_id,
-            launchConfigId=lc,
+            # Static workers have no launch config: worker-manager counts them as `unknown`.
+            launchConfigId=UNKNOWN_LAUNCH_CONFIG if lc == HAND_MADE_LAUNCH_CONFIG_ID else lc,
             **counts(s for s in stats if s.launch_config_id == lc),
         )
         for lc in seen

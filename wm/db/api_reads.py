@@ -17,6 +17,7 @@ from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
 from wm.db.workers import worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
+from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID
 from wm.registration_policy import RegistrationTarget
 
 
@@ -169,7 +170,11 @@ def launch_configs_page(
 ) -> list[LaunchConfigRow]:
     query = (
         select(launch_configs)
-        .where(launch_configs.c.pool_id == pool_id)
+        .where(
+            launch_configs.c.pool_id == pool_id,
+            # A static pool's is wm's own: its definition has none, and worker-manager lists none.
+            launch_configs.c.launch_config_id != HAND_MADE_LAUNCH_CONFIG_ID,
+        )
         .order_by(launch_configs.c.launch_config_id)
         .offset(offset)
         .limit(limit)

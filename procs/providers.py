@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from wm.budget import SharedBudget
 from wm.config import DEFAULT_ROOT_URL, ProviderConfig
 from wm.identity import IdentityVerifier
+from wm.kinds import describe
 from wm.providers import build_provider, build_verifier
 from wm.providers.base import Provider
 
@@ -24,9 +25,12 @@ def build_providers(
     root_url: str = DEFAULT_ROOT_URL,
 ) -> dict[str, Provider]:
     """Provider id -> provider; with `engine`, drawing from the shared budget unless its
-    config turns that off; with `stop`, calls still waiting when it is set are not sent."""
+    config turns that off; with `stop`, calls still waiting when it is set are not sent.
+    A kind that launches nothing (static) has no provider: nothing of it calls a cloud."""
     built = {}
     for config in configs:
+        if not describe(config.kind).launches:
+            continue
         provider = build_provider(config, deployment_id, stop, root_url=root_url)
         budget = shared_budget(config, engine)
         if budget is not None:

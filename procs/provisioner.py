@@ -9,10 +9,11 @@ from sqlalchemy import Engine
 from procs.providers import build_providers
 from procs.runtime import Runtime
 from wm.config import Config, RetentionConfig
-from wm.db import pool_errors
+from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
+from wm.kinds import describe
 from wm.provisioner import Provisioner
 from wm.queues import build_queue
 from wm.telemetry import log
@@ -39,6 +40,16 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
         runtime.stop,
     )
     for provider in config.providers:
+        if not describe(provider.kind).launches:
+            # Nothing to launch or estimate: its workers are made by createWorker. What is
+            # left is theirs to keep: each stops when its `expires` passes.
+            runtime.add_job(
+                hand_made_job_id(provider.id),
+                lambda pid=provider.id: stop_lapsed(runtime.engine, pid, config.retention),
+                config.provider_interval_s(provider),
+                provider=provider.id,
+            )
+            continue
         runtime.add_job(
             job_id(provider.id),
             lambda pid=provider.id: provisioner.run_pass(pid),
@@ -60,6 +71,21 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
 
         start_listener(runtime.engine, TASKS_CHANNEL, wake, runtime.stop)
     return lambda: [p.close() for p in providers.values()]
+
+
+def hand_made_job_id(provider_id: str) -> str:
+    return f"hand-made:{provider_id}"
+
+
+def stop_lapsed(engine: Engine, provider_id: str, retention: RetentionConfig) -> int:
+    """Stop the provider's workers past their `expires` (nothing in a cloud to delete) and
+    forget its stopped ones past the retention, as a scanner's housekeeping does for a
+    cloud's; return how many stopped."""
+    stopped = worker_writes.stop_lapsed(engine, provider_id)
+    for worker in stopped:
+        log("worker-expired", worker=worker.worker_id, pool=worker.pool_id, provider=provider_id)
+    worker_writes.expire_stopped(engine, provider_id, retention.stopped_workers_s)
+    return len(stopped)
 
 
 def expire_errors(engine: Engine, retention: RetentionConfig) -> int:

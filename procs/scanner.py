@@ -16,6 +16,7 @@ from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig
 from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
+from wm.kinds import describe
 from wm.queues import build_queue
 from wm.scanner import Scanner
 
@@ -28,8 +29,12 @@ SCAN_GAP_FRACTION = 0.5
 def selected(
     config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
 ) -> list[ProviderConfig]:
+    """The providers a scanner scans: of the kinds asked for, and never of a kind that
+    launches nothing (static): it has no cloud to list."""
     return [
-        p for p in config.providers if (not kinds or p.kind in kinds) and p.kind not in excluded
+        p
+        for p in config.providers
+        if (not kinds or p.kind in kinds) and p.kind not in excluded and describe(p.kind).launches
     ]
 
 

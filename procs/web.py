@@ -52,7 +52,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         engine,
         verifiers,
         provider_kinds=config.provider_kinds(),
-        provider_regions={p.id: p.regions for p in config.providers},
+        provider_regions=config.scanned_regions(),
         workers_register={p.id: p.workers_register for p in config.providers},
         deployment_id=config.deployment_id,
         root_url=config.root_url,

@@ -56,6 +56,8 @@ from wm.pool_schemas import (
 DEFAULT_REREGISTRATION_TIMEOUT_S = 345600  # 4 days (worker-lifecycle.yml, interpretLifecycle)
 DEFAULT_QUEUE_INACTIVITY_TIMEOUT_S = 7200
 DEFAULT_SCALING_RATIO = 1.0  # the estimator's default
+# The launch config id of the workers of a pool no cloud launches for (a static pool).
+HAND_MADE_LAUNCH_CONFIG_ID = "hand-made"
 
 
 class DefinitionInvalid(WmError):
@@ -191,25 +193,18 @@ def _provider_kind(
     return kind, None
 
 
-# worker-manager's provider kinds, by the id deployments give their one provider of that kind
-# (community-tc's hardware pools name `static`): while wm has no such kind (wm.kinds.KINDS),
-# a refusal says which is missing.
-MISSING_PROVIDER_KINDS = {"static": "static"}
-
-
 def _unknown_provider_problem(provider_id: str, valid: tuple[str, ...]) -> str:
     ids = ", ".join(valid)
-    problem = f"providerId: unknown provider {provider_id!r} (valid provider ids: {ids})"
-    kind = MISSING_PROVIDER_KINDS.get(provider_id)
-    if kind is not None and kind not in KINDS:
-        problem += f"; worker-manager's {kind} provider kind, which wm does not have"
-    return problem
+    return f"providerId: unknown provider {provider_id!r} (valid provider ids: {ids})"
 
 
 def _definition(worker_pool_id: str, body: Mapping[str, Any], kind: str) -> PoolDefinition:
     config = copy.deepcopy(dict(body["config"]))
     warnings: list[str] = []
-    launch_configs = _launch_configs(worker_pool_id, kind, config, warnings)
+    if kind != NULL_PROVIDER and not KINDS[kind].launches:
+        launch_configs: tuple[LaunchConfigDefinition, ...] = (_hand_made_launch_config(config),)
+    else:
+        launch_configs = _launch_configs(worker_pool_id, kind, config, warnings)
     return PoolDefinition(
         worker_pool_id=worker_pool_id,
         provider_id=body["providerId"],
@@ -287,6 +282,23 @@ def _launch_configs(
     if problems:
         raise DefinitionInvalid(problems)
     return tuple(entry for _, entry in sorted(by_id.values(), key=lambda pair: pair[0]))
+
+
+def _hand_made_launch_config(config: Mapping[str, Any]) -> LaunchConfigDefinition:
+    """The one launch config of a pool whose workers no cloud launches (a static pool): the
+    row its workers belong to, holding the pool's workerConfig, which registration hands them.
+    Its id never changes, so a new workerConfig updates it in place and no worker is told its
+    launch config was archived; it launches nothing (its kind's providers get no pass)."""
+    worker_config = config.get("workerConfig")
+    return LaunchConfigDefinition(
+        launch_config_id=HAND_MADE_LAUNCH_CONFIG_ID,
+        worker_group="",
+        capacity_per_instance=1,
+        initial_weight=0.0,
+        max_capacity=0,
+        worker_config=worker_config if isinstance(worker_config, Mapping) else {},
+        body={"workerManager": {"launchConfigId": HAND_MADE_LAUNCH_CONFIG_ID}},
+    )
 
 
 def _launch_config(

@@ -19,13 +19,13 @@ from wm.kinds.schema_parts import (
     BOOLEAN,
     IDENTIFIER,
     INTEGER_MIN_0,
+    MAX_REREGISTRATION_TIMEOUT_S,
     OBJECT,
     closed,
 )
 
 NULL_PROVIDER = "null-provider"  # Taskcluster's provider of a deleted pool: any config object
 
-MAX_REREGISTRATION_TIMEOUT_S = 2592000  # 30 days: credentials live no longer
 MIN_QUEUE_INACTIVITY_TIMEOUT_S = 1200  # the queue's default claim timeout
 DESCRIPTION_MAX_CHARS = 10240
 # constants.yml workerpoolid-pattern (also src/api.js), for Python's re.fullmatch.
@@ -62,7 +62,10 @@ def _pool_config(launch_config: Schema) -> Schema:
 
 # By wm's provider kind: each kind's launch config schema is in its description.
 CONFIG_SCHEMAS: Mapping[str, Schema] = {
-    **{name: _pool_config(d.launch_config_schema) for name, d in KINDS.items()},
+    **{
+        name: d.pool_config_schema or _pool_config(d.launch_config_schema)
+        for name, d in KINDS.items()
+    },
     NULL_PROVIDER: OBJECT,
 }
 

@@ -35,6 +35,10 @@ OTHER_PROVIDER = Refusal("InputError", "Worker does not belong to this provider"
 # Also the answer when the registration's write finds the worker no longer requested: a
 # concurrent registration won, or its deadline passed meanwhile.
 NOT_REQUESTED = Refusal("InputError", "This worker is either stopped or running")
+# A worker no cloud launches (a static provider's) registers while running, as often as it
+# restarts (static.js registerWorker's words); also the answer when its write finds it
+# stopped meanwhile.
+NOT_RUNNING = Refusal("InputError", "worker is not running")
 
 # registerWorker's answer to a refused proof of no known kind; each kind's own words are its
 # description's proof_rejected.
@@ -71,6 +75,7 @@ class Deployment:
     deployment_id: str
     audience: str  # the root URL: GCE tokens are minted for it
     verifiable_providers: Collection[str]  # providers with an identity proof verifier
+    provider_kinds: Mapping[str, str] = field(default_factory=dict)  # provider id -> its kind
 
 
 def decide(
@@ -91,8 +96,11 @@ def decide(
         return EXPIRED
     if worker.provider_id != request.provider_id:
         return OTHER_PROVIDER
-    if worker.state != WorkerState.REQUESTED:
-        return NOT_REQUESTED
+    if launched(deployment, request.provider_id):
+        if worker.state != WorkerState.REQUESTED:
+            return NOT_REQUESTED
+    elif worker.state != WorkerState.RUNNING:
+        return NOT_RUNNING
     return ExpectedIdentity(
         deployment_id=deployment.deployment_id,
         provider_id=request.provider_id,
@@ -105,6 +113,13 @@ def decide(
         provider_data=worker.provider_data,
         requested_at=worker.created,
     )
+
+
+def launched(deployment: Deployment, provider_id: str) -> bool:
+    """Whether the provider's workers are launched by a cloud (registered once, from
+    requested) rather than made by createWorker (registered while running: static)."""
+    description = KINDS.get(deployment.provider_kinds.get(provider_id) or "")
+    return description is None or description.launches
 
 
 def proof_rejected(kind: str | None) -> Refusal:

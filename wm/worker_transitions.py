@@ -120,6 +120,13 @@ CLOUD_RUNNING = _t("cloud-running", ANY, K, None, "first seen running by the clo
 DELETE_CALLED = _t("delete-called", ANY, K, None, "the first delete was sent (stamp)")
 CHECKED = _t("checked", ANY, K, None, "a scan saw it (stamp)")
 EXPIRE = _t("expire", {X}, Outcome.DELETE, None, "stopped past the retention: forgotten")
+# Workers no cloud launches (a static provider's, wm/static_workers.py): made and stopped by
+# the API and by their expiry, with nothing in a cloud to create, find or delete.
+MAKE = _t("make", frozenset(), Outcome.INSERT, U, "createWorker: running from the start")
+AMEND = _t("amend", ANY, K, None, "updateWorker: its expiry, capacity or secret")
+CHECK_IN = _t("check-in", {U}, M, U, "registerWorker while running, as often as it restarts")
+STOP = _t("stop", LIVE, M, X, "removeWorker: nothing in a cloud to delete")
+LAPSE = _t("lapse", LIVE, M, X, "its expires passed: nothing in a cloud to delete")
 
 TRANSITIONS: tuple[Transition, ...] = (
     CREATE,
@@ -144,6 +151,11 @@ TRANSITIONS: tuple[Transition, ...] = (
     DELETE_CALLED,
     CHECKED,
     EXPIRE,
+    MAKE,
+    AMEND,
+    CHECK_IN,
+    STOP,
+    LAPSE,
 )
 
 # (row state, cloud state) -> the transition a scan makes when the cloud lists the row's VM.

@@ -6,7 +6,10 @@ VM's metadata service (wmsim/bootdata.py; a VM already told to go away does not 
 (rootUrl from the boot data), then use the credentials it answered for everything else:
 `reregisterWorker` before they expire (at `expires` - 30 minutes, or halfway for short
 lifetimes), `shouldWorkerTerminate` while idle, `reportWorkerError` for a task whose claim it
-lost, and `removeWorker` when it is done. What the worker does: claim builtin-queue tasks (in
+lost, and `removeWorker` when it is done. On a hand-made machine (worker-runner's static
+provider, wmsim/hand_made.py) the provider's config is the boot data, there is no metadata
+service nor notice, and the worker neither leaves when idle nor calls `removeWorker`: it stops
+when told to. What the worker does: claim builtin-queue tasks (in
 wm's own Postgres, by the name the queue knows it by) and run them for their duration.
 A termination notice in the metadata (pre-emption, eviction) makes it give its tasks back
 (resolved as worker-shutdown: they go back to pending) and leave.
@@ -51,7 +54,8 @@ RETRY_DELAY_S = 2.0  # wm's API answers 429 and 503 with Retry-After: 2
 
 @dataclass
 class AgentSettings:
-    idle_timeout_s: float = 30.0  # remove itself when no task came for this long
+    # Remove itself when no task came for this long (None: never, as a hand-made machine).
+    idle_timeout_s: float | None = 30.0
     should_terminate_every_s: float = 5.0
     notice_every_s: float = 5.0  # how often it reads the termination notice (EC2: 5 s)
     time_scale: float = 1.0  # task durations are multiplied by this (compressed demos)
@@ -117,12 +121,17 @@ class WorkerAgent:
                 next_check = now + self.settings.should_terminate_every_s
                 if self._should_terminate():
                     break
-            if now - idle_since > self.settings.idle_timeout_s:
+            idle_timeout_s = self.settings.idle_timeout_s
+            if idle_timeout_s is not None and now - idle_since > idle_timeout_s:
                 self.events.append("idle")
                 break
             self.stop.wait(self.settings.poll_s)
-        if not self.stop.is_set():
+        if self.stop.is_set():
+            return
+        if self.boot_data.dynamically_provisioned:
             self._remove()
+        else:
+            self.events.append("exited")  # worker-runner: "Host is not dynamically provisioned"
 
     @property
     def boot_data(self) -> BootData:
@@ -141,17 +150,7 @@ class WorkerAgent:
             self.events.append("terminating-at-boot")  # worker-runner does not start then
             return False
         anonymous = _client(boot.root_url)
-        reply = self._call(
-            anonymous.registerWorker,
-            {
-                "workerPoolId": boot.worker_pool_id,
-                "providerId": boot.provider_id,
-                "workerGroup": boot.worker_group,
-                "workerId": boot.worker_id,
-                "workerIdentityProof": dict(boot.proof),
-                "systemBootTime": _stamp(self.booted_at),
-            },
-        )
+        reply = self._call(anonymous.registerWorker, registration_body(boot, self.booted_at))
         if reply.status != 200:
             code = reply.body.get("code")
             log("agent-register-refused", worker=boot.worker_id, status=reply.status, code=code)
@@ -281,6 +280,19 @@ class WorkerAgent:
                 return answer
             self.retries += 1
             self.stop.wait(delay_s)
+
+
+def registration_body(boot: BootData, booted_at: datetime) -> dict[str, Any]:
+    """registerWorker's body as worker-runner's registration manager sends it, whatever the
+    provider: the provider's identity and proof, and the machine's boot time."""
+    return {
+        "workerPoolId": boot.worker_pool_id,
+        "providerId": boot.provider_id,
+        "workerGroup": boot.worker_group,
+        "workerId": boot.worker_id,
+        "workerIdentityProof": dict(boot.proof),
+        "systemBootTime": _stamp(booted_at),
+    }
 
 
 def _client(root_url: str, credentials: dict[str, Any] | None = None) -> Any:

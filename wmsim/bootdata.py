@@ -32,6 +32,9 @@ class BootData:
     worker_id: str
     proof: Mapping[str, str] = field(repr=False)  # workerIdentityProof
     provider_metadata: Mapping[str, str] = field(default_factory=dict)
+    # worker-runner's exit manager: a dynamically provisioned worker (every cloud provider)
+    # calls removeWorker when its worker exits; a static (hand-made) one just exits.
+    dynamically_provisioned: bool = True
 
 
 class MetadataError(Exception):

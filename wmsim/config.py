@@ -21,6 +21,8 @@ from wm.config import Config
 from wm.errors import ConfigError
 from wmsim.cloud import SimCloudConfig
 from wmsim.clouds import CLOUDS
+from wmsim.hand_made import DEMO_SHARE as HAND_MADE_SHARE
+from wmsim.hand_made import KIND as HAND_MADE_KIND
 
 # The top-level tables that are the simulator's; pyproject.toml declares the same names in
 # the `wm.config_sections` entry-point group (a unit test holds the two together).
@@ -49,10 +51,18 @@ class DemoConfig(_Frozen):
     tasks_per_minute: float = Field(60.0, ge=0)  # the steady stream, over all pools
     burst_tasks: int = Field(160, ge=0)  # arriving at once, a third of the way in
     task_s: tuple[float, float] = (5.0, 20.0)  # task durations, uniform in this range
-    # Shares of the work per cloud kind, split over that kind's pools by max capacity.
+    # Shares of the work per provider kind, split over that kind's pools by max capacity (a
+    # static pool's: its machines' capacity); the hand-made machines' share beside the clouds'.
     cloud_shares: Mapping[str, float] = Field(
-        default_factory=lambda: {kind: cloud.demo_share for kind, cloud in CLOUDS.items()}
+        default_factory=lambda: {
+            **{kind: cloud.demo_share for kind, cloud in CLOUDS.items()},
+            HAND_MADE_KIND: HAND_MADE_SHARE,
+        }
     )
+    # Each static pool gets this many hand-made machines, made with createWorker, each running
+    # this many tasks at once.
+    hand_made_machines: int = Field(2, ge=0)
+    hand_made_capacity: int = Field(2, ge=1)
     idle_timeout_s: float = Field(15.0, gt=0)  # a worker with no task this long removes itself
     drain_timeout_s: float = Field(150.0, gt=0)  # after the workload: wait this long at most
     sample_s: float = Field(1.0, gt=0)  # how often the demo samples the pools and the clouds

@@ -60,6 +60,8 @@ REFERENCE_QUERIES = {
     "listWorkersForWorkerPool": ["continuationToken", "limit", "launchConfigId", "state"],
     "registerWorker": [],
     "reregisterWorker": [],
+    "createWorker": [],
+    "updateWorker": [],
 }
 
 
@@ -98,6 +100,7 @@ def routes(api: ApiStack) -> list[tuple[str, str, str, Any]]:
         "workerId": WORKER,
         "secret": "s" * 44,
     }
+    hand_made = {"expires": "2099-01-01T00:00:00.000Z", "providerInfo": {"staticSecret": "s" * 44}}
     pool, worker = "/worker-pool/{workerPoolId}", "/workers/{workerPoolId}/{workerGroup}/{workerId}"
     return [
         ("ping", "GET", "/ping", None),
@@ -123,6 +126,8 @@ def routes(api: ApiStack) -> list[tuple[str, str, str, Any]]:
         ("listWorkersForWorkerPool", "GET", "/workers/{workerPoolId}", None),
         ("registerWorker", "POST", "/worker/register", register),
         ("reregisterWorker", "POST", "/worker/reregister", reregister),
+        ("createWorker", "PUT", worker, hand_made),
+        ("updateWorker", "POST", worker, hand_made),
     ]
 
 

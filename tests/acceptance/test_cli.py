@@ -115,7 +115,7 @@ def test_config_check_accepts_the_example(example_config):
     ("name", "providers"),
     [
         ("firefoxci.toml", 5),  # azure_trusted among them
-        ("community-tc.toml", 3),
+        ("community-tc.toml", 4),  # its static provider among them
     ],
 )
 def test_config_check_accepts_the_public_deployments_provider_ids(name, providers):
@@ -368,9 +368,9 @@ def test_workers_list_names_workers_as_taskcluster_does(example_config, db_url, 
     assert table.returncode == 0, table.stderr
     header, *lines = table.stdout.splitlines()
     assert header.split()[:3] == ["worker", "id", "group"]
-    rows = {line.split()[5]: line.split() for line in lines if line.strip() and "-" * 3 not in line}
-    assert rows["w-named"][:4] == ["vm-named", "eastus", pool_id, "running"]
-    assert rows["w-intent"][:4] == ["-", "eastus", pool_id, "requested"]
+    rows = {line.split()[6]: line.split() for line in lines if line.strip() and "-" * 3 not in line}
+    assert rows["w-named"][:5] == ["vm-named", "eastus", pool_id, "azure-sim", "running"]
+    assert rows["w-intent"][:5] == ["-", "eastus", pool_id, "azure-sim", "requested"]
     listed = {w["worker_id"]: w for w in json.loads(as_json.stdout)}
     assert listed["w-named"]["tc_worker_id"] == "vm-named"
     assert listed["w-intent"]["tc_worker_id"] is None

@@ -37,8 +37,12 @@ DEMO_WORKER_ACCOUNT = "wm-workers@demo.iam.gserviceaccount.com"  # GCE workers r
 FAST = {"scan_interval_s": 1.0, "gate": {"backoff_base_s": 0.05, "backoff_max_s": 0.2}}
 
 
+STATIC_POOL = "demo/rack"
+
+
 def short_demo_config(path: Path, **demo: object) -> Path:
-    """A pool on each cloud, fast clouds and intervals, a workload of a few seconds."""
+    """A pool on each cloud and a static pool of hand-made machines, fast clouds and
+    intervals, a workload of a few seconds."""
     launch = {
         "aws": {
             "region": "us-east-1",
@@ -79,6 +83,7 @@ def short_demo_config(path: Path, **demo: object) -> Path:
                 "regions": ["eastus"],
                 **FAST,
             },
+            {"id": "static-rack", "kind": "static"},
         ],
         "sim": {
             "aws": {"boot_s": 1.0},
@@ -90,8 +95,10 @@ def short_demo_config(path: Path, **demo: object) -> Path:
             "tasks_per_minute": 60,
             "burst_tasks": 20,
             "task_s": [1.0, 3.0],
-            # Every cloud gets work, whatever its share would round to.
-            "cloud_shares": {"aws": 0.6, "azure": 0.25, "gcp": 0.15},
+            # Every cloud and the rack get work, whatever their share would round to.
+            "cloud_shares": {"aws": 0.5, "azure": 0.2, "gcp": 0.15, "static": 0.15},
+            "hand_made_machines": 2,
+            "hand_made_capacity": 2,
             "idle_timeout_s": 2.0,
             "drain_timeout_s": 60.0,
             "sample_s": 0.5,
@@ -117,7 +124,16 @@ def short_demo_config(path: Path, **demo: object) -> Path:
     }
     conversion = convert(pools, providers, owner="demo-test@example.com")
     assert not conversion.problems, conversion.problems
-    definitions_of(path).write_text(yaml.safe_dump_all(conversion.documents))
+    # worker-manager's static pool: renewals every few seconds, so the machines reregister.
+    static_pool = {
+        "workerPoolId": STATIC_POOL,
+        "providerId": "static-rack",
+        "description": "hand-made machines",
+        "owner": "demo-test@example.com",
+        "emailOnError": False,
+        "config": {"lifecycle": {"reregistrationTimeout": 8}, "workerConfig": {}},
+    }
+    definitions_of(path).write_text(yaml.safe_dump_all([*conversion.documents, static_pool]))
     return path
 
 
@@ -178,7 +194,21 @@ def test_a_short_demo_runs_every_process_and_reports_a_healthy_run(tmp_path, db_
         assert figures["tasks_completed"] > 0, cloud
         assert figures["registration_p95_s"] is not None, cloud
         assert figures["scans"] > 0 and figures["scan_api_calls"] >= 1, cloud
-    # No launch for demand that was already covered.
+    # The static pool: two machines made with createWorker registered through worker-runner's
+    # static path, ran tasks, and were stopped when the operator retired them.
+    machines = report["hand_made"]["machines"]
+    assert [(m["workerPoolId"], m["workerGroup"]) for m in machines] == [
+        (STATIC_POOL, "rack-1")
+    ] * 2
+    assert all(m["registered"] and m["tasks_completed"] > 0 for m in machines), machines
+    assert {m["state"] for m in machines} == {"stopped"}
+    static = report["hand_made"]["figures"]
+    assert static["tasks_completed"] == static["tasks_submitted"] > 0
+    assert report["pool_clouds"][STATIC_POOL] == "static"
+    runner_config = yaml.safe_load((out / "rack" / f"{machines[0]['workerId']}.yml").read_text())
+    assert runner_config["provider"]["providerType"] == "static"
+    assert "static" in output and "hand-made" in output
+    # No launch for demand that was already covered (the rack's capacity is not launched).
     assert run["peak_capacity_over_demand"] <= 1.0
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Each Procfile process ran as an OS process of its own and logged there.

@@ -4,8 +4,8 @@ Community-tc's 54 pools and Firefox CI's 384 (tests/fixtures/real_pools, made by
 deployments' own tc-admin generators) are applied with `wm pools apply` run as a subprocess,
 in the form tc-admin produces (one JSON list of `{workerPoolId, providerId, description,
 owner, emailOnError, config}`), under configs naming each deployment's providers as it does.
-Every pool is taken, dry run and real, except community-tc's two hardware pools: they name
-worker-manager's static provider, a kind wm does not have, and are the only refusals.
+Every pool is taken, dry run and real, community-tc's two hardware pools too: they name
+worker-manager's static provider, which community-tc's config names as wm's static kind.
 
 Then one real pool per cloud kind (Firefox CI's: an AWS pool with additionalUserData, a Google
 pool with GPUs, STANDARD provisioning and `onHostMaintenance: "terminate"`, an Azure
@@ -93,36 +93,47 @@ def pools_apply(config: Path, db_url: str, *args: str) -> subprocess.CompletedPr
 
 
 def launch_config_count(documents: list[dict[str, Any]]) -> int:
-    return sum(len(d["config"].get("launchConfigs") or []) for d in documents)
+    """The launch configs wm stores for these pools: each static pool has one, holding its
+    workerConfig for its hand-made workers (wm.pool_definition.HAND_MADE_LAUNCH_CONFIG_ID)."""
+    return sum(
+        1 if d["workerPoolId"] in STATIC_POOLS else len(d["config"].get("launchConfigs") or [])
+        for d in documents
+    )
 
 
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def test_community_tc_applies_but_for_its_two_static_pools_each_naming_the_missing_kind(
+def test_community_tcs_two_static_pools_apply_on_its_static_provider(
     db_url: str, engine, tmp_path: Path
 ):
-    documents = definitions("community-tc")
-    file = write_definitions(tmp_path / "community-tc.json", documents)
+    documents = [d for d in definitions("community-tc") if d["workerPoolId"] in STATIC_POOLS]
+    assert [d["providerId"] for d in documents] == ["static", "static"]
+    assert provider_kinds("community-tc")["static"] == "static"
+    file = write_definitions(tmp_path / "static.json", documents)
 
-    for dry in (["--dry-run"], []):
-        done = pools_apply(REAL_CONFIGS / "community-tc.toml", db_url, *dry, str(file))
+    dry = pools_apply(REAL_CONFIGS / "community-tc.toml", db_url, "--dry-run", str(file))
 
-        assert done.returncode == 2, done.stdout
-        problems = [line.strip() for line in done.stderr.splitlines() if line.startswith("  ")]
-        assert len(problems) == 2, done.stderr
-        for pool_id, problem in zip(STATIC_POOLS, problems, strict=True):
-            assert problem.startswith(f"{file}: {pool_id}: providerId: unknown provider 'static'")
-            assert "worker-manager's static provider kind, which wm does not have" in problem
-        assert "Traceback" not in done.stderr
+    assert dry.returncode == 0, dry.stderr
+    assert [line for line in dry.stdout.splitlines() if line.startswith("create pool ")] == [
+        f"create pool {pool_id} on static" for pool_id in STATIC_POOLS
+    ]
     assert load_pools(engine) == []
+
+    real = pools_apply(REAL_CONFIGS / "community-tc.toml", db_url, str(file))
+
+    assert real.returncode == 0, real.stderr
+    stored = {p.pool_id: p for p in load_pools(engine)}
+    assert sorted(stored) == sorted(STATIC_POOLS)
+    for document in documents:
+        assert stored[document["workerPoolId"]].config == document["config"]
 
 
 @pytest.mark.parametrize("deployment", ["community-tc", "firefoxci"])
-def test_every_other_pool_applies_dry_run_then_for_real_then_changes_nothing(
+def test_every_pool_applies_dry_run_then_for_real_then_changes_nothing(
     deployment: str, db_url: str, engine, tmp_path: Path
 ):
-    documents = [d for d in definitions(deployment) if d["workerPoolId"] not in STATIC_POOLS]
+    documents = definitions(deployment)
     file = write_definitions(tmp_path / f"{deployment}.json", documents)
     config = REAL_CONFIGS / f"{deployment}.toml"
     kinds = provider_kinds(deployment)

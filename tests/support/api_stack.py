@@ -18,7 +18,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from wm.db.engine import create_database, drop_database, make_engine, with_datab
 from wm.db.pools import load_launch_configs, load_pools
 from wm.db.worker_writes import insert_intents, record_launches
 from wm.db.workers import list_workers
+from wm.kinds import describe
 from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider
@@ -357,8 +358,10 @@ def api_stack(
     max_capacity: int = 5000,
     pool_changes: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    extra_providers: Sequence[Mapping[str, Any]] = (),
 ) -> Iterator[ApiStack]:
-    """Write the config, sync its pools, start `wm run web` and wait until it is healthy."""
+    """Write the config, sync its pools, start `wm run web` and wait until it is healthy.
+    `extra_providers`: more config entries (a static provider), with no pools."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     providers = provider_entries(sims)
@@ -366,11 +369,16 @@ def api_stack(
         pool(POOLS[p["kind"]], p, max_capacity=max_capacity, **(pool_changes or {}))
         for p in providers
     ]
-    stack = Stack.write(tmp, db_url, providers, pools, web={"port": port}, root_url=base_url)
+    every = [*providers, *map(dict, extra_providers)]
+    stack = Stack.write(tmp, db_url, every, pools, web={"port": port}, root_url=base_url)
     engine = make_engine(db_url, application_name="chaos-test")
     stack.sync_pools(engine)
     config = stack.config()
-    built = {p.kind: build_provider(p, config.deployment_id) for p in config.providers}
+    built = {
+        p.kind: build_provider(p, config.deployment_id)
+        for p in config.providers
+        if describe(p.kind).launches  # a static provider has no cloud to launch in
+    }
     process_env = {"WM_OPERATOR_TOKEN": OPERATOR_TOKEN, **(env or {})}
     with _environment(process_env):
         web = stack.start("web")

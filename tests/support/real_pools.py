@@ -59,13 +59,16 @@ def config_on_sims(
 ) -> dict[str, Any]:
     """The deployment's config with every provider's endpoint the test's own simulated cloud
     (the ARM one over HTTPS with its certificate) and a fast gate; `only` keeps those
-    providers alone."""
+    providers alone. A provider of a kind with no simulated cloud (static) stays as it is."""
     data = raw_config(deployment)
     providers = []
     for provider in data["providers"]:
         if only is not None and provider["id"] not in only:
             continue
-        sim = sims[provider["kind"]]
+        sim = sims.get(provider["kind"])
+        if sim is None:  # a kind with no cloud (static): nothing to point anywhere
+            providers.append(dict(provider))
+            continue
         changed = {**provider, "endpoint": sim.endpoint, "gate": dict(FAST_GATE)}
         if provider["kind"] == "azure":
             changed["ca_bundle"] = str(sim.cert_path)

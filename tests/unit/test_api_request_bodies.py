@@ -23,6 +23,7 @@ from wm.api.models import (
     ReregisterWorkerRequest,
     UpdateWorkerPoolRequest,
     WorkerPoolDefinitionRequest,
+    WorkerRequest,
     js_date,
 )
 from wm.api.request_schemas import REQUEST_SCHEMAS
@@ -34,6 +35,11 @@ DEFINITION = {
     "config": {},  # checked against its provider's schema later (tests/unit/test_pool_definition)
     "owner": "ci@example.com",
     "emailOnError": False,
+}
+HAND_MADE = {
+    "expires": "2026-12-31T00:00:00.000Z",
+    "capacity": 2,
+    "providerInfo": {"staticSecret": SECRET},
 }
 # endpoint -> (its request model, its schema's name, a body the schema accepts)
 ENDPOINTS: dict[str, tuple[type[BaseModel], str, dict[str, Any]]] = {
@@ -72,6 +78,9 @@ ENDPOINTS: dict[str, tuple[type[BaseModel], str, dict[str, Any]]] = {
         },
     ),
     "createWorkerPool": (WorkerPoolDefinitionRequest, "create-worker-pool-request", DEFINITION),
+    # updateWorker takes the same schema
+    "createWorker": (WorkerRequest, "create-worker-request", HAND_MADE),
+    "updateWorker": (WorkerRequest, "create-worker-request", HAND_MADE),
     "updateWorkerPool": (
         UpdateWorkerPoolRequest,
         "update-worker-pool-request",
@@ -132,19 +141,20 @@ WRONG_TYPES: dict[str, tuple[str, list[Any]]] = {
     "string": ("must be a string", [5, 5.0, 0.5, True, None, {"a": "b"}, ["a"]]),
     "boolean": ("must be a boolean", ["yes", "true", "1", 1, 0, 1.0, None, {}, []]),
     "object": ("must be an object", ["{}", "", 5, True, None, []]),
+    "integer": ("must be an integer", ["2", 2.5, True, None, {}, []]),
 }
 
 
 def _type_of(value: Any) -> str:
-    return {str: "string", bool: "boolean", dict: "object"}[type(value)]
+    return {str: "string", bool: "boolean", dict: "object", int: "integer"}[type(value)]
 
 
 def _type_cases() -> list[Any]:
     cases = []
     for endpoint, (_, _, body) in ENDPOINTS.items():
         for key, value in body.items():
-            if key == "workerIdentityProof":
-                continue  # no type of its own: one of four forms (the form table below)
+            if key in ("workerIdentityProof", "providerInfo"):
+                continue  # no type of its own: one of its forms (the form table below)
             message, values = WRONG_TYPES[_type_of(value)]
             for wrong in values:
                 cases.append(
@@ -445,7 +455,9 @@ MUTANTS: dict[str, Any] = {
 
 def _paths(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = [path] if path else []
-    if isinstance(value, dict) and (not path or path[-1] == "workerIdentityProof"):
+    if isinstance(value, dict) and (
+        not path or path[-1] in ("workerIdentityProof", "providerInfo")
+    ):
         for key, inner in value.items():
             found += _paths(inner, (*path, key))
     return found

@@ -26,7 +26,7 @@ def dependency_names(route: APIRoute) -> set[str]:
 
 def test_every_worker_manager_route_passes_the_endpoint_dependency():
     routes = [r for router in ROUTERS for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 25 - 2  # /healthz and /metrics are wm's own
+    assert len(routes) == 27 - 2  # /healthz and /metrics are wm's own
     for route in routes:
         assert route.path.startswith(PREFIX), route.path
         assert route.name in ENDPOINT_SCOPES, route.name

@@ -16,7 +16,9 @@ from wm.providers.aws import provider as aws
 
 # kind -> its provider's table of operations and the call classes each draws from
 TABLES = {
-    kind: importlib.import_module(f"wm.providers.{kind}.provider").CALL_CLASSES for kind in KINDS
+    kind: importlib.import_module(f"wm.providers.{kind}.provider").CALL_CLASSES
+    for kind, description in KINDS.items()
+    if description.launches  # a kind that launches nothing calls no cloud
 }
 
 

@@ -4,6 +4,7 @@ from pydantic import ValidationError
 from tests.support.configs import BASE, build, raw
 from wm.config import load, parse
 from wm.errors import ConfigError
+from wm.kinds import KINDS
 
 
 def problems_of(data) -> list[str]:
@@ -12,9 +13,10 @@ def problems_of(data) -> list[str]:
     return caught.value.problems
 
 
-def test_the_example_config_is_valid():
+def test_the_example_config_is_valid_and_shows_every_kind():
     config = load("config.toml", environ={})
-    assert {p.kind for p in config.providers} == {"aws", "gcp", "azure"}
+    # The three clouds, and the static provider of the demo's hand-made machines.
+    assert {p.kind for p in config.providers} == set(KINDS)
 
 
 def test_a_valid_config_loads_into_frozen_objects():
@@ -240,3 +242,22 @@ def test_a_gcp_provider_whose_workers_register_needs_their_service_account(
     (problem,) = problems_of(data)
     assert problem.startswith("providers[1]: provider 'gcp-a' ")
     assert "worker_service_account_email" in problem and "workers_register" in problem
+
+
+def test_a_static_provider_is_an_id_and_nothing_of_a_cloud():
+    data = {**BASE, "providers": [*BASE["providers"], {"id": "static", "kind": "static"}]}
+
+    config = build(data)
+
+    assert config.provider("static").regions == ()
+    assert config.provider_kinds()["static"] == "static"
+    assert "static" not in config.scanned_regions()
+
+
+def test_a_static_provider_with_cloud_settings_is_refused_naming_them():
+    hand_made = {"id": "rack", "kind": "static", "regions": ["x"], "budgets": {}}
+    data = {**BASE, "providers": [*BASE["providers"], hand_made]}
+
+    (problem,) = problems_of(data)
+
+    assert problem.startswith("providers[3]: regions, budgets: a static provider has no cloud")

@@ -175,3 +175,63 @@ def test_each_pool_shows_its_slowest_stage():
     assert report["pools"]["win"]["slowest_stage"]["stage"] == "accepted_to_running"
     assert report["pools"]["ec2"]["slowest_stage"] is None
     assert report["stages"]["azure"]["accepted_to_running"]["p95_s"] == 49.0
+
+
+def test_a_static_pools_machines_are_reported_with_their_tasks():
+    # Scenario: a static pool beside the clouds, two machines made with createWorker; one ran
+    # two tasks, the other one; both were retired (stopped) at the end.
+    mac1 = replace(worker("wm-id-1", "mac", 0.5), tc_worker_id="mac-01")
+    mac2 = replace(worker("wm-id-2", "mac", 0.7), tc_worker_id="mac-02")
+    ran = [
+        replace(task(10 + n, "mac", 1.0), claimed_by=name)
+        for n, name in enumerate(["wm-id-1", "wm-id-1", "wm-id-2"])
+    ]
+    base = facts()
+
+    report = build(
+        facts(
+            pool_clouds={**base.pool_clouds, "mac": "static"},
+            workers=[*base.workers, mac1, mac2],
+            tasks=[*base.tasks, *ran],
+            submitted={**base.submitted, "mac": 3},
+            # Four slots of running machines for one pending task.
+            samples=[
+                Sample(
+                    0,
+                    {**base.samples[0].pools, "mac": PoolSample(1, 0, 0, 4, 0)},
+                    base.samples[0].api_calls,
+                )
+            ],
+        )
+    )
+
+    # Outcome: the machines, by their Taskcluster names, with their tasks; figures for the
+    # static pools apart from the clouds' columns; the run counts their tasks too.
+    assert report["healthy"], report["problems"]
+    assert [
+        (m["workerId"], m["registered"], m["tasks_completed"])
+        for m in report["hand_made"]["machines"]
+    ] == [("mac-01", True, 2), ("mac-02", True, 1)]
+    hand_made = report["hand_made"]["figures"]
+    assert (hand_made["tasks_completed"], hand_made["registration_p95_s"]) == (3, 0.7)
+    assert (hand_made["cloud_api_calls"], hand_made["leaked_vms"]) == (0, 0)
+    assert "static" not in report["clouds"]
+    assert report["run"]["tasks_completed"] == 6
+    # Nothing was launched for the rack: over-provisioning is the clouds' alone.
+    assert (
+        report["run"]["peak_capacity_over_demand"]
+        == build(base)["run"]["peak_capacity_over_demand"]
+    )
+    assert hand_made["peak_capacity_over_demand"] is None
+    assert report["pool_clouds"]["mac"] == "static"
+
+
+def test_a_hand_made_machine_that_never_registered_makes_the_run_unhealthy():
+    silent = replace(worker("wm-id-1", "mac", None), tc_worker_id="mac-01")
+    base = facts()
+
+    report = build(
+        facts(pool_clouds={**base.pool_clouds, "mac": "static"}, workers=[*base.workers, silent])
+    )
+
+    assert "hand-made machines never registered: mac-01" in report["problems"]

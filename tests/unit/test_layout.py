@@ -235,6 +235,7 @@ LAYERS = (
             "wm.legacy_pools",
             "wm.identity",
             "wm.registration_policy",  # registerWorker's refusals and expected identity
+            "wm.static_workers",  # createWorker and updateWorker of workers no cloud launches
             # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",

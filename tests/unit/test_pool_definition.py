@@ -27,7 +27,7 @@ from wm.pool_definition import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PROVIDERS = {"aws": "aws", "gcp": "gcp", "azure": "azure"}
+PROVIDERS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "static": "static"}
 POOL = "proj/pool"
 TEMPLATE_SPEC = (
     "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/templateSpecs/w/versions/1"
@@ -135,6 +135,7 @@ CONFIG_SCHEMA = {
     "aws": "config-aws",
     "gcp": "config-google",
     "azure": "config-azure",
+    "static": "config-static",
     NULL_PROVIDER: "config-null",
 }
 # ajv-formats 2.1.1 "full" email, verbatim (JavaScript's `$` is Python's `\Z`).
@@ -545,6 +546,18 @@ ACCEPTED = [
         json.loads((FIXTURES / "tc_pools" / "api-test-update-launch-configs.json").read_text()),
     ),
     Accepted("no launch configs", body("aws", config())),
+    # community-tc's gw-ci-freebsd, as its generator writes it (worker-manager's config-static)
+    Accepted(
+        "a static pool",
+        body(
+            "static",
+            {
+                "lifecycle": {"reregistrationTimeout": 86400},
+                "workerConfig": {"genericWorker": {"config": {"osGroups": ["admin"]}}},
+            },
+        ),
+    ),
+    Accepted("a static pool with an empty config", body("static", {})),
     Accepted("minCapacity above maxCapacity", body("aws", config(aws_lc(), minCapacity=9))),
     Accepted("integers written as 2.0", edit(aws(), "config.maxCapacity", 2.0)),
     Accepted("scalingRatio 0", gcp(scalingRatio=0)),
@@ -719,8 +732,8 @@ def test_every_problem_is_reported_at_once():
 def test_unknown_provider_names_the_valid_ones():
     with pytest.raises(UnknownProvider) as refused:
         parse(body("google", config()))
-    assert refused.value.valid_provider_ids == ("aws", "gcp", "azure", NULL_PROVIDER)
-    assert "aws, gcp, azure, null-provider" in refused.value.problems[0]
+    assert refused.value.valid_provider_ids == ("aws", "gcp", "azure", "static", NULL_PROVIDER)
+    assert "aws, gcp, azure, static, null-provider" in refused.value.problems[0]
 
 
 def test_an_update_body_must_name_its_own_pool():

@@ -80,10 +80,26 @@ def schema_problems(schema: Any, path: str = "schema") -> list[str]:
     return problems
 
 
-def _part_problem(field: dataclasses.Field[Any], value: Any) -> str | None:
+# The parts a kind that launches nothing (its description's `launches` is False: static) has
+# nothing for, and what they must be then: no budgets, no create batch.
+NOT_LAUNCHING_PARTS: Mapping[str, Any] = {"published_budgets": {}, "create_batch_max": 0}
+
+
+def _part_problem(
+    field: dataclasses.Field[Any], value: Any, description: KindDescription
+) -> str | None:
     """What is wrong with one part, judged by the type the description declares for it."""
     declared = typing.get_type_hints(KindDescription)[field.name]
     origin = get_origin(declared) or declared
+    if not description.launches and field.name in NOT_LAUNCHING_PARTS:
+        empty = NOT_LAUNCHING_PARTS[field.name]
+        return None if value == empty else f"must be {empty!r}: the kind launches nothing"
+    if origin is bool:
+        return None if isinstance(value, bool) else "must be a boolean"
+    if field.name == "pool_config_schema":
+        if description.launches:
+            return None if value is None else "must be None: the launch configs' schema is used"
+        return None if isinstance(value, Mapping) and value else "must be the pool config schema"
     if origin is str:
         return None if isinstance(value, str) and value else "must be a non-empty string"
     if origin is int:
@@ -102,7 +118,7 @@ def kind_problems(key: str, description: KindDescription) -> list[str]:
     """Everything a kind's description lacks or gets wrong, each `kind.part: what`."""
     problems = []
     for field in dataclasses.fields(KindDescription):
-        problem = _part_problem(field, getattr(description, field.name))
+        problem = _part_problem(field, getattr(description, field.name), description)
         if problem:
             problems.append(f"{key}.{field.name}: {problem}")
     if problems:
@@ -122,7 +138,15 @@ def kind_problems(key: str, description: KindDescription) -> list[str]:
     problems += [
         f"{key}.launch_config_{p}" for p in schema_problems(description.launch_config_schema)
     ]
+    if description.pool_config_schema is not None:
+        problems += [
+            f"{key}.pool_config_{p}" for p in schema_problems(description.pool_config_schema)
+        ]
     return problems
+
+
+LAUNCHING = [key for key, d in KINDS.items() if d.launches]
+NOT_LAUNCHING = [key for key, d in KINDS.items() if not d.launches]
 
 
 @pytest.mark.parametrize("key", list(KINDS))
@@ -161,9 +185,21 @@ def test_a_schema_with_a_keyword_the_checker_ignores_is_refused():
     assert kind_problems("gcp", typo) == ["gcp.launch_config_schema.requried: unknown keyword"]
 
 
+def test_a_kind_that_launches_nothing_with_budgets_or_a_batch_is_refused():
+    static = KINDS["static"]
+    launching_parts = dataclasses.replace(
+        static, published_budgets=KINDS["aws"].published_budgets, create_batch_max=5
+    )
+
+    assert kind_problems("static", launching_parts)[:2] == [
+        "static.published_budgets: must be {}: the kind launches nothing",
+        "static.create_batch_max: must be 0: the kind launches nothing",
+    ]
+
+
 def test_an_unknown_kind_fails_loudly_naming_the_known_ones():
-    with pytest.raises(KeyError, match=r"unknown provider kind 'static'.*'aws'"):
-        describe("static")
+    with pytest.raises(KeyError, match=r"unknown provider kind 'testing'.*'aws'"):
+        describe("testing")
 
 
 @pytest.mark.parametrize("key", list(KINDS))
@@ -172,7 +208,7 @@ def test_every_kind_is_a_member_of_the_config_union(key: str):
     assert KINDS[key].config_model in get_args(union)
 
 
-@pytest.mark.parametrize("key", list(KINDS))
+@pytest.mark.parametrize("key", LAUNCHING)
 def test_every_kind_has_a_package_that_makes_its_provider_and_verifier(key: str):
     package = importlib.import_module(f"wm.providers.{key}")
 
@@ -180,7 +216,39 @@ def test_every_kind_has_a_package_that_makes_its_provider_and_verifier(key: str)
     assert callable(package.make_verifier)
 
 
-@pytest.mark.parametrize("key", list(KINDS))
+@pytest.mark.parametrize("key", NOT_LAUNCHING)
+def test_a_kind_that_launches_nothing_has_a_verifier_and_no_provider(key: str):
+    package = importlib.import_module(f"wm.providers.{key}")
+
+    assert callable(package.make_verifier)
+    assert not hasattr(package, "make")
+
+
+@pytest.mark.parametrize("key", NOT_LAUNCHING)
+def test_a_kind_that_launches_nothing_takes_its_own_pool_config_and_no_launch_configs(key: str):
+    body = {
+        "providerId": "hand-1",
+        "description": "",
+        "owner": "someone@example.com",
+        "emailOnError": False,
+        "config": {"lifecycle": {"reregistrationTimeout": 3600}, "workerConfig": {"a": 1}},
+    }
+    definition = parse_pool_definition("proj/pool", body, {"hand-1": key})
+    body["config"] = {"minCapacity": 0, "maxCapacity": 1, "launchConfigs": []}
+
+    with pytest.raises(DefinitionInvalid) as refused:
+        parse_pool_definition("proj/pool", body, {"hand-1": key})
+
+    assert [lc.worker_config for lc in definition.launch_configs] == [{"a": 1}]
+    assert definition.lifecycle.reregistration_timeout_s == 3600
+    assert list(refused.value.problems) == [
+        "config.minCapacity: unknown key (allowed: lifecycle, workerConfig)",
+        "config.maxCapacity: unknown key (allowed: lifecycle, workerConfig)",
+        "config.launchConfigs: unknown key (allowed: lifecycle, workerConfig)",
+    ]
+
+
+@pytest.mark.parametrize("key", LAUNCHING)
 def test_every_kinds_pool_schema_is_the_one_definitions_are_checked_against(key: str):
     body = {
         "providerId": "cloud-1",

@@ -22,7 +22,10 @@ from wm.registration_policy import (
 
 WRITTEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 DEPLOYMENT = Deployment(
-    deployment_id="dep-1", audience="https://tc.example", verifiable_providers={"aws-a", "gcp-a"}
+    deployment_id="dep-1",
+    audience="https://tc.example",
+    verifiable_providers={"aws-a", "gcp-a", "rack"},
+    provider_kinds={"aws-a": "aws", "gcp-a": "gcp", "rack": "static"},
 )
 REQUEST = RegistrationRequest(
     pool_id="proj/linux", provider_id="aws-a", worker_group="us-east-1", worker_id="i-0abc"
@@ -48,6 +51,23 @@ TARGET = RegistrationTarget(
     pool_provider_id="aws-a",
     reregistration_timeout_s=3600.0,
     worker_config={"a": 1},
+)
+# A worker createWorker made on a static provider: running from the start, no cloud id.
+HAND_MADE = replace(
+    WORKER,
+    worker_id="proj/mac/rack-a/mac-1",
+    pool_id="proj/mac",
+    worker_group="rack-a",
+    provider_id="rack",
+    state=WorkerState.RUNNING,
+    launch_config_id="hand-made",
+    cloud_id=None,
+    tc_worker_id="mac-1",
+    provider_data={"staticSecretSha256": "abc"},
+)
+STATIC_TARGET = replace(TARGET, worker=HAND_MADE, pool_provider_id="rack")
+STATIC_REQUEST = RegistrationRequest(
+    pool_id="proj/mac", provider_id="rack", worker_group="rack-a", worker_id="mac-1"
 )
 
 
@@ -130,6 +150,27 @@ TARGET = RegistrationTarget(
             "Worker pool does not exist",
         ),
         (
+            "a static worker that was removed",
+            replace(STATIC_TARGET, worker=replace(HAND_MADE, state=WorkerState.STOPPED)),
+            STATIC_REQUEST,
+            "InputError",
+            "worker is not running",
+        ),
+        (
+            "a static worker past its expires",
+            replace(STATIC_TARGET, expired=True),
+            STATIC_REQUEST,
+            "InputError",
+            "Worker has expired",
+        ),
+        (
+            "a static worker claimed through a cloud provider of the pool",
+            replace(STATIC_TARGET, previous_provider_ids=("aws-a",)),
+            replace(STATIC_REQUEST, provider_id="aws-a"),
+            "InputError",
+            "Worker does not belong to this provider",
+        ),
+        (
             # ...and the deadline before the state: an expired running worker is "expired".
             "an expired worker already running",
             replace(TARGET, expired=True, worker=replace(WORKER, state=WorkerState.RUNNING)),
@@ -175,12 +216,28 @@ def test_an_accepted_registration_names_the_identity_its_proof_must_show(
     ), scenario
 
 
+def test_a_running_static_worker_registers_and_again_after_a_restart():
+    expected = decide(STATIC_TARGET, STATIC_REQUEST, DEPLOYMENT)
+    again = decide(
+        replace(STATIC_TARGET, worker=replace(HAND_MADE, registered_at=WRITTEN)),
+        STATIC_REQUEST,
+        DEPLOYMENT,
+    )
+
+    assert isinstance(expected, ExpectedIdentity) and isinstance(again, ExpectedIdentity)
+    assert (expected.worker_id, expected.provider_data) == (
+        "proj/mac/rack-a/mac-1",
+        {"staticSecretSha256": "abc"},
+    )
+
+
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
         ("aws", "Instance identity document validation error"),
         ("gcp", "Token validation error"),
         ("azure", "Signature validation error"),
+        ("static", "bad staticSecret in workerIdentityProof"),
         (None, "Invalid proof"),
     ],
 )

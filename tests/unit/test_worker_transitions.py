@@ -8,6 +8,8 @@ from wm.model import WorkerState
 from wm.worker_transitions import (
     ACCEPT,
     ADVISE_STOP,
+    AMEND,
+    CHECK_IN,
     CHECKED,
     CLOUD_RUNNING,
     CREATE,
@@ -16,7 +18,9 @@ from wm.worker_transitions import (
     DELETED,
     EXPIRE,
     GONE,
+    LAPSE,
     LOST,
+    MAKE,
     RECORD,
     REFUSE,
     REGISTER,
@@ -25,6 +29,7 @@ from wm.worker_transitions import (
     SCAN_SIGHTINGS,
     SEEN,
     STARTED,
+    STOP,
     TASK_CLAIMED,
     TRANSITIONS,
     UNANSWERED,
@@ -64,6 +69,12 @@ EXPECTED: dict[Transition, dict[WorkerState | None, WorkerState | str]] = {
     DELETE_CALLED: EVERY,
     CHECKED: EVERY,
     EXPIRE: {X: GONE_ROW},
+    # Workers no cloud launches (static): running from createWorker, stopped at once.
+    MAKE: {None: U},
+    AMEND: EVERY,
+    CHECK_IN: {U: U},
+    STOP: {R: X, U: X},
+    LAPSE: {R: X, U: X},
 }
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
 
@@ -97,8 +108,8 @@ def test_the_sql_guard_lists_exactly_the_allowed_from_states(transition):
     assert set(transition.from_values) == allowed
 
 
-def test_only_create_inserts_and_only_withdraw_and_expire_delete():
-    assert [t for t in TRANSITIONS if t.outcome is Outcome.INSERT] == [CREATE]
+def test_only_create_and_make_insert_and_only_withdraw_and_expire_delete():
+    assert [t for t in TRANSITIONS if t.outcome is Outcome.INSERT] == [CREATE, MAKE]
     assert [t for t in TRANSITIONS if t.outcome is Outcome.DELETE] == [WITHDRAW, EXPIRE]
 
 

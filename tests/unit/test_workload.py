@@ -82,3 +82,13 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another():
     demo = DemoConfig(minutes=1, burst_tasks=30)
     assert schedule(POOLS, demo) == schedule(POOLS, demo)
     assert schedule(POOLS, demo) != schedule(POOLS, demo.model_copy(update={"seed": 2}))
+
+
+def test_the_default_mix_gives_hand_made_machines_a_share_beside_the_clouds():
+    # A static pool's capacity is its machines' (it has no maxCapacity).
+    pools = [*POOLS, PoolShare("rack", "static", 4)]
+
+    weights = pool_weights(pools, DemoConfig().cloud_shares)
+
+    assert 0 < weights["rack"] < weights["gce"] * 2
+    assert sum(weights.values()) == pytest.approx(1.0)

@@ -71,7 +71,7 @@ class ApiContext:
 
     engine: Engine
     verifiers: Mapping[str, IdentityVerifier]  # provider id -> its identity proof verifier
-    provider_kinds: Mapping[str, str]  # provider id -> aws, gcp, azure
+    provider_kinds: Mapping[str, str]  # provider id -> its kind (a key of wm.kinds.KINDS)
     regions: Mapping[str, Sequence[str]]  # provider id -> the regions its scanners list
     workers_register: Mapping[str, bool]  # provider id -> whether its workers register
     deployment_id: str

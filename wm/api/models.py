@@ -29,6 +29,7 @@ from wm.api.request_schemas import (
     REPORT_ERROR_BODY,
     REREGISTER_BODY,
     UPDATE_BODY,
+    WORKER_BODY,
 )
 from wm.json_check import Schema, check
 from wm.tc.errors import js_time
@@ -118,6 +119,30 @@ class RegisterWorkerRequest(_Request):
 
     def boot_time(self) -> datetime | None:
         return js_date(self.systemBootTime) if self.systemBootTime is not None else None
+
+
+class WorkerRequest(_Request):
+    """create-worker-request.yml, createWorker's and updateWorker's body: a worker no cloud
+    launches (a static provider's), its expiry, capacity and secret."""
+
+    SCHEMA = WORKER_BODY
+
+    expires: str  # a date-time by the schema's format: see expiry
+    capacity: int = 1  # api.js: `{capacity: 1, ...req.body}`
+    providerInfo: dict[str, Any] | None = Field(None, repr=False)
+
+    def expiry(self) -> datetime | None:
+        return js_date(self.expires)
+
+    def static_secret(self) -> str | None:
+        return (self.providerInfo or {}).get("staticSecret")
+
+    def shown(self) -> dict[str, Any]:
+        """The body as an error names it: the secret omitted (api.js cleanCreatePayload)."""
+        shown = self.model_dump(exclude_none=True)
+        if self.static_secret():
+            shown["providerInfo"] = {"staticSecret": "(OMITTED)"}
+        return shown
 
 
 class Credentials(_Body):

@@ -89,6 +89,8 @@ ENDPOINT_QUERIES: Mapping[str, Mapping[str, QueryPattern]] = {
             r"^(requested|running|stopping|stopped|standalone)\Z",
         ),
     },
+    "createWorker": {},
+    "updateWorker": {},
     "registerWorker": {},
     "reregisterWorker": {},
 }

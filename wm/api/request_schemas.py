@@ -8,10 +8,11 @@ checks the same schemas the same way (wm.api.models runs them before anything re
 so nothing is coerced: "yes" is no boolean, "5" no integer, a number no date-time.
 
 Transcribed from services/worker-manager/schemas/v1/register-worker-request.yml,
-reregister-worker-request.yml and report-worker-error-request.yml (rendered in
-`generated/references.json`, taskcluster/taskcluster @ 9d59eb59); the pool definition bodies
-are wm.pool_schemas' CREATE_BODY and UPDATE_BODY. tests/unit/test_api_request_bodies.py
-compares the verdicts with the published schemas (tests/fixtures/tc_schemas).
+reregister-worker-request.yml, report-worker-error-request.yml and create-worker-request.yml
+(rendered in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59); the pool
+definition bodies are wm.pool_schemas' CREATE_BODY and UPDATE_BODY.
+tests/unit/test_api_request_bodies.py compares the verdicts with the published schemas
+(tests/fixtures/tc_schemas).
 """
 
 from __future__ import annotations
@@ -107,11 +108,26 @@ REPORT_ERROR_BODY: Schema = _closed(
     ["workerGroup", "workerId", "kind", "title", "description", "extra"],
 )
 
+# create-worker-request.yml, which updateWorker takes too: the capacity is worker-full's, the
+# provider's information the static provider type's (the only form: oneOf of one).
+WORKER_BODY: Schema = {
+    "type": "object",
+    "properties": {
+        "expires": {"type": "string", "format": "date-time"},
+        "capacity": {"type": "integer", "minimum": 1},
+        "providerInfo": {"oneOf": [_closed({"staticSecret": SECRET}, ["staticSecret"])]},
+    },
+    "additionalProperties": False,
+    "required": ["expires"],
+}
+
 # By endpoint: every route of the API that takes a body.
 REQUEST_SCHEMAS: Mapping[str, Schema] = {
     "registerWorker": REGISTER_BODY,
     "reregisterWorker": REREGISTER_BODY,
     "reportWorkerError": REPORT_ERROR_BODY,
+    "createWorker": WORKER_BODY,
+    "updateWorker": WORKER_BODY,
     "createWorkerPool": CREATE_BODY,
     "updateWorkerPool": UPDATE_BODY,
 }

@@ -32,9 +32,10 @@ from wm.db.error_stats import ErrorCounts
 from wm.kinds import KINDS
 from wm.model import PoolError, WorkerRecord, WorkerState
 from wm.pool_apply import plain_json
-from wm.pool_definition import NULL_PROVIDER
+from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID, NULL_PROVIDER
 from wm.tc.errors import js_time
 
+UNKNOWN_LAUNCH_CONFIG = "unknown"  # workerPoolStats' name for workers without one
 STATES = tuple(WorkerState)  # the stats bodies' key prefixes, in this order
 _ERROR_ID_BITS = 48  # the UUID's node field: untouched by its version and variant bits
 # workerPoolErrorStats (TC db/versions/0096.yml): every day of the last 7 and every hour of the
@@ -56,7 +57,10 @@ def worker_view(worker: WorkerRecord) -> Worker:
         capacity=max(worker.capacity, 1),
         lastChecked=worker.last_checked or worker.created,
         lastModified=worker.last_modified,
-        launchConfigId=worker.launch_config_id,
+        # A static worker has none, as in worker-manager (its row's is wm's own, `hand-made`).
+        launchConfigId=None
+        if worker.launch_config_id == HAND_MADE_LAUNCH_CONFIG_ID
+        else worker.launch_config_id,
     )
 
 
@@ -87,8 +91,11 @@ def pool_view(view: PoolView, stats: Sequence[StateCounts]) -> WorkerPool:
 
 def pool_config(view: PoolView) -> dict[str, Any]:
     config = plain_json(view.pool.config)
-    if "launchConfigs" in config or view.launch_configs:
-        config["launchConfigs"] = [plain_json(lc.configuration) for lc in view.launch_configs]
+    # A static pool's one launch config is wm's own (it holds the pool's workerConfig for its
+    # workers): its definition has none, and shows none.
+    shown = [lc for lc in view.launch_configs if lc.launch_config_id != HAND_MADE_LAUNCH_CONFIG_ID]
+    if "launchConfigs" in config or shown:
+        config["launchConfigs"] = [plain_json(lc.configuration) for lc in shown]
     return config
 
 
@@ -110,11 +117,13 @@ def pool_stats(pool_id: str, stats: Sequence[StateCounts]) -> PoolStats:
 def launch_config_stats(
     pool_id: str, launch_config_ids: Sequence[str], stats: Sequence[StateCounts]
 ) -> list[LaunchConfigStats]:
-    seen = list(dict.fromkeys([*launch_config_ids, *(s.launch_config_id for s in stats)]))
+    listed = [lc for lc in launch_config_ids if lc != HAND_MADE_LAUNCH_CONFIG_ID]
+    seen = list(dict.fromkeys([*listed, *(s.launch_config_id for s in stats)]))
     return [
         LaunchConfigStats(
             workerPoolId=pool_id,
-            launchConfigId=lc,
+            # Static workers have no launch config: worker-manager counts them as `unknown`.
+            launchConfigId=UNKNOWN_LAUNCH_CONFIG if lc == HAND_MADE_LAUNCH_CONFIG_ID else lc,
             **counts(s for s in stats if s.launch_config_id == lc),
         )
         for lc in seen

@@ -99,7 +99,7 @@ def apply(obj: CliContext, files: tuple[str, ...], dry_run: bool, prune: bool) -
 
 
 def config_regions(obj: CliContext) -> dict[str, tuple[str, ...]]:
-    return {p.id: p.regions for p in obj.config().providers}
+    return obj.config().scanned_regions()
 
 
 def read_definitions(

@@ -11,6 +11,8 @@ from wm.cli.context import CliContext, UserError
 from wm.kinds import KINDS
 
 PROCESSES = ("provisioner", "scanner", "web", "all")
+# The kinds a scanner can scan: a kind that launches nothing has no cloud to list.
+SCANNED_KINDS = tuple(name for name, d in KINDS.items() if d.launches)
 
 
 @click.command()
@@ -19,14 +21,14 @@ PROCESSES = ("provisioner", "scanner", "web", "all")
     "--kind",
     "kinds",
     multiple=True,
-    type=click.Choice(tuple(KINDS)),
+    type=click.Choice(SCANNED_KINDS),
     help="scanner: scan only providers of this cloud (repeatable).",
 )
 @click.option(
     "--except",
     "excluded",
     multiple=True,
-    type=click.Choice(tuple(KINDS)),
+    type=click.Choice(SCANNED_KINDS),
     help="scanner: scan every provider but those of this cloud (repeatable).",
 )
 @click.option(

@@ -26,8 +26,9 @@ def workers() -> None:
 @json_option
 @click.pass_obj
 def list_command(obj: CliContext, pool_id: str | None, state: str | None, as_json: bool) -> None:
-    """Workers by their Taskcluster id (workerGroup, workerId), with their state, wm's own id
-    and, for stopped ones, why they stopped."""
+    """Workers by their Taskcluster id (workerGroup, workerId), with their provider (a cloud
+    account, or a static provider's machines), state, wm's own id and, for stopped ones, why
+    they stopped."""
     engine = obj.engine()
     if pool_id is not None and not any(p.pool_id == pool_id for p in load_pools(engine)):
         # An empty list would read as "no workers": a mistyped pool must say so.
@@ -39,12 +40,23 @@ def list_command(obj: CliContext, pool_id: str | None, state: str | None, as_jso
     # A worker is named as Taskcluster names it (workerGroup/workerId: EC2 instance id, GCE
     # numeric id, Azure VM name; "-" until the cloud told wm); wm's own intent key beside it.
     echo_table(
-        ["worker id", "group", "pool", "state", "capacity", "wm id", "created", "reason"],
+        [
+            "worker id",
+            "group",
+            "pool",
+            "provider",
+            "state",
+            "capacity",
+            "wm id",
+            "created",
+            "reason",
+        ],
         [
             (
                 w.tc_worker_id or "-",
                 w.worker_group,
                 w.pool_id,
+                w.provider_id,
                 w.state.value,
                 w.capacity,
                 w.worker_id,

@@ -17,6 +17,7 @@ from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
 from wm.db.workers import worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
+from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID
 from wm.registration_policy import RegistrationTarget
 
 
@@ -169,7 +170,11 @@ def launch_configs_page(
 ) -> list[LaunchConfigRow]:
     query = (
         select(launch_configs)
-        .where(launch_configs.c.pool_id == pool_id)
+        .where(
+            launch_configs.c.pool_id == pool_id,
+            # A static pool's is wm's own: its definition has none, and worker-manager lists none.
+            launch_configs.c.launch_config_id != HAND_MADE_LAUNCH_CONFIG_ID,
+        )
         .order_by(launch_configs.c.launch_config_id)
         .offset(offset)
         .limit(limit)
@@ -199,6 +204,14 @@ def pool_exists(engine: Engine, pool_id: str) -> bool:
     with engine.connect() as conn:
         query = select(worker_pools.c.pool_id).where(worker_pools.c.pool_id == pool_id)
         return conn.execute(query).first() is not None
+
+
+def pool_provider(engine: Engine, pool_id: str) -> tuple[bool, str | None]:
+    """Whether the pool exists, and its provider id (None: deleted, the null provider)."""
+    with engine.connect() as conn:
+        query = select(worker_pools.c.provider_id).where(worker_pools.c.pool_id == pool_id)
+        row = conn.execute(query).first()
+    return (False, None) if row is None else (True, row.provider_id)
 
 
 def registration_target(

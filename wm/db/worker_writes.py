@@ -35,6 +35,7 @@ from sqlalchemy import (
     values,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from wm.db.tables import workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
@@ -42,16 +43,21 @@ from wm.model import WorkerRecord, WorkerState
 from wm.worker_transitions import (
     ACCEPT,
     ADVISE_STOP,
+    AMEND,
+    CHECK_IN,
     CHECKED,
     CLOUD_RUNNING,
     CREATE,
     DELETE_CALLED,
     EXPIRE,
+    LAPSE,
+    MAKE,
     RECORD,
     REFUSE,
     REGISTER,
     REMOVE,
     REREGISTER,
+    STOP,
     TASK_CLAIMED,
     UNANSWERED,
     WITHDRAW,
@@ -248,10 +254,19 @@ def register(
 
 
 def reregister(
-    engine: Engine, worker_id: str, old_hash: str, new_hash: str, timeout_s: float
+    engine: Engine,
+    worker_id: str,
+    old_hash: str,
+    new_hash: str,
+    timeout_s: float,
+    *,
+    keep_expires: bool = False,
 ) -> datetime | None:
     """REREGISTER: rotate the secret and extend the deadline, only with the current secret
-    (None: refused)."""
+    (None: refused). With `keep_expires` (a worker no cloud launches, whose `expires` is its
+    operator's), the row's expiry stays; the answer is the credentials' expiry all the same."""
+    if keep_expires:
+        return _reregister_keeping_expires(engine, worker_id, old_hash, new_hash, timeout_s)
     statement = (
         update(workers)
         .where(
@@ -266,6 +281,24 @@ def reregister(
             **_moved(REREGISTER),
         )
         .returning(workers.c.expires)
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
+def _reregister_keeping_expires(
+    engine: Engine, worker_id: str, old_hash: str, new_hash: str, timeout_s: float
+) -> datetime | None:
+    statement = (
+        update(workers)
+        .where(
+            workers.c.worker_id == worker_id,
+            _from(REREGISTER),
+            workers.c.secret_hash == old_hash,
+            workers.c.expires > func.now(),
+        )
+        .values(secret_hash=new_hash, last_active=func.now(), **_moved(REREGISTER))
+        .returning(func.now() + timedelta(seconds=timeout_s))
     )
     with engine.begin() as conn:
         return conn.execute(statement).scalar_one_or_none()
@@ -294,6 +327,133 @@ def note_task_claimed(conn: Connection, worker_id: str) -> None:
             first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
         )
     )
+
+
+# --- workers no cloud launches (a static provider's) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class HandMadeWorker:
+    """A worker createWorker makes: Taskcluster's names for it and what the body gave."""
+
+    worker_id: str  # wm's key for it
+    pool_id: str
+    worker_group: str
+    tc_worker_id: str  # Taskcluster's workerId, as createWorker named it
+    provider_id: str
+    launch_config_id: str
+    capacity: int
+    expires: datetime
+    provider_data: Mapping[str, Any]  # its secret's hash, never the secret
+
+
+def make_hand_made(engine: Engine, worker: HandMadeWorker) -> WorkerRecord | None:
+    """MAKE: the row, running from the start (None: a worker of that name exists already,
+    whatever its state: worker-manager's 409)."""
+    assert MAKE.to_state is not None
+    statement = (
+        pg_insert(workers)
+        .values(
+            worker_id=worker.worker_id,
+            pool_id=worker.pool_id,
+            worker_group=worker.worker_group,
+            tc_worker_id=worker.tc_worker_id,
+            provider_id=worker.provider_id,
+            state=MAKE.to_state.value,
+            capacity=worker.capacity,
+            launch_config_id=worker.launch_config_id,
+            idempotency_token=worker.worker_id,  # no create call to make idempotent
+            expires=worker.expires,
+            provider_data=dict(worker.provider_data),
+        )
+        .on_conflict_do_nothing(index_elements=[workers.c.worker_id])
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        found = conn.execute(statement).first()
+    return worker_from_row(found) if found else None
+
+
+def amend_hand_made(
+    engine: Engine,
+    worker_id: str,
+    expires: datetime,
+    capacity: int,
+    provider_data: Mapping[str, Any] | None,
+) -> WorkerRecord | None:
+    """AMEND: a new expiry and capacity, and with `provider_data` (a new secret's hash) that
+    too; None: no such worker. An expiry in the past stops it at the next expiry pass."""
+    values: dict[str, Any] = {"expires": expires, "capacity": capacity}
+    if provider_data is not None:
+        values["provider_data"] = workers.c.provider_data.op("||")(
+            literal(dict(provider_data), JSONB)
+        )
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(AMEND))
+        .values(**values, last_modified=func.now(), version=workers.c.version + 1)
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        found = conn.execute(statement).first()
+    return worker_from_row(found) if found else None
+
+
+def check_in(
+    engine: Engine,
+    worker_id: str,
+    secret_hash: str,
+    timeout_s: float,
+    booted_at: datetime | None = None,
+) -> datetime | None:
+    """CHECK_IN: a running worker registers (again: a rack machine restarts). Its expiry is
+    its operator's and stays; the answer is its credentials' expiry (None: refused, it is
+    not running or its expiry passed)."""
+    boot = None
+    if booted_at is not None:
+        boot = func.least(literal(booted_at, DateTime(timezone=True)), func.now())
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(CHECK_IN), workers.c.expires > func.now())
+        .values(
+            registered_at=func.coalesce(workers.c.registered_at, func.now()),
+            booted_at=func.coalesce(boot, workers.c.booted_at),
+            last_active=func.now(),
+            secret_hash=secret_hash,
+            **_moved(CHECK_IN),
+        )
+        .returning(func.now() + timedelta(seconds=timeout_s))
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
+def stop_hand_made(engine: Engine, worker_id: str, reason: str) -> bool:
+    """STOP a live worker at once: nothing in a cloud to delete, no scanner to wait for.
+    False: refused (not live)."""
+    statement = (
+        update(workers)
+        .where(workers.c.worker_id == worker_id, _from(STOP))
+        .values(stop_reason=reason, secret_hash=None, **_moved(STOP))
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).rowcount == 1
+
+
+def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:
+    """LAPSE: stop the provider's live workers whose `expires` passed; return them."""
+    statement = (
+        update(workers)
+        .where(
+            workers.c.provider_id == provider_id,
+            _from(LAPSE),
+            workers.c.expires <= func.now(),
+        )
+        .values(stop_reason="expired", secret_hash=None, **_moved(LAPSE))
+        .returning(*workers.c)
+    )
+    with engine.begin() as conn:
+        return [worker_from_row(found) for found in conn.execute(statement)]
 
 
 # --- the scanner --------------------------------------------------------------------------------

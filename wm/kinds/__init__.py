@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from wm.kinds import aws, azure, gcp
+from wm.kinds import aws, azure, gcp, static
 from wm.kinds.base import BootFacts, KindDescription
 
 # kind -> description, in the order wm lists kinds (the CLI's choices, a null-provider pool's
 # worker group guesses).
 KINDS: Mapping[str, KindDescription] = MappingProxyType(
-    {d.name: d for d in (aws.DESCRIPTION, gcp.DESCRIPTION, azure.DESCRIPTION)}
+    {d.name: d for d in (aws.DESCRIPTION, gcp.DESCRIPTION, azure.DESCRIPTION, static.DESCRIPTION)}
 )
 
 

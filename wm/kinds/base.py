@@ -73,3 +73,13 @@ class KindDescription:
     # The boot data worker-runner reads, as worker-manager writes it: where it is written is
     # the provider's business, the keys and values are this.
     boot_data: Callable[[BootFacts], Mapping[str, Any]]
+    # False for a kind whose workers no cloud API launches (Taskcluster's static provider:
+    # machines in a rack, made known by createWorker). Nothing is launched, scanned or
+    # estimated for its providers: no provisioning pass, no scanner, no gate calls, no budgets
+    # (published_budgets empty, create_batch_max 0), no package `make`. Its workers are
+    # `running` from createWorker on, register while running (as often as they restart),
+    # and stop without a cloud delete (removeWorker, or their `expires` passing).
+    launches: bool = True
+    # The whole pool `config` schema of this kind; None: the launching kinds' (min/max
+    # capacity, scaling ratio, lifecycle, launch configs of `launch_config_schema`).
+    pool_config_schema: Schema | None = None

@@ -11,6 +11,7 @@ from typing import Any
 from wm.json_check import Schema
 
 ID_MAX_CHARS = 38
+MAX_REREGISTRATION_TIMEOUT_S = 2592000  # 30 days: credentials live no longer
 
 IDENTIFIER: Schema = {
     "type": "string",

@@ -35,9 +35,11 @@ class LiveState:
     phase: str  # what the demo is doing: workload, draining
     pools: Sequence[PoolRow]
     api_calls: Mapping[str, int]  # cloud -> requests its sim counted
-    agents: int  # simulated workers started so far
+    agents: int  # simulated workers started so far (on cloud VMs)
     preempted: int  # workers the clouds took back, as the scanners logged them
     processes: Mapping[str, str]  # process name -> running / crashed (exit code)
+    hand_made: int = 0  # machines of static pools, made with createWorker
+    hand_made_registered: int = 0  # ... that registered with their static secret
 
 
 class LiveView:
@@ -91,6 +93,12 @@ def render(state: LiveState) -> Group:
         Text(
             f"cloud API calls: {calls}    simulated workers started: {state.agents}"
             f"    pre-empted: {state.preempted}"
+            + (
+                f"    hand-made machines: {state.hand_made}"
+                f" ({state.hand_made_registered} registered)"
+                if state.hand_made
+                else ""
+            )
         ),
         Text(f"processes: {processes}", style="dim"),
     )
@@ -108,5 +116,10 @@ def plain_line(state: LiveState) -> str:
         f"{requested} / running {running} / stopping {stopping}, tasks done {done}, "
         f"API calls {sum(state.api_calls.values())}"
         + (f", pre-empted {state.preempted}" if state.preempted else "")
+        + (
+            f", hand-made {state.hand_made_registered}/{state.hand_made} registered"
+            if state.hand_made
+            else ""
+        )
         + (f", CRASHED: {', '.join(crashed)}" if crashed else "")
     )

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from wmsim.clouds import CLOUDS
+from wmsim.hand_made import COLOUR as HAND_MADE_COLOUR
+from wmsim.hand_made import KIND as HAND_MADE
 
 STATE_COLOURS = {"requested": "#f2b134", "running": "#4a9c5d", "stopping": "#b0b0b0"}
 
 
 def colour(cloud: str) -> str | None:
+    if cloud == HAND_MADE:
+        return HAND_MADE_COLOUR
     return CLOUDS[cloud].colour if cloud in CLOUDS else None
 
 

@@ -9,11 +9,14 @@ cloud_api_calls (every request the simulated cloud counted), preemptions, preemp
 (tasks a lost worker gave back), replacements (workers launched while such a task waited) and
 replace_p50_s / _p95_s (from a task's return to the queue until it ran again),
 leaked_vms and crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
-Beside them: latency by stage per cloud, and each pool's slowest stage (wm/stages.py).
+Beside them: latency by stage per cloud, and each pool's slowest stage (wm/stages.py). The
+hand-made machines of static pools (no cloud) have the same figures under `hand_made`, with
+each machine: its state, whether it registered, and the tasks it completed.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +26,7 @@ from wm import stages
 from wm.model import Task, WorkerRecord
 from wm.stages import percentile
 from wmsim.clouds import CLOUDS as SIM_CLOUDS
+from wmsim.hand_made import KIND as HAND_MADE
 
 # The simulated clouds, by name: the report's columns.
 CLOUDS = tuple(sorted(SIM_CLOUDS))
@@ -61,7 +65,7 @@ class ScanSample:
 class RunFacts:
     """Everything the report is computed from."""
 
-    pool_clouds: Mapping[str, str]  # pool id -> cloud kind
+    pool_clouds: Mapping[str, str]  # pool id -> its provider's kind (a cloud, or static)
     samples: Sequence[Sample]
     tasks: Sequence[Task]
     workers: Sequence[WorkerRecord]
@@ -115,7 +119,10 @@ def figures(facts: RunFacts, cloud: str | None = None) -> dict[str, Any]:
         "workers_launched": len(workers),
         "registration_p50_s": percentile(registrations, 50),
         "registration_p95_s": percentile(registrations, 95),
-        "peak_capacity_over_demand": peak_ratio(facts.samples, pools),
+        # Over-provisioning is launching beyond demand: a rack's machines are not launched.
+        "peak_capacity_over_demand": peak_ratio(
+            facts.samples, {p for p in pools if facts.pool_clouds[p] != HAND_MADE}
+        ),
         "scans": len(scans),
         "scan_api_calls": round(sum(s.api_calls for s in scans) / len(scans), 3) if scans else None,
         "scan_duration_p95_s": percentile([s.duration_s for s in scans], 95),
@@ -186,6 +193,9 @@ def problems(facts: RunFacts, run: Mapping[str, Any]) -> list[str]:
         found.append(f"{run['leaked_vms']} VMs were left in the clouds at the end")
     if run.get("leaked_resources"):
         found.append(f"{run['leaked_resources']} NICs, public IPs or disks were left in the clouds")
+    unregistered = [m["workerId"] for m in hand_made_machines(facts) if not m["registered"]]
+    if unregistered:
+        found.append(f"hand-made machines never registered: {', '.join(unregistered)}")
     live = sum(facts.live_rows.values())
     if live:
         found.append(f"{live} workers were not stopped at the end")
@@ -206,6 +216,27 @@ def timeline(facts: RunFacts) -> dict[str, Any]:
             for name in ("pending", "claimed", "requested", "running", "stopping")
         }
     return {"t_s": times, "pools": series}
+
+
+def hand_made_machines(facts: RunFacts) -> list[dict[str, Any]]:
+    """Each machine of the static pools: where it stands, its state at the end, whether it
+    registered, and how many tasks it completed."""
+    pools = {pool for pool, kind in facts.pool_clouds.items() if kind == HAND_MADE}
+    done = Counter(
+        t.claimed_by for t in facts.tasks if t.pool_id in pools and t.state == "completed"
+    )
+    return [
+        {
+            "workerPoolId": w.pool_id,
+            "workerGroup": w.worker_group,
+            "workerId": w.tc_worker_id or w.worker_id,
+            "state": w.state.value,
+            "registered": w.registered_at is not None,
+            "tasks_completed": done[w.worker_id],
+        }
+        for w in facts.workers
+        if w.pool_id in pools
+    ]
 
 
 def _cloud(facts: RunFacts, worker: WorkerRecord) -> str:
@@ -232,6 +263,7 @@ def build(facts: RunFacts) -> dict[str, Any]:
             }
             for pool in facts.pool_clouds
         },
+        "hand_made": {"figures": figures(facts, HAND_MADE), "machines": hand_made_machines(facts)},
         "pool_clouds": dict(facts.pool_clouds),
         "crashed": sorted(facts.crashed),
         "timeline": timeline(facts),

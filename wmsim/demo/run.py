@@ -6,7 +6,9 @@ clouds (`wmsim serve`, a process of its own); run the Procfile's release phase, 
 other Procfile process, as separate OS processes; drive the workload into the builtin queue
 while simulated workers boot on the VMs the clouds run (each reads its boot data from its VM's
 metadata service, registers through the web process's worker-manager API with the real
-taskcluster client, runs tasks, and removes itself when idle); sample the pools and the clouds every
+taskcluster client, runs tasks, and removes itself when idle), and the static pools' hand-made
+machines join (wmsim/demo/rack.py: createWorker, worker-runner's static path; retired with
+removeWorker once their pool's work is done); sample the pools and the clouds every
 `sample_s`; after the workload, wait for the fleet to drain; stop everything; write
 report.json and report.png. Healthy means every task ran, no process crashed, and no VM or
 live worker row was left at the end.
@@ -33,6 +35,7 @@ from rich.console import Console
 from sqlalchemy import Engine
 
 from wm import config as config_module
+from wm.api.authn import OPERATOR_CLIENT
 from wm.config import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
@@ -50,10 +53,12 @@ from wmsim.control import LIVE_VM_STATES, SimClient
 from wmsim.demo import report as report_module
 from wmsim.demo.live import LiveState, LiveView, PoolRow
 from wmsim.demo.plot import write_png
+from wmsim.demo.rack import Rack, StaticPool
 from wmsim.demo.report import PoolSample, RunFacts, Sample, ScanSample
 from wmsim.demo.supervisor import Supervisor, read_procfile
 from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
+from wmsim.hand_made import KIND as HAND_MADE
 from wmsim.postgres import free_port
 from wmsim.serve import SimEndpoint
 
@@ -107,6 +112,9 @@ class Demo:
         self.clouds: dict[str, SimClient] = {}
         self.root_url = ""  # where the web process serves <root_url>/api/worker-manager/v1/
         self.pools: list[PoolShare] = []  # the applied definitions' pools
+        self.static_pools: list[StaticPool] = []  # those of hand-made machines
+        self.operator_token = secrets.token_urlsafe(24)  # the web process's WM_OPERATOR_TOKEN
+        self.rack: Rack | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -142,6 +150,8 @@ class Demo:
             progress = Progress()
             fleet = self._fleet(engine, progress)
             stack.callback(fleet.halt)
+            self.rack = self._rack(engine)
+            stack.callback(self.rack.halt)
             self._drive(engine, fleet, progress)
             facts = self._facts(engine, progress)
         report = report_module.build(facts)
@@ -167,6 +177,8 @@ class Demo:
                 statuses = self._sample(engine, progress)
                 fleet.sync()
                 phase = "workload" if elapsed < workload_s else "draining"
+                if phase == "draining" and next_arrival == len(arrivals):
+                    self._retire_rack_when_done(statuses)
                 view.update(self._live_state(engine, progress, statuses, phase, len(fleet.agents)))
                 if self.supervisor and self.supervisor.crashes():
                     self._say("a process crashed: stopping the run")
@@ -187,7 +199,7 @@ class Demo:
             "DATABASE_URL": self.run_spec.database_url,
             "WM_CONFIG": str(self.effective_path.resolve()),
             "PORT": str(web_port),
-            "WM_OPERATOR_TOKEN": secrets.token_urlsafe(24),
+            "WM_OPERATOR_TOKEN": self.operator_token,
             "PYTHONUNBUFFERED": "1",
             **NO_METADATA_PROBES,
         }
@@ -229,6 +241,9 @@ class Demo:
         by_kind = {e.kind: e for e in endpoints}
         providers = []
         for provider in raw.get("providers", []):
+            if provider.get("kind") == HAND_MADE:
+                providers.append(provider)  # no cloud to point it at: its machines are made
+                continue
             endpoint = by_kind.get(provider.get("kind"))
             if endpoint is None:
                 raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
@@ -292,6 +307,38 @@ class Demo:
         )
         return Fleet(self.config, engine, settings, running_vms=running_vms)
 
+    def _rack(self, engine: Engine) -> Rack:
+        """The static pools' hand-made machines, made with createWorker by the operator and
+        started with worker-runner's static provider."""
+        settings = AgentSettings(
+            should_terminate_every_s=AGENT_SHOULD_TERMINATE_EVERY_S, poll_s=AGENT_POLL_S
+        )
+        rack = Rack(
+            root_url=self.root_url,
+            operator={"clientId": OPERATOR_CLIENT, "accessToken": self.operator_token},
+            out_dir=self.run_spec.out_dir,
+            settings=settings,
+        )
+        for pool in self.static_pools:
+            machines = rack.join(engine, pool)
+            self._say(
+                f"hand-made machines in {pool.pool_id}: "
+                + ", ".join(f"{m.worker_group}/{m.worker_id}" for m in machines)
+            )
+        return rack
+
+    def _retire_rack_when_done(self, statuses: list[Any]) -> None:
+        """Once the workload is in and the static pools have no task left, the operator
+        retires their machines (removeWorker): a rack stays otherwise, and the run ends with
+        every worker stopped."""
+        if self.rack is None or self.rack.retired:
+            return
+        static = {p.pool_id for p in self.static_pools}
+        if any(s.pending or s.claimed for s in statuses if s.pool_id in static):
+            return
+        self.rack.retire()
+        self._say("hand-made machines retired (removeWorker)")
+
     def _pool_shares(self) -> list[PoolShare]:
         return list(self.pools)
 
@@ -314,8 +361,19 @@ class Demo:
                         cloud.on_spot(lc) for lc in config.get("launchConfigs", [])
                     ]
                 documents.append({"workerPoolId": pool_id, **body, "config": config})
+                capacity = int(config.get("maxCapacity", 0))
+                if kind == HAND_MADE:
+                    demo = self.run_spec.demo
+                    static = StaticPool(
+                        pool_id,
+                        body["providerId"],
+                        demo.hand_made_machines,
+                        demo.hand_made_capacity,
+                    )
+                    self.static_pools.append(static)
+                    capacity = static.machines * static.capacity
                 if kind:
-                    self.pools.append(PoolShare(pool_id, kind, int(config.get("maxCapacity", 0))))
+                    self.pools.append(PoolShare(pool_id, kind, capacity))
         if not documents:
             raise WmError("no worker pool definitions to apply: give --pools FILE")
         path = self.run_spec.out_dir / "pools.yml"
@@ -378,6 +436,8 @@ class Demo:
             ],
             api_calls=progress.samples[-1].api_calls if progress.samples else {},
             agents=agents,
+            hand_made=len(self.rack.machines) if self.rack else 0,
+            hand_made_registered=self.rack.registered() if self.rack else 0,
             preempted=sum(
                 len(p.events("worker-preempted")) for p in self.supervisor.processes.values()
             ),
@@ -455,12 +515,23 @@ class Demo:
 
         table = Table(title="wm demo: summary")
         table.add_column("figure")
-        for column in ("run", *report["clouds"]):
+        columns = dict(report["clouds"])
+        machines = report["hand_made"]["machines"]
+        if machines:
+            columns[HAND_MADE] = report["hand_made"]["figures"]
+        for column in ("run", *columns):
             table.add_column(column, justify="right")
         for name, value in report["run"].items():
-            row = [value, *(report["clouds"][c][name] for c in report["clouds"])]
+            row = [value, *(columns[c][name] for c in columns)]
             table.add_row(name, *("-" if v is None else f"{v:g}" for v in row))
         self.console.print(table)
+        for m in machines:
+            self.console.print(
+                f"hand-made {m['workerPoolId']} {m['workerGroup']}/{m['workerId']}: "
+                f"{'registered' if m['registered'] else 'never registered'}, "
+                f"{m['tasks_completed']} tasks, {m['state']}",
+                highlight=False,
+            )
         out = self.run_spec.out_dir
         self.console.print(f"report: {out}/report.json, {out}/report.png; logs: {self.logs}")
         if report["healthy"]:

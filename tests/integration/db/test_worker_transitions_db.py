@@ -18,12 +18,14 @@ from sqlalchemy.exc import IntegrityError
 
 from wm.db import worker_writes as writer
 from wm.db.tables import workers
-from wm.db.worker_writes import RowChange
+from wm.db.worker_writes import HandMadeWorker, RowChange
 from wm.db.workers import LaunchOutcome, NewWorker
 from wm.model import WorkerState
 from wm.worker_transitions import (
     ACCEPT,
     ADVISE_STOP,
+    AMEND,
+    CHECK_IN,
     CHECKED,
     CLOUD_RUNNING,
     CREATE,
@@ -32,7 +34,9 @@ from wm.worker_transitions import (
     DELETED,
     EXPIRE,
     GONE,
+    LAPSE,
     LOST,
+    MAKE,
     RECORD,
     REFUSE,
     REGISTER,
@@ -40,6 +44,7 @@ from wm.worker_transitions import (
     REREGISTER,
     SEEN,
     STARTED,
+    STOP,
     TASK_CLAIMED,
     TRANSITIONS,
     UNANSWERED,
@@ -65,6 +70,29 @@ INTENT = NewWorker(
     launch_index=0,
     expires_in_s=3600.0,
 )
+
+
+def _make(engine: Engine, _state: WorkerState) -> Any:
+    with engine.connect() as conn:
+        expires = conn.execute(text("SELECT now() + interval '1 hour'")).scalar_one()
+    made = HandMadeWorker(
+        worker_id=WORKER,
+        pool_id=POOL,
+        worker_group=REGION,
+        tc_worker_id="rack-1",
+        provider_id=PROVIDER,
+        launch_config_id=LC,
+        capacity=1,
+        expires=expires,
+        provider_data={"staticSecretSha256": "hash"},
+    )
+    return writer.make_hand_made(engine, made)
+
+
+def _amend(engine: Engine, _state: WorkerState) -> Any:
+    with engine.connect() as conn:
+        expires = conn.execute(text("SELECT now() + interval '2 hours'")).scalar_one()
+    return writer.amend_hand_made(engine, WORKER, expires, 2, {"staticSecretSha256": "new"})
 
 
 def _scan(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
@@ -110,6 +138,11 @@ DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
     DELETE_CALLED: lambda e, _s: writer.mark_delete_called(e, [WORKER]),
     CHECKED: lambda e, _s: writer.mark_checked(e, [WORKER]),
     EXPIRE: lambda e, _s: writer.expire_stopped(e, PROVIDER, 60.0),
+    MAKE: _make,
+    AMEND: _amend,
+    CHECK_IN: lambda e, _s: writer.check_in(e, WORKER, "new-secret-hash", 3600.0),
+    STOP: lambda e, _s: writer.stop_hand_made(e, WORKER, "removed-by-operator"),
+    LAPSE: lambda e, _s: writer.stop_lapsed(e, PROVIDER),
 }
 SCAN_CHANGES = {SEEN, STARTED, LOST, DEADLINE, GONE, DELETED}
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
@@ -131,7 +164,7 @@ def row(engine: Engine) -> dict[str, Any] | None:
 def given(engine: Engine, state: WorkerState | None, transition: Transition) -> None:
     """A pool and, unless `state` is None, the one row in `state`, as every guard other than
     the state would let it pass: no cloud id yet, its deadline ahead, its secret known,
-    nothing stamped, last changed a day ago."""
+    nothing stamped, last changed a day ago (for LAPSE, its expiry just passed)."""
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -156,13 +189,15 @@ def given(engine: Engine, state: WorkerState | None, transition: Transition) -> 
         conn.execute(
             text(
                 "UPDATE workers SET state = :s, secret_hash = :secret,"
-                " should_terminate = :advised, last_modified = now() - interval '1 day'"
+                " should_terminate = :advised, last_modified = now() - interval '1 day',"
+                " expires = CASE WHEN :lapsed THEN now() - interval '1 minute' ELSE expires END"
                 " WHERE worker_id = :w"
             ),
             {
                 "s": state.value,
                 "secret": SECRET,
                 "advised": transition is WITHDRAW_ADVICE,
+                "lapsed": transition is LAPSE,
                 "w": WORKER,
             },
         )

@@ -33,20 +33,36 @@ from wm.api.models import (
     ShouldWorkerTerminateResponse,
     Worker,
     WorkerList,
+    WorkerRequest,
 )
 from wm.api.paging import page_from_query, paginate
 from wm.api.views import worker_view
 from wm.db import api_reads, worker_writes
+from wm.db.worker_writes import HandMadeWorker
 from wm.identity import ExpectedIdentity, IdentityRejected
-from wm.model import WorkerState
+from wm.kinds import KINDS
+from wm.model import WorkerRecord, WorkerState
+from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID
 from wm.registration_policy import (
     NOT_REQUESTED,
+    NOT_RUNNING,
     Deployment,
     Refusal,
     RegistrationRequest,
     decide,
+    launched,
     proof_rejected,
 )
+from wm.static_workers import (
+    ALREADY_EXISTS,
+    SECRET_HASH_KEY,
+    HandMade,
+    decide_create,
+    decide_update,
+    hand_made_worker_id,
+)
+from wm.static_workers import Refusal as HandMadeRefusal
+from wm.static_workers import secret_hash as static_secret_hash
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.errors import TaskclusterError
 from wm.telemetry import capture, log
@@ -85,7 +101,9 @@ def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResp
     target = api_reads.registration_target(
         api.engine, body.workerPoolId, body.workerGroup, body.workerId
     )
-    deployment = Deployment(api.deployment_id, api.root_url, api.verifiers.keys())
+    deployment = Deployment(
+        api.deployment_id, api.root_url, api.verifiers.keys(), api.provider_kinds
+    )
     expected = decide(target, request, deployment)
     if isinstance(expected, Refusal):
         raise refused(expected)
@@ -93,15 +111,26 @@ def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResp
     assert worker is not None  # decide accepts only a worker it found
     verify(api, body, expected)
     secret = new_worker_secret()
-    expires = worker_writes.register(
-        api.engine,
-        worker.worker_id,
-        secret_hash(secret),
-        target.reregistration_timeout_s,
-        booted_at=body.boot_time(),
-    )
-    if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
-        raise refused(NOT_REQUESTED)
+    if launched(deployment, body.providerId):
+        expires = worker_writes.register(
+            api.engine,
+            worker.worker_id,
+            secret_hash(secret),
+            target.reregistration_timeout_s,
+            booted_at=body.boot_time(),
+        )
+        if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
+            raise refused(NOT_REQUESTED)
+    else:  # made by createWorker: registers while running, as often as it restarts
+        expires = worker_writes.check_in(
+            api.engine,
+            worker.worker_id,
+            secret_hash(secret),
+            target.reregistration_timeout_s,
+            booted_at=body.boot_time(),
+        )
+        if expires is None:  # removed or expired meanwhile
+            raise refused(NOT_RUNNING)
     log("worker-running", worker=worker.worker_id, pool=body.workerPoolId, provider=body.providerId)
     return RegisterWorkerResponse(
         expires=expires,
@@ -178,6 +207,8 @@ def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWork
         secret_hash(body.secret),
         secret_hash(secret),
         target.reregistration_timeout_s,
+        # A worker createWorker made keeps its operator's expiry.
+        keep_expires=not launches_its_workers(api, target.worker),
     )
     if expires is None:  # wrong or old secret, not running, or expired
         raise refused
@@ -191,6 +222,123 @@ def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWork
 def secret_hash(secret: str) -> str:
     # Secrets are 264 random bits: a plain hash is enough, no slow KDF needed.
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+# -- workers no cloud launches (a static provider's): made and changed by the API ---------------
+
+
+def worker_body_scope(body: WorkerRequest) -> Scope:
+    return Scope(payload=body.shown(), input=body)
+
+
+@router.put(WORKER_PATH, response_model=Worker, name="createWorker")
+async def create_worker(
+    workerPoolId: str,
+    workerGroup: str,
+    workerId: str,
+    call: Annotated[Call, endpoint(worker_body_scope)],
+) -> JSONResponse:
+    """Make a worker known that no cloud launches (a static provider's machine): running from
+    now until its `expires`, registering with the secret given here."""
+    body: WorkerRequest = call.input
+    provider_id, launches = await pool_provider(call, workerPoolId)
+    expires = body.expiry()
+    asked = HandMade(
+        expires=expires or datetime.min.replace(tzinfo=UTC),  # no instant: never in the future
+        capacity=body.capacity,
+        secret=body.static_secret(),
+    )
+    refusal = decide_create(launches, asked, datetime.now(UTC))
+    if refusal is not None:
+        raise hand_made_refused(refusal)
+    assert asked.secret is not None and provider_id is not None  # decide_create refused those
+    made = HandMadeWorker(
+        worker_id=hand_made_worker_id(workerPoolId, workerGroup, workerId),
+        pool_id=workerPoolId,
+        worker_group=workerGroup,
+        tc_worker_id=workerId,
+        provider_id=provider_id,
+        launch_config_id=HAND_MADE_LAUNCH_CONFIG_ID,
+        capacity=asked.capacity,
+        expires=asked.expires,
+        provider_data={SECRET_HASH_KEY: static_secret_hash(asked.secret)},
+    )
+    worker = await run(worker_writes.make_hand_made, call.api.engine, made)
+    if worker is None:
+        raise hand_made_refused(ALREADY_EXISTS)
+    log("worker-created", worker=worker.worker_id, pool=workerPoolId, provider=provider_id)
+    return reply(worker_view(worker))
+
+
+@router.post(WORKER_PATH, response_model=Worker, name="updateWorker")
+async def update_worker(
+    workerPoolId: str,
+    workerGroup: str,
+    workerId: str,
+    call: Annotated[Call, endpoint(worker_body_scope)],
+) -> JSONResponse:
+    """Change a worker no cloud launches: its expiry (in the past: it stops now), its
+    capacity, and its secret when one is given (else it keeps the one it has)."""
+    body: WorkerRequest = call.input
+    _, launches = await pool_provider(call, workerPoolId)
+    found = await run(
+        api_reads.worker_by_name, call.api.engine, workerPoolId, workerGroup, workerId
+    )
+    if found is None:
+        raise TaskclusterError(
+            "ResourceNotFound", f"Worker {workerPoolId}/{workerGroup}/{workerId} does not exist"
+        )
+    refusal = decide_update(launches)
+    if refusal is not None:
+        raise hand_made_refused(refusal)
+    expires = body.expiry() or datetime.now(UTC)  # no instant: expired now
+    secret = body.static_secret()
+    data = {SECRET_HASH_KEY: static_secret_hash(secret)} if secret else None
+    worker = await run(
+        worker_writes.amend_hand_made,
+        call.api.engine,
+        found.worker_id,
+        expires,
+        body.capacity,
+        data,
+    )
+    if worker is None:  # gone meanwhile (expired past the retention)
+        raise TaskclusterError(
+            "ResourceNotFound", f"Worker {workerPoolId}/{workerGroup}/{workerId} does not exist"
+        )
+    if expires <= datetime.now(UTC):
+        # Expired by its operator: it stops now, not at the next expiry pass.
+        await run(worker_writes.stop_lapsed, call.api.engine, worker.provider_id)
+        worker = await require_worker(call, workerPoolId, workerGroup, workerId)
+    return reply(worker_view(worker))
+
+
+async def pool_provider(call: Call, pool_id: str) -> tuple[str | None, bool | None]:
+    """The pool's provider and whether its kind launches its own workers ((None, None): a
+    deleted pool's null provider); worker-manager's ResourceNotFound for a missing pool or
+    a provider the deployment no longer has."""
+    exists, provider_id = await run(api_reads.pool_provider, call.api.engine, pool_id)
+    if not exists:
+        raise TaskclusterError("ResourceNotFound", f"Worker pool {pool_id} does not exist")
+    if provider_id is None:
+        return None, None
+    kind = call.api.provider_kinds.get(provider_id)
+    if kind is None:
+        raise TaskclusterError(
+            "ResourceNotFound", f"Provider {provider_id} for worker pool {pool_id} does not exist"
+        )
+    return provider_id, KINDS[kind].launches
+
+
+def hand_made_refused(refusal: HandMadeRefusal) -> TaskclusterError:
+    return TaskclusterError(refusal.code, refusal.message)
+
+
+def launches_its_workers(api: ApiContext, worker: WorkerRecord) -> bool:
+    """Whether a cloud launched this worker (its provider's kind launches); a provider the
+    config no longer names is taken for a cloud's: its scanner would finish a removal."""
+    kind = api.provider_kinds.get(worker.provider_id)
+    return kind is None or KINDS[kind].launches
 
 
 @router.get(
@@ -222,13 +370,17 @@ async def should_worker_terminate(
 async def remove_worker(
     workerPoolId: str, workerGroup: str, workerId: str, call: Annotated[Call, endpoint()]
 ) -> JSONResponse:
-    """Remove a worker: it goes to stopping and its VM is deleted by the scanner."""
+    """Remove a worker: it goes to stopping and its VM is deleted by the scanner; a worker no
+    cloud launched (a static provider's) stops at once, with nothing to delete."""
     engine = call.api.engine
     worker = await require_worker(call, workerPoolId, workerGroup, workerId)
     who = call.who
     by_worker = who is not None and (who.client_id or "").startswith("worker/")
     reason = "removed-by-worker" if by_worker else "removed-by-operator"
-    await run(worker_writes.request_removal, engine, worker.worker_id, reason)
+    if launches_its_workers(call.api, worker):
+        await run(worker_writes.request_removal, engine, worker.worker_id, reason)
+    else:
+        await run(worker_writes.stop_hand_made, engine, worker.worker_id, reason)
     log("worker-removal-requested", worker=worker.worker_id, pool=workerPoolId, reason=reason)
     return JSONResponse({})
 

@@ -57,9 +57,12 @@ class ExpectedIdentity:
 class IdentityRejected(WmError):
     """The identity proof was not accepted."""
 
-    def __init__(self, reason: str) -> None:
-        # The reason is for logs and tests; the API answers every rejection the same way.
+    def __init__(self, reason: str, *, answer: str | None = None) -> None:
+        # The reason is for logs and tests; the API answers every rejection of a kind the same
+        # way, unless its contract gives this rejection words of its own (`answer`): static's
+        # missing secret, which tells the sender nothing it did not send.
         self.reason = reason
+        self.answer = answer
         super().__init__(reason)
 
 

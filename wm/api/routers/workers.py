@@ -42,7 +42,7 @@ from wm.db.worker_writes import HandMadeWorker
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds import KINDS
 from wm.model import WorkerRecord, WorkerState
-from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID
+from wm.pool_definition import DEFAULT_REREGISTRATION_TIMEOUT_S, HAND_MADE_LAUNCH_CONFIG_ID
 from wm.registration_policy import (
     NOT_REQUESTED,
     NOT_RUNNING,
@@ -153,6 +153,8 @@ def verify(api: ApiContext, body: RegisterWorkerRequest, expected: ExpectedIdent
             provider=body.providerId,
             reason=rejection.reason,
         )
+        if rejection.answer is not None:
+            raise refused(Refusal("InputError", rejection.answer)) from None
         raise rejected from None
     except Exception as exc:
         # A verifier bug met input it did not expect. Fail closed, with the same answer as
@@ -201,14 +203,18 @@ def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWork
     if target.worker is None:
         raise refused
     secret = new_worker_secret()
+    made_by_hand = not launches_its_workers(api, target.worker)
+    # worker-manager renews a createWorker worker's credentials for a flat 96 hours: its
+    # reregisterWorker reads the timeout a cloud provider records on the worker, and static
+    # records none. Such a worker keeps its operator's expiry.
+    timeout = DEFAULT_REREGISTRATION_TIMEOUT_S if made_by_hand else target.reregistration_timeout_s
     expires = worker_writes.reregister(
         api.engine,
         target.worker.worker_id,
         secret_hash(body.secret),
         secret_hash(secret),
-        target.reregistration_timeout_s,
-        # A worker createWorker made keeps its operator's expiry.
-        keep_expires=not launches_its_workers(api, target.worker),
+        timeout,
+        keep_expires=made_by_hand,
     )
     if expires is None:  # wrong or old secret, not running, or expired
         raise refused

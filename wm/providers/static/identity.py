@@ -12,10 +12,15 @@ from wm.identity import ExpectedIdentity, IdentityRejected, proof_strings
 from wm.static_workers import SECRET_HASH_KEY, secret_hash
 
 SECRET_CHARS = 44  # create-worker-request.yml: ^[a-zA-Z0-9_-]{44}$
+# worker-manager's static registerWorker has its own words for a proof without a secret (say, a
+# GCE token sent to a static pool); every other refusal is the kind's one answer.
+MISSING_SECRET = "missing staticSecret in workerIdentityProof"
 
 
 class StaticSecretVerifier:
     def verify(self, proof: Mapping[str, Any], expected: ExpectedIdentity) -> None:
+        if isinstance(proof, Mapping) and not proof.get("staticSecret"):
+            raise IdentityRejected("no staticSecret in the proof", answer=MISSING_SECRET)
         shown = proof_strings(proof, {"staticSecret": SECRET_CHARS})["staticSecret"]
         stored = expected.provider_data.get(SECRET_HASH_KEY)
         if not isinstance(stored, str) or not stored:

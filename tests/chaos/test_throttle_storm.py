@@ -23,6 +23,7 @@ from tests.chaos.scene import CREATE_OPERATION, KINDS, PROVIDER_IDS, provider_co
 from tests.support.stack import FAST_GATE, Stack, pool
 from wm import kinds
 from wm.budget import SHRINK_HOLD
+from wm.calls import CallClass
 from wm.db import tasks
 from wm.db.budgets import SHRINK_FLOOR
 
@@ -48,9 +49,8 @@ def launch_bound_s(demand: int) -> float:
     shrink each account's shared budget (halved at most once a quarter of the hold, down to the
     floor, then held): after a long storm the slowest budget (Azure's writes) launches at its
     floor's rate until the hold ends, by design. A fixed wait would be a guess."""
-    slowest = min(
-        d.published_budgets["write"].per_s for kind, d in kinds.KINDS.items() if kind != "aws"
-    )
+    writes = [d.published_budgets.get(CallClass.WRITE) for d in kinds.KINDS.values()]
+    slowest = min(limit.per_s for limit in writes if limit is not None)
     return SHRINK_HOLD.total_seconds() + demand / (slowest * SHRINK_FLOOR) + MARGIN_S
 
 

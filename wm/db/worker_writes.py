@@ -265,8 +265,11 @@ def reregister(
     """REREGISTER: rotate the secret and extend the deadline, only with the current secret
     (None: refused). With `keep_expires` (a worker no cloud launches, whose `expires` is its
     operator's), the row's expiry stays; the answer is the credentials' expiry all the same."""
+    renewed_until = func.now() + timedelta(seconds=timeout_s)
     if keep_expires:
-        return _reregister_keeping_expires(engine, worker_id, old_hash, new_hash, timeout_s)
+        values: dict[str, Any] = {"last_active": func.now()}
+    else:
+        values = {"expires": renewed_until}
     statement = (
         update(workers)
         .where(
@@ -275,30 +278,8 @@ def reregister(
             workers.c.secret_hash == old_hash,
             workers.c.expires > func.now(),
         )
-        .values(
-            secret_hash=new_hash,
-            expires=func.now() + timedelta(seconds=timeout_s),
-            **_moved(REREGISTER),
-        )
-        .returning(workers.c.expires)
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).scalar_one_or_none()
-
-
-def _reregister_keeping_expires(
-    engine: Engine, worker_id: str, old_hash: str, new_hash: str, timeout_s: float
-) -> datetime | None:
-    statement = (
-        update(workers)
-        .where(
-            workers.c.worker_id == worker_id,
-            _from(REREGISTER),
-            workers.c.secret_hash == old_hash,
-            workers.c.expires > func.now(),
-        )
-        .values(secret_hash=new_hash, last_active=func.now(), **_moved(REREGISTER))
-        .returning(func.now() + timedelta(seconds=timeout_s))
+        .values(secret_hash=new_hash, **values, **_moved(REREGISTER))
+        .returning(renewed_until)
     )
     with engine.begin() as conn:
         return conn.execute(statement).scalar_one_or_none()
@@ -307,10 +288,16 @@ def _reregister_keeping_expires(
 def request_removal(engine: Engine, worker_id: str, reason: str) -> bool:
     """REMOVE a live worker: to stopping; the scanner deletes its VM at its next scan. False:
     refused (not live)."""
+    return _end_live(engine, worker_id, reason, REMOVE)
+
+
+def _end_live(engine: Engine, worker_id: str, reason: str, transition: Transition) -> bool:
+    """A live worker's removal (REMOVE, or STOP for one no cloud launched): its reason kept,
+    its secret dropped. False: refused (not live)."""
     statement = (
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(REMOVE))
-        .values(stop_reason=reason, secret_hash=None, **_moved(REMOVE))
+        .where(workers.c.worker_id == worker_id, _from(transition))
+        .values(stop_reason=reason, secret_hash=None, **_moved(transition))
     )
     with engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
@@ -431,13 +418,7 @@ def check_in(
 def stop_hand_made(engine: Engine, worker_id: str, reason: str) -> bool:
     """STOP a live worker at once: nothing in a cloud to delete, no scanner to wait for.
     False: refused (not live)."""
-    statement = (
-        update(workers)
-        .where(workers.c.worker_id == worker_id, _from(STOP))
-        .values(stop_reason=reason, secret_hash=None, **_moved(STOP))
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).rowcount == 1
+    return _end_live(engine, worker_id, reason, STOP)
 
 
 def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:

@@ -96,7 +96,7 @@ def decide(
         return EXPIRED
     if worker.provider_id != request.provider_id:
         return OTHER_PROVIDER
-    if launched(deployment, request.provider_id):
+    if launched(deployment.provider_kinds, request.provider_id):
         if worker.state != WorkerState.REQUESTED:
             return NOT_REQUESTED
     elif worker.state != WorkerState.RUNNING:
@@ -115,10 +115,12 @@ def decide(
     )
 
 
-def launched(deployment: Deployment, provider_id: str) -> bool:
+def launched(provider_kinds: Mapping[str, str], provider_id: str) -> bool:
     """Whether the provider's workers are launched by a cloud (registered once, from
-    requested) rather than made by createWorker (registered while running: static)."""
-    description = KINDS.get(deployment.provider_kinds.get(provider_id) or "")
+    requested) rather than made by createWorker (registered while running: static). A
+    provider the config no longer names is taken for a cloud's: its scanner would finish a
+    removal."""
+    description = KINDS.get(provider_kinds.get(provider_id) or "")
     return description is None or description.launches
 
 

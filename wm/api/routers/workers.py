@@ -41,7 +41,7 @@ from wm.db import api_reads, worker_writes
 from wm.db.worker_writes import HandMadeWorker
 from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds import KINDS
-from wm.model import WorkerRecord, WorkerState
+from wm.model import WorkerState
 from wm.pool_definition import DEFAULT_REREGISTRATION_TIMEOUT_S, HAND_MADE_LAUNCH_CONFIG_ID
 from wm.registration_policy import (
     NOT_REQUESTED,
@@ -111,7 +111,7 @@ def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResp
     assert worker is not None  # decide accepts only a worker it found
     verify(api, body, expected)
     secret = new_worker_secret()
-    if launched(deployment, body.providerId):
+    if launched(api.provider_kinds, body.providerId):
         expires = worker_writes.register(
             api.engine,
             worker.worker_id,
@@ -203,7 +203,7 @@ def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWork
     if target.worker is None:
         raise refused
     secret = new_worker_secret()
-    made_by_hand = not launches_its_workers(api, target.worker)
+    made_by_hand = not launched(api.provider_kinds, target.worker.provider_id)
     # worker-manager renews a createWorker worker's credentials for a flat 96 hours: its
     # reregisterWorker reads the timeout a cloud provider records on the worker, and static
     # records none. Such a worker keeps its operator's expiry.
@@ -340,13 +340,6 @@ def hand_made_refused(refusal: HandMadeRefusal) -> TaskclusterError:
     return TaskclusterError(refusal.code, refusal.message)
 
 
-def launches_its_workers(api: ApiContext, worker: WorkerRecord) -> bool:
-    """Whether a cloud launched this worker (its provider's kind launches); a provider the
-    config no longer names is taken for a cloud's: its scanner would finish a removal."""
-    kind = api.provider_kinds.get(worker.provider_id)
-    return kind is None or KINDS[kind].launches
-
-
 @router.get(
     f"{WORKER_PATH}/should-terminate",
     response_model=ShouldWorkerTerminateResponse,
@@ -383,7 +376,7 @@ async def remove_worker(
     who = call.who
     by_worker = who is not None and (who.client_id or "").startswith("worker/")
     reason = "removed-by-worker" if by_worker else "removed-by-operator"
-    if launches_its_workers(call.api, worker):
+    if launched(call.api.provider_kinds, worker.provider_id):
         await run(worker_writes.request_removal, engine, worker.worker_id, reason)
     else:
         await run(worker_writes.stop_hand_made, engine, worker.worker_id, reason)

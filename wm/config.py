@@ -105,6 +105,25 @@ class WebConfig(Frozen):
         return data
 
 
+class TakeOverConfig(Frozen):
+    """A move from a live worker-manager: where its web process still answers."""
+
+    # The legacy worker-manager's own base URL (behind the rootUrl, which routes to wm now):
+    # wm's web process forwards there every request for a pool or provider it has not taken
+    # over, unchanged (method, path, query, body, Host, Authorization).
+    legacy_url: str
+
+    @field_validator("legacy_url")
+    @classmethod
+    def _plain_legacy_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ROOT_URL_SCHEMES or not parts.netloc:
+            raise ValueError("must be an http(s) URL such as http://worker-manager.internal")
+        if parts.query or parts.fragment or parts.path not in ("", "/"):
+            raise ValueError("must be a base URL alone: no path, query or fragment")
+        return value.rstrip("/")
+
+
 class MetricsConfig(Frozen):
     port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
 
@@ -138,6 +157,8 @@ class Config(Frozen):
     retention: RetentionConfig = RetentionConfig()
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
+    # Set while moving from a live worker-manager: forwarding to it is on (None: off).
+    take_over: TakeOverConfig | None = None
     providers: tuple[ProviderConfig, ...] = ()
     env: Environment = Environment()
     source: str = DEFAULT_CONFIG_PATH

@@ -77,6 +77,10 @@ class ProviderConfigBase(Frozen):
     # without one count as running when the cloud says so, and never expire for want of a
     # registration (the chaos scenarios' VMs, an image being brought up).
     workers_register: bool = True
+    # Taking over from a live worker-manager (README: "Moving a deployment onto wm"): its scans
+    # also list the VMs worker-manager made for this providerId (found by worker-manager's own
+    # tags and labels), adopt those `wm import` brought in, and report, never delete, the rest.
+    adopt_legacy: bool = False
 
     @property
     def budget_account(self) -> str:

@@ -128,6 +128,18 @@ CHECK_IN = _t("check-in", {U}, M, U, "registerWorker while running, as often as 
 STOP = _t("stop", LIVE, M, X, "removeWorker: nothing in a cloud to delete")
 LAPSE = _t("lapse", LIVE, M, X, "its expires passed: nothing in a cloud to delete")
 
+# Workers a legacy worker-manager launched, imported as they were (`wm import`,
+# wm/take_over.py): a new row in the state worker-manager gave it; from then on the scans and
+# the API move it as any other.
+ADOPT_REQUESTED = _t("adopt-requested", frozenset(), Outcome.INSERT, R, "imported, not registered")
+ADOPT_RUNNING = _t("adopt-running", frozenset(), Outcome.INSERT, U, "imported, registered")
+ADOPT_STOPPING = _t("adopt-stopping", frozenset(), Outcome.INSERT, S, "imported, being removed")
+ADOPTIONS: Mapping[WorkerState, Transition] = {
+    R: ADOPT_REQUESTED,
+    U: ADOPT_RUNNING,
+    S: ADOPT_STOPPING,
+}
+
 TRANSITIONS: tuple[Transition, ...] = (
     CREATE,
     ACCEPT,
@@ -156,6 +168,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     CHECK_IN,
     STOP,
     LAPSE,
+    ADOPT_REQUESTED,
+    ADOPT_RUNNING,
+    ADOPT_STOPPING,
 )
 
 # (row state, cloud state) -> the transition a scan makes when the cloud lists the row's VM.

@@ -236,6 +236,7 @@ LAYERS = (
             "wm.identity",
             "wm.registration_policy",  # registerWorker's refusals and expected identity
             "wm.static_workers",  # createWorker and updateWorker of workers no cloud launches
+            "wm.take_over",  # what `wm import` names and marks: imported workers' keys
             # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",

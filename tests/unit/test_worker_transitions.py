@@ -7,6 +7,9 @@ import pytest
 from wm.model import WorkerState
 from wm.worker_transitions import (
     ACCEPT,
+    ADOPT_REQUESTED,
+    ADOPT_RUNNING,
+    ADOPT_STOPPING,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
@@ -75,6 +78,10 @@ EXPECTED: dict[Transition, dict[WorkerState | None, WorkerState | str]] = {
     CHECK_IN: {U: U},
     STOP: {R: X, U: X},
     LAPSE: {R: X, U: X},
+    # Workers a legacy worker-manager launched (`wm import`): new rows in the state it gave.
+    ADOPT_REQUESTED: {None: R},
+    ADOPT_RUNNING: {None: U},
+    ADOPT_STOPPING: {None: S},
 }
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
 
@@ -108,8 +115,9 @@ def test_the_sql_guard_lists_exactly_the_allowed_from_states(transition):
     assert set(transition.from_values) == allowed
 
 
-def test_only_create_and_make_insert_and_only_withdraw_and_expire_delete():
-    assert [t for t in TRANSITIONS if t.outcome is Outcome.INSERT] == [CREATE, MAKE]
+def test_only_create_make_and_the_adoptions_insert_and_only_withdraw_and_expire_delete():
+    inserts = [t for t in TRANSITIONS if t.outcome is Outcome.INSERT]
+    assert inserts == [CREATE, MAKE, ADOPT_REQUESTED, ADOPT_RUNNING, ADOPT_STOPPING]
     assert [t for t in TRANSITIONS if t.outcome is Outcome.DELETE] == [WITHDRAW, EXPIRE]
 
 

@@ -42,6 +42,7 @@ from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
 from wm.model import WorkerRecord, WorkerState
 from wm.worker_transitions import (
     ACCEPT,
+    ADOPTIONS,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
@@ -314,6 +315,69 @@ def note_task_claimed(conn: Connection, worker_id: str) -> None:
             first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
         )
     )
+
+
+# --- workers a legacy worker-manager launched (`wm import`, wm/take_over.py) ----------------------
+
+
+@dataclass(frozen=True)
+class AdoptedWorker:
+    """A worker as the legacy worker-manager's API showed it, under wm's key for it."""
+
+    worker_id: str  # wm.take_over.imported_worker_id
+    pool_id: str
+    worker_group: str
+    tc_worker_id: str
+    provider_id: str
+    state: WorkerState  # requested, running or stopping: a stopped worker is not imported
+    capacity: int
+    launch_config_id: str
+    created: datetime
+    last_modified: datetime
+    expires: datetime | None
+    registered_at: datetime | None  # when it registered with worker-manager, if it did
+    provider_data: Mapping[str, Any]  # wm.take_over.IMPORTED_FROM and what the import learnt
+
+
+def adopt_workers(conn: Connection, adopted: Sequence[AdoptedWorker]) -> list[WorkerRecord]:
+    """ADOPT_*: one row per worker wm has no row for, in the state worker-manager gave it, in
+    the caller's transaction (the import writes pools and workers at once). Workers it has a
+    row for already are left as they are: a second import adds only what is new. Returns the
+    rows written."""
+    if not adopted:
+        return []
+    rows = []
+    for worker in adopted:
+        transition = ADOPTIONS[worker.state]  # KeyError: no transition imports that state
+        assert transition.to_state is not None
+        rows.append(
+            {
+                "worker_id": worker.worker_id,
+                "pool_id": worker.pool_id,
+                "worker_group": worker.worker_group,
+                "tc_worker_id": worker.tc_worker_id,
+                "provider_id": worker.provider_id,
+                "state": transition.to_state.value,
+                "capacity": worker.capacity,
+                "launch_config_id": worker.launch_config_id,
+                "idempotency_token": worker.worker_id,  # wm made no create call for it
+                "created": worker.created,
+                "last_modified": worker.last_modified,
+                "expires": worker.expires,
+                "registered_at": worker.registered_at,
+                "stopping_at": (
+                    worker.last_modified if transition.to_state is WorkerState.STOPPING else None
+                ),
+                "provider_data": dict(worker.provider_data),
+            }
+        )
+    statement = (
+        pg_insert(workers)
+        .values(rows)
+        .on_conflict_do_nothing(index_elements=[workers.c.worker_id])
+        .returning(*workers.c)
+    )
+    return [worker_from_row(row) for row in conn.execute(statement)]
 
 
 # --- workers no cloud launches (a static provider's) ---------------------------------------------

@@ -30,6 +30,7 @@ CLOUD_KEYS = (
     "budgets",
     "shared_budget",
     "workers_register",
+    "adopt_legacy",
 )
 
 

@@ -18,11 +18,14 @@ from sqlalchemy.exc import IntegrityError
 
 from wm.db import worker_writes as writer
 from wm.db.tables import workers
-from wm.db.worker_writes import HandMadeWorker, RowChange
+from wm.db.worker_writes import AdoptedWorker, HandMadeWorker, RowChange
 from wm.db.workers import LaunchOutcome, NewWorker
 from wm.model import WorkerState
 from wm.worker_transitions import (
     ACCEPT,
+    ADOPT_REQUESTED,
+    ADOPT_RUNNING,
+    ADOPT_STOPPING,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
@@ -89,6 +92,32 @@ def _make(engine: Engine, _state: WorkerState) -> Any:
     return writer.make_hand_made(engine, made)
 
 
+def _adopt(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
+    def adopt(engine: Engine, _state: WorkerState) -> Any:
+        with engine.connect() as conn:
+            now = conn.execute(text("SELECT now()")).scalar_one()
+        assert transition.to_state is not None
+        imported = AdoptedWorker(
+            worker_id=WORKER,
+            pool_id=POOL,
+            worker_group=REGION,
+            tc_worker_id="i-legacy",
+            provider_id=PROVIDER,
+            state=transition.to_state,
+            capacity=1,
+            launch_config_id=LC,
+            created=now,
+            last_modified=now,
+            expires=now,
+            registered_at=None,
+            provider_data={"importedFrom": "https://tc.example.com"},
+        )
+        with engine.begin() as conn:
+            return writer.adopt_workers(conn, [imported])
+
+    return adopt
+
+
 def _amend(engine: Engine, _state: WorkerState) -> Any:
     with engine.connect() as conn:
         expires = conn.execute(text("SELECT now() + interval '2 hours'")).scalar_one()
@@ -143,6 +172,9 @@ DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
     CHECK_IN: lambda e, _s: writer.check_in(e, WORKER, "new-secret-hash", 3600.0),
     STOP: lambda e, _s: writer.stop_hand_made(e, WORKER, "removed-by-operator"),
     LAPSE: lambda e, _s: writer.stop_lapsed(e, PROVIDER),
+    ADOPT_REQUESTED: _adopt(ADOPT_REQUESTED),
+    ADOPT_RUNNING: _adopt(ADOPT_RUNNING),
+    ADOPT_STOPPING: _adopt(ADOPT_STOPPING),
 }
 SCAN_CHANGES = {SEEN, STARTED, LOST, DEADLINE, GONE, DELETED}
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)

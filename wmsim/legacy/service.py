@@ -128,6 +128,8 @@ class RegistrationRefused(Exception):
     """A provider's refusal of a registration (api.js answers it as InputError)."""
 
 
+# The VM id a worker's VM attests, as the provider learns it from its cloud.
+ProofReader = Callable[[Worker], "str | None"]
 # A provider's part of removeWorker: stop the worker's VM and everything made for it.
 RemoveHook = Callable[[Worker], None]
 
@@ -145,6 +147,9 @@ class Deployment:
     store: Store = field(default_factory=Store)
     removed_providers: set[str] = field(default_factory=set)
     remove_hooks: dict[str, RemoveHook] = field(default_factory=dict)  # providerId -> hook
+    # providerId -> the VM id a worker's VM attests (its proof must name it); without one,
+    # the worker's providerData `proofIds` lists the ids accepted.
+    proof_readers: dict[str, ProofReader] = field(default_factory=dict)
     issued: dict[str, list[Issued]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     calls: list[tuple[str, str | None]] = field(default_factory=list)  # (route name, clientId)
@@ -423,9 +428,9 @@ class Deployment:
         hook = self.remove_hooks.get(worker.provider_id)
         if hook is not None:
             hook(worker)
-        now = datetime.now(UTC)
-        worker.state = "stopped"
-        worker.last_modified = now
+        # With a cloud behind it the worker is stopping until the scanner sees its VM gone.
+        worker.state = "stopping" if hook is not None else "stopped"
+        worker.last_modified = datetime.now(UTC)
 
     def _reportWorkerError(
         self, params: dict[str, str], query: Mapping[str, str], body: Any
@@ -517,7 +522,9 @@ class Deployment:
         if worker.state != "requested":
             raise RegistrationRefused("This worker is either stopped or running")
         named = proof_vm_id(proof if isinstance(proof, Mapping) else {})
-        if named is None or named not in worker.provider_data.get("proofIds", ()):
+        reader = self.proof_readers.get(worker.provider_id)
+        accepted = {reader(worker)} if reader else set(worker.provider_data.get("proofIds", ()))
+        if named is None or named not in accepted:
             raise RegistrationRefused("Token validation error")
         timeout = worker.provider_data.get("reregistrationTimeout")  # milliseconds, as stored
         expires = now + (timedelta(milliseconds=timeout) if timeout else REREGISTRATION_DEFAULT)

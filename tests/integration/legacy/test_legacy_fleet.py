@@ -1,0 +1,127 @@
+"""A legacy worker-manager deployment runs on the three simulated clouds: its provisioner
+launches VMs through the launchers that make them as worker-manager does, the simulated
+worker-runner on each registers at the stand-in with its VM's proof, runs builtin-queue tasks
+and removes itself when idle; removeWorker deletes the VM and what was made for it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import taskcluster
+
+from tests.support.legacy_deployment import ISSUER, LEGACY_PROVIDERS, legacy_pools, legacy_providers
+from wm.db import tasks as task_store
+from wm.take_over import imported_worker_id
+from wmsim.agent import AgentSettings
+from wmsim.legacy.stack import LegacyStack
+
+FAST = AgentSettings(
+    idle_timeout_s=1.5, should_terminate_every_s=0.3, notice_every_s=0.3, poll_s=0.05
+)
+ADMIN = ("admin", "admin-token-" + "y" * 32)
+WAIT_S = 45
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s}s: {what}"
+        time.sleep(0.1)
+
+
+def test_the_legacy_fleet_runs_tasks_on_all_three_clouds_and_leaves_nothing(
+    engine, sim_ec2, sim_gce, sim_arm
+):
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    pools = [pool_id for _, _, _, pool_id, _ in LEGACY_PROVIDERS]
+    for pool_id in pools:
+        task_store.submit_tasks(engine, pool_id, 3, 0.2)
+
+    with LegacyStack.start(
+        engine=engine,
+        providers=providers,
+        issuer_client_id=ISSUER[0],
+        issuer_access_token=ISSUER[1],
+        pools=legacy_pools(max_capacity=2),
+        agent_settings=FAST,
+    ) as legacy:
+        wait_for(
+            lambda: all(
+                len(task_store.list_tasks(engine, pool_id=p, state="completed")) == 3 for p in pools
+            ),
+            "every task completed",
+        )
+        done = task_store.list_tasks(engine, state="completed")
+        workers = legacy.manager.workers()
+        wait_for(
+            lambda: all(w.state == "stopped" for w in legacy.manager.workers()),
+            "every worker removed itself and its VM is gone",
+        )
+        calls = list(legacy.manager.deployment.calls)
+
+    names = {imported_worker_id(*w.key) for w in workers}
+    assert {t.claimed_by for t in done} <= names
+    assert {w.provider_id for w in workers} == {"aws", "fxci-level1-gcp", "azure2"}
+    assert ("registerWorker", None) in calls
+    removers = {client for name, client in calls if name == "removeWorker"}
+    assert removers and all(c and c.startswith("worker/") for c in removers)
+    assert [vm for vm in sim_ec2.instances() if vm.state in ("pending", "running")] == []
+    assert [vm for vm in sim_gce.instances() if vm.state in ("provisioning", "running")] == []
+    assert sim_arm.resources() == []
+
+
+def test_remove_worker_deletes_the_vm_and_a_removed_provider_is_left_alone(
+    engine, sim_ec2, sim_gce, sim_arm
+):
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    aws_pool, gcp_pool, azure_pool = (pool_id for _, _, _, pool_id, _ in LEGACY_PROVIDERS)
+    for pool_id in (aws_pool, gcp_pool, azure_pool):
+        task_store.submit_tasks(engine, pool_id, 1, 30.0)  # long: the workers stay busy
+    with LegacyStack.start(
+        engine=engine,
+        providers=providers,
+        issuer_client_id=ISSUER[0],
+        issuer_access_token=ISSUER[1],
+        pools=legacy_pools(max_capacity=1),
+        agent_settings=FAST,
+        clients={},
+    ) as legacy:
+        legacy.manager.add_client(*ADMIN, ["*"])
+        admin = taskcluster.WorkerManager(
+            {
+                "rootUrl": legacy.manager.base_url,
+                "credentials": {"clientId": ADMIN[0], "accessToken": ADMIN[1]},
+            }
+        )
+        wait_for(lambda: len(legacy.manager.workers(state="running")) == 3, "three workers running")
+        (azure_worker,) = [w for w in legacy.manager.workers() if w.provider_id == "azure2"]
+        (aws_worker,) = [w for w in legacy.manager.workers() if w.provider_id == "aws"]
+
+        admin.removeWorker(*azure_worker.key)
+        wait_for(lambda: azure_worker.state == "stopped", "the Azure worker stopped")
+        wait_for(lambda: sim_arm.resources() == [], "every Azure resource of the worker deleted")
+
+        legacy.manager.remove_provider("aws")
+        expires = datetime.now(UTC) + timedelta(days=1)
+        with legacy.manager.store.lock:
+            aws_worker.expires = expires  # due for worker-scanner.js's extension
+        task_store.submit_tasks(engine, aws_pool, 2, 0.1)
+        wait_for(
+            lambda: any("unknown providerId aws" in w for w in legacy.provisioner.warnings),
+            "the provisioner skipped the aws pool",
+        )
+        wait_for(
+            lambda: aws_worker.expires > expires + timedelta(days=6),
+            "the scanner extended the aws worker's expiry to 8 days",
+        )
+        launched, loops = legacy.provisioner.launched, legacy.provisioner.loops
+        wait_for(lambda: legacy.provisioner.loops >= loops + 3, "three more loops")
+        aws_workers = [w for w in legacy.manager.workers() if w.provider_id == "aws"]
+        providers_listed = [p["providerId"] for p in admin.listProviders()["providers"]]
+
+    assert legacy.provisioner.launched == launched
+    assert aws_workers == [aws_worker] and aws_worker.state == "running"
+    assert [vm.state for vm in sim_ec2.instances()] == ["running"]  # its VM is left running
+    assert providers_listed == ["fxci-level1-gcp", "azure2"]

@@ -313,7 +313,6 @@ class LegacyProvisioner:
             and terminate_after
             and terminate_after < now.timestamp() * 1000
         ):
-            with store.lock:
-                self.manager.deployment.remove_worker(worker)
+            self.manager.deployment.remove_worker(worker)
         with store.lock:
             worker.last_checked = now

@@ -253,6 +253,8 @@ class Deployment:
         self.calls.append((name, client_id))
         context = {**params, **(body if isinstance(body, dict) else {})}
         self.authorize(client_id, scopes, [fill(r, context) for r in required])
+        if name in UNLOCKED:
+            return getattr(self, f"_{name}")(params, query, body)
         with self.store.lock:
             return getattr(self, f"_{name}")(params, query, body)
 
@@ -415,7 +417,8 @@ class Deployment:
     def _removeWorker(
         self, params: dict[str, str], query: Mapping[str, str], body: Any
     ) -> dict[str, Any]:
-        worker = self._worker_at(params)
+        with self.store.lock:
+            worker = self._worker_at(params)
         if worker.provider_id not in self.providers or worker.provider_id in self.removed_providers:
             raise ApiError(
                 "ResourceNotFound", f"Provider {worker.provider_id} for this worker does not exist"
@@ -427,10 +430,11 @@ class Deployment:
         """The provider's removeWorker: the worker stops; its VM and everything made for it go."""
         hook = self.remove_hooks.get(worker.provider_id)
         if hook is not None:
-            hook(worker)
-        # With a cloud behind it the worker is stopping until the scanner sees its VM gone.
-        worker.state = "stopping" if hook is not None else "stopped"
-        worker.last_modified = datetime.now(UTC)
+            hook(worker)  # cloud calls: not under the store's lock
+        with self.store.lock:
+            # With a cloud behind it the worker is stopping until the scanner sees its VM gone.
+            worker.state = "stopping" if hook is not None else "stopped"
+            worker.last_modified = datetime.now(UTC)
 
     def _reportWorkerError(
         self, params: dict[str, str], query: Mapping[str, str], body: Any
@@ -670,6 +674,7 @@ ROUTES: list[tuple[str, tuple[str, ...], str, tuple[str, ...]]] = [
         ("worker-manager:list-worker-pool-errors:<workerPoolId>",),
     ),
 ]
+UNLOCKED = {"removeWorker"}  # takes the store's lock itself, around its cloud calls
 PARAM_NAMES = ("workerGroup", "workerId")
 QUERY_PATTERNS = {
     "limit": r"[0-9]+",

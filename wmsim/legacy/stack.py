@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -23,7 +24,7 @@ class LegacyStack:
     fleet: LegacyFleet
 
     @classmethod
-    def start(
+    def create(
         cls,
         *,
         engine: Engine,
@@ -36,7 +37,8 @@ class LegacyStack:
         agent_settings: AgentSettings | None = None,
         interval_s: float = 0.3,
     ) -> LegacyStack:
-        """Serve, load `pools`, then run the loops. `root_url`: what the VMs are told (the
+        """Serve and load `pools`; the loops are not running yet (`run()`: so that an ingress
+        can be pointed at `manager.base_url` first). `root_url`: what the VMs are told (the
         ingress routing `<rootUrl>/api/worker-manager/`); None: the stand-in's own address."""
         manager = LegacyWorkerManager(
             root_url,
@@ -51,9 +53,20 @@ class LegacyStack:
         fleet = LegacyFleet(
             manager, engine, providers, agent_settings or AgentSettings(), interval_s=interval_s
         )
-        provisioner.start()
-        fleet.start()
         return cls(manager, provisioner, fleet)
+
+    @classmethod
+    def start(cls, **options: Any) -> LegacyStack:
+        """`create(**options)` and `run()`."""
+        stack = cls.create(**options)
+        stack.run()
+        return stack
+
+    def run(self) -> LegacyStack:
+        """Start the provisioner and scanner loop and the fleet's."""
+        self.provisioner.start()
+        self.fleet.start()
+        return self
 
     def stop(self) -> None:
         """Stop the loops and the agents, then the service (VMs are left as they are)."""

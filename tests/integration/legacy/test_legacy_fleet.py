@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import taskcluster
 
+from tests.support.fake_tc_deployment import FakeTaskcluster
 from tests.support.legacy_deployment import ISSUER, LEGACY_PROVIDERS, legacy_pools, legacy_providers
 from wm.db import tasks as task_store
 from wm.take_over import imported_worker_id
@@ -125,3 +126,67 @@ def test_remove_worker_deletes_the_vm_and_a_removed_provider_is_left_alone(
     assert aws_workers == [aws_worker] and aws_worker.state == "running"
     assert [vm.state for vm in sim_ec2.instances()] == ["running"]  # its VM is left running
     assert providers_listed == ["fxci-level1-gcp", "azure2"]
+
+
+def test_workers_reach_the_stand_in_through_the_root_url_ingress_and_renew_there(
+    engine, sim_ec2, sim_gce, sim_arm
+):
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    pools = [pool_id for _, _, _, pool_id, _ in LEGACY_PROVIDERS]
+    for pool_id in pools:
+        task_store.submit_tasks(engine, pool_id, 2, 2.0)  # 4 s of work: past a 3 s lifetime
+    with FakeTaskcluster({}) as ingress:
+        legacy = LegacyStack.create(
+            engine=engine,
+            providers=providers,
+            issuer_client_id=ISSUER[0],
+            issuer_access_token=ISSUER[1],
+            root_url=ingress.root_url,
+            pools=legacy_pools(max_capacity=1, reregistrationTimeout=3),
+            agent_settings=FAST,
+        )
+        ingress.upstream = legacy.manager.base_url
+        with legacy.run():
+            wait_for(
+                lambda: len(task_store.list_tasks(engine, state="completed")) == 6,
+                "every task completed",
+            )
+            calls = list(legacy.manager.deployment.calls)
+            agents = list(legacy.fleet.agents.values())
+        routed = list(ingress.routed)
+
+    renewals = [client for name, client in calls if name == "reregisterWorker"]
+    assert len(renewals) >= 3 and all(c.startswith("worker/") for c in renewals)
+    assert all("reregistered" in agent.events for agent in agents)
+    assert any("/worker/register" in r for r in routed)
+    assert any("/worker/reregister" in r for r in routed)
+
+
+def test_a_vm_that_never_registers_is_removed_at_its_registration_timeout(
+    engine, sim_ec2, sim_gce, sim_arm
+):
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    for _, _, _, pool_id, _ in LEGACY_PROVIDERS:
+        task_store.submit_tasks(engine, pool_id, 1, 1.0)
+    legacy = LegacyStack.create(
+        engine=engine,
+        providers=providers,
+        issuer_client_id=ISSUER[0],
+        issuer_access_token=ISSUER[1],
+        pools=legacy_pools(max_capacity=1, registrationTimeout=1),
+    )
+    legacy.provisioner.start()  # no fleet: nothing boots on the VMs
+    try:
+        wait_for(lambda: legacy.provisioner.launched >= 3, "a VM launched in every pool")
+        first = {w.key: w for w in legacy.manager.workers()}
+        wait_for(
+            lambda: all(w.state == "stopped" for w in first.values()),
+            "every unregistered worker removed and its VM gone",
+        )
+    finally:
+        legacy.stop()
+
+    assert len(first) >= 3
+    gone = {vm.cloud_id for vm in sim_ec2.instances() if vm.state not in ("pending", "running")}
+    assert {k[2] for k in first if k[0].endswith("aws")} <= gone
+    assert not any(vm_name in r for r in sim_arm.resources() for vm_name in (k[2] for k in first))

@@ -13,9 +13,12 @@ import taskcluster
 
 from tests.support.fake_tc_deployment import FakeTaskcluster
 from tests.support.legacy_deployment import ISSUER, LEGACY_PROVIDERS, legacy_pools, legacy_providers
+from tests.support.tc_client import refused
+from tests.support.tc_schemas import check
 from wm.db import tasks as task_store
 from wm.take_over import imported_worker_id
 from wmsim.agent import AgentSettings
+from wmsim.clouds import sim_cloud
 from wmsim.legacy.stack import LegacyStack
 
 FAST = AgentSettings(
@@ -190,3 +193,63 @@ def test_a_vm_that_never_registers_is_removed_at_its_registration_timeout(
     gone = {vm.cloud_id for vm in sim_ec2.instances() if vm.state not in ("pending", "running")}
     assert {k[2] for k in first if k[0].endswith("aws")} <= gone
     assert not any(vm_name in r for r in sim_arm.resources() for vm_name in (k[2] for k in first))
+
+
+def test_registration_takes_only_the_proof_of_the_workers_own_vm(engine, sim_ec2, sim_gce, sim_arm):
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    for _, _, _, pool_id, _ in LEGACY_PROVIDERS:
+        task_store.submit_tasks(engine, pool_id, 2, 1.0)
+    legacy = LegacyStack.create(
+        engine=engine,
+        providers=providers,
+        issuer_client_id=ISSUER[0],
+        issuer_access_token=ISSUER[1],
+        pools=legacy_pools(max_capacity=2),
+    )
+    legacy.manager.add_client(*ADMIN, ["*"])
+    legacy.provisioner.start()  # no fleet: the test registers in the workers' place
+    try:
+        wait_for(lambda: legacy.provisioner.launched >= 6, "two VMs launched in every pool")
+        legacy.provisioner.stop()
+        anonymous = taskcluster.WorkerManager({"rootUrl": legacy.manager.base_url})
+        admin = taskcluster.WorkerManager(
+            {
+                "rootUrl": legacy.manager.base_url,
+                "credentials": {"clientId": ADMIN[0], "accessToken": ADMIN[1]},
+            }
+        )
+        for provider in providers:
+            mine, other = [
+                w for w in legacy.manager.workers() if w.provider_id == provider.provider_id
+            ]
+            proof_of = {
+                w.worker_id: sim_cloud(provider.kind)
+                .metadata_reader(provider.metadata_url(w.worker_id), provider.ca_bundle)
+                .identity_proof(legacy.manager.root_url)
+                for w in (mine, other)
+            }
+            body = {
+                "workerPoolId": mine.worker_pool_id,
+                "providerId": provider.provider_id,
+                "workerGroup": mine.worker_group,
+                "workerId": mine.worker_id,
+            }
+
+            assert refused(
+                lambda body=body, p=proof_of[other.worker_id]: anonymous.registerWorker(
+                    {**body, "workerIdentityProof": p}
+                )
+            ) == (400, "InputError"), provider.provider_id
+            answer = anonymous.registerWorker(
+                {**body, "workerIdentityProof": proof_of[mine.worker_id]}
+            )
+            check("register-worker-response", answer)
+            listed = admin.listWorkersForWorkerPool(mine.worker_pool_id)
+            assert sorted(w["state"] for w in check("worker-list", listed)["workers"]) == [
+                "requested",
+                "running",
+            ]
+            for worker in listed["workers"]:
+                check("worker-full", worker)
+    finally:
+        legacy.stop()

@@ -33,6 +33,7 @@ class LegacyStack:
         issuer_access_token: str,
         root_url: str | None = None,
         clients: Mapping[str, PermanentClient] | None = None,
+        issuer_scopes: Sequence[str] | None = None,
         pools: Sequence[Mapping[str, object]] = (),
         agent_settings: AgentSettings | None = None,
         interval_s: float = 0.3,
@@ -46,6 +47,7 @@ class LegacyStack:
             issuer_access_token,
             providers={p.provider_id: p.provider_type for p in providers},
             clients=clients,
+            issuer_scopes=issuer_scopes,
         )
         manager.start()
         manager.load_pools(pools)  # type: ignore[arg-type]

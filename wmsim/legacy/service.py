@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import urllib.parse
@@ -720,8 +721,6 @@ def route(method: str, parts: list[str], body: Any) -> tuple[str, dict[str, str]
 
 
 def check_query(query: Mapping[str, str]) -> None:
-    import re
-
     errors = [
         f"{key}: {value!r} does not match {pattern}"
         for key, pattern in QUERY_PATTERNS.items()

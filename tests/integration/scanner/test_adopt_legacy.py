@@ -207,3 +207,43 @@ def test_without_adopt_legacy_a_provider_lists_nothing_of_worker_managers(engine
     assert provider.list_instances(cloud.region) == []
     report = scanner(engine, provider).scan(provider.id, cloud.region)
     assert report.unadopted == 0 and report.orphans == 0 and report.listed == 0
+
+
+def test_an_imported_arm_worker_in_its_own_group_goes_with_every_resource_of_its_deployment(
+    engine, sim_arm, make_azure_provider
+):
+    from tests.integration.clouds.test_azure_arm import (
+        ARM_GROUP,
+        IMAGE_ID,
+        LOCATION,
+        TEMPLATE,
+        publish,
+    )
+    from tests.integration.clouds.test_azure_arm import launch_config as arm_launch_config
+
+    sim_arm.register_image(IMAGE_ID, LOCATION)
+    sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, LOCATION)
+    make_subnet(sim_arm, AZURE_SUBNET, LOCATION)
+    provider = make_azure_provider(sim_arm, adopt_legacy=True)
+    configure(engine, provider, "azure", LOCATION)
+    cloud = Cloud("azure", sim_arm, LOCATION, AZURE_ROOT_URL, None)
+    config = arm_launch_config(publish(sim_arm, TEMPLATE))
+    vm = made(cloud, provider.id, config=config)
+    worker_id = imported(engine, cloud, provider.id, vm)
+    in_group = [r for r in sim_arm.resources() if f"/{ARM_GROUP}/".lower() in r.lower()]
+    assert len(in_group) >= 3  # the VM, its NIC, its OS disk (and more, as the template says)
+    deployment = vm.provider_data["deployment"]["name"]
+    assert deployment in sim_arm.deployments.history(AZURE_SUBSCRIPTION, ARM_GROUP)
+
+    scanner(engine, provider).scan(provider.id, LOCATION)
+    assert f"/{ARM_GROUP}/".lower() in row(engine, worker_id).cloud_id.lower()
+
+    worker_writes.request_removal(engine, worker_id, "removeWorker")
+    scan = scanner(engine, provider)
+    for _ in range(6):
+        scan.scan(provider.id, LOCATION)
+        if row(engine, worker_id).state == WorkerState.STOPPED:
+            break
+    assert row(engine, worker_id).state == WorkerState.STOPPED
+    assert [r for r in sim_arm.resources() if f"/{ARM_GROUP}/".lower() in r.lower()] == []
+    assert deployment not in sim_arm.deployments.history(AZURE_SUBSCRIPTION, ARM_GROUP)

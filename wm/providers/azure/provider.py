@@ -470,11 +470,18 @@ class AzureProvider:
             for vm in self.all_pages("VirtualMachines_List", list_group(group))
         ]
         owned = {
-            vm.id.lower(): vm
-            for vm in models
-            if (self.owns(vm) or self.legacy_pool(vm) is not None)
-            and same_region(vm.location, region)
+            vm.id.lower(): vm for vm in models if self.owns(vm) and same_region(vm.location, region)
         }
+        if self.adopt_legacy:
+            # worker-manager's VMs, in whatever group of the subscription its launch configs
+            # put them (armDeploymentResourceGroup): one more list, of the subscription.
+            owned.update(
+                (vm.id.lower(), vm)
+                for vm in self.all_pages(
+                    "VirtualMachines_ListAll", lambda: compute.virtual_machines.list_all()
+                )
+                if self.legacy_pool(vm) is not None and same_region(vm.location, region)
+            )
         if not owned:
             return []
         statuses = {

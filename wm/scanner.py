@@ -36,7 +36,13 @@ from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerS
 from wm.providers.base import Provider, TerminateResult
 from wm.providers.meter import CallMeter, metered
 from wm.queues import QueueSource
-from wm.telemetry import SCAN_SECONDS, WORKERS_PREEMPTED, log, observe_stages
+from wm.telemetry import (
+    LEGACY_UNADOPTED,
+    SCAN_SECONDS,
+    WORKERS_PREEMPTED,
+    log,
+    observe_stages,
+)
 from wm.worker_transitions import DEADLINE, DELETED, GONE
 
 GONE_FROM_CLOUD = "gone-from-cloud"
@@ -65,6 +71,9 @@ class ScanReport:
     preempted: int  # workers this scan found pre-empted
     api_calls: int  # SDK calls this scan made (retries included), wherever they ran
     duration_s: float
+    # VMs a legacy worker-manager made for this provider with no row: reported, never deleted
+    # (also the wm_legacy_vms_unadopted gauge and a legacy-vm-unadopted log line each).
+    unadopted: int = 0
 
 
 class ScanOverran(Exception):
@@ -187,6 +196,7 @@ class ScanPass:
             now=now,
         )
         found = self._diff(instances, rows, pools, now, in_flight, free_since)
+        self._report_unadopted(found.unadopted)
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         worker_writes.mark_checked(self.engine, found.seen)
@@ -218,6 +228,7 @@ class ScanPass:
             preempted=self.preempted,
             api_calls=calls.total,
             duration_s=round(time.monotonic() - started, 3),
+            unadopted=len(found.unadopted),
         )
 
     def _diff(
@@ -244,6 +255,22 @@ class ScanPass:
             in_flight_pools=in_flight_pools,
             intents_free_since=intents_free_since,
         )
+
+    def _report_unadopted(self, unadopted: Sequence[CloudInstance]) -> None:
+        """worker-manager's VMs of this provider that no import has written a row for: named
+        in the log and counted, and left running (a later `wm import` takes them)."""
+        LEGACY_UNADOPTED.labels(self.provider.id, self.region).set(len(unadopted))
+        for instance in unadopted:
+            log(
+                "legacy-vm-unadopted",
+                logging.WARNING,
+                provider=self.provider.id,
+                region=self.region,
+                cloud_id=instance.cloud_id,
+                tc_worker_id=instance.tc_worker_id,
+                worker=instance.worker_id,
+                pool=instance.pool_id,
+            )
 
     def _apply(
         self,

@@ -151,28 +151,36 @@ def _sequential(clients: _Clients, launch: LegacyLaunch, suffix: str) -> LegacyV
         data_disks.append({**disk, "name": f"disk-{suffix}-{number}"})
         disks.append(f"disk-{suffix}-{number}")
     public_ip = bool((cfg.get("workerManager") or {}).get("publicIp", False))
+    from azure.mgmt.network import models as net
+
     ip_id = None
     if public_ip:
         ip = clients.network.public_ip_addresses.begin_create_or_update(
             group,
             ip_name,
-            {
-                "location": location,
-                "public_ip_allocation_method": "Static",
-                "sku": {"name": "Standard"},
-                "tags": tags,
-            },
+            net.PublicIPAddress(
+                location=location,
+                public_ip_allocation_method="Static",
+                sku=net.PublicIPAddressSku(name="Standard"),
+                tags=tags,
+            ),
         ).result()
         ip_id = ip.id
-    ip_config: dict[str, Any] = {
-        "name": nic_name,
-        "private_ip_allocation_method": "Dynamic",
-        "subnet": {"id": cfg["subnetId"]},
-    }
-    if ip_id:
-        ip_config["public_ip_address"] = {"id": ip_id}
     nic = clients.network.network_interfaces.begin_create_or_update(
-        group, nic_name, {"location": location, "ip_configurations": [ip_config], "tags": tags}
+        group,
+        nic_name,
+        net.NetworkInterface(
+            location=location,
+            tags=tags,
+            ip_configurations=[
+                net.NetworkInterfaceIPConfiguration(
+                    name=nic_name,
+                    private_ip_allocation_method="Dynamic",
+                    subnet=net.Subnet(id=cfg["subnetId"]),
+                    public_ip_address=net.PublicIPAddress(id=ip_id) if ip_id else None,
+                )
+            ],
+        ),
     ).result()
     config = {k: v for k, v in cfg.items() if k not in NOT_IN_VM}
     config["osProfile"] = {

@@ -163,7 +163,8 @@ def parse_legacy_pools(
             continue
         outside = unscanned_worker_groups(definition, regions)
         problems += [f"pool {pool.worker_pool_id}: {p}" for p in outside]
-        definitions.append(definition)
+        if not outside:
+            definitions.append(definition)
     return definitions, problems
 
 

@@ -87,6 +87,6 @@ def import_command(
         click.echo("dry run: nothing written")
     else:
         click.echo(
-            f"written: {len(outcome.pool_changes)} pool change(s), "
+            f"written: {len(outcome.pool_changes)} pool and launch config change(s), "
             f"{outcome.workers_written} worker row(s)"
         )

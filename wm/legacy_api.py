@@ -14,7 +14,11 @@ from datetime import datetime
 from typing import Any
 
 import taskcluster
-from taskcluster.exceptions import TaskclusterFailure, TaskclusterRestFailure
+from taskcluster.exceptions import (
+    TaskclusterAuthFailure,
+    TaskclusterFailure,
+    TaskclusterRestFailure,
+)
 
 from wm.errors import WmError
 from wm.import_plan import IMPORTED_STATES, LegacyPool, LegacyWorker
@@ -79,9 +83,11 @@ class LegacyWorkerManager:
             query = {"continuationToken": token} if token else {}
             try:
                 page = call(query)
-            except TaskclusterRestFailure as exc:
+            except (TaskclusterRestFailure, TaskclusterAuthFailure) as exc:
+                code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
+                answer = f"{exc.status_code} {code}" if code else str(exc.status_code)
                 raise LegacyApiError(
-                    f"{url}: worker-manager answered {exc.status_code}: {_first_line(exc)}"
+                    f"{url}: worker-manager answered {answer}: {_first_line(exc)}"
                 ) from exc
             except TaskclusterFailure as exc:
                 raise LegacyApiError(f"{url}: cannot be reached: {_first_line(exc)}") from exc

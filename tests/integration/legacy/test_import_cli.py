@@ -21,6 +21,7 @@ from tests.support.stack import REPO, to_toml
 from wm.db import pools as pool_store
 from wm.db.workers import list_workers
 from wm.kinds import KINDS
+from wm.pool_definition import derive_launch_config_id
 from wm.take_over import IMPORTED_FROM
 from wmsim.legacy.manager import LegacyWorkerManager
 
@@ -279,6 +280,34 @@ def test_an_unreachable_legacy_api_is_named(db_url, config_path):
     assert held(db_url) == ([], [])
 
 
+def legacy_workers(manager, served, providers) -> tuple[int, int]:
+    """A running worker in the first pool of each provider, as worker-manager records one it
+    launched (its launch config's derived id, worker group and capacity); a static one made
+    with createWorker. Returns (cloud workers, static workers)."""
+    kinds = {p["id"]: p["kind"] for p in providers}
+    cloud = static = 0
+    for provider_id, kind in kinds.items():
+        pool = next(d for d in served if d["providerId"] == provider_id)
+        if not KINDS[kind].launches:
+            manager.add_worker(pool["workerPoolId"], "rack", "box-1", state="running")
+            static += 1
+            continue
+        launch_config = pool["config"]["launchConfigs"][0]
+        manager_part = launch_config.get("workerManager") or {}
+        manager.add_worker(
+            pool["workerPoolId"],
+            KINDS[kind].worker_group(launch_config),
+            f"vm-{provider_id}",
+            state="running",
+            capacity=manager_part.get("capacityPerInstance", 1),
+            # The id the definition gives, else the one worker-manager derives (db 0105).
+            launch_config_id=manager_part.get("launchConfigId")
+            or derive_launch_config_id(pool["workerPoolId"], launch_config),
+        )
+        cloud += 1
+    return cloud, static
+
+
 @pytest.mark.parametrize(("deployment", "pools"), [("firefoxci", 384), ("community-tc", 54)])
 def test_the_import_takes_the_real_deployments_pools(tmp_path, db_url, deployment, pools):
     # The deployment's own pool definitions, served by a stand-in, into a wm configured with
@@ -296,19 +325,23 @@ def test_the_import_takes_the_real_deployments_pools(tmp_path, db_url, deploymen
     manager.add_client(*OPERATOR, ["*"])
     served = real_definitions(deployment)
     manager.load_pools(served)
+    cloud, static = legacy_workers(manager, served, providers)
     flags = [arg for p in providers for arg in ("--provider", p["id"])]
     with manager:
         first = run_import(db_url, config, "--from", manager.base_url, *flags)
         assert first.returncode == 0, first.stderr
         assert first.stdout.splitlines()[-2] == (
-            f"{pools} pools: {pools} new, 0 changed, 0 unchanged; workers: 0 new, "
-            "0 already known, 0 static left"
+            f"{pools} pools: {pools} new, 0 changed, 0 unchanged; workers: {cloud} new, "
+            f"0 already known, {static} static left"
         )
-        assert held(db_url)[0] == sorted(d["workerPoolId"] for d in served)
+        pool_ids, workers = held(db_url)
+        assert pool_ids == sorted(d["workerPoolId"] for d in served)
+        assert len(workers) == cloud
         again = run_import(db_url, config, "--from", manager.base_url, *flags)
     assert again.returncode == 0, again.stderr
-    assert f"{pools} pools: 0 new, 0 changed, {pools} unchanged" in again.stdout
     assert (
-        again.stdout.splitlines()[-1]
-        == "written: 0 pool and launch config change(s), 0 worker row(s)"
+        f"{pools} pools: 0 new, 0 changed, {pools} unchanged; workers: 0 new, {cloud} already known"
+    ) in again.stdout
+    assert again.stdout.splitlines()[-1] == (
+        "written: 0 pool and launch config change(s), 0 worker row(s)"
     )

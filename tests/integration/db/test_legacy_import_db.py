@@ -3,8 +3,11 @@ import adding only what is new, and a refusal or a dry run writing nothing."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import func, select
+
+from wm import lifecycle
 from wm.db import pools as pool_store
 from wm.db.workers import list_workers
 from wm.import_plan import LegacyPool, LegacyWorker, ProviderFacts
@@ -174,3 +177,19 @@ def test_pools_of_other_providers_in_wm_are_left_alone(engine):
     assert isinstance(outcome, Imported)
     after = {p.pool_id: p for p in pool_store.load_pools(engine)}
     assert after["proj/mine"] == before[0] and set(after) == {"proj/a", "proj/mine"}
+
+
+def test_a_worker_registered_long_ago_is_not_overdue_once_imported(engine):
+    # Registered (lastModified) years before the import, far past the pool's 2 hours of queue
+    # inactivity: wm has seen no claim by it yet, so its clock starts at the import.
+    run(engine, [legacy_pool("proj/a")], [legacy_worker("proj/a", "i-1")])
+    (row,) = list_workers(engine, limit=None)
+    pools = {p.pool_id: p for p in pool_store.load_pools(engine)}
+    with engine.connect() as conn:
+        now = conn.execute(select(func.now())).scalar_one()
+    assert row.registered_at == MODIFIED and row.last_active is not None
+    assert lifecycle.overdue([row], pools, now) == []
+    later = now + timedelta(seconds=pools["proj/a"].queue_inactivity_timeout_s + 1)
+    assert [d.reason for d in lifecycle.overdue([row], pools, later)] == [
+        lifecycle.QUEUE_INACTIVITY
+    ]

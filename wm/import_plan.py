@@ -21,14 +21,16 @@ here, then writes both in one transaction. Decided here:
   made again with createWorker at wm (a new secret handed to the machine).
 - A running worker's `registered_at` is worker-manager's `lastModified`: the API has no
   registration time, and registerWorker (or reregisterWorker) is the last change of a running
-  row's state. `created`, `expires`, `lastModified`, `capacity` and `state` are kept as given.
+  row's state. `created`, `lastModified`, `capacity` and `state` are kept as given, and
+  `expires` too but for a requested worker, whose registration deadline is computed again
+  (`_deadline`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from wm.kinds import KINDS
@@ -209,12 +211,29 @@ def plan_workers(
             launch_config_id=launch_config_id,
             created=worker.created,
             last_modified=worker.last_modified,
-            expires=worker.expires,
+            expires=_deadline(worker, state, definition),
             registered_at=worker.last_modified if state is WorkerState.RUNNING else None,
             provider_data={IMPORTED_FROM: root_url},
         )
         (known if row.worker_id in known_ids else adopt).append(row)
     return WorkersPlan(tuple(adopt), tuple(known), tuple(left), tuple(problems))
+
+
+def _deadline(
+    worker: LegacyWorker, state: WorkerState, definition: PoolDefinition
+) -> datetime | None:
+    """wm's `expires` for the row. worker-manager's `expires` is when it deletes the row (a
+    week after launch, renewed by its scanner), not a deadline: it keeps a requested worker's
+    registration deadline in providerData (terminateAfter, launch + registration timeout),
+    which the API does not show, so wm computes it again from `created`; a running worker
+    keeps the row's expiry, which is never before its reregistration deadline, until it
+    reregisters with wm."""
+    if state is not WorkerState.REQUESTED:
+        return worker.expires
+    registration = worker.created + timedelta(
+        seconds=definition.lifecycle.effective_registration_timeout_s
+    )
+    return registration if worker.expires is None else min(registration, worker.expires)
 
 
 def resolve_launch_config(

@@ -4,7 +4,7 @@ which workers become rows under which launch config, and what the operator reads
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -176,6 +176,39 @@ def test_each_live_state_is_kept(scenario, legacy_state, state, registered_at):
     defs = definitions(pool(POOL, "legacy-aws", lc("a", lc_id="lc-a")))
     (row,) = plan_workers(ROOT, [worker(state=legacy_state)], defs, PROVIDERS, set()).adopt
     assert (row.state, row.registered_at) == (state, registered_at)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "legacy_state", "lifecycle", "expires"),
+    [
+        # worker-manager's `expires` is its row's retention (a week after launch); the
+        # registration deadline is launch + registration timeout (its providerData).
+        (
+            "requested, the pool's registration timeout",
+            "requested",
+            {"registrationTimeout": 1800},
+            CREATED + timedelta(seconds=1800),
+        ),
+        (
+            "requested, no registration timeout: the reregistration timeout (4 days)",
+            "requested",
+            {},
+            CREATED + timedelta(days=4),
+        ),
+        (
+            "requested, a row expiring before its deadline",
+            "requested",
+            {"registrationTimeout": 20 * 86400, "reregistrationTimeout": 25 * 86400},
+            EXPIRES,
+        ),
+        ("running: the row's expiry until it reregisters", "running", {}, EXPIRES),
+        ("stopping", "stopping", {"registrationTimeout": 1800}, EXPIRES),
+    ],
+)
+def test_which_deadline_an_imported_worker_gets(scenario, legacy_state, lifecycle, expires):
+    defs = definitions(pool(POOL, "legacy-aws", lc("a", lc_id="lc-a"), lifecycle=lifecycle))
+    (row,) = plan_workers(ROOT, [worker(state=legacy_state)], defs, PROVIDERS, set()).adopt
+    assert row.expires == expires
 
 
 def test_stopped_workers_and_workers_of_pools_not_imported_are_left_out():

@@ -21,9 +21,8 @@ here, then writes both in one transaction. Decided here:
   made again with createWorker at wm (a new secret handed to the machine).
 - A running worker's `registered_at` is worker-manager's `lastModified`: the API has no
   registration time, and registerWorker (or reregisterWorker) is the last change of a running
-  row's state. `created`, `lastModified`, `capacity` and `state` are kept as given, and
-  `expires` too but for a requested worker, whose registration deadline is computed again
-  (`_deadline`).
+  row's state. `created`, `lastModified`, `capacity` and `state` are kept as given; `expires`
+  is worker-manager's row retention, not a deadline, so wm's deadline is derived (`_deadline`).
 """
 
 from __future__ import annotations
@@ -225,14 +224,17 @@ def _deadline(
     """wm's `expires` for the row. worker-manager's `expires` is when it deletes the row (a
     week after launch, renewed by its scanner), not a deadline: it keeps a requested worker's
     registration deadline in providerData (terminateAfter, launch + registration timeout),
-    which the API does not show, so wm computes it again from `created`; a running worker
-    keeps the row's expiry, which is never before its reregistration deadline, until it
-    reregisters with wm."""
+    which the API does not show, so wm computes it again from `created`. A running worker's
+    reregistration deadline (terminateAfter) is never before its registration (`lastModified`,
+    the change to running) plus the pool's reregistration timeout; wm takes the later of that
+    and the row's expiry, never early, until the worker reregisters with wm."""
+    lifecycle = definition.lifecycle
+    if state is WorkerState.RUNNING:
+        renewal = worker.last_modified + timedelta(seconds=lifecycle.reregistration_timeout_s)
+        return renewal if worker.expires is None else max(renewal, worker.expires)
     if state is not WorkerState.REQUESTED:
         return worker.expires
-    registration = worker.created + timedelta(
-        seconds=definition.lifecycle.effective_registration_timeout_s
-    )
+    registration = worker.created + timedelta(seconds=lifecycle.effective_registration_timeout_s)
     return registration if worker.expires is None else min(registration, worker.expires)
 
 

@@ -201,7 +201,13 @@ def test_each_live_state_is_kept(scenario, legacy_state, state, registered_at):
             {"registrationTimeout": 20 * 86400, "reregistrationTimeout": 25 * 86400},
             EXPIRES,
         ),
-        ("running: the row's expiry until it reregisters", "running", {}, EXPIRES),
+        ("running: the row's expiry, later than registration + 4 days", "running", {}, EXPIRES),
+        (
+            "running: registration + a reregistration timeout later than the row's expiry",
+            "running",
+            {"reregistrationTimeout": 20 * 86400},
+            MODIFIED + timedelta(days=20),
+        ),
         ("stopping", "stopping", {"registrationTimeout": 1800}, EXPIRES),
     ],
 )

@@ -35,7 +35,9 @@ from starlette.exceptions import HTTPException
 from wm.api.authn import Authenticator, IssuerSource
 from wm.api.endpoint import PREFIX, ApiContext, TaskclusterRoute, error_context
 from wm.api.errors import error_response
+from wm.api.forwarding import Forwarding
 from wm.api.guard import Guard, KeepEscapedSlashes
+from wm.api.legacy import Legacy
 from wm.api.models import SCHEMA_ERROR
 from wm.api.routers import errors, health, pools, providers, workers
 from wm.identity import IdentityVerifier
@@ -82,6 +84,7 @@ def create_app(
     version: str = "0",
     max_in_flight: int = MAX_IN_FLIGHT,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    legacy: Legacy | None = None,
 ) -> FastAPI:
     """The web process's application: its context, its error answers and its routers."""
     app = FastAPI(
@@ -101,8 +104,13 @@ def create_app(
         authenticator=authenticator,
         issuer=issuer,
         version=version,
+        legacy=legacy,
     )
     app.add_middleware(KeepEscapedSlashes, prefix=PREFIX)
+    if legacy is not None:  # a take-over: what is not wm's goes to the legacy worker-manager
+        app.add_middleware(
+            Forwarding, prefix=PREFIX, legacy=legacy, providers=provider_kinds, engine=engine
+        )
     app.add_middleware(
         Guard,
         max_in_flight=max_in_flight,

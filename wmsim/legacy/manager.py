@@ -18,7 +18,9 @@ WORKER_LIFETIME = timedelta(days=4)  # a worker's `expires` when a test adds one
 class LegacyWorkerManager:
     """A worker-manager deployment at `root_url` (the rootUrl workers are told; the ingress'
     address, or the stand-in's own when None) whose workers' credentials the issuer client
-    signs. `providers`: providerId -> Taskcluster providerType (aws, google, azure, static)."""
+    signs. `providers`: providerId -> Taskcluster providerType (aws, google, azure, static).
+    `clients`: permanent clients (clientId -> access token and scopes); `issuer_scopes`, when
+    given, makes the issuer client one of them too."""
 
     def __init__(
         self,
@@ -28,6 +30,7 @@ class LegacyWorkerManager:
         *,
         providers: Mapping[str, str],
         clients: Mapping[str, PermanentClient] | None = None,
+        issuer_scopes: Iterable[str] | None = None,
     ) -> None:
         self.deployment = Deployment(
             root_url=root_url or "",
@@ -36,6 +39,10 @@ class LegacyWorkerManager:
             providers=dict(providers),
             clients=dict(clients or {}),
         )
+        if issuer_scopes is not None:
+            # The issuer client calling the API itself (wm's web reads the legacy lists signed
+            # as its own client, the same one): with these scopes.
+            self.add_client(issuer_client_id, issuer_access_token, issuer_scopes)
         self._server: ThreadingHTTPServer | None = None
 
     @property

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import urllib.parse
@@ -128,6 +129,8 @@ class RegistrationRefused(Exception):
     """A provider's refusal of a registration (api.js answers it as InputError)."""
 
 
+# The VM id a worker's VM attests, as the provider learns it from its cloud.
+ProofReader = Callable[[Worker], "str | None"]
 # A provider's part of removeWorker: stop the worker's VM and everything made for it.
 RemoveHook = Callable[[Worker], None]
 
@@ -145,6 +148,9 @@ class Deployment:
     store: Store = field(default_factory=Store)
     removed_providers: set[str] = field(default_factory=set)
     remove_hooks: dict[str, RemoveHook] = field(default_factory=dict)  # providerId -> hook
+    # providerId -> the VM id a worker's VM attests (its proof must name it); without one,
+    # the worker's providerData `proofIds` lists the ids accepted.
+    proof_readers: dict[str, ProofReader] = field(default_factory=dict)
     issued: dict[str, list[Issued]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     calls: list[tuple[str, str | None]] = field(default_factory=list)  # (route name, clientId)
@@ -248,6 +254,8 @@ class Deployment:
         self.calls.append((name, client_id))
         context = {**params, **(body if isinstance(body, dict) else {})}
         self.authorize(client_id, scopes, [fill(r, context) for r in required])
+        if name in UNLOCKED:
+            return getattr(self, f"_{name}")(params, query, body)
         with self.store.lock:
             return getattr(self, f"_{name}")(params, query, body)
 
@@ -410,7 +418,8 @@ class Deployment:
     def _removeWorker(
         self, params: dict[str, str], query: Mapping[str, str], body: Any
     ) -> dict[str, Any]:
-        worker = self._worker_at(params)
+        with self.store.lock:
+            worker = self._worker_at(params)
         if worker.provider_id not in self.providers or worker.provider_id in self.removed_providers:
             raise ApiError(
                 "ResourceNotFound", f"Provider {worker.provider_id} for this worker does not exist"
@@ -422,10 +431,11 @@ class Deployment:
         """The provider's removeWorker: the worker stops; its VM and everything made for it go."""
         hook = self.remove_hooks.get(worker.provider_id)
         if hook is not None:
-            hook(worker)
-        now = datetime.now(UTC)
-        worker.state = "stopped"
-        worker.last_modified = now
+            hook(worker)  # cloud calls: not under the store's lock
+        with self.store.lock:
+            # With a cloud behind it the worker is stopping until the scanner sees its VM gone.
+            worker.state = "stopping" if hook is not None else "stopped"
+            worker.last_modified = datetime.now(UTC)
 
     def _reportWorkerError(
         self, params: dict[str, str], query: Mapping[str, str], body: Any
@@ -517,7 +527,9 @@ class Deployment:
         if worker.state != "requested":
             raise RegistrationRefused("This worker is either stopped or running")
         named = proof_vm_id(proof if isinstance(proof, Mapping) else {})
-        if named is None or named not in worker.provider_data.get("proofIds", ()):
+        reader = self.proof_readers.get(worker.provider_id)
+        accepted = {reader(worker)} if reader else set(worker.provider_data.get("proofIds", ()))
+        if named is None or named not in accepted:
             raise RegistrationRefused("Token validation error")
         timeout = worker.provider_data.get("reregistrationTimeout")  # milliseconds, as stored
         expires = now + (timedelta(milliseconds=timeout) if timeout else REREGISTRATION_DEFAULT)
@@ -663,6 +675,7 @@ ROUTES: list[tuple[str, tuple[str, ...], str, tuple[str, ...]]] = [
         ("worker-manager:list-worker-pool-errors:<workerPoolId>",),
     ),
 ]
+UNLOCKED = {"removeWorker"}  # takes the store's lock itself, around its cloud calls
 PARAM_NAMES = ("workerGroup", "workerId")
 QUERY_PATTERNS = {
     "limit": r"[0-9]+",
@@ -708,8 +721,6 @@ def route(method: str, parts: list[str], body: Any) -> tuple[str, dict[str, str]
 
 
 def check_query(query: Mapping[str, str]) -> None:
-    import re
-
     errors = [
         f"{key}: {value!r} does not match {pattern}"
         for key, pattern in QUERY_PATTERNS.items()

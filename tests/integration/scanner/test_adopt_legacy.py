@@ -25,6 +25,7 @@ from tests.integration.scanner.test_scan import configure
 from tests.support.legacy_vms import legacy_vm
 from wm.db import pools as pool_store
 from wm.db import tasks, worker_writes
+from wm.db.pool_errors import list_errors
 from wm.db.scans import db_now
 from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.db.workers import list_workers
@@ -169,12 +170,36 @@ def test_an_imported_workers_vm_is_adopted_counted_and_removed_with_all_it_holds
 
     assert worker_writes.request_removal(engine, worker_id, "removeWorker")
     scan = scanner(engine, provider)
+    reports = []
+    for _ in range(6):
+        reports.append(scan.scan(provider.id, cloud.region))
+        if row(engine, worker_id).state == WorkerState.STOPPED:
+            break
+    assert row(engine, worker_id).state == WorkerState.STOPPED
+    # Everything worker-manager made for it is gone; wm's own worker (which carries
+    # worker-manager's tags too) is neither reported nor touched.
+    assert not (before & set(cloud.resources()))
+    assert [r.unadopted for r in reports] == [0] * len(reports)
+    assert len(cloud.resources()) >= 1
+
+
+def test_an_adopted_workers_vm_that_dies_is_stopped_and_deleted_like_any(engine, cloud):
+    provider = cloud.make_provider(True)
+    configure(engine, provider, cloud.kind, cloud.region)
+    vm = made(cloud, provider.id)
+    worker_id = imported(engine, cloud, provider.id, vm)
+    scan = scanner(engine, provider)
+    scan.scan(provider.id, cloud.region)
+    before = set(cloud.resources())
+
+    cloud.sim.kill(row(engine, worker_id).cloud_id)
     for _ in range(6):
         scan.scan(provider.id, cloud.region)
         if row(engine, worker_id).state == WorkerState.STOPPED:
             break
+
     assert row(engine, worker_id).state == WorkerState.STOPPED
-    # Everything worker-manager made for it is gone; wm's own worker is not touched.
+    assert row(engine, worker_id).stop_reason
     assert not (before & set(cloud.resources()))
 
 
@@ -193,6 +218,9 @@ def test_an_unknown_legacy_vm_is_reported_and_kept_and_others_are_never_touched(
     reports = [scan.scan(provider.id, cloud.region) for _ in range(3)]
 
     assert [r.unadopted for r in reports] == [1, 1, 1]
+    # Named once as an error of its pool, for `wm status` and `wm pools errors`.
+    (error,) = list_errors(engine, POOL)
+    assert error.kind == "legacy-vm-unadopted" and unknown.worker_id in error.description
     assert [r.orphans for r in reports] == [0, 0, 0]
     assert set(cloud.resources()) == before  # nothing deleted, nothing of theirs
     assert list_workers(engine, pool_id=POOL) == []

@@ -232,3 +232,25 @@ def test_an_imported_worker_asks_reports_and_removes_itself(api, deployment):
 
     assert api.row(worker.worker_id)["state"] == "stopping"
     assert mine.shouldWorkerTerminate(pool, group, name)["terminate"] is True
+
+
+def test_an_imported_azure_worker_not_yet_adopted_is_refused_until_its_vm_is_recorded(
+    api, deployment
+):
+    # Azure's proof names the VM by its vmId, which only ARM (by the VM's resource id) or a
+    # scan's record gives: before the scan adopts the VM, wm has neither. Refused cleanly,
+    # with Azure's words, and no verifier failure.
+    worker = imported(api, WorkerState.REQUESTED, "azure")
+    proof = proof_fetcher(
+        api.stack.config().provider(worker.provider_id),
+        worker.worker_id,
+        worker.worker_group,
+        worker.cloud_id or "",
+        deployment.root_url,
+    )()
+
+    status = refused(lambda: client(deployment).registerWorker(api.register_body(worker, proof)))
+
+    assert status == (400, "InputError")
+    assert api.row(worker.worker_id)["state"] == "requested"
+    assert not api.events("identity-verifier-failed")

@@ -27,6 +27,14 @@ def started_everywhere(move: Move) -> bool:
     return running == set(POOL.values()) and all(move.completed().get(p) for p in POOL.values())
 
 
+def live_imported(move: Move, provider_id: str) -> set[str]:
+    return {
+        worker_id
+        for worker_id, row in move.imported().items()
+        if row["provider_id"] == provider_id and row["state"] in ("requested", "running")
+    }
+
+
 def drain(move: Move) -> None:
     move.stop_feeding()
     wait_for(move.every_task_completed, "every task submitted completed")
@@ -82,6 +90,22 @@ def test_azure_moves_to_wm_while_tasks_keep_arriving_and_nothing_is_lost(
         )
         move.compare()
         calls_at_import = len(move.legacy.manager.deployment.calls)
+        # A lull in Azure: some imported workers are told to go; then tasks come back faster
+        # than the pool's maximum takes them, and wm launches beside the adopted ones left.
+        adopted = live_imported(move, "azure2")
+        move.slow_down(POOL["azure2"], 1.0)
+        wait_for(
+            lambda: 0 < len(live_imported(move, "azure2")) < len(adopted),
+            "an imported Azure worker gone in the lull, another still running",
+        )
+        move.full_speed(POOL["azure2"])
+        wait_for(
+            lambda: (
+                move.fleet is not None
+                and any("task-done" in a.events for a in move.fleet.agents.values())
+            ),
+            "a worker wm launched in the Azure pool running tasks",
+        )
         drain(move)
         figures = assert_kept_through_the_move(move, ["azure2"])
         calls = move.legacy.manager.deployment.calls[calls_at_import:]
@@ -91,8 +115,11 @@ def test_azure_moves_to_wm_while_tasks_keep_arriving_and_nothing_is_lost(
     assert any(c[1] and c[1].startswith("worker/aws/") for c in calls)
     phases = {c.phase for c in move.comparisons}
     assert {"legacy", "azure2: rootUrl at wm", "azure2: removed from the stand-in"} <= phases
-    after = {c.pool_id.split()[-1] for c in move.comparisons if c.phase.startswith("azure2")}
+    before = {c.pool_id.split()[-1] for c in move.comparisons if c.phase == "azure2: rootUrl at wm"}
+    after = {c.pool_id.split()[-1] for c in move.comparisons if c.phase.endswith("stand-in")}
+    assert before == set(POOL.values())  # Azure too, forwarded until it is imported
     assert after == {POOL["aws"], POOL["fxci-level1-gcp"]}
+    assert figures["wm_launched"] > 0
     print(f"took {time.monotonic() - started:.1f}s; {figures['comparisons']} comparisons")
 
 

@@ -147,6 +147,8 @@ class Move:
     capacity_peaks: dict[str, int] = field(default_factory=dict)
     over_capacity: list[tuple[str, str, int]] = field(default_factory=list)  # phase, pool, seen
     samples: int = 0
+    feed_every: dict[str, float] = field(default_factory=dict)  # pool -> s, if not FEED_EVERY_S
+    lulled: set[str] = field(default_factory=set)
     renewed_at_wm: set[str] = field(default_factory=set)  # imported workers seen renewed at wm
     comparisons: list[Comparison] = field(default_factory=list)
     unsettled: int = 0  # comparisons skipped: the stand-in's answer changed while compared
@@ -216,13 +218,25 @@ class Move:
 
     def _feed(self) -> None:
         self._feeding.set()
+        due = dict.fromkeys(POOL.values(), time.monotonic())
         while not self._stop.is_set():
-            if self._feeding.is_set():
-                for pool_id in POOL.values():
+            now = time.monotonic()
+            for pool_id in POOL.values() if self._feeding.is_set() else ():
+                if now >= due[pool_id]:
                     task_store.submit_tasks(self.engine, pool_id, 1, TASK_S)
                     with self._lock:
                         self.submitted[pool_id] += 1
-            self._stop.wait(FEED_EVERY_S)
+                    due[pool_id] = now + self.feed_every.get(pool_id, FEED_EVERY_S)
+            self._stop.wait(0.05)
+
+    def slow_down(self, pool_id: str, every_s: float) -> None:
+        """Tasks arrive in this pool once every `every_s` from now on (the pool is left out of
+        `scaled_down_while_feeding`: scaling down is what a lull is for)."""
+        self.lulled.add(pool_id)
+        self.feed_every[pool_id] = every_s
+
+    def full_speed(self, pool_id: str) -> None:
+        self.feed_every.pop(pool_id, None)
 
     def stop_feeding(self) -> None:
         self._feeding.clear()
@@ -235,6 +249,7 @@ class Move:
             agent.queue_worker_id
             for agent in self.agents()
             if SCALE_DOWN in agent.events[: self.events_while_feeding.get(id(agent), 0)]
+            and (agent.boot is None or agent.boot.worker_pool_id not in self.lulled)
         ]
 
     def completed(self) -> Counter[str]:

@@ -199,9 +199,11 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
     the pool the request names is in wm's database under one of them (or under none: a
     deleted pool wm drains).
 
-    Nothing is ever forwarded for a provider wm has: a registration or a pool definition naming
-    one is wm's, whatever the pool. A request wm cannot even read its pool or provider from (a
-    malformed body) is wm's to refuse, with the words the legacy would use too."""
+    Nothing is ever forwarded for a provider wm has taken over: a pool definition naming one is
+    wm's, whatever the pool, and so is a registration naming one for a pool wm has (a pool
+    wm does not have yet is still the legacy's: the import has not run). A request wm cannot
+    even read its pool or provider from (a malformed body) is wm's to refuse, with the words
+    the legacy would use too."""
     endpoint = subject.endpoint
     if endpoint is None:
         return Decision.FORWARD  # not wm's API: the legacy answers it (its 404, or more)
@@ -213,7 +215,14 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
     if routing is Routing.QUERY_POOL and subject.pool_id is None:
         return Decision.MERGE  # error stats of every pool
     if routing in (Routing.BODY_PROVIDER, Routing.DEFINITION):
-        if subject.provider_id is None or subject.provider_id in providers:
+        if subject.provider_id is None:
+            return Decision.SERVE
+        if subject.provider_id in providers:
+            if routing is Routing.BODY_PROVIDER and subject.pool_id and not pool_is_wms:
+                # A worker the legacy launched for a provider wm is configured with, whose
+                # pool wm has not imported yet (the rootUrl is routed to wm before the import):
+                # only the legacy knows it. Refusing it would leave its VM idle, unregistered.
+                return Decision.FORWARD
             return Decision.SERVE
         if routing is Routing.BODY_PROVIDER:
             return Decision.FORWARD

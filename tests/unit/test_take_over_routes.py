@@ -12,6 +12,7 @@ import pytest
 from wm.take_over_routes import (
     ENDPOINTS,
     START,
+    Decision,
     MergedToken,
     Routing,
     Side,
@@ -283,6 +284,17 @@ def test_nothing_for_a_provider_wm_has_is_ever_forwarded(scenario, method, path,
     about = subject(method, path, {}, body)
 
     assert decide(about, WMS, pool_is_wms=False).value == decision, scenario
+
+
+def test_a_registration_for_a_pool_wm_has_not_imported_yet_goes_to_the_legacy():
+    # The rootUrl is routed to wm before `wm import` runs: a worker the legacy launched then
+    # registers where its pool is, while wm serves the pools it has.
+    about = subject(
+        "POST", "/worker/register", {}, b'{"workerPoolId": "p/q", "providerId": "azure2"}'
+    )
+
+    assert decide(about, WMS, pool_is_wms=False) is Decision.FORWARD
+    assert decide(about, WMS, pool_is_wms=True) is Decision.SERVE
 
 
 @pytest.mark.parametrize(

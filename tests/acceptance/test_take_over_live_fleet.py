@@ -38,7 +38,11 @@ def live_imported(move: Move, provider_id: str) -> set[str]:
 def drain(move: Move) -> None:
     move.stop_feeding()
     wait_for(move.every_task_completed, "every task submitted completed")
-    wait_for(move.drained, "every worker idled out and removed, with its VM and resources")
+    wait_for(
+        move.drained,
+        "every worker idled out and removed, with its VM and resources",
+        shown=move.leftovers,
+    )
 
 
 def assert_kept_through_the_move(move: Move, provider_ids: list[str]) -> dict[str, object]:
@@ -62,7 +66,7 @@ def assert_kept_through_the_move(move: Move, provider_ids: list[str]) -> dict[st
     kept = {name: agent for name, agent in agents.items() if name in imported}
     assert kept, "no agent of an imported worker"
     assert {name: refusals(agent) for name, agent in kept.items() if refusals(agent)} == {}
-    assert {a.queue_worker_id: refusals(a) for a in move.agents() if refusals(a)} == {}
+    assert move.refused() == {}
     assert move.scaled_down_while_feeding() == []
     assert move.over_capacity == [], f"capacity above {MAX_CAPACITY}: {move.over_capacity[:5]}"
     assert move.samples > 20

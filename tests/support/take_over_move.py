@@ -57,6 +57,8 @@ AGENT = AgentSettings(
     idle_timeout_s=2.0, should_terminate_every_s=0.3, notice_every_s=0.3, poll_s=0.05
 )
 REREGISTRATION_TIMEOUT_S = 8
+# A VM whose worker never registers is removed this long after its launch (by either side).
+REGISTRATION_TIMEOUT_S = 15
 TASK_S = 1.0
 FEED_EVERY_S = 0.3  # one task per pool each time: a little more than 3 workers can take
 MAX_CAPACITY = 3
@@ -69,10 +71,16 @@ POOL = {provider_id: pool_id for provider_id, _, _, pool_id, _ in LEGACY_PROVIDE
 REGION = {provider_id: region for provider_id, _, _, _, region in LEGACY_PROVIDERS}
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+def wait_for(
+    check: Callable[[], bool],
+    what: str,
+    timeout_s: float = WAIT_S,
+    shown: Callable[[], object] = lambda: "",
+) -> None:
+    """Until `check()`; else fail naming `what`, with what `shown()` says of the state."""
     deadline = time.monotonic() + timeout_s
     while not check():
-        assert time.monotonic() < deadline, f"not within {timeout_s:g}s: {what}"
+        assert time.monotonic() < deadline, f"not within {timeout_s:g}s: {what} {shown()}"
         time.sleep(0.1)
 
 
@@ -133,6 +141,8 @@ class Move:
     legacy: LegacyStack
     moved: list[str] = field(default_factory=list)  # providers wm has, in the order moved
     moving: set[str] = field(default_factory=set)  # being imported, or imported
+    # Workers the stand-in launched after an import read its list: the second import's
+    late: set[str] = field(default_factory=set)
     phase: str = "legacy"
     take_over: bool = True  # forwarding on
     generation: int = 0
@@ -145,9 +155,11 @@ class Move:
     fleet: Fleet | None = None
     submitted: Counter[str] = field(default_factory=Counter)
     capacity_peaks: dict[str, int] = field(default_factory=dict)
-    over_capacity: list[tuple[str, str, int]] = field(default_factory=list)  # phase, pool, seen
+    # (phase, pool, the workers counted) of every sample above a pool's maximum
+    over_capacity: list[tuple[str, str, list[str]]] = field(default_factory=list)
     samples: int = 0
-    feed_every: dict[str, float] = field(default_factory=dict)  # pool -> s, if not FEED_EVERY_S
+    # pool -> (tasks, every s), where not one every FEED_EVERY_S
+    feed_rate: dict[str, tuple[int, float]] = field(default_factory=dict)
     lulled: set[str] = field(default_factory=set)
     renewed_at_wm: set[str] = field(default_factory=set)  # imported workers seen renewed at wm
     comparisons: list[Comparison] = field(default_factory=list)
@@ -187,7 +199,9 @@ class Move:
                 clients={OPERATOR[0]: PermanentClient(OPERATOR[1], ALL_SCOPES)},
                 issuer_scopes=ALL_SCOPES,  # wm's web and `wm import` read it as this client
                 pools=legacy_pools(
-                    max_capacity=MAX_CAPACITY, reregistrationTimeout=REREGISTRATION_TIMEOUT_S
+                    max_capacity=MAX_CAPACITY,
+                    registrationTimeout=REGISTRATION_TIMEOUT_S,
+                    reregistrationTimeout=REREGISTRATION_TIMEOUT_S,
                 ),
                 agent_settings=AGENT,
             )
@@ -223,20 +237,21 @@ class Move:
             now = time.monotonic()
             for pool_id in POOL.values() if self._feeding.is_set() else ():
                 if now >= due[pool_id]:
-                    task_store.submit_tasks(self.engine, pool_id, 1, TASK_S)
+                    count, every_s = self.feed_rate.get(pool_id, (1, FEED_EVERY_S))
+                    task_store.submit_tasks(self.engine, pool_id, count, TASK_S)
                     with self._lock:
-                        self.submitted[pool_id] += 1
-                    due[pool_id] = now + self.feed_every.get(pool_id, FEED_EVERY_S)
+                        self.submitted[pool_id] += count
+                    due[pool_id] = now + every_s
             self._stop.wait(0.05)
 
-    def slow_down(self, pool_id: str, every_s: float) -> None:
-        """Tasks arrive in this pool once every `every_s` from now on (the pool is left out of
-        `scaled_down_while_feeding`: scaling down is what a lull is for)."""
+    def slow_down(self, pool_id: str, every_s: float, count: int = 1) -> None:
+        """`count` tasks arrive in this pool every `every_s` from now on (the pool is left out
+        of `scaled_down_while_feeding`: scaling down is what a lull is for)."""
         self.lulled.add(pool_id)
-        self.feed_every[pool_id] = every_s
+        self.feed_rate[pool_id] = (count, every_s)
 
     def full_speed(self, pool_id: str) -> None:
-        self.feed_every.pop(pool_id, None)
+        self.feed_rate.pop(pool_id, None)
 
     def stop_feeding(self) -> None:
         self._feeding.clear()
@@ -267,27 +282,34 @@ class Move:
         """Per pool: the capacity of wm's workers that are not stopped and of the stand-in's
         workers that are not stopped under a provider it still has, each worker once (an
         imported worker is in both until the stand-in lets its provider go)."""
-        workers: dict[str, tuple[str, int]] = {}
+        return {pool_id: sum(c for _, c in seen) for pool_id, seen in self.live_workers().items()}
+
+    def live_workers(self) -> dict[str, list[tuple[str, int]]]:
+        """Per pool: (where and which worker in what state, capacity) of every worker counted
+        by `capacity`."""
+        workers: dict[str, tuple[str, str, int]] = {}
         removed = self.legacy.manager.deployment.removed_providers
         for worker in self.legacy.manager.workers():
-            if worker.state != "stopped" and worker.provider_id not in removed:
+            state = worker.state
+            if state != "stopped" and worker.provider_id not in removed:
                 name = imported_worker_id(*worker.key)
-                workers[name] = (worker.worker_pool_id, worker.capacity)
+                workers[name] = (worker.worker_pool_id, f"stand-in {state}", worker.capacity)
         for row in list_workers(self.engine, limit=None):
             if row.state is not WorkerState.STOPPED:
-                workers[row.worker_id] = (row.pool_id, row.capacity)
-        per_pool: Counter[str] = Counter()
-        for pool_id, capacity in workers.values():
-            per_pool[pool_id] += capacity
-        return dict(per_pool)
+                workers[row.worker_id] = (row.pool_id, f"wm {row.state.value}", row.capacity)
+        per_pool: dict[str, list[tuple[str, int]]] = {}
+        for name, (pool_id, where, capacity) in workers.items():
+            per_pool.setdefault(pool_id, []).append((f"{where} {name}", capacity))
+        return per_pool
 
     def _sample_capacity(self) -> None:
         while not self._stop.is_set():
             phase = self.phase
-            for pool_id, capacity in self.capacity().items():
+            for pool_id, seen in self.live_workers().items():
+                capacity = sum(c for _, c in seen)
                 self.capacity_peaks[pool_id] = max(self.capacity_peaks.get(pool_id, 0), capacity)
                 if capacity > MAX_CAPACITY:
-                    self.over_capacity.append((phase, pool_id, capacity))
+                    self.over_capacity.append((phase, pool_id, [w for w, _ in seen]))
             for worker_id, row in self.imported().items():
                 if row["renewed"]:
                     self.renewed_at_wm.add(worker_id)
@@ -510,8 +532,16 @@ class Move:
         self.moved.append(provider_id)
         self.start_fleet()
         self.phase = f"{provider_id}: imported"
+        first = set(self.imported())
         self.legacy.manager.remove_provider(provider_id)
         self.phase = f"{provider_id}: removed from the stand-in"
+        # A VM the stand-in launched between the import's read and the removal is wm's to
+        # take, and no one's until then: the import run again once the stand-in's loop under
+        # way at the removal is over takes it (and adds nothing else).
+        loops = self.legacy.provisioner.loops
+        wait_for(lambda: self.legacy.provisioner.loops >= loops + 2, "the stand-in's next loop")
+        self.run_import(provider_id)
+        self.late.update(set(self.imported()) - first)
         if self.legacy_pools():
             self.compare()
 
@@ -571,6 +601,69 @@ class Move:
             if w.provider_id not in removed
         )
 
+    def refused(self) -> dict[str, list[str]]:
+        """Every worker's refusals (`refusals`), except the registration of a worker the
+        stand-in launched after the import's read (`late`): wm had no row for it yet."""
+        found = {}
+        for agent in self.agents():
+            seen = refusals(agent)
+            if agent.queue_worker_id in self.late:
+                seen = [e for e in seen if not e.startswith("register-refused")]
+            if seen:
+                found[agent.queue_worker_id] = seen
+        return found
+
+    def late_registrations_refused(self) -> int:
+        return sum(
+            1
+            for agent in self.agents()
+            if agent.queue_worker_id in self.late
+            and any(e.startswith("register-refused") for e in agent.events)
+        )
+
+    def leftovers(self) -> dict[str, Any]:
+        """What keeps `drained()` false."""
+        removed = self.legacy.manager.deployment.removed_providers
+        names = {
+            vm.rsplit("/", 1)[-1]
+            for vms in self.live_vms().values()
+            for vm in vms
+            if "/virtualMachines/" in vm or "/" not in vm
+        }
+        rows = list_workers(self.engine, limit=None)
+        return {
+            "vms": self.live_vms(),
+            "their rows": [
+                (r.worker_id, r.state.value, r.stop_reason)
+                for r in rows
+                if any(n in r.worker_id or n == r.cloud_id for n in names)
+            ],
+            "their agents": {
+                a.queue_worker_id: a.events[-6:]
+                for a in self.agents()
+                if any(n in a.queue_worker_id for n in names)
+            },
+            "at the stand-in": [
+                (w.key, w.state) for w in self.legacy.manager.workers() if w.worker_id in names
+            ],
+            "wm said": [
+                line
+                for process in self.processes
+                for line in process.raw
+                if any(n in line for n in names)
+            ][-10:],
+            "wm": [
+                (r.worker_id, r.state.value, r.cloud_id)
+                for r in list_workers(self.engine, limit=None)
+                if r.state is not WorkerState.STOPPED
+            ],
+            "stand-in": [
+                (w.key, w.state)
+                for w in self.legacy.manager.workers()
+                if w.state != "stopped" and w.provider_id not in removed
+            ],
+        }
+
     def figures(self) -> dict[str, Any]:
         events: Counter[str] = Counter()
         statuses: Counter[int] = Counter()
@@ -582,6 +675,8 @@ class Move:
             "tasks_submitted": sum(self.submitted.values()),
             "tasks_completed": sum(self.completed().values()),
             "workers_imported": len(imported),
+            "workers_imported_late": len(self.late),
+            "late_registrations_refused": self.late_registrations_refused(),
             "imported_renewed_at_wm": len(self.renewed_at_wm),
             "agent_events": dict(events),
             "scaled_down_while_feeding": len(self.scaled_down_while_feeding()),

@@ -66,6 +66,10 @@ class CloudInstance:
     # row's): what the cloud will not tell again, such as what an ARM deployment made before
     # the deployment is deleted. The scan writes it, then tells the provider (`recorded`).
     record: Mapping[str, Any] = field(default_factory=dict)
+    # Made by the legacy worker-manager of a provider taking it over (its tags, not wm's):
+    # matched to the row `wm import` wrote (worker_id is wm.take_over.imported_worker_id), and
+    # without one never deleted as an orphan, only reported until a later import takes it.
+    legacy: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 - to_terminate: instances the cloud stopped on its own (pre-empted, evicted, died) and rows
   already stopping: delete until the cloud confirms nothing is left;
 - orphans: instances with this deployment's tag and no live row, past a grace period;
+- unadopted: live instances a legacy worker-manager made (`CloudInstance.legacy`) with no live
+  row: never deleted on sight, reported until an import writes their rows;
 - cloud_running: rows whose VM the cloud runs, seen so for the first time (a stage's end);
 - a change to stopping says whether the cloud pre-empted the VM (its tasks go back).
 """
@@ -61,6 +63,7 @@ class ScanDiff:
     orphans: tuple[CloudInstance, ...]
     cloud_running: tuple[WorkerRecord, ...] = ()  # rows whose VM runs, first seen so now
     in_flight: tuple[str, ...] = ()  # open intents, not listed, whose create may be in flight
+    unadopted: tuple[CloudInstance, ...] = ()  # a legacy worker-manager's, with no row
 
 
 def diff(
@@ -83,12 +86,19 @@ def diff(
     changes: list[StateChange] = []
     to_terminate: list[WorkerRecord] = []
     orphans: list[CloudInstance] = []
+    unadopted: list[CloudInstance] = []
     cloud_running: list[WorkerRecord] = []
     first_seen = first_seen or {}
     free_since = intents_free_since or {}
 
     for instance in instances:
         row = _match(instance, by_worker, by_batch, by_cloud)
+        if instance.legacy and (row is None or row.state == X):
+            # worker-manager's VM, not imported (or its row is done): it is not wm's to delete.
+            # One the cloud already ended (EC2 lists terminated ones for an hour) is no news.
+            if instance.state != X:
+                unadopted.append(instance)
+            continue
         if row is None or row.state == X:
             born = instance.launched_at or first_seen.get(instance.cloud_id) or now
             if now - born >= orphan_grace:
@@ -150,6 +160,7 @@ def diff(
         orphans=tuple(orphans),
         cloud_running=tuple(cloud_running),
         in_flight=tuple(in_flight),
+        unadopted=tuple(unadopted),
     )
 
 

@@ -57,6 +57,38 @@ class SimControl(Protocol):
     def resources(self) -> list[str]: ...
 
 
+@dataclass(frozen=True)
+class LegacyLaunch:
+    """What Taskcluster's worker-manager knows when its provisioner makes one VM of a pool
+    (its provider's `provision`): the launchers of wmsim/<kind>/legacy.py make it exactly as
+    worker-manager does, with its tags, labels, names and boot data, so that wm's adoption is
+    tested against what a live deployment really holds."""
+
+    # The cloud account, as wm's provider config keys for this sim name it: what
+    # SimCloud.provider_settings gives (endpoint, ca_bundle...), plus `project` (GCE) or
+    # `subscription_id` and `resource_group` (Azure), and GCE's
+    # `worker_service_account_email`.
+    settings: Mapping[str, Any]
+    provider_id: str  # worker-manager's providerId
+    root_url: str  # the deployment's rootUrl
+    pool_id: str
+    owner: str  # the pool definition's owner
+    launch_config_id: str
+    launch_config: Mapping[str, Any]  # Taskcluster's launch config, as in the pool definition
+    description: str = ""  # the pool definition's (GCE: an instance without one gets it)
+
+
+@dataclass(frozen=True)
+class LegacyVm:
+    """One VM worker-manager made: what it records on its worker row."""
+
+    worker_id: str  # EC2 instance id, GCE numeric instance id (op.targetId), Azure VM name
+    worker_group: str  # EC2 region, GCE zone, Azure location
+    capacity: int
+    # worker-manager's providerData for the row (names of what it made, where it is).
+    provider_data: Mapping[str, Any]
+
+
 def _same(value: str) -> str:
     return value
 
@@ -94,3 +126,9 @@ class SimCloud:
     # The demo, at the end: resources besides VMs still held (None: the cloud has none to
     # count).
     leftovers: Callable[[SimControl], int] | None = None
+    # Make one VM as Taskcluster's worker-manager does, through the real SDK
+    # (wmsim/<kind>/legacy.py): a live deployment's fleet, for `wm import` and adoption.
+    legacy_launch: Callable[[LegacyLaunch], LegacyVm] | None = None
+    # Delete one such VM as worker-manager's removeWorker does (with the `settings` of
+    # LegacyLaunch): the stand-in's own removals.
+    legacy_terminate: Callable[[Mapping[str, Any], LegacyVm], None] | None = None

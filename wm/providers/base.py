@@ -54,6 +54,18 @@ def owned(tags: Mapping[str, str], deployment: str, provider: str) -> bool:
     return tags.get(TAG_DEPLOYMENT) == deployment and tags.get(TAG_PROVIDER, provider) == provider
 
 
+def made_by_wm(tags: Mapping[str, str]) -> bool:
+    """Whether a resource carries wm's deployment tag: wm writes worker-manager's tags too, so
+    only a resource without it can be a legacy worker-manager's (adopt_legacy)."""
+    return TAG_DEPLOYMENT in tags
+
+
+def imported_tc_worker_id(worker_id: str) -> str:
+    """worker-manager's workerId inside an imported worker's wm id (the last part of
+    wm.take_over.imported_worker_id: neither it nor the worker group holds a `/`)."""
+    return worker_id.rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class LaunchIntent:
     """One worker wm has committed to the database and now asks the cloud for."""

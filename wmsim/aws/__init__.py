@@ -13,7 +13,7 @@ from typing import Any
 from wm.legacy_pools import SPOT_EC2
 from wmsim.aws.bootdata import Ec2Metadata
 from wmsim.bootdata import CloudMetadata
-from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig
+from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig
 
 
 def _serve(config: SimCloudConfig, state_dir: Path) -> RunningSim:
@@ -36,6 +36,18 @@ def _on_spot(launch_config: Mapping[str, Any]) -> dict[str, Any]:
     return lc
 
 
+def _legacy_launch(launch: LegacyLaunch) -> LegacyVm:
+    from wmsim.aws.legacy import launch as made
+
+    return made(launch)
+
+
+def _legacy_terminate(settings: Mapping[str, Any], vm: LegacyVm) -> None:
+    from wmsim.aws.legacy import terminate
+
+    terminate(settings, vm)
+
+
 CLOUD = SimCloud(
     kind="aws",
     serve=_serve,
@@ -44,4 +56,6 @@ CLOUD = SimCloud(
     on_spot=_on_spot,
     colour="#ff9900",
     demo_share=0.84,
+    legacy_launch=_legacy_launch,
+    legacy_terminate=_legacy_terminate,
 )

@@ -18,7 +18,7 @@ from wm.legacy_pools import SPOT_AZURE
 from wmsim.azure.bootdata import AzureMetadata
 from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.bootdata import CloudMetadata
-from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig, SimControl
+from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig, SimControl
 
 
 def _serve(config: SimCloudConfig, state_dir: Path) -> RunningSim:
@@ -73,6 +73,18 @@ def _leftovers(client: SimControl) -> int:
     return len([r for r in client.resources() if "/virtualMachines/" not in r])
 
 
+def _legacy_launch(launch: LegacyLaunch) -> LegacyVm:
+    from wmsim.azure.legacy import launch as made
+
+    return made(launch)
+
+
+def _legacy_terminate(settings: Mapping[str, Any], vm: LegacyVm) -> None:
+    from wmsim.azure.legacy import terminate
+
+    terminate(settings, vm)
+
+
 CLOUD = SimCloud(
     kind="azure",
     serve=_serve,
@@ -84,4 +96,6 @@ CLOUD = SimCloud(
     vm_key=_vm_key,
     publish_for=_publish_for,
     leftovers=_leftovers,
+    legacy_launch=_legacy_launch,
+    legacy_terminate=_legacy_terminate,
 )

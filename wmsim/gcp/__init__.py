@@ -15,7 +15,7 @@ from wm.kinds.gcp import GcpProviderConfig
 from wm.legacy_pools import SPOT_GCE
 from wm.provider_ids import from_gce_label
 from wmsim.bootdata import CloudMetadata
-from wmsim.cloud import RunningSim, SimCloud, SimCloudConfig
+from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig
 from wmsim.gcp.bootdata import GceMetadata
 
 # The service account the demo's and the tests' GCE workers are created with.
@@ -56,6 +56,18 @@ def _on_spot(launch_config: Mapping[str, Any]) -> dict[str, Any]:
     return lc
 
 
+def _legacy_launch(launch: LegacyLaunch) -> LegacyVm:
+    from wmsim.gcp.legacy import launch as made
+
+    return made(launch)
+
+
+def _legacy_terminate(settings: Mapping[str, Any], vm: LegacyVm) -> None:
+    from wmsim.gcp.legacy import terminate
+
+    terminate(settings, vm)
+
+
 CLOUD = SimCloud(
     kind="gcp",
     serve=_serve,
@@ -65,4 +77,6 @@ CLOUD = SimCloud(
     colour="#34a853",
     demo_share=0.03,
     provider_tag=from_gce_label,  # labels hold it escaped (wm/provider_ids.py)
+    legacy_launch=_legacy_launch,
+    legacy_terminate=_legacy_terminate,
 )

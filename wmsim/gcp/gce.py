@@ -650,7 +650,7 @@ class SimGce:
     def _get(self, request: Request, project: str, zone: str, name: str) -> Response:
         now = time.monotonic()
         with self._lock:
-            vm = self._state.vms.get((project, zone, name))
+            vm = self._named(project, zone, name)
             status = self._status(vm, now) if vm else None
             if vm is None or status is None:
                 raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
@@ -662,7 +662,7 @@ class SimGce:
         with self._lock:
             if request_id and (project, request_id) in self._state.request_ids:
                 return self._op_response(self._state.request_ids[(project, request_id)])
-            vm = self._state.vms.get((project, zone, name))
+            vm = self._named(project, zone, name)
             if vm is None or self._status(vm, now) is None:
                 raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
             if vm.deleted_at is None:
@@ -980,6 +980,21 @@ class SimGce:
         for key in gone:
             del self._state.vms[key]
         return list(self._state.vms.values())
+
+    def _named(self, project: str, zone: str, name: str) -> _Vm | None:
+        """The instance a path names: by name, or by its numeric id as GCE also takes it
+        (worker-manager gets and deletes its instances by id: its workerId)."""
+        vm = self._state.vms.get((project, zone, name))
+        if vm is None and name.isdigit():
+            vm = next(
+                (
+                    v
+                    for v in self._state.vms.values()
+                    if (v.project, v.zone) == (project, zone) and str(v.id) == name
+                ),
+                None,
+            )
+        return vm
 
     def _live_count(self, now: float) -> int:
         return sum(1 for vm in self._live_vms(now) if vm.deleted_at is None)

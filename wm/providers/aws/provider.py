@@ -19,7 +19,8 @@ import json
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -39,9 +40,12 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    imported_tc_worker_id,
+    made_by_wm,
     owned,
 )
 from wm.providers.gate import Gate
+from wm.take_over import imported_from, imported_worker_id
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
@@ -248,13 +252,52 @@ class AwsProvider:
         return self._launch_results(batch, _with_owner(reply, reply.get("Instances", [])))
 
     def list_instances(self, region: str) -> list[CloudInstance]:
-        return [
+        found = [
             self._cloud_instance(region, raw) for raw in self._describe(region, [self._owned()])
         ]
+        if self._config.adopt_legacy:
+            # One more listing, filtered by EC2 on worker-manager's own tags.
+            found += self._legacy_instances(region, [])
+        return found
+
+    def _legacy_instances(self, region: str, ids: Sequence[str]) -> list[CloudInstance]:
+        """Instances worker-manager made for this provider (all of the region, or these
+        ids), as imported workers: keyed as `wm import` keys their rows."""
+        return [self._instance_of(region, raw) for raw in self._legacy_raws(region, ids)]
+
+    def _legacy_raws(self, region: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        filters = [
+            _tag_filter("CreatedBy", [aws_kind.legacy_created_by(self.id)]),
+            _tag_filter("ManagedBy", [aws_kind.MANAGED_BY]),
+        ]
+        if ids:
+            filters.append({"Name": "instance-id", "Values": list(ids)})
+        return self._describe(region, filters, accept=self._legacy_pool)
+
+    def _instance_of(self, region: str, raw: dict[str, Any]) -> CloudInstance:
+        """The instance as the scan sees it: a legacy worker-manager's under its import key."""
+        instance = self._cloud_instance(region, raw)
+        pool = self._legacy_pool(_tags(raw))
+        if pool is None:
+            return instance
+        return replace(
+            instance,
+            worker_id=imported_worker_id(pool, region, raw["InstanceId"]),
+            pool_id=pool,
+            launch_config_id=None,
+            batch_token=None,
+            launch_index=None,
+            legacy=True,
+        )
+
+    def _legacy_pool(self, tags: Mapping[str, str]) -> str | None:
+        if made_by_wm(tags):
+            return None
+        return aws_kind.legacy_pool(tags, self.id)
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
         return {
-            worker_id: self._cloud_instance(region, raw)
+            worker_id: self._instance_of(region, raw)
             for worker_id, (region, raw) in self._locate(refs).items()
         }
 
@@ -397,7 +440,14 @@ class AwsProvider:
         by_region: dict[str, list[WorkerRef]] = defaultdict(list)
         for ref in refs:
             by_region[ref.region].append(ref)
-        for region, group in by_region.items():
+        for region, all_refs in by_region.items():
+            # Imported workers: found by their instance id (wm's tags are not on them).
+            imported = [r for r in all_refs if imported_from(r.provider_data) is not None]
+            ids = {r.cloud_id or imported_tc_worker_id(r.worker_id): r for r in imported}
+            for chunk in _chunks(sorted(ids), LOOKUP_CHUNK_SIZE):
+                for raw in self._legacy_raws(region, chunk):
+                    found[ids[raw["InstanceId"]].worker_id] = (region, raw)
+            group = [r for r in all_refs if imported_from(r.provider_data) is None]
             with_id = [ref for ref in group if ref.cloud_id]
             for chunk in _chunks(with_id, LOOKUP_CHUNK_SIZE):
                 ids = [ref.cloud_id for ref in chunk]
@@ -437,10 +487,21 @@ class AwsProvider:
             if raw is not None:
                 yield ref, raw
 
-    def _describe(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _describe(
+        self,
+        region: str,
+        filters: list[dict[str, Any]],
+        accept: Callable[[Mapping[str, str]], object] | None = None,
+    ) -> list[dict[str, Any]]:
         """Every instance of this provider matching the filters (which name the deployment),
         page by page at the largest page size. The provider tag is checked here, not filtered
-        on: an instance made before wm wrote one has none, and is still this provider's."""
+        on: an instance made before wm wrote one has none, and is still this provider's.
+        `accept` replaces that check (a legacy worker-manager's instances carry no wm tag)."""
+        if accept is None:
+
+            def accept(tags: Mapping[str, str]) -> bool:
+                return owned(tags, self.deployment_id, self.id)
+
         client = self._client(region)
         instances: list[dict[str, Any]] = []
         request: dict[str, Any] = {"Filters": filters, "MaxResults": LIST_PAGE_SIZE}
@@ -455,7 +516,7 @@ class AwsProvider:
                 instances += [
                     raw
                     for raw in _with_owner(reservation, reservation.get("Instances", []))
-                    if owned(_tags(raw), self.deployment_id, self.id)
+                    if accept(_tags(raw))
                 ]
             token = page.get("NextToken")
             if not token:

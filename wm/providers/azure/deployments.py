@@ -100,6 +100,8 @@ class ArmHost(Protocol):
 
     def owns(self, vm: Any) -> bool: ...
 
+    def may_delete(self, vm: Any) -> bool: ...
+
     def owns_tags(self, tags: Mapping[str, str]) -> bool: ...
 
     def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]: ...
@@ -654,7 +656,7 @@ class ArmDeployments:
         vm = self._p.get_vm(parsed.name, group=parsed.resource_group)
         if vm is None:
             return Deleted.ABSENT
-        if not self._p.owns(vm):
+        if not self._p.may_delete(vm):
             log("azure-vm-not-owned", provider=self._p.id, vm=vm_id)
             return Deleted.NOT_OURS
         if self._p.provisioning_state(vm) == "deleting":

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from enum import Enum
 from functools import partial
 from typing import Any
@@ -48,7 +49,15 @@ from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers.azure.arm import ARM_DEPLOYMENT, OS_DISK_KEY, TORN_DOWN_TYPES, VM_TYPE
+from wm.providers.azure.arm import (
+    ARM_DEPLOYMENT,
+    OS_DISK_KEY,
+    TORN_DOWN_TYPES,
+    VM_TYPE,
+    DeploymentRef,
+    Made,
+    deployment_name,
+)
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
 from wm.providers.azure.deployments import ArmDeployments
 from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
@@ -61,10 +70,13 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    imported_tc_worker_id,
+    made_by_wm,
     owned,
 )
 from wm.providers.gate import Gate
 from wm.providers.meter import carry
+from wm.take_over import imported_from, imported_worker_id
 from wm.telemetry import log
 
 CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
@@ -84,6 +96,8 @@ OLD_DISK_NAMES = "disk_names"
 VM_ID = "vmId"
 GONE_LEAVING_RESOURCES = "vm-gone-resources-left"  # stop reason: the VM went, its NIC etc. did not
 REASON_SPOT_EVICTED = "spot-eviction"
+# A legacy VM's listing: the ids of the NICs and disks it points at (never kept on a row).
+LEGACY_HELD = "legacyHeld"
 
 # Provisioning state -> worker state; None means the power state decides.
 PROVISIONING_STATES: dict[str, WorkerState | None] = {
@@ -307,6 +321,7 @@ class AzureProvider:
         self.deployment_id = deployment_id
         self.subscription_id = config.subscription_id
         self.resource_group = self._rg = config.resource_group
+        self.adopt_legacy = config.adopt_legacy
         self.gate = gate
         self.clients = self._clients = clients
         self.pool = self._pool = ThreadPoolExecutor(
@@ -399,7 +414,47 @@ class AzureProvider:
     def list_instances(self, region: str) -> list[CloudInstance]:
         own = self._rg.lower()
         groups = [self._rg, *(g for g in self._arm.groups() if g.lower() != own)]
-        return self._arm.instances(region, self.list_groups(region, groups))
+        vms = self.list_groups(region, groups)
+        found = self._arm.instances(region, [v for v in vms if not v.legacy])
+        return found + self._with_legacy_records([v for v in vms if v.legacy])
+
+    def _with_legacy_records(self, instances: Sequence[CloudInstance]) -> list[CloudInstance]:
+        """worker-manager's VMs, each recording what worker-manager made for it (its NICs,
+        their public IPs, its disks; and where its ARM deployment would be), for its row to
+        keep: the teardown deletes from that record, as for a finished ARM deployment of
+        wm's. One NIC list per resource group holding any."""
+        if not instances:
+            return []
+        groups = {}
+        for instance in instances:
+            parsed = _parse_resource_id(instance.cloud_id)
+            if parsed is not None:
+                groups.setdefault(parsed.resource_group.lower(), parsed.resource_group)
+        public_ips: dict[str, list[str]] = {}
+        for group in groups.values():
+            nics = self.all_pages(
+                "NetworkInterfaces_List",
+                lambda g=group: self._clients.network.network_interfaces.list(g),
+            )
+            for nic in nics:
+                public_ips[str(nic.id).lower()] = [
+                    ip
+                    for c in nic.ip_configurations or []
+                    if (ip := _id_of(getattr(c, "public_ip_address", None)))
+                ]
+        out = []
+        for instance in instances:
+            parsed = _parse_resource_id(instance.cloud_id)
+            held = instance.provider_data.get(LEGACY_HELD) or []
+            ips = [ip for i in held for ip in public_ips.get(str(i).lower(), [])]
+            record: dict[str, Any] = {**Made("Succeeded", (instance.cloud_id, *held, *ips)).data()}
+            if parsed is not None:
+                # worker-manager's deployment of an ARM worker, deleted with it if still there.
+                ref = DeploymentRef(parsed.resource_group, deployment_name(parsed.name))
+                record.update(ref.data())
+            data = {k: v for k, v in instance.provider_data.items() if k != LEGACY_HELD}
+            out.append(replace(instance, provider_data=data, record=record))
+        return out
 
     def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]:
         """This deployment's VMs of one region in these resource groups: a paged list per
@@ -417,6 +472,16 @@ class AzureProvider:
         owned = {
             vm.id.lower(): vm for vm in models if self.owns(vm) and same_region(vm.location, region)
         }
+        if self.adopt_legacy:
+            # worker-manager's VMs, in whatever group of the subscription its launch configs
+            # put them (armDeploymentResourceGroup): one more list, of the subscription.
+            owned.update(
+                (vm.id.lower(), vm)
+                for vm in self.all_pages(
+                    "VirtualMachines_ListAll", lambda: compute.virtual_machines.list_all()
+                )
+                if self.legacy_pool(vm) is not None and same_region(vm.location, region)
+            )
         if not owned:
             return []
         statuses = {
@@ -429,7 +494,7 @@ class AzureProvider:
         }
         # A VM created or deleted between the two lists is left out; the scan looks it up.
         return [
-            self._instance(vm, statuses[key], region)
+            self._any_instance(vm, statuses[key], region)
             for key, vm in owned.items()
             if key in statuses
         ]
@@ -461,7 +526,10 @@ class AzureProvider:
         return found
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
-        vm = self.get_vm(ref_vm_name(ref), expand="instanceView", group=ref_group(ref, self._rg))
+        group = ref_group(ref, self._rg)
+        if imported_from(ref.provider_data) is not None:
+            group = ref_group(ref, str(ref.provider_data.get("resourceGroupName") or self._rg))
+        vm = self.get_vm(ref_vm_name(ref), expand="instanceView", group=group)
         if vm is None and _old_style_resources(ref):
             # The VM is gone but a worker made the old multi-step way had a NIC, public IP and
             # disk that do not go with it: until terminate finds them gone too, the worker is
@@ -474,16 +542,17 @@ class AzureProvider:
                 reason=GONE_LEAVING_RESOURCES,
                 provider_data=dict(ref.provider_data),
             )
-        if vm is None or not self.owns(vm):
+        if vm is None:
             return None
-        return self._instance(vm, vm.properties.instance_view, ref.region)
+        return self._any_instance(vm, vm.properties.instance_view, ref.region)
 
     def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None:
-        """One VM of this deployment, looked up by name in a resource group."""
+        """One VM of this deployment (or, with adopt_legacy, of its legacy worker-manager),
+        looked up by name in a resource group."""
         vm = self.get_vm(name, expand="instanceView", group=group)
-        if vm is None or not self.owns(vm):
+        if vm is None:
             return None
-        return self._instance(vm, vm.properties.instance_view, region)
+        return self._any_instance(vm, vm.properties.instance_view, region)
 
     def recorded(self, instances: Sequence[CloudInstance]) -> None:
         """Rows now hold what their ARM deployments made: those may go (arm.py)."""
@@ -511,7 +580,7 @@ class AzureProvider:
             vm = self.get_vm(name, group=group)
             if vm is None:
                 return TerminateResult(ref.worker_id, gone=self._delete_leftovers(ref))
-            if not self.owns(vm):
+            if not self.may_delete(vm):
                 # Not this deployment's VM: never touched. Nothing of this worker is there.
                 log("azure-vm-not-owned", provider=self.id, worker=ref.worker_id, vm=name)
                 return TerminateResult(ref.worker_id, gone=True)
@@ -586,6 +655,47 @@ class AzureProvider:
 
     def owns(self, vm: Any) -> bool:
         return self.owns_tags(vm.tags or {})
+
+    def legacy_pool(self, vm: Any) -> str | None:
+        """With adopt_legacy, the pool of a VM the legacy worker-manager made for this provider
+        of this deployment (its tags; wm's own carry them too, and wm's tags besides)."""
+        tags = vm.tags or {}
+        if not self.adopt_legacy or made_by_wm(tags):
+            return None
+        return azure_kind.legacy_pool(tags, self.id, self.root_url)
+
+    def may_delete(self, vm: Any) -> bool:
+        """A VM a worker's teardown may delete: this deployment's, or an adopted one's."""
+        return self.owns(vm) or self.legacy_pool(vm) is not None
+
+    def _any_instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance | None:
+        """The VM as the scan sees it: wm's, a legacy worker-manager's under its import key
+        (holding the ids of what it points at, for `_with_legacy_records`), or None."""
+        if self.owns(vm):
+            return self._instance(vm, instance_view, region)
+        pool = self.legacy_pool(vm)
+        if pool is None:
+            return None
+        instance = self._instance(vm, instance_view, region)
+        tags = vm.tags or {}
+        props = vm.properties
+        network = getattr(props, "network_profile", None)
+        storage = getattr(props, "storage_profile", None)
+        held = [str(n.id) for n in getattr(network, "network_interfaces", None) or [] if n.id]
+        disks = [getattr(storage, "os_disk", None), *(getattr(storage, "data_disks", None) or [])]
+        held += [
+            str(d.managed_disk.id)
+            for d in disks
+            if d is not None and getattr(d, "managed_disk", None) and d.managed_disk.id
+        ]
+        return replace(
+            instance,
+            worker_id=imported_worker_id(pool, tags.get("worker-group") or region, vm.name),
+            pool_id=pool,
+            launch_config_id=tags.get("launch-config-id"),
+            provider_data={**instance.provider_data, LEGACY_HELD: held},
+            legacy=True,
+        )
 
     def owns_tags(self, tags: Mapping[str, str]) -> bool:
         """Whether a resource with these tags is this deployment's and this provider's."""
@@ -703,9 +813,12 @@ def _old_style_resources(ref: WorkerRef) -> bool:
 
 
 def ref_vm_name(ref: WorkerRef) -> str:
-    """The VM name of a worker: from its resource id when the cloud told it, else derived."""
+    """The VM name of a worker: from its resource id when the cloud told it, else derived
+    (an imported worker's is worker-manager's workerId)."""
     if ref.cloud_id and "/virtualmachines/" in ref.cloud_id.lower():
         return ref.cloud_id.rstrip("/").rsplit("/", 1)[1]
+    if imported_from(ref.provider_data) is not None:
+        return imported_tc_worker_id(ref.worker_id)
     return vm_name(ref.worker_id)
 
 
@@ -823,6 +936,17 @@ def _os_disk(props: Any) -> dict[str, Any]:
     disk_id = getattr(getattr(os_disk, "managed_disk", None), "id", None)
     made = _text(getattr(os_disk, "create_option", None)).lower() == "fromimage"
     return {OS_DISK_KEY: disk_id} if made and disk_id else {}
+
+
+def _id_of(reference: Any) -> str | None:
+    """The id of an SDK sub-resource reference (a model, or a mapping where the SDK left one)."""
+    if reference is None:
+        return None
+    if isinstance(reference, Mapping):
+        found = reference.get("id")
+    else:
+        found = getattr(reference, "id", None)
+    return str(found) if found else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -29,6 +29,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ from wm.calls import CallClass
 from wm.config import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import gcp as gcp_kind
+from wm.kinds.base import MANAGED_BY
 from wm.kinds.gcp import GcpProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.provider_ids import gce_label
@@ -51,10 +53,13 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
     TerminateResult,
+    imported_tc_worker_id,
+    made_by_wm,
     owned,
 )
 from wm.providers.gate import Gate
 from wm.providers.meter import carry
+from wm.take_over import imported_from, imported_worker_id
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -175,6 +180,11 @@ class GcpProvider:
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)
         self._filter = f'labels.{TAG_DEPLOYMENT} = "{self._deployment}"'
+        self._adopt_legacy = config.adopt_legacy
+        self._legacy_filter = (
+            f'labels.created-by = "{gcp_kind.legacy_created_by(config.id)}" AND '
+            f'labels.managed-by = "{MANAGED_BY}"'
+        )
 
     # -- create ----------------------------------------------------------------------------------
 
@@ -315,13 +325,28 @@ class GcpProvider:
     # -- list, look up ---------------------------------------------------------------------------
 
     def list_instances(self, region: str) -> list[CloudInstance]:
-        found: list[CloudInstance] = []
+        found = [
+            self._cloud_instance(instance, region)
+            for instance in self._list(region, self._filter)
+            if self._owns(instance)
+        ]
+        if self._adopt_legacy:
+            # One more listing, filtered by GCE on worker-manager's own labels.
+            found += [
+                legacy
+                for instance in self._list(region, self._legacy_filter)
+                if (legacy := self._legacy_instance(instance, region)) is not None
+            ]
+        return found
+
+    def _list(self, region: str, filter_: str) -> list[Any]:
+        items: list[Any] = []
         token = ""
         while True:
             request = self._compute.ListInstancesRequest(
                 project=self._project,
                 zone=region,
-                filter=self._filter,
+                filter=filter_,
                 max_results=LIST_PAGE_SIZE,
                 page_token=token,
             )
@@ -331,14 +356,29 @@ class GcpProvider:
                 page = self._call("instances.list", self._instances.list, request=request)
             except CloudError as error:
                 raise error.not_found_as_config() from error
-            found += [
-                self._cloud_instance(instance, region)
-                for instance in page.items
-                if self._owns(instance)
-            ]
+            items += list(page.items)
             token = page.next_page_token
             if not token:
-                return found
+                return items
+
+    def _legacy_instance(self, instance: Any, zone: str) -> CloudInstance | None:
+        """An instance worker-manager made for this provider, as an imported worker (keyed as
+        `wm import` keys its row); None for anything else (wm's own included)."""
+        labels = dict(instance.labels)
+        if made_by_wm(labels):
+            return None
+        metadata = {item.key: item.value for item in instance.metadata.items}
+        pool = gcp_kind.legacy_pool(labels, metadata, self.id, self.root_url)
+        if pool is None:
+            return None
+        return replace(
+            self._cloud_instance(instance, zone),
+            worker_id=imported_worker_id(pool, zone, str(instance.id)),
+            pool_id=pool,
+            launch_config_id=labels.get("launch-config-id"),
+            batch_token=None,
+            legacy=True,
+        )
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
         jobs = [partial(self._lookup_one, ref) for ref in refs]
@@ -346,6 +386,10 @@ class GcpProvider:
         return {ref.worker_id: item for ref, item in zip(refs, found, strict=True) if item}
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
+        if imported_from(ref.provider_data) is not None:
+            # worker-manager addresses its instances by their numeric id, its workerId.
+            found = self._get(ref.region, _imported_name(ref))
+            return None if found is None else self._legacy_instance(found, ref.region)
         instance = self._get(ref.region, ref.worker_id)
         if instance is None or not self._owns(instance, ref.worker_id):
             return None
@@ -383,10 +427,18 @@ class GcpProvider:
         # The instance the cloud listed, by its name, where known (an orphan found by its
         # labels may carry any name); else the name wm gave the worker's instance.
         name = str(ref.provider_data.get("name") or ref.worker_id)
+        legacy = imported_from(ref.provider_data) is not None
+        if legacy:
+            name = _imported_name(ref)
         # Ownership before the delete: a same-named instance of another deployment (or an
-        # unlabelled one) is not this worker's, so for this worker nothing is left.
+        # unlabelled one) is not this worker's, so for this worker nothing is left; an
+        # imported worker's is worker-manager's of this provider.
         instance = self._get(ref.region, name)
-        if instance is None or not self._owns(instance, ref.worker_id):
+        if instance is None or not (
+            self._legacy_instance(instance, ref.region) is not None
+            if legacy
+            else self._owns(instance, ref.worker_id)
+        ):
             return TerminateResult(ref.worker_id, gone=True, nothing_sent=True)
         if instance.status in SHUTTING_DOWN_STATUSES:
             return TerminateResult(ref.worker_id, gone=False, nothing_sent=True)
@@ -547,6 +599,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def _imported_name(ref: WorkerRef) -> str:
+    """How to address an imported worker's instance: by the name a listing saw, else by
+    worker-manager's workerId (its numeric id), which GCE takes in place of the name."""
+    return str(ref.provider_data.get("name") or imported_tc_worker_id(ref.worker_id))
 
 
 def _identity(instance_id: int, zone: str) -> dict[str, str]:

@@ -237,6 +237,7 @@ LAYERS = (
             "wm.registration_policy",  # registerWorker's refusals and expected identity
             "wm.static_workers",  # createWorker and updateWorker of workers no cloud launches
             "wm.take_over",  # what `wm import` names and marks: imported workers' keys
+            "wm.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
             # Worker pool definitions: the schemas as data, definition files.
             "wm.pool_schemas",
             "wm.pool_files",
@@ -248,8 +249,8 @@ LAYERS = (
     Layer("telemetry", False, ("wm.telemetry",)),
     Layer("storage", False, ("wm.db",)),
     # What the API and the CLI both do: applying pool definitions, one transaction.
-    Layer("use cases", False, ("wm.pool_changes",)),
-    Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget")),
+    Layer("use cases", False, ("wm.pool_changes", "wm.legacy_import")),
+    Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget", "wm.legacy_api")),
     Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
     Layer("top", False, ("procs", "wm.cli", "wm.__main__")),
 )

@@ -9,6 +9,7 @@ from wm.cli.db import db
 from wm.cli.pools import config_group, pools
 from wm.cli.run import run
 from wm.cli.status import status
+from wm.cli.take_over import import_command
 from wm.cli.tasks import tasks
 from wm.cli.workers import workers
 
@@ -22,7 +23,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (db, config_group, pools, workers, tasks, status, run):
+for command in (db, config_group, pools, import_command, workers, tasks, status, run):
     cli.add_command(command)
 
 

@@ -365,6 +365,10 @@ def adopt_workers(conn: Connection, adopted: Sequence[AdoptedWorker]) -> list[Wo
                 "last_modified": worker.last_modified,
                 "expires": worker.expires,
                 "registered_at": worker.registered_at,
+                # wm has seen no claim by it yet, and the legacy API does not tell the queue's
+                # lastDateActive: its queue inactivity clock starts when wm starts watching,
+                # not at its registration (maybe days ago), which would stop it at once.
+                "last_active": func.now(),
                 "stopping_at": (
                     worker.last_modified if transition.to_state is WorkerState.STOPPING else None
                 ),

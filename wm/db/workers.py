@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
@@ -189,3 +189,12 @@ def recent_preemption_counts(
     )
     with engine.connect() as conn:
         return {(pool, lc): n for pool, lc, n in conn.execute(query)}
+
+
+def existing_worker_ids(conn: Connection, worker_ids: Sequence[str]) -> set[str]:
+    """Which of these worker ids have a row, whatever its state (`wm import`: a worker it
+    wrote once is not written again), in the caller's transaction."""
+    if not worker_ids:
+        return set()
+    query = select(workers.c.worker_id).where(workers.c.worker_id.in_(list(worker_ids)))
+    return {row.worker_id for row in conn.execute(query)}

@@ -36,10 +36,11 @@ def launch_config_id(engine: Engine, pool_id: str, launch_config: Mapping[str, A
     query = text(
         "SELECT 'lc-' || left(md5(:pool || (CAST(:config AS jsonb) - 'workerManager')::text), 20)"
     )
+    # worker-manager is JavaScript: its JSON.stringify writes an integral double without a
+    # fraction (10, not 10.0), and the id hashes what Postgres stored.
+    values = {"pool": pool_id, "config": json.dumps(_as_javascript(launch_config))}
     with engine.connect() as conn:
-        return str(
-            conn.execute(query, {"pool": pool_id, "config": json.dumps(launch_config)}).scalar_one()
-        )
+        return str(conn.execute(query, values).scalar_one())
 
 
 def _as_javascript(value: Any) -> Any:

@@ -18,6 +18,7 @@ import uvicorn
 from procs.providers import build_verifiers
 from wm.api.app import create_app
 from wm.api.authn import Authenticator, AuthService, IssuerSource
+from wm.api.legacy import Legacy
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
@@ -28,6 +29,16 @@ from wm.telemetry import configure_logging, init_sentry, log
 # flight never queues for a connection and a boot storm never grows the database's load.
 WEB_DB_POOL_SIZE = 10
 SHUTDOWN_GRACE_S = 5
+
+
+def legacy(config: Config, issuer: IssuerSource) -> Legacy | None:
+    """The legacy worker-manager during a take-over; its side of the merged lists is read
+    with wm's Taskcluster client when it has one (the deployment's worker-manager client)."""
+    if config.take_over is None:
+        return None
+    env = config.env
+    given = env.taskcluster_client_id and env.taskcluster_access_token
+    return Legacy(config.take_over.legacy_url, issuer.get() if given else None)
 
 
 def main(config: Config, *, metrics_port: int | None = None) -> int:
@@ -62,6 +73,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         issuer=issuer,
         version=importlib.metadata.version("wm"),
         max_in_flight=WEB_DB_POOL_SIZE,
+        legacy=legacy(config, issuer),
     )
     port = config.env.port or config.web.port
     mode = "taskcluster" if auth_service else "standalone"

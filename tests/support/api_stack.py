@@ -359,9 +359,11 @@ def api_stack(
     pool_changes: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     extra_providers: Sequence[Mapping[str, Any]] = (),
+    config_top: Mapping[str, Any] | None = None,
 ) -> Iterator[ApiStack]:
     """Write the config, sync its pools, start `wm run web` and wait until it is healthy.
-    `extra_providers`: more config entries (a static provider), with no pools."""
+    `extra_providers`: more config entries (a static provider), with no pools; `config_top`:
+    more top-level config (a [take_over] table)."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     providers = provider_entries(sims)
@@ -370,7 +372,8 @@ def api_stack(
         for p in providers
     ]
     every = [*providers, *map(dict, extra_providers)]
-    stack = Stack.write(tmp, db_url, every, pools, web={"port": port}, root_url=base_url)
+    top = {"web": {"port": port}, "root_url": base_url, **(config_top or {})}
+    stack = Stack.write(tmp, db_url, every, pools, **top)
     engine = make_engine(db_url, application_name="chaos-test")
     stack.sync_pools(engine)
     config = stack.config()

@@ -16,8 +16,10 @@ from wm.registration_policy import (
     Refusal,
     RegistrationRequest,
     RegistrationTarget,
+    Signer,
     decide,
     proof_rejected,
+    reregisters_on_its_credentials,
 )
 
 WRITTEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -243,3 +245,86 @@ def test_a_running_static_worker_registers_and_again_after_a_restart():
 )
 def test_a_refused_proof_is_answered_in_its_kinds_words(kind, message):
     assert proof_rejected(kind) == Refusal("InputError", message)
+
+
+# -- an imported worker (wm.take_over): made by a legacy worker-manager, moved to wm ---------
+
+ISSUER = "static/taskcluster/worker-manager"
+IMPORTED = replace(
+    WORKER,
+    worker_id="proj/linux/us-east-1/i-0abc",
+    state=WorkerState.RUNNING,
+    cloud_id=None,  # no scan has adopted its VM yet
+    provider_data={"importedFrom": "https://tc.example.com"},
+)
+ITS_CLIENT = "worker/aws-a/proj/linux/us-east-1/i-0abc"
+
+
+def test_an_imported_worker_not_yet_registered_proves_the_id_worker_manager_gave_it():
+    waiting = replace(TARGET, worker=replace(IMPORTED, state=WorkerState.REQUESTED))
+
+    expected = decide(waiting, REQUEST, DEPLOYMENT)
+
+    assert isinstance(expected, ExpectedIdentity)
+    assert (expected.cloud_id, expected.tc_worker_id, expected.region) == (
+        "i-0abc",
+        "i-0abc",
+        "us-east-1",
+    )
+    assert expected.worker_id == "proj/linux/us-east-1/i-0abc"
+
+
+def test_a_worker_wm_launched_still_needs_its_recorded_cloud_id():
+    unresolved = replace(TARGET, worker=replace(WORKER, cloud_id=None))
+
+    expected = decide(unresolved, REQUEST, DEPLOYMENT)
+
+    assert isinstance(expected, ExpectedIdentity) and expected.cloud_id is None
+
+
+@pytest.mark.parametrize(
+    ("scenario", "worker", "signer", "accepted"),
+    [
+        ("its own credentials", IMPORTED, Signer(ITS_CLIENT, ISSUER), True),
+        (
+            "another worker's",
+            IMPORTED,
+            Signer("worker/aws-a/proj/linux/us-east-1/i-0b", ISSUER),
+            False,
+        ),
+        (
+            "another provider's name",
+            IMPORTED,
+            Signer("worker/gcp-a/proj/linux/us-east-1/i-0abc", ISSUER),
+            False,
+        ),
+        ("the operator", IMPORTED, Signer("static/wm-operator", None), False),
+        ("a namesake permanent client", IMPORTED, Signer(ITS_CLIENT, None), False),
+        ("issued by another client", IMPORTED, Signer(ITS_CLIENT, "project/issuer"), False),
+        ("unsigned", IMPORTED, Signer(None, None), False),
+        ("no authentication", IMPORTED, None, False),
+        (
+            "a worker wm launched",
+            replace(IMPORTED, provider_data={}),
+            Signer(ITS_CLIENT, ISSUER),
+            False,
+        ),
+        (
+            "an imported worker stopping",
+            replace(IMPORTED, state=WorkerState.STOPPING),
+            Signer(ITS_CLIENT, ISSUER),
+            False,
+        ),
+        (
+            "an imported worker not yet registered",
+            replace(IMPORTED, state=WorkerState.REQUESTED),
+            Signer(ITS_CLIENT, ISSUER),
+            False,
+        ),
+        ("no worker", None, Signer(ITS_CLIENT, ISSUER), False),
+    ],
+)
+def test_an_imported_worker_reregisters_on_its_own_credentials_alone(
+    scenario, worker, signer, accepted
+):
+    assert reregisters_on_its_credentials(worker, signer, ISSUER) is accepted, scenario

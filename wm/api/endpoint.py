@@ -27,6 +27,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from wm.api.authn import Authenticator, IssuerSource
 from wm.api.errors import error_response
+from wm.api.legacy import Legacy
 from wm.api.models import NAME_PATTERN, POOL_ID_PATTERN
 from wm.api.queries import check_query
 from wm.db import api_reads
@@ -80,6 +81,9 @@ class ApiContext:
     issuer: IssuerSource
     version: str
     started: float = field(default_factory=time.monotonic)  # for ping's uptime
+    # The legacy worker-manager while taking over from it ([take_over]): the merged lists read
+    # its side. None: no take-over, every list is wm's alone.
+    legacy: Legacy | None = None
 
 
 @dataclass(frozen=True)

@@ -214,6 +214,18 @@ def pool_provider(engine: Engine, pool_id: str) -> tuple[bool, str | None]:
     return (False, None) if row is None else (True, row.provider_id)
 
 
+def pool_providers(engine: Engine, pool_ids: Sequence[str]) -> dict[str, str | None]:
+    """The provider of each of these pools wm has (None: deleted, the null provider); a pool
+    it does not have is not in the answer."""
+    if not pool_ids:
+        return {}
+    with engine.connect() as conn:
+        query = select(worker_pools.c.pool_id, worker_pools.c.provider_id).where(
+            worker_pools.c.pool_id.in_(list(pool_ids))
+        )
+        return {row.pool_id: row.provider_id for row in conn.execute(query)}
+
+
 def registration_target(
     engine: Engine, pool_id: str, worker_group: str, tc_worker_id: str
 ) -> RegistrationTarget:

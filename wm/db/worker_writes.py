@@ -40,6 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from wm.db.tables import workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
 from wm.model import WorkerRecord, WorkerState
+from wm.take_over import IMPORTED_FROM
 from wm.worker_transitions import (
     ACCEPT,
     ADOPTIONS,
@@ -280,6 +281,30 @@ def reregister(
             workers.c.expires > func.now(),
         )
         .values(secret_hash=new_hash, **values, **_moved(REREGISTER))
+        .returning(renewed_until)
+    )
+    with engine.begin() as conn:
+        return conn.execute(statement).scalar_one_or_none()
+
+
+def reregister_imported(
+    engine: Engine, worker_id: str, new_hash: str, timeout_s: float
+) -> datetime | None:
+    """REREGISTER of a worker imported from a legacy worker-manager, on its own credentials
+    (wm.registration_policy.reregisters_on_its_credentials): its first secret from wm, only
+    while it holds none and its row says it was imported (None: refused). From then on the
+    secret guard of `reregister` applies to it as to any other."""
+    renewed_until = func.now() + timedelta(seconds=timeout_s)
+    statement = (
+        update(workers)
+        .where(
+            workers.c.worker_id == worker_id,
+            _from(REREGISTER),
+            workers.c.secret_hash.is_(None),
+            workers.c.provider_data.has_key(IMPORTED_FROM),
+            workers.c.expires > func.now(),
+        )
+        .values(secret_hash=new_hash, expires=renewed_until, **_moved(REREGISTER))
         .returning(renewed_until)
     )
     with engine.begin() as conn:

@@ -87,6 +87,10 @@ class Authenticated:
     scheme: Literal["hawk", "none"]
     scopes: tuple[str, ...]  # restricted by certificate and authorizedScopes, anonymous added
     expires: datetime
+    # The issuer of the temporary credentials that signed, when their certificate was checked
+    # here against that issuer's access token (None: permanent credentials, none, or checked by
+    # the auth service, which does not say).
+    issuer: str | None = None
 
 
 ClientLoader = Callable[[str], Client | None]
@@ -202,7 +206,9 @@ def _authenticate_header(
         raise AuthenticationFailed(f"Unauthorized: {error}") from error
     if abs(int(attributes["ts"]) - now.timestamp()) > HAWK_TIMESTAMP_SKEW_S:
         raise AuthenticationFailed("Unauthorized: Stale timestamp")
-    return Authenticated(client_id=name, scheme="hawk", scopes=scopes, expires=expires)
+    return Authenticated(
+        client_id=name, scheme="hawk", scopes=scopes, expires=expires, issuer=_issuer(request, name)
+    )
 
 
 def _authenticate_bewit(
@@ -239,7 +245,16 @@ def _authenticate_bewit(
     expected = mohawk.util.calculate_mac("bewit", signed, None).decode()
     if not mohawk.util.strings_match(expected, mac):
         raise AuthenticationFailed("Unauthorized: Bad mac")
-    return Authenticated(client_id=name, scheme="hawk", scopes=scopes, expires=expires)
+    return Authenticated(
+        client_id=name, scheme="hawk", scopes=scopes, expires=expires, issuer=_issuer(request, name)
+    )
+
+
+def _issuer(request: HawkRequest, name: str) -> str | None:
+    """The certificate's issuer of a request authenticated here (its signature verified with
+    that issuer's token), None when it was signed with permanent credentials."""
+    signer = issuing_client_id(request)
+    return signer if signer != name else None
 
 
 def _load_credentials(

@@ -9,6 +9,7 @@ SQL guard too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -288,3 +289,50 @@ def test_a_scan_change_claiming_a_state_the_row_is_not_in_writes_nothing(
     )
 
     assert changed == [] and row(engine) == before
+
+
+@pytest.mark.parametrize(
+    ("scenario", "state", "secret", "provider_data", "renewed"),
+    [
+        (
+            "imported, running, no secret yet",
+            WorkerState.RUNNING,
+            None,
+            {"importedFrom": "u"},
+            True,
+        ),
+        (
+            "imported, already has wm's secret",
+            WorkerState.RUNNING,
+            SECRET,
+            {"importedFrom": "u"},
+            False,
+        ),
+        ("launched by wm, no secret", WorkerState.RUNNING, None, {}, False),
+        ("imported, stopping", WorkerState.STOPPING, None, {"importedFrom": "u"}, False),
+        ("imported, requested", WorkerState.REQUESTED, None, {"importedFrom": "u"}, False),
+    ],
+)
+def test_an_imported_worker_gets_its_first_secret_from_wm_once(
+    engine: Engine, scenario, state, secret, provider_data, renewed
+):
+    given(engine, state, REREGISTER)
+    with engine.begin() as conn:  # the test's own SQL: it sets up, it does not transition
+        conn.execute(
+            text(
+                "UPDATE workers SET secret_hash = :secret, provider_data = CAST(:data AS jsonb)"
+                " WHERE worker_id = :w"
+            ),
+            {"secret": secret, "data": json.dumps(provider_data), "w": WORKER},
+        )
+    before = row(engine)
+
+    expires = writer.reregister_imported(engine, WORKER, "new-secret-hash", 3600.0)
+
+    after = row(engine)
+    assert (expires is not None) is renewed, scenario
+    if renewed:
+        assert after is not None and after["secret_hash"] == "new-secret-hash"
+        assert after["state"] == "running" and after["version"] == before["version"] + 1
+    else:
+        assert after == before, scenario

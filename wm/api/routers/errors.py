@@ -29,6 +29,7 @@ from wm.api.paging import page_from_query, paginate
 from wm.api.views import error_id_from_slug, error_stats_since, error_stats_view, error_view
 from wm.db import api_reads, error_stats, pool_errors
 from wm.db.pool_errors import NewPoolError
+from wm.take_over_routes import sum_error_stats
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 
@@ -130,4 +131,15 @@ async def worker_pool_error_stats(call: Annotated[Call, endpoint(stats_scope)]) 
     if pool_id is not None:
         await require_pool(call, pool_id, "Worker pool does not exist")
     found = await run(error_stats.error_counts, call.api.engine, pool_id, error_stats_since)
-    return reply(error_stats_view(pool_id, found))
+    mine = error_stats_view(pool_id, found)
+    legacy = call.api.legacy
+    if pool_id is not None or legacy is None:
+        return reply(mine)
+    # A take-over, every pool's: the legacy's errors counted too (its pools' and, until they
+    # age out, those of the pools it exported to wm).
+    theirs = await legacy.read(f"{PREFIX}/worker-pool-errors/stats", {})
+    totals = theirs.get("totals")
+    shown = mine.model_dump(mode="json", exclude_none=True)
+    if isinstance(totals, dict):
+        shown["totals"] = sum_error_stats(shown["totals"], totals)
+    return JSONResponse(shown)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -18,6 +18,7 @@ from wm.api.endpoint import (
     require_pool,
     run,
 )
+from wm.api.merged import answer, merged_page, pools_theirs
 from wm.api.models import (
     UpdateWorkerPoolRequest,
     WorkerPool,
@@ -193,14 +194,33 @@ async def list_worker_pools(
     continuationToken: str | None = None,
     limit: str | None = None,
 ) -> JSONResponse:
-    engine = call.api.engine
-    page = page_from_query(continuationToken, limit)
+    api = call.api
+    if api.legacy is not None:  # a take-over: the legacy's pools too
+        rows, token = await merged_page(
+            api.legacy,
+            continuationToken,
+            limit,
+            wm_page=lambda inner, n: pools_json(api, inner, n),
+            legacy_path=f"{PREFIX}/worker-pools",
+            key="workerPools",
+            theirs=pools_theirs(api),
+        )
+        return JSONResponse(answer("workerPools", rows, token))
+    pools, token = await pools_json(api, continuationToken, limit)
+    return JSONResponse(answer("workerPools", pools, token))
+
+
+async def pools_json(
+    api: ApiContext, continuation_token: str | None, limit: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    engine = api.engine
+    page = page_from_query(continuation_token, limit)
     views, token = await run(
         paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
     )
     stats = await run(api_reads.state_counts, engine, [v.pool.pool_id for v in views])
-    pools = [pool_view(v, stats) for v in views]
-    return reply(WorkerPoolList(workerPools=pools, continuationToken=token))
+    listed = WorkerPoolList(workerPools=[pool_view(v, stats) for v in views])
+    return listed.model_dump(mode="json", exclude_none=True)["workerPools"], token
 
 
 @router.get("/worker-pools/stats", response_model=WorkerPoolListStats, name="listWorkerPoolsStats")
@@ -209,16 +229,31 @@ async def list_worker_pools_stats(
     continuationToken: str | None = None,
     limit: str | None = None,
 ) -> JSONResponse:
-    engine = call.api.engine
-    page = page_from_query(continuationToken, limit)
+    api = call.api
+    if api.legacy is not None:  # a take-over: the legacy's pools too
+        rows, token = await merged_page(
+            api.legacy,
+            continuationToken,
+            limit,
+            wm_page=lambda inner, n: pool_stats_json(api, inner, n),
+            legacy_path=f"{PREFIX}/worker-pools/stats",
+            key="workerPoolsStats",
+            theirs=pools_theirs(api),
+        )
+        return JSONResponse(answer("workerPoolsStats", rows, token))
+    rows, token = await pool_stats_json(api, continuationToken, limit)
+    return JSONResponse(answer("workerPoolsStats", rows, token))
+
+
+async def pool_stats_json(
+    api: ApiContext, continuation_token: str | None, limit: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    engine = api.engine
+    page = page_from_query(continuation_token, limit)
     views, token = await run(
         paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
     )
     ids = [v.pool.pool_id for v in views]
     stats = await run(api_reads.state_counts, engine, ids)
-    return reply(
-        WorkerPoolListStats(
-            workerPoolsStats=[pool_stats(pool_id, stats) for pool_id in ids],
-            continuationToken=token,
-        )
-    )
+    listed = WorkerPoolListStats(workerPoolsStats=[pool_stats(pool_id, stats) for pool_id in ids])
+    return listed.model_dump(mode="json", exclude_none=True)["workerPoolsStats"], token

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from wm.api.endpoint import PREFIX, Call, TaskclusterRoute, endpoint, reply
+from wm.api.merged import answer, merged_page, providers_theirs
 from wm.api.models import ProviderList
 from wm.api.views import provider_list
 
@@ -24,7 +25,24 @@ async def list_providers(
     continuationToken: str | None = None,
     limit: str | None = None,
 ) -> JSONResponse:
-    providers = provider_list(call.api.provider_kinds)
+    api = call.api
+    providers = provider_list(api.provider_kinds)
+    if api.legacy is not None:  # a take-over: the legacy's providers too, wm's winning
+
+        async def wm_page(inner: str | None, n: str | None) -> tuple[list[dict[str, Any]], Any]:
+            return provider_page(providers, inner, n)
+
+        rows, token = await merged_page(
+            api.legacy,
+            continuationToken,
+            limit,
+            wm_page=wm_page,
+            legacy_path=f"{PREFIX}/providers",
+            key="providers",
+            theirs=providers_theirs(api),
+            digits=True,
+        )
+        return JSONResponse(answer("providers", rows, token))
     rows, token = provider_page(providers, continuationToken, limit)
     return reply(ProviderList(providers=rows, continuationToken=token))
 

@@ -49,9 +49,11 @@ from wm.registration_policy import (
     Deployment,
     Refusal,
     RegistrationRequest,
+    Signer,
     decide,
     launched,
     proof_rejected,
+    reregisters_on_its_credentials,
 )
 from wm.static_workers import (
     ALREADY_EXISTS,
@@ -65,6 +67,7 @@ from wm.static_workers import Refusal as HandMadeRefusal
 from wm.static_workers import secret_hash as static_secret_hash
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.errors import TaskclusterError
+from wm.tc.hawk import Authenticated
 from wm.telemetry import capture, log
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
@@ -192,10 +195,16 @@ def issue(api: ApiContext, provider_id: str, body: Any, expires: datetime) -> Cr
 @router.post("/worker/reregister", response_model=ReregisterWorkerResponse, name="reregisterWorker")
 async def reregister_worker(call: Annotated[Call, endpoint(reregister_scope)]) -> JSONResponse:
     """New credentials and a new secret for a running worker holding its current secret."""
-    return reply(await run(reregister, call.api, call.input))
+    return reply(await run(reregister, call.api, call.input, call.who))
 
 
-def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWorkerResponse:
+def signer(who: Authenticated | None) -> Signer | None:
+    return Signer(who.client_id, who.issuer) if who is not None else None
+
+
+def reregister(
+    api: ApiContext, body: ReregisterWorkerRequest, who: Authenticated | None = None
+) -> ReregisterWorkerResponse:
     refused = TaskclusterError("InputError", "Could not generate credentials for this secret")
     target = api_reads.registration_target(
         api.engine, body.workerPoolId, body.workerGroup, body.workerId
@@ -216,6 +225,15 @@ def reregister(api: ApiContext, body: ReregisterWorkerRequest) -> ReregisterWork
         timeout,
         keep_expires=made_by_hand,
     )
+    if expires is None and reregisters_on_its_credentials(
+        target.worker, signer(who), api.issuer.client_id
+    ):
+        # Imported from a legacy worker-manager, whose secret for it wm never saw: its own
+        # credentials, issued by the deployment's worker-manager client, prove who it is, once
+        # (the writer requires that the row holds no secret yet).
+        expires = worker_writes.reregister_imported(
+            api.engine, target.worker.worker_id, secret_hash(secret), timeout
+        )
     if expires is None:  # wrong or old secret, not running, or expired
         raise refused
     return ReregisterWorkerResponse(

@@ -319,10 +319,10 @@ class Move:
     # -- the pools still at the stand-in, through the rootUrl and directly ------------------------
 
     def client(self, root_url: str) -> Any:
+        """The operator's client, retrying as clients do (a web process being replaced may drop
+        a connection; the answers compared are the ones it gets)."""
         credentials = {"clientId": OPERATOR[0], "accessToken": OPERATOR[1]}
-        return taskcluster.WorkerManager(
-            {"rootUrl": root_url, "credentials": credentials, "maxRetries": 0}
-        )
+        return taskcluster.WorkerManager({"rootUrl": root_url, "credentials": credentials})
 
     def legacy_pools(self) -> list[str]:
         """The pools the stand-in answers for: of the providers not moved nor moving."""

@@ -37,7 +37,15 @@ from sqlalchemy import Engine, text
 from tests.fixtures.sim_gce import GCE_PROJECT, GCE_WORKER_ACCOUNT
 from tests.support.fake_tc_deployment import FakeClient, FakeTaskcluster
 from tests.support.legacy_deployment import ISSUER, LEGACY_PROVIDERS, legacy_pools, legacy_providers
-from tests.support.stack import REPO, Stack, WmProcess, aws_provider, azure_provider, gcp_provider
+from tests.support.stack import (
+    REPO,
+    START_TIMEOUT_S,
+    Stack,
+    WmProcess,
+    aws_provider,
+    azure_provider,
+    gcp_provider,
+)
 from wm.db import tasks as task_store
 from wm.db.workers import list_workers
 from wm.model import WorkerState
@@ -425,7 +433,7 @@ class Move:
         port = self.stack.data["web"]["port"]
         url = f"http://127.0.0.1:{port}"
         web = self._start("web")
-        web.wait_for(lambda: _healthy(url), 60, "wm's web to answer")
+        web.wait_for(lambda: _healthy(url), START_TIMEOUT_S, "wm's web to answer")
         old, self.web, self.web_url = self.web, web, url
         self.route_to_wm()
         if old is not None:
@@ -447,12 +455,14 @@ class Move:
             self.scanners[kind] = self._start("scanner", "--kind", kind)
         self.provisioner.wait_for(
             lambda: self.provisioner is not None and self.provisioner.events("process-started"),
-            60,
+            START_TIMEOUT_S,
             "the provisioner",
         )
         for kind in kinds:
             scanner = self.scanners[kind]
-            scanner.wait_for(lambda s=scanner: s.events("process-started"), 60, f"{kind} scanner")
+            scanner.wait_for(
+                lambda s=scanner: s.events("process-started"), START_TIMEOUT_S, f"{kind} scanner"
+            )
 
     def run_import(self, provider_id: str) -> subprocess.CompletedProcess[str]:
         assert self.stack is not None

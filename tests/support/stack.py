@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,8 +193,11 @@ class WmProcess:
     _reader: threading.Thread | None = None
 
     @classmethod
-    def start(cls, args: list[str], config: Path, db_url: str) -> WmProcess:
-        env = simulated_child_environment(config, db_url)
+    def start(
+        cls, args: list[str], config: Path, db_url: str, env: Mapping[str, str] | None = None
+    ) -> WmProcess:
+        """`env`: more variables for the process (what a platform would set for it)."""
+        env = {**simulated_child_environment(config, db_url), **(env or {})}
         popen = subprocess.Popen(
             [sys.executable, "-m", "wm", *args],
             stdout=subprocess.PIPE,

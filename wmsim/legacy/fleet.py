@@ -33,6 +33,7 @@ class LegacyFleet:
     settings: AgentSettings = field(default_factory=AgentSettings)
     interval_s: float = 0.3
     agents: dict[tuple[str, str], WorkerAgent] = field(default_factory=dict)  # (provider, VM)
+    booted: list[WorkerAgent] = field(default_factory=list)  # every agent started, ended or not
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -66,6 +67,7 @@ class LegacyFleet:
                     settings=self.settings,
                 )
                 self.agents[vm] = agent
+                self.booted.append(agent)
                 run_in_thread(agent)
                 started += 1
         return started

@@ -430,12 +430,17 @@ class Deployment:
     def remove_worker(self, worker: Worker) -> None:
         """The provider's removeWorker: the worker stops; its VM and everything made for it go."""
         hook = self.remove_hooks.get(worker.provider_id)
-        if hook is not None:
-            hook(worker)  # cloud calls: not under the store's lock
         with self.store.lock:
             # With a cloud behind it the worker is stopping until the scanner sees its VM gone.
-            worker.state = "stopping" if hook is not None else "stopped"
-            worker.last_modified = datetime.now(UTC)
+            # Marked before the cloud calls: the scanner may see the VM gone while they run
+            # (ARM deletes the VM before its NIC, IP and disk) and make the worker stopped, and
+            # the provisioner then launch in its place; a worker stopped must stay stopped, or
+            # the pool counts it again and is over its maximum.
+            if worker.state != "stopped":
+                worker.state = "stopping" if hook is not None else "stopped"
+                worker.last_modified = datetime.now(UTC)
+        if hook is not None:
+            hook(worker)  # cloud calls: not under the store's lock
 
     def _reportWorkerError(
         self, params: dict[str, str], query: Mapping[str, str], body: Any

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,19 +16,29 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
+from tests.support.legacy_deployment import (
+    AZURE_LOCATION,
+    LEGACY_PROVIDERS,
+    legacy_pools,
+    legacy_providers,
+)
 from tests.support.real_pools import definitions as real_definitions
 from tests.support.real_pools import raw_config
 from tests.support.stack import REPO, to_toml
 from wm.db import pools as pool_store
+from wm.db import tasks as task_store
 from wm.db.workers import list_workers
 from wm.kinds import KINDS
 from wm.pool_definition import derive_launch_config_id
-from wm.take_over import IMPORTED_FROM
+from wm.take_over import IMPORTED_FROM, imported_worker_id
+from wmsim.agent import AgentSettings
 from wmsim.legacy.manager import LegacyWorkerManager
+from wmsim.legacy.service import PermanentClient
+from wmsim.legacy.stack import LegacyStack
 
 ISSUER = ("static/taskcluster/worker-manager", "issuer-token-" + "x" * 30)
 OPERATOR = ("wm-operator", "operator-token-" + "o" * 29)
-LEGACY_PROVIDERS = {"legacy-aws": "aws", "other-aws": "aws", "hand": "static"}
+STANDIN_PROVIDERS = {"legacy-aws": "aws", "other-aws": "aws", "hand": "static"}
 CONFIG: dict[str, Any] = {
     "deployment_id": "import-test",
     "providers": [
@@ -64,7 +75,7 @@ def definition(pool_id: str, provider: str = "legacy-aws", image: str = "ami-1",
 
 @pytest.fixture
 def legacy() -> Iterator[LegacyWorkerManager]:
-    manager = LegacyWorkerManager(None, *ISSUER, providers=LEGACY_PROVIDERS)
+    manager = LegacyWorkerManager(None, *ISSUER, providers=STANDIN_PROVIDERS)
     manager.add_client(
         *OPERATOR, ["worker-manager:list-worker-pools", "worker-manager:list-workers:*"]
     )
@@ -345,3 +356,66 @@ def test_the_import_takes_the_real_deployments_pools(tmp_path, db_url, deploymen
     assert again.stdout.splitlines()[-1] == (
         "written: 0 pool and launch config change(s), 0 worker row(s)"
     )
+
+
+def test_the_import_takes_a_live_legacy_fleets_azure_workers(
+    tmp_path, engine, db_url, sim_ec2, sim_gce, sim_arm
+):
+    # A legacy deployment on the three simulated clouds with a worker busy on each; wm is
+    # configured with the Azure provider alone, adopting worker-manager's VMs.
+    providers = legacy_providers(sim_ec2, sim_gce, sim_arm)
+    for _, _, _, pool_id, _ in LEGACY_PROVIDERS:
+        task_store.submit_tasks(engine, pool_id, 1, 60.0)  # long: the workers stay running
+    config = tmp_path / "config.toml"
+    config.write_text(
+        to_toml(
+            {
+                "deployment_id": "import-live",
+                "providers": [
+                    {
+                        "id": "azure2",
+                        "kind": "azure",
+                        "subscription_id": "sub",
+                        "resource_group": "rg",
+                        "regions": [AZURE_LOCATION],
+                        "adopt_legacy": True,
+                    }
+                ],
+            }
+        )
+    )
+    with LegacyStack.start(
+        engine=engine,
+        providers=providers,
+        issuer_client_id=ISSUER[0],
+        issuer_access_token=ISSUER[1],
+        pools=legacy_pools(max_capacity=1),
+        agent_settings=AgentSettings(idle_timeout_s=30, poll_s=0.05),
+        clients={OPERATOR[0]: PermanentClient(OPERATOR[1], ("worker-manager:list-*",))},
+    ) as legacy:
+        manager = legacy.manager
+        deadline = time.monotonic() + 60
+        while len(manager.workers(state="running")) < 3:
+            assert time.monotonic() < deadline, "three legacy workers running"
+            time.sleep(0.1)
+        (azure,) = [w for w in manager.workers() if w.provider_id == "azure2"]
+        done = run_import(db_url, config, "--from", manager.base_url, "--provider", "azure2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        "pool proj-legacy/win-azure (azure2): new; workers new: running 1; already known: none",
+        "1 pools: 1 new, 0 changed, 0 unchanged; workers: 1 new, 0 already known, 0 static left",
+        "written: 2 pool and launch config change(s), 1 worker row(s)",
+    ]
+    (row,) = list_workers(engine, limit=None)
+    assert (row.worker_id, row.tc_worker_id, row.state.value, row.launch_config_id) == (
+        imported_worker_id(*azure.key),
+        azure.worker_id,
+        "running",
+        azure.launch_config_id,
+    )
+    # As the API tells them: to the millisecond.
+    assert (row.created, row.registered_at) == (ms(azure.created), ms(azure.last_modified))
+
+
+def ms(moment):
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)

@@ -169,12 +169,36 @@ def test_an_imported_workers_vm_is_adopted_counted_and_removed_with_all_it_holds
 
     assert worker_writes.request_removal(engine, worker_id, "removeWorker")
     scan = scanner(engine, provider)
+    reports = []
+    for _ in range(6):
+        reports.append(scan.scan(provider.id, cloud.region))
+        if row(engine, worker_id).state == WorkerState.STOPPED:
+            break
+    assert row(engine, worker_id).state == WorkerState.STOPPED
+    # Everything worker-manager made for it is gone; wm's own worker (which carries
+    # worker-manager's tags too) is neither reported nor touched.
+    assert not (before & set(cloud.resources()))
+    assert [r.unadopted for r in reports] == [0] * len(reports)
+    assert len(cloud.resources()) >= 1
+
+
+def test_an_adopted_workers_vm_that_dies_is_stopped_and_deleted_like_any(engine, cloud):
+    provider = cloud.make_provider(True)
+    configure(engine, provider, cloud.kind, cloud.region)
+    vm = made(cloud, provider.id)
+    worker_id = imported(engine, cloud, provider.id, vm)
+    scan = scanner(engine, provider)
+    scan.scan(provider.id, cloud.region)
+    before = set(cloud.resources())
+
+    cloud.sim.kill(row(engine, worker_id).cloud_id)
     for _ in range(6):
         scan.scan(provider.id, cloud.region)
         if row(engine, worker_id).state == WorkerState.STOPPED:
             break
+
     assert row(engine, worker_id).state == WorkerState.STOPPED
-    # Everything worker-manager made for it is gone; wm's own worker is not touched.
+    assert row(engine, worker_id).stop_reason
     assert not (before & set(cloud.resources()))
 
 

@@ -26,6 +26,7 @@ from tests.support.tc_schemas import check
 from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.take_over import imported_worker_id
+from wmsim.fleet import proof_fetcher
 
 ISSUER = "static/taskcluster/worker-manager"
 ISSUER_TOKEN = "worker-manager-access-token-of-the-deployment-0123456789"
@@ -93,10 +94,13 @@ def minted(worker: WorkerRecord) -> dict[str, str]:
     )
 
 
-def imported(api: ApiStack, state: WorkerState = WorkerState.RUNNING) -> WorkerRecord:
-    """A worker as `wm import` writes it: worker-manager's names, no cloud id, no secret. Its
-    VM is a real one of the simulated EC2, so its proof is genuine."""
-    (launched,) = api.launch("aws", 1)
+def imported(
+    api: ApiStack, state: WorkerState = WorkerState.RUNNING, kind: str = "aws"
+) -> WorkerRecord:
+    """A worker as `wm import` writes it: worker-manager's names, no cloud id, no secret, and
+    none of what worker-manager recorded of its VM (its API shows none of it). Its VM is a real
+    one of the simulated cloud, so its proof is genuine."""
+    (launched,) = api.launch(kind, 1)
     with api.engine.begin() as conn:  # the VM was worker-manager's: wm has no row of its own
         conn.execute(text("DELETE FROM workers WHERE worker_id = :w"), {"w": launched.worker_id})
         assert launched.tc_worker_id is not None
@@ -118,7 +122,7 @@ def imported(api: ApiStack, state: WorkerState = WorkerState.RUNNING) -> WorkerR
                     last_modified=launched.created,
                     expires=datetime.now(UTC) + timedelta(hours=1),
                     registered_at=launched.created if state is WorkerState.RUNNING else None,
-                    provider_data={**launched.provider_data, "importedFrom": LEGACY},
+                    provider_data={"importedFrom": LEGACY},
                 )
             ],
         )
@@ -186,14 +190,23 @@ def test_a_worker_wm_launched_still_needs_its_secret(api, deployment):
     )
 
 
+@pytest.mark.parametrize("kind", ["aws", "gcp"])
 def test_an_imported_worker_that_had_not_registered_registers_with_its_genuine_proof(
-    api, deployment
+    api, deployment, kind
 ):
-    worker = imported(api, WorkerState.REQUESTED)
+    # Before any scan adopted its VM: wm knows it by the names worker-manager gave it.
+    worker = imported(api, WorkerState.REQUESTED, kind)
+    proof = proof_fetcher(
+        api.stack.config().provider(worker.provider_id),
+        worker.worker_id,
+        worker.worker_group,
+        worker.cloud_id or "",
+        deployment.root_url,  # the rootUrl wm serves (TASKCLUSTER_ROOT_URL): GCE's audience
+    )()
 
     answer = check(
         "register-worker-response",
-        client(deployment).registerWorker(api.register_body(worker, api.proof(worker))),
+        client(deployment).registerWorker(api.register_body(worker, proof)),
     )
 
     row = api.row(worker.worker_id)
@@ -219,3 +232,25 @@ def test_an_imported_worker_asks_reports_and_removes_itself(api, deployment):
 
     assert api.row(worker.worker_id)["state"] == "stopping"
     assert mine.shouldWorkerTerminate(pool, group, name)["terminate"] is True
+
+
+def test_an_imported_azure_worker_not_yet_adopted_is_refused_until_its_vm_is_recorded(
+    api, deployment
+):
+    # Azure's proof names the VM by its vmId, which only ARM (by the VM's resource id) or a
+    # scan's record gives: before the scan adopts the VM, wm has neither. Refused cleanly,
+    # with Azure's words, and no verifier failure.
+    worker = imported(api, WorkerState.REQUESTED, "azure")
+    proof = proof_fetcher(
+        api.stack.config().provider(worker.provider_id),
+        worker.worker_id,
+        worker.worker_group,
+        worker.cloud_id or "",
+        deployment.root_url,
+    )()
+
+    status = refused(lambda: client(deployment).registerWorker(api.register_body(worker, proof)))
+
+    assert status == (400, "InputError")
+    assert api.row(worker.worker_id)["state"] == "requested"
+    assert not api.events("identity-verifier-failed")

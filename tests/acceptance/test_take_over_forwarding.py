@@ -238,3 +238,26 @@ def test_a_legacy_that_drops_the_request_is_a_5xx_naming_it(api, upstream):
     body = reply.json()
     assert body["code"] == "InternalServerError" and upstream.url in body["message"]
     assert body["requestInfo"]["method"] == "workerPool"
+
+
+def test_a_legacy_workers_reregistration_goes_to_the_legacy_on_its_own_credentials(api, upstream):
+    ids = {"workerPoolId": LEGACY_POOLS[1], "workerGroup": "us-c1", "workerId": "123"}
+    renewed = {"expires": "2026-12-31T00:00:00.000Z", "credentials": {}, "secret": "n" * 44}
+    upstream.answers[("POST", "/worker/reregister")] = (200, renewed, {})
+    worker = {"clientId": "worker/legacy-gcp/legacy/win/us-c1/123", "accessToken": "legacy-token"}
+
+    answer = api.client(worker).reregisterWorker({**ids, "secret": "o" * 44})
+
+    assert answer == renewed
+    (record,) = upstream.recorded("POST", "/worker/reregister")
+    assert json.loads(record.body) == {**ids, "secret": "o" * 44}
+    assert verifies(record, worker, api.base_url)
+
+
+def test_an_unpaged_list_holds_both_sides_at_once(api):
+    answer = api.operator().listWorkerPools()
+
+    assert sorted(p["workerPoolId"] for p in answer["workerPools"]) == sorted(
+        [*POOLS.values(), *LEGACY_POOLS]
+    )
+    assert "continuationToken" not in answer

@@ -150,6 +150,40 @@ def test_tampered_aws_proofs_are_refused_each_for_its_reason(
     assert rejected(aws_verifier(now), proof, aws_expected(requested_at=None)) == reason
 
 
+@pytest.mark.parametrize(
+    ("scenario", "changes", "reason"),
+    [
+        # wm.take_over: the legacy worker-manager's API shows none of the VM's details.
+        ("imported, not yet adopted", {"provider_data": {"importedFrom": "https://tc"}}, None),
+        # A scan adopted it since and recorded what the cloud shows: checked again.
+        (
+            "imported, adopted with another image",
+            {"provider_data": {"importedFrom": "https://tc", "image_id": "ami-other"}},
+            "imageId does not match the worker",
+        ),
+        (
+            "launched by wm, nothing recorded",
+            {"provider_data": {}},
+            "no accountId recorded for this worker",
+        ),
+        (
+            "imported, another instance",
+            {"provider_data": {"importedFrom": "https://tc"}, "tc_worker_id": "i-0other"},
+            "instance id does not match the worker",
+        ),
+    ],
+)
+def test_an_imported_aws_worker_is_proven_by_its_signed_instance_id_and_region(
+    scenario: str, changes: dict[str, Any], reason: str | None
+):
+    proof = {"document": fixture("aws_iid_DOCUMENT"), "signature": fixture("aws_iid_SIGNATURE")}
+    expected = aws_expected(**changes)
+    if reason is None:
+        aws_verifier(AWS_PENDING).verify(proof, expected)
+    else:
+        assert rejected(aws_verifier(AWS_PENDING), proof, expected) == reason, scenario
+
+
 # -- Azure: attested data of VM b1310a36-..., eastus, 2026 ----------------------------------
 
 (GENUINE,) = json.loads(fixture("azure_signature_good.json"))

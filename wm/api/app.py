@@ -28,13 +28,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
-from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from wm.api.authn import Authenticator, IssuerSource
 from wm.api.endpoint import PREFIX, ApiContext, TaskclusterRoute, error_context
-from wm.api.errors import error_response
+from wm.api.errors import (
+    DATABASE_DOWN,
+    RETRY_AFTER_S,
+    database_down_response,
+    error_response,
+)
 from wm.api.forwarding import Forwarding
 from wm.api.guard import Guard, KeepEscapedSlashes
 from wm.api.legacy import Legacy
@@ -50,9 +53,7 @@ MAX_DEFINITION_BODY_BYTES = 10 * 1024 * 1024
 # API requests handled at once; more get 429. procs/web.py passes its database pool's size, so a
 # request in flight never waits for a connection.
 MAX_IN_FLIGHT = 10
-RETRY_AFTER_S = 2
 BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB; a 10 MB definition needs 1 MB/s
-RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}
 # Probes must see a busy process alive: never shed.
 EXEMPT_FROM_SHEDDING = (
     "/healthz",
@@ -62,9 +63,6 @@ EXEMPT_FROM_SHEDDING = (
     f"{PREFIX}/__heartbeat__",
     f"{PREFIX}/__version__",
 )
-# Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
-# Any other database error is a bug, answered 500 by the guard.
-DATABASE_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 # In the order worker-manager's routes were declared before routers (a path two routes could
 # match goes to the first).
 ROUTERS = (health.router, workers.router, errors.router, pools.router, providers.router)
@@ -170,16 +168,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     log("api-database-error", logging.ERROR, error=type(exc).__name__)
     method, params, payload = error_context(request)
-    return error_response(
-        None,
-        code="ServiceUnavailable",
-        status=503,
-        message="the database is unavailable; retry shortly",
-        method=method,
-        params=params,
-        payload=payload,
-        headers=RETRY_AFTER,
-    )
+    return database_down_response(method, params, payload)
 
 
 def body_limit(method: str, path: str) -> int:

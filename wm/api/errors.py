@@ -12,8 +12,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from wm.tc.errors import TaskclusterError, error_body, js_time
+
+RETRY_AFTER_S = 2
+# Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
+# Any other database error is a bug, answered 500 by the guard.
+DATABASE_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 
 
 def error_json(
@@ -52,3 +59,16 @@ def error_response(
         code=code, status=status, message=message, method=method, params=params, payload=payload
     )
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def database_down_response(method: str, params: Mapping[str, str], payload: Any) -> JSONResponse:
+    return error_response(
+        None,
+        code="ServiceUnavailable",
+        status=503,
+        message="the database is unavailable; retry shortly",
+        method=method,
+        params=params,
+        payload=payload,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wm.api.errors import error_response
+from wm.api.errors import DATABASE_DOWN, database_down_response, error_response
 from wm.api.legacy import Legacy, LegacyUnavailable
 from wm.db import api_reads
 from wm.take_over_routes import Decision, Subject, decide, subject, wms_pool
@@ -57,7 +57,16 @@ class Forwarding:
         query_string = scope.get("query_string", b"")
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         about = subject(scope["method"], path[len(self.prefix) :], query, body)
-        decision = decide(about, self.providers, await self._pool_is_wms(about))
+        try:
+            pool_is_wms = await self._pool_is_wms(about)
+        except DATABASE_DOWN as down:
+            # As the app answers it: retry shortly.
+            log("api-database-error", logging.ERROR, error=type(down).__name__)
+            name = about.endpoint.name if about.endpoint else "unknown"
+            response = database_down_response(name, {}, {})
+            await response(scope, receive, send)
+            return
+        decision = decide(about, self.providers, pool_is_wms)
         if decision is not Decision.FORWARD:
             await self.app(scope, _replay(body, more, receive), send)
             return

@@ -44,6 +44,10 @@ HOP_BY_HOP = frozenset(
 )
 
 
+# What the web server writes on every answer itself: the legacy's would come out twice.
+OWN_HEADERS = frozenset({"content-length", "date", "server"})
+
+
 class LegacyUnavailable(TaskclusterError):
     """The legacy worker-manager did not answer in time, or not at all."""
 
@@ -105,7 +109,7 @@ class Legacy:
         kept = [
             (k, v)
             for k, v in response.headers.raw
-            if k.lower().decode("latin-1") not in HOP_BY_HOP | {"content-length"}
+            if k.lower().decode("latin-1") not in HOP_BY_HOP | OWN_HEADERS
         ]
         return Answer(response.status_code, kept, content)
 

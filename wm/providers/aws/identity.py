@@ -41,6 +41,7 @@ from wm.identity import (
 )
 from wm.kinds.aws import AwsProviderConfig
 from wm.providers.data import aws_identity_certificates
+from wm.take_over import imported_from
 from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 DOCUMENT_MAX_CHARS = 8 * 1024  # real documents are about 500 bytes
@@ -110,7 +111,13 @@ def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity, now: d
     require_equal(document.get("instanceId"), expected.tc_worker_id, "instance id")
     require_equal(document.get("instanceId"), expected.cloud_id, "instance id")
     require_equal(document.get("region"), expected.region, "region")
+    imported = imported_from(expected.provider_data) is not None
     for field, key in RECORDED.items():
+        if imported and key not in expected.provider_data:
+            # Imported from a legacy worker-manager (wm.take_over), whose API shows none of
+            # these, and not yet adopted by a scan: the signed instance id it registered under
+            # with worker-manager and its region are what wm knows of it.
+            continue
         require_equal(document.get(field), expected.provider_data.get(key), field)
     pending = _timestamp(document.get("pendingTime"), "pendingTime")
     if (pending - now).total_seconds() > CLOCK_SKEW_S:

@@ -190,7 +190,10 @@ class AzureIdentityVerifier:
         content = _content(signed)
         now = self.now()
         recorded = expected.provider_data.get("vmId")
-        if not recorded and not (self.vm_id_of and expected.cloud_id):
+        # Without a recorded vmId, ARM is asked for the VM's: by its resource id alone (an
+        # imported worker no scan adopted yet is known by its VM name only, and is refused here
+        # until the scan records its VM).
+        if not recorded and not (self.vm_id_of and _resource_id(expected.cloud_id)):
             raise IdentityRejected("no vmId recorded for this worker")
         check_claims(
             content,
@@ -438,6 +441,10 @@ def vm_id_lookup(
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _resource_id(cloud_id: str | None) -> bool:
+    return bool(cloud_id) and "/virtualmachines/" in (cloud_id or "").lower()
 
 
 def _content(signed: pkcs7.SignedData) -> Mapping[str, Any]:

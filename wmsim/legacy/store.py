@@ -7,13 +7,14 @@ provisioner and the scanner change it under `Store.lock`.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from wm.pool_definition import derive_launch_config_id
 
 STATES = ("requested", "running", "stopping", "stopped")
 MAX_LIMIT = 1000  # libraries/api/src/pagination.js maxLimit
@@ -24,15 +25,15 @@ def js_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def launch_config_id(launch_config: Mapping[str, Any]) -> str:
+def launch_config_id(worker_pool_id: str, launch_config: Mapping[str, Any]) -> str:
     """The id worker-manager gives a launch config: the one it names in
-    `workerManager.launchConfigId`, otherwise one derived from its content (stable, so a pool
-    re-applied unchanged keeps its ids)."""
+    `workerManager.launchConfigId`, otherwise the one its database derives from the pool and
+    the config without workerManager (db version 0105's get_or_create_launch_config_id), the
+    id `wm import` matches each worker's launchConfigId against."""
     named = (launch_config.get("workerManager") or {}).get("launchConfigId")
     if named:
         return str(named)
-    digest = hashlib.sha256(json.dumps(launch_config, sort_keys=True).encode()).hexdigest()
-    return f"lc-{digest[:20]}"
+    return derive_launch_config_id(worker_pool_id, launch_config)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from wm.api.routers.workers import SCALE_DOWN_REASON
 from wmsim.demo.take_over_report import (
     AgentLife,
     Comparison,
@@ -53,10 +54,14 @@ def facts(**changes: object) -> TakeOverFacts:
 
 
 def test_a_move_that_held_has_no_problem():
-    figured = figures(facts())
+    scaled_down = AgentLife(
+        "azure2", "win", "vm-2", ["registered"], [f"told-to-terminate:{SCALE_DOWN_REASON}"]
+    )
+    figured = figures(facts(agents=[*facts().agents, scaled_down]))
 
     assert problems(figured) == []
-    assert figured["moved_workers_running_through"] == 1
+    assert figured["imported_workers_scaled_down"] == 1
+    assert figured["moved_workers_running_through"] == 2
     assert figured["moved_workers_reregistered_at_wm"] == 1
 
 

@@ -15,8 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wm.api.routers.workers import SCALE_DOWN_REASON
+
 REFUSED = ("register-refused:", "reregister-refused:")
 TOLD_TO_TERMINATE = "told-to-terminate:"
+# wm scaling an idle worker down (its pool has more capacity than its queue needs) is wm
+# managing the pool, as worker-manager would, not the worker refused for having moved.
+SCALED_DOWN = TOLD_TO_TERMINATE + SCALE_DOWN_REASON
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class Comparison:
     endpoint: str
     pool_id: str
     equal: bool
+    detail: str = ""  # when not equal: what came through the forwarding, and the legacy's
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,10 @@ def _count(agents: Iterable[AgentLife], prefixes: tuple[str, ...], *, after: boo
     return sum(
         1
         for a in agents
-        if any(e.startswith(prefixes) for e in (a.after if after else [*a.before, *a.after]))
+        if any(
+            e.startswith(prefixes) and e != SCALED_DOWN
+            for e in (a.after if after else [*a.before, *a.after])
+        )
     )
 
 
@@ -113,6 +122,13 @@ def figures(facts: TakeOverFacts) -> dict[str, Any]:
         "moved_workers_reregistered_at_wm": sum(1 for a in through if "reregistered" in a.after),
         "imported_workers_refused": _count(moved, ("reregister-refused:",), after=True),
         "imported_workers_told_to_terminate": _count(moved, (TOLD_TO_TERMINATE,), after=True),
+        "imported_workers_scaled_down": sum(1 for a in moved if SCALED_DOWN in a.after),
+        # what they were answered, by reason or error code
+        "imported_workers_answers": dict(
+            Counter(
+                e for a in moved for e in a.after if e.startswith((*REFUSED, TOLD_TO_TERMINATE))
+            )
+        ),
         "registrations_refused": _count(facts.agents, ("register-refused:",), after=False),
         "legacy_workers_refused": _count(stayed, REFUSED, after=False),
         "legacy_workers_told_to_terminate": _count(stayed, (TOLD_TO_TERMINATE,), after=False),
@@ -134,7 +150,9 @@ def figures(facts: TakeOverFacts) -> dict[str, Any]:
         "forwarded_answers_sampled": len(facts.comparisons),
         "forwarded_answers_equal": sum(1 for c in facts.comparisons if c.equal),
         "forwarded_answers_differing": [
-            {"endpoint": c.endpoint, "pool": c.pool_id} for c in facts.comparisons if not c.equal
+            {"endpoint": c.endpoint, "pool": c.pool_id, "detail": c.detail}
+            for c in facts.comparisons
+            if not c.equal
         ],
         "import_runs": list(facts.import_runs),
     }

@@ -51,6 +51,7 @@ GONE_FROM_CLOUD = "gone-from-cloud"
 WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
+LEGACY_UNADOPTED_KIND = "legacy-vm-unadopted"  # pool error kind
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 # Stop reasons of workers whose launch the cloud accepted and then failed.
 LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
@@ -107,6 +108,8 @@ class Scanner:
     # (provider id, region) -> open intent -> first seen with its pool's claim free: from
     # then on its create is surely sent, and the gate's longest call is counted.
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
+    # (provider id, cloud id) of the unadopted legacy VMs already recorded as pool errors.
+    _reported: set[tuple[str, str]] = field(default_factory=set)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
@@ -122,6 +125,15 @@ class Scanner:
         log("scan", **report.__dict__)
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
+
+    def first_report(
+        self, provider_id: str, unadopted: Sequence[CloudInstance]
+    ) -> list[CloudInstance]:
+        """Those of these unadopted legacy VMs this process has not reported before."""
+        with self._lock:
+            fresh = [i for i in unadopted if (provider_id, i.cloud_id) not in self._reported]
+            self._reported.update((provider_id, i.cloud_id) for i in fresh)
+            return fresh
 
     def first_seen(
         self, provider_id: str, region: str, instances: Sequence[CloudInstance], now: datetime
@@ -196,7 +208,7 @@ class ScanPass:
             now=now,
         )
         found = self._diff(instances, rows, pools, now, in_flight, free_since)
-        self._report_unadopted(found.unadopted)
+        self._report_unadopted(found.unadopted, pools)
 
         changed = self._apply(found.changes, {r.worker_id: r for r in rows})
         worker_writes.mark_checked(self.engine, found.seen)
@@ -256,9 +268,13 @@ class ScanPass:
             intents_free_since=intents_free_since,
         )
 
-    def _report_unadopted(self, unadopted: Sequence[CloudInstance]) -> None:
+    def _report_unadopted(
+        self, unadopted: Sequence[CloudInstance], pools: Mapping[str, PoolRecord]
+    ) -> None:
         """worker-manager's VMs of this provider that no import has written a row for: named
-        in the log and counted, and left running (a later `wm import` takes them)."""
+        in the log and counted (wm_legacy_vms_unadopted) at every scan, and left running (a
+        later `wm import` takes them); each is also a pool error of its pool, once per
+        process, so that `wm status` and `wm pools errors` show it."""
         LEGACY_UNADOPTED.labels(self.provider.id, self.region).set(len(unadopted))
         for instance in unadopted:
             log(
@@ -271,6 +287,11 @@ class ScanPass:
                 worker=instance.worker_id,
                 pool=instance.pool_id,
             )
+        fresh = self.scanner.first_report(self.provider.id, unadopted)
+        pool_errors.record_errors(
+            self.engine,
+            [unadopted_error(self.provider.id, i) for i in fresh if i.pool_id in pools],
+        )
 
     def _apply(
         self,
@@ -571,6 +592,27 @@ def _error_extra(workers: Sequence[WorkerRecord]) -> dict[str, object]:
         "examples": [w.worker_id for w in workers[:ERROR_EXAMPLES]],
         "region": workers[0].worker_group,
     }
+
+
+def unadopted_error(provider_id: str, instance: CloudInstance) -> NewPoolError:
+    """A legacy worker-manager's VM of this provider that wm has no row for: not deleted."""
+    return NewPoolError(
+        pool_id=instance.pool_id or "",
+        kind=LEGACY_UNADOPTED_KIND,
+        title="a VM of worker-manager's has no worker in wm",
+        description=(
+            f"{instance.tc_worker_id} ({instance.cloud_id}) carries the legacy worker-manager's "
+            "tags of this provider but no imported worker: wm leaves it running. Run `wm "
+            "import` again to take it over, or delete it by hand."
+        ),
+        provider_id=provider_id,
+        # Not workerId/workerGroup: those mark a worker's own reports (reportWorkerError).
+        extra={
+            "legacyWorkerId": instance.tc_worker_id,
+            "region": instance.region,
+            "cloudId": instance.cloud_id,
+        },
+    )
 
 
 def failed_launch(reason: str | None) -> bool:

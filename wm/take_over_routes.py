@@ -199,9 +199,11 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
     the pool the request names is in wm's database under one of them (or under none: a
     deleted pool wm drains).
 
-    Nothing is ever forwarded for a provider wm has: a registration or a pool definition naming
-    one is wm's, whatever the pool. A request wm cannot even read its pool or provider from (a
-    malformed body) is wm's to refuse, with the words the legacy would use too."""
+    Nothing is ever forwarded for a pool wm has taken over, and a pool definition naming a
+    provider wm has is wm's, whatever the pool. A registration naming such a provider is wm's
+    once its pool is: before `wm import`, the legacy still runs that pool. A request wm cannot
+    even read its pool or provider from (a malformed body) is wm's to refuse, with the words the
+    legacy would use too."""
     endpoint = subject.endpoint
     if endpoint is None:
         return Decision.FORWARD  # not wm's API: the legacy answers it (its 404, or more)
@@ -212,11 +214,17 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
         return Decision.MERGE
     if routing is Routing.QUERY_POOL and subject.pool_id is None:
         return Decision.MERGE  # error stats of every pool
-    if routing in (Routing.BODY_PROVIDER, Routing.DEFINITION):
+    if routing is Routing.BODY_PROVIDER:
+        if subject.provider_id is None:
+            return Decision.SERVE
+        if subject.provider_id not in providers:
+            return Decision.FORWARD
+        # A provider is taken over pool by pool, by `wm import`: until then its pools are the
+        # legacy's, which launched their booting workers and is the one to register them.
+        return Decision.SERVE if pool_is_wms or subject.pool_id is None else Decision.FORWARD
+    if routing is Routing.DEFINITION:
         if subject.provider_id is None or subject.provider_id in providers:
             return Decision.SERVE
-        if routing is Routing.BODY_PROVIDER:
-            return Decision.FORWARD
     elif subject.pool_id is None:
         return Decision.SERVE
     return Decision.SERVE if pool_is_wms else Decision.FORWARD

@@ -194,3 +194,92 @@ def test_scanner_kinds_take_providers_named_as_taskcluster_allows(
     assert all(s["provider"] != "Aws_Trusted" for s in scans(process))
     code, _ = process.terminate()
     assert code == 0
+
+
+def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unknown_one(
+    tmp_path, db_url, engine, sim_arm, stacks
+):
+    from datetime import timedelta
+
+    from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBNET, make_subnet
+    from tests.support.legacy_vms import legacy_vm
+    from tests.support.stack import AZURE_SUBSCRIPTION
+    from wm.db import pools as pool_store
+    from wm.db import worker_writes
+    from wm.db.scans import db_now
+    from wm.take_over import IMPORTED_FROM, imported_worker_id
+
+    root_url = "https://tc.example.test"
+    sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, "eastus")
+    make_subnet(sim_arm, AZURE_SUBNET, "eastus")
+    port = free_port()
+    azure = azure_provider(sim_arm, "azure2", scan_interval_s=0.5, adopt_legacy=True)
+    stack = Stack.write(
+        tmp_path,
+        db_url,
+        [azure],
+        [pool("proj/win", azure)],
+        root_url=root_url,
+        metrics={"port": port},
+    )
+    stacks.append(stack)
+    stack.sync_pools(engine)
+
+    def make() -> object:
+        return legacy_vm(
+            "azure",
+            sim_arm,
+            provider_id="azure2",
+            pool_id="proj/win",
+            region="eastus",
+            root_url=root_url,
+            public_ip=True,
+        )
+
+    kept, unknown = make(), make()
+    worker_id = imported_worker_id("proj/win", "eastus", kept.worker_id)
+    now = db_now(engine)
+    with engine.begin() as conn:
+        worker_writes.adopt_workers(
+            conn,
+            [
+                worker_writes.AdoptedWorker(
+                    worker_id=worker_id,
+                    pool_id="proj/win",
+                    worker_group="eastus",
+                    tc_worker_id=kept.worker_id,
+                    provider_id="azure2",
+                    state=WorkerState.RUNNING,
+                    capacity=1,
+                    launch_config_id=pool_store.load_launch_configs(engine)[0].launch_config_id,
+                    created=now - timedelta(hours=1),
+                    last_modified=now,
+                    expires=now + timedelta(days=7),
+                    registered_at=now - timedelta(minutes=50),
+                    provider_data={IMPORTED_FROM: root_url},
+                )
+            ],
+        )
+    held = set(sim_arm.resources())  # of each: the VM, its NIC, public IP and OS disk
+
+    def the_row():
+        (found,) = [r for r in list_workers(engine, pool_id="proj/win") if r.worker_id == worker_id]
+        return found
+
+    process = stack.start("scanner")
+    process.wait_for(lambda: the_row().cloud_id is not None, 30, "the imported worker adopted")
+    process.wait_for(
+        lambda: len(process.events("legacy-vm-unadopted")) >= 2, 30, "the unknown VM reported"
+    )
+    assert {e["tc_worker_id"] for e in process.events("legacy-vm-unadopted")} == {unknown.worker_id}
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    assert 'wm_legacy_vms_unadopted{provider="azure2",region="eastus"} 1.0' in metrics.decode()
+
+    worker_writes.request_removal(engine, worker_id, "removeWorker")
+    process.wait_for(lambda: the_row().state == WorkerState.STOPPED, 30, "the worker removed")
+    left = set(sim_arm.resources())
+    assert len(held) == 8 and len(left) == 4  # the unknown VM's VM, NIC, public IP and disk
+    assert any(unknown.worker_id in r for r in left)
+    assert not any(kept.worker_id in r for r in left)
+    code, _ = process.terminate()
+    assert code == 0

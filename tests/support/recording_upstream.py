@@ -41,6 +41,9 @@ class RecordingUpstream:
     # (method, path below the prefix, unescaped) -> (status, body, extra headers)
     answers: dict[tuple[str, str], tuple[int, Any, Mapping[str, str]]] = field(default_factory=dict)
     delay_s: float = 0.0  # every answer waits this long (a legacy that hangs)
+    # Clients it refuses (403 InsufficientScopes), as a deployment whose worker-manager client
+    # holds no list scopes refuses it.
+    refused_clients: set[str] = field(default_factory=set)
     # Paths (below the prefix) whose requests it reads and then drops without an answer.
     dropped: set[str] = field(default_factory=set)
     requests: list[Recorded] = field(default_factory=list)
@@ -116,6 +119,9 @@ class RecordingUpstream:
         parts = urlsplit(record.target)
         path = unquote(parts.path.removeprefix(PREFIX))
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        signer = (record.header("Authorization") or "").partition('id="')[2].partition('"')[0]
+        if signer in self.refused_clients:
+            return 403, error("InsufficientScopes", f"{signer} lacks scopes"), {}
         if (record.method, path) in self.answers:
             return self.answers[(record.method, path)]
         if record.method == "GET" and path == "/worker-pools":

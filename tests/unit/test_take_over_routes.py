@@ -255,7 +255,7 @@ def test_each_endpoint_is_routed_by_the_pool_or_provider_it_names(name):
     ("scenario", "method", "path", "body", "decision"),
     [
         (
-            "registers with a provider wm has",
+            "registers with a provider wm has, naming no pool",
             "POST",
             "/worker/register",
             b'{"providerId": "azure2"}',
@@ -296,6 +296,20 @@ def test_nothing_for_a_provider_wm_has_is_ever_forwarded(scenario, method, path,
 )
 def test_the_rest(method, path, query, decision):
     assert decide(subject(method, path, query, b""), WMS, pool_is_wms=False).value == decision
+
+
+@pytest.mark.parametrize(
+    ("pool_is_wms", "decision"),
+    [(True, "serve"), (False, "forward")],
+    ids=["imported", "not-yet-imported"],
+)
+def test_a_registration_with_a_provider_wm_has_is_wms_once_its_pool_is(pool_is_wms, decision):
+    # Between routing the rootUrl to wm and `wm import`, the legacy still runs the provider's
+    # pools: a worker it launched registers there, not at wm, which knows nothing of it yet.
+    body = b'{"providerId": "azure2", "workerPoolId": "proj-a/win"}'
+    about = subject("POST", "/worker/register", {}, body)
+
+    assert decide(about, WMS, pool_is_wms=pool_is_wms).value == decision
 
 
 def test_a_pool_id_is_unescaped_and_its_slash_kept_in_one_segment():

@@ -22,7 +22,7 @@ import httpx
 import mohawk
 
 from wm.tc.credentials import IssuerCredentials
-from wm.tc.errors import TaskclusterError
+from wm.tc.errors import ERROR_STATUS, TaskclusterError
 
 CONNECT_TIMEOUT_S = 5.0
 # registerWorker at the legacy checks a proof, which may call its cloud: give it the time
@@ -46,6 +46,10 @@ HOP_BY_HOP = frozenset(
 
 # What the web server writes on every answer itself: the legacy's would come out twice.
 OWN_HEADERS = frozenset({"content-length", "date", "server"})
+
+
+class _Refused(TaskclusterError):
+    """The legacy refused wm's client (401/403): the read is tried once more, anonymously."""
 
 
 class LegacyUnavailable(TaskclusterError):
@@ -114,26 +118,39 @@ class Legacy:
         return Answer(response.status_code, kept, content)
 
     async def read(self, path: str, query: Mapping[str, str]) -> dict[str, Any]:
-        """GET `path` (below the rootUrl) with `query`, signed as wm's client when it has one:
-        the legacy's JSON answer, or its Taskcluster error raised as such."""
+        """GET `path` (below the rootUrl) with `query`, signed as wm's client when it has one
+        (anonymously if the legacy refuses that client): the legacy's JSON answer, or its
+        Taskcluster error raised as such."""
         url = self.base_url + path + (f"?{urlencode(query)}" if query else "")
-        headers = {}
-        if self._credentials is not None:
-            sender = mohawk.Sender(
-                {
-                    "id": self._credentials.client_id,
-                    "key": self._credentials.access_token,
-                    "algorithm": "sha256",
-                },
-                url,
-                "GET",
-                content="",
-                content_type="",
-                always_hash_content=False,
-            )
-            headers["Authorization"] = sender.request_header
+        if self._credentials is None:
+            return await self._read(url, {})
         try:
-            response = await self._client.get(url, headers=headers)
+            return await self._read(url, self._signed(url))
+        except _Refused:
+            # worker-manager's own client holds no list scopes (TC auth static-scopes.json):
+            # what the deployment's anonymous role grants (community-tc's grants the lists)
+            # may be enough.
+            return await self._read(url, {})
+
+    def _signed(self, url: str) -> dict[str, str]:
+        assert self._credentials is not None
+        sender = mohawk.Sender(
+            {
+                "id": self._credentials.client_id,
+                "key": self._credentials.access_token,
+                "algorithm": "sha256",
+            },
+            url,
+            "GET",
+            content="",
+            content_type="",
+            always_hash_content=False,
+        )
+        return {"Authorization": sender.request_header}
+
+    async def _read(self, url: str, headers: Mapping[str, str]) -> dict[str, Any]:
+        try:
+            response = await self._client.get(url, headers=dict(headers))
         except httpx.HTTPError as error:
             raise self._unavailable(error) from None
         try:
@@ -148,8 +165,11 @@ class Legacy:
             )
         if response.status_code >= 400:
             code = answer.get("code")
-            raise TaskclusterError(
-                code if isinstance(code, str) else "InternalServerError",
+            if code not in ERROR_STATUS:
+                code = "InternalServerError"
+            error = _Refused if headers and response.status_code in (401, 403) else TaskclusterError
+            raise error(
+                code,
                 f"the legacy worker-manager at {self.base_url}: "
                 f"{answer.get('message') or json.dumps(answer)[:200]}",
             )

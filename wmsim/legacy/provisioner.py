@@ -236,7 +236,7 @@ class LegacyProvisioner:
         index = self._next_config.get(pool.worker_pool_id, 0) % len(configs)
         self._next_config[pool.worker_pool_id] = index + 1
         config = configs[index]
-        lc_id = launch_config_id(pool.worker_pool_id, config)
+        lc_id = launch_config_id(self.engine, pool.worker_pool_id, config)
         try:
             vm = provider.launch(
                 LegacyLaunch(

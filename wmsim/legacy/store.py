@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wm.pool_definition import derive_launch_config_id
+from sqlalchemy import Engine, text
 
 STATES = ("requested", "running", "stopping", "stopped")
 MAX_LIMIT = 1000  # libraries/api/src/pagination.js maxLimit
@@ -25,15 +25,32 @@ def js_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def launch_config_id(worker_pool_id: str, launch_config: Mapping[str, Any]) -> str:
+def launch_config_id(engine: Engine, pool_id: str, launch_config: Mapping[str, Any]) -> str:
     """The id worker-manager gives a launch config: the one it names in
-    `workerManager.launchConfigId`, otherwise the one its database derives from the pool and
-    the config without workerManager (db version 0105's get_or_create_launch_config_id), the
-    id `wm import` matches each worker's launchConfigId against."""
+    `workerManager.launchConfigId`, otherwise the one its database derives (db/versions 0105:
+    `'lc-' || left(md5(worker_pool_id || (config - 'workerManager')::text), 20)`), computed
+    by Postgres itself, as worker-manager's is, rather than by a reimplementation."""
     named = (launch_config.get("workerManager") or {}).get("launchConfigId")
     if named:
         return str(named)
-    return derive_launch_config_id(worker_pool_id, launch_config)
+    query = text(
+        "SELECT 'lc-' || left(md5(:pool || (CAST(:config AS jsonb) - 'workerManager')::text), 20)"
+    )
+    # worker-manager is JavaScript: its JSON.stringify writes an integral double without a
+    # fraction (10, not 10.0), and the id hashes what Postgres stored.
+    values = {"pool": pool_id, "config": json.dumps(_as_javascript(launch_config))}
+    with engine.connect() as conn:
+        return str(conn.execute(query, values).scalar_one())
+
+
+def _as_javascript(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: _as_javascript(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_javascript(item) for item in value]
+    return value
 
 
 @dataclass

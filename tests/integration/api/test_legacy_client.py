@@ -53,6 +53,19 @@ def test_the_legacys_side_of_a_list_is_read_with_wms_own_client():
     assert 'id="static/worker-manager"' in (record.header("Authorization") or "")
 
 
+def test_a_list_the_legacy_refuses_wms_client_is_read_anonymously():
+    # worker-manager's own client holds no list scopes: the anonymous role may grant them.
+    with RecordingUpstream(providers=[{"providerId": "p", "providerType": "aws"}]) as upstream:
+        upstream.refused_clients.add("static/worker-manager")
+        legacy = Legacy(upstream.url, IssuerCredentials("static/worker-manager", "token"))
+
+        answer = asyncio.run(_read(legacy))
+
+    assert answer["providers"] == [{"providerId": "p", "providerType": "aws"}]
+    signed, anonymous = upstream.requests
+    assert signed.header("Authorization") and anonymous.header("Authorization") is None
+
+
 def test_a_legacy_that_does_not_answer_in_time_is_a_500_naming_it():
     with RecordingUpstream(delay_s=3.0) as upstream:
         legacy = Legacy(upstream.url, None, timeout_s=0.5)

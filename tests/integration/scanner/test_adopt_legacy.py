@@ -25,6 +25,7 @@ from tests.integration.scanner.test_scan import configure
 from tests.support.legacy_vms import legacy_vm
 from wm.db import pools as pool_store
 from wm.db import tasks, worker_writes
+from wm.db.pool_errors import list_errors
 from wm.db.scans import db_now
 from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.db.workers import list_workers
@@ -217,6 +218,9 @@ def test_an_unknown_legacy_vm_is_reported_and_kept_and_others_are_never_touched(
     reports = [scan.scan(provider.id, cloud.region) for _ in range(3)]
 
     assert [r.unadopted for r in reports] == [1, 1, 1]
+    # Named once as an error of its pool, for `wm status` and `wm pools errors`.
+    (error,) = list_errors(engine, POOL)
+    assert error.kind == "legacy-vm-unadopted" and unknown.worker_id in error.description
     assert [r.orphans for r in reports] == [0, 0, 0]
     assert set(cloud.resources()) == before  # nothing deleted, nothing of theirs
     assert list_workers(engine, pool_id=POOL) == []

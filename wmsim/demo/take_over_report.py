@@ -84,6 +84,7 @@ class TakeOverFacts:
     forwarded: Mapping[str, int]  # endpoint -> requests the legacy answered through wm
     comparisons: Sequence[Comparison]
     import_runs: Sequence[str] = field(default_factory=tuple)  # each `wm import` summary line
+    shed: int = 0  # sampled reads wm shed (429, too many in flight) and the demo asked again
 
 
 def _count(agents: Iterable[AgentLife], prefixes: tuple[str, ...], *, after: bool) -> int:
@@ -149,6 +150,7 @@ def figures(facts: TakeOverFacts) -> dict[str, Any]:
         "forwarded_by_endpoint": dict(sorted(facts.forwarded.items())),
         "forwarded_answers_sampled": len(facts.comparisons),
         "forwarded_answers_equal": sum(1 for c in facts.comparisons if c.equal),
+        "forwarded_reads_shed_and_retried": facts.shed,
         "forwarded_answers_differing": [
             {"endpoint": c.endpoint, "pool": c.pool_id, "detail": c.detail}
             for c in facts.comparisons

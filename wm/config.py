@@ -105,6 +105,17 @@ class WebConfig(Frozen):
         return data
 
 
+def base_url(value: str, example: str, what: str) -> str:
+    """An http(s) URL with nothing after its host and port, in one form, without the slash
+    (Taskcluster's clients join it with "/api/...")."""
+    parts = urlsplit(value)
+    if parts.scheme not in ROOT_URL_SCHEMES or not parts.netloc:
+        raise ValueError(f"must be an http(s) URL such as {example}")
+    if parts.query or parts.fragment or parts.path not in ("", "/"):
+        raise ValueError(f"must be {what} alone: no path, query or fragment")
+    return value.rstrip("/")
+
+
 class TakeOverConfig(Frozen):
     """A move from a live worker-manager: where its web process still answers."""
 
@@ -116,12 +127,7 @@ class TakeOverConfig(Frozen):
     @field_validator("legacy_url")
     @classmethod
     def _plain_legacy_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ROOT_URL_SCHEMES or not parts.netloc:
-            raise ValueError("must be an http(s) URL such as http://worker-manager.internal")
-        if parts.query or parts.fragment or parts.path not in ("", "/"):
-            raise ValueError("must be a base URL alone: no path, query or fragment")
-        return value.rstrip("/")
+        return base_url(value, "http://worker-manager.internal", "a base URL")
 
 
 class MetricsConfig(Frozen):
@@ -166,13 +172,7 @@ class Config(Frozen):
     @field_validator("root_url")
     @classmethod
     def _plain_root_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ROOT_URL_SCHEMES or not parts.netloc:
-            raise ValueError("must be an http(s) URL such as https://tc.example.com")
-        if parts.query or parts.fragment or parts.path not in ("", "/"):
-            raise ValueError("must be the root URL alone: no path, query or fragment")
-        # Taskcluster's clients join it with "/api/...": one form, without the slash.
-        return value.rstrip("/")
+        return base_url(value, "https://tc.example.com", "the root URL")
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for provider in self.providers:

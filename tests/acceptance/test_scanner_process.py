@@ -9,7 +9,15 @@ from collections import defaultdict
 
 import pytest
 
-from tests.support.stack import FAST_GATE, Stack, aws_provider, azure_provider, gcp_provider, pool
+from tests.support.stack import (
+    FAST_GATE,
+    START_TIMEOUT_S,
+    Stack,
+    aws_provider,
+    azure_provider,
+    gcp_provider,
+    pool,
+)
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerState
@@ -56,7 +64,7 @@ def test_two_replicas_split_regions_never_overlap_and_cover_for_a_dead_peer(
 
     # A second replica joins: together they scan each region about once per interval.
     second = stack.start("scanner", "--kind", "aws")
-    second.wait_for(lambda: second.events("process-started"), 30, "the second replica")
+    second.wait_for(lambda: second.events("process-started"), START_TIMEOUT_S, "the second replica")
     joined_at = time.time()
 
     def scans_since_join() -> dict[str, list[tuple[float, float, int]]]:

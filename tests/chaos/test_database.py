@@ -26,7 +26,7 @@ from tests.chaos.scene import (
     sizes,
     wait_until,
 )
-from tests.support.stack import Stack, pool
+from tests.support.stack import START_TIMEOUT_S, Stack, pool
 from wm.db import migrate, tasks
 from wm.db.engine import create_database, make_engine, with_database
 from wm.db.workers import list_workers
@@ -76,7 +76,7 @@ def test_a_killed_claim_connection_lets_a_peer_launch_the_demand_once(
     stack.sync_pools(engine)
     first, second = stack.start("provisioner"), stack.start("provisioner")
     for process in (first, second):
-        process.wait_for(lambda p=process: p.events("process-started"), 30, "start")
+        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
 
     with CapacitySampler(engine, {"proj/db": max_capacity}) as sampler:
         for _ in range(size.runs):
@@ -171,7 +171,8 @@ def test_processes_ride_out_a_postgres_restart_and_lose_nothing(
         stack.sync_pools(engine)
         processes = [stack.start("provisioner"), stack.start("provisioner"), stack.start("scanner")]
         for process in processes:
-            process.wait_for(lambda p=process: p.events("process-started"), 30, "start")
+            started = lambda p=process: p.events("process-started")  # noqa: E731
+            process.wait_for(started, START_TIMEOUT_S, "start")
         wanted = 0
         for _ in range(size.restarts):
             wanted += size.demand

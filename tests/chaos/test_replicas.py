@@ -20,7 +20,7 @@ import pytest
 
 from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import KINDS, CapacitySampler, provider_config, sizes
-from tests.support.stack import Stack, pool
+from tests.support.stack import START_TIMEOUT_S, Stack, pool
 from wm.db import tasks
 from wm.providers.base import TAG_POOL
 
@@ -65,7 +65,7 @@ def test_four_replicas_never_exceed_max_capacity_nor_share_a_pool(
     replicas = [stack.start("provisioner") for _ in range(REPLICAS)]
     scanner = stack.start("scanner")
     for process in [*replicas, scanner]:
-        process.wait_for(lambda p=process: p.events("process-started"), 30, "start")
+        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
 
     max_capacity = {p["id"]: size.max_capacity for p in pools}
     cloud_worst: dict[str, int] = defaultdict(int)

@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import DELETE_OPERATION, KINDS, provider_config, sizes, wait_until
-from tests.support.stack import Stack, pool
+from tests.support.stack import START_TIMEOUT_S, Stack, pool
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerState
@@ -63,7 +63,7 @@ def test_a_scanner_killed_mid_scan_is_covered_by_its_peer_within_two_intervals(
         lambda: all(clouds.of(k).faults.hanging >= 1 for k in KINDS), 30, "deletes hanging"
     )
     second = stack.start("scanner")
-    second.wait_for(lambda: second.events("process-started"), 30, "the peer started")
+    second.wait_for(lambda: second.events("process-started"), START_TIMEOUT_S, "the peer started")
     # Every job of the peer runs once within an interval (their phases are spread over it). It
     # may scan none of A's free regions yet: one A scanned less than half an interval before is
     # skipped, as replicas share regions rather than repeat each other's scans. A's stuck ones

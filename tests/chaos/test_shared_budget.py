@@ -18,7 +18,7 @@ import pytest
 
 from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import sizes, wait_until
-from tests.support.stack import Stack, aws_provider, pool
+from tests.support.stack import START_TIMEOUT_S, Stack, aws_provider, pool
 from wm.db import tasks
 from wm.providers.base import TAG_POOL
 from wmsim.behaviour import Outcome
@@ -65,7 +65,7 @@ def test_three_processes_sharing_an_account_launch_at_the_bucket_rate_without_th
         stacks.append(stack)
         processes.append(stack.start("provisioner"))
     for process in processes:
-        process.wait_for(lambda p=process: p.events("process-started"), 30, "start")
+        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
 
     for pool_config in pools:
         tasks.submit_tasks(engine, pool_config["id"], size.pending_per_pool, 600.0)

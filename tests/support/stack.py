@@ -24,6 +24,9 @@ from wmsim.gcp.gce import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"
+# A process (Python, wm, the cloud SDKs) can take half a minute to start when several start at
+# once on a busy 2-core machine; a wait for its start is bounded by this.
+START_TIMEOUT_S = 90.0
 AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-00000000a2e0"
 GCE_WORKER_ACCOUNT = "wm-workers@wm-test.iam.gserviceaccount.com"  # workers' service account
 FAST_GATE = {

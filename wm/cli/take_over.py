@@ -9,8 +9,6 @@ import click
 from wm.cli.context import CliContext, UserError, echo_json, json_option
 from wm.errors import ConfigError
 from wm.import_plan import ProviderFacts, chosen_pools, provider_problems, summary_lines
-from wm.legacy_api import LegacyApiError, LegacyWorkerManager
-from wm.legacy_import import ImportRefused, import_fleet
 
 REFUSED = "wm import (nothing written)"
 
@@ -51,6 +49,11 @@ def import_command(
     if problems:
         raise ConfigError(problems, REFUSED)
     env = config.env
+    # Here, not at the top: every process starts through wm.cli, and only this command needs
+    # the taskcluster client and the import's use case loaded.
+    from wm.legacy_api import LegacyApiError, LegacyWorkerManager
+    from wm.legacy_import import ImportRefused, import_fleet
+
     legacy = LegacyWorkerManager(root_url, env.taskcluster_client_id, env.taskcluster_access_token)
     try:
         pools = chosen_pools(legacy.pools(), chosen)

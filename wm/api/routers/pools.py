@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter
@@ -194,20 +195,38 @@ async def list_worker_pools(
     continuationToken: str | None = None,
     limit: str | None = None,
 ) -> JSONResponse:
-    api = call.api
-    if api.legacy is not None:  # a take-over: the legacy's pools too
+    return await pools_listed(
+        call.api, "workerPools", "/worker-pools", pools_json, continuationToken, limit
+    )
+
+
+WmPage = Callable[
+    [ApiContext, str | None, str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]
+]
+
+
+async def pools_listed(
+    api: ApiContext,
+    key: str,
+    path: str,
+    wm_page: WmPage,
+    continuation_token: str | None,
+    limit: str | None,
+) -> JSONResponse:
+    """A list of pools: wm's, or during a take-over wm's and the legacy's merged."""
+    if api.legacy is None:
+        rows, token = await wm_page(api, continuation_token, limit)
+    else:
         rows, token = await merged_page(
             api.legacy,
-            continuationToken,
+            continuation_token,
             limit,
-            wm_page=lambda inner, n: pools_json(api, inner, n),
-            legacy_path=f"{PREFIX}/worker-pools",
-            key="workerPools",
+            wm_page=lambda inner, n: wm_page(api, inner, n),
+            legacy_path=f"{PREFIX}{path}",
+            key=key,
             theirs=pools_theirs(api),
         )
-        return JSONResponse(answer("workerPools", rows, token))
-    pools, token = await pools_json(api, continuationToken, limit)
-    return JSONResponse(answer("workerPools", pools, token))
+    return JSONResponse(answer(key, rows, token))
 
 
 async def pools_json(
@@ -229,20 +248,14 @@ async def list_worker_pools_stats(
     continuationToken: str | None = None,
     limit: str | None = None,
 ) -> JSONResponse:
-    api = call.api
-    if api.legacy is not None:  # a take-over: the legacy's pools too
-        rows, token = await merged_page(
-            api.legacy,
-            continuationToken,
-            limit,
-            wm_page=lambda inner, n: pool_stats_json(api, inner, n),
-            legacy_path=f"{PREFIX}/worker-pools/stats",
-            key="workerPoolsStats",
-            theirs=pools_theirs(api),
-        )
-        return JSONResponse(answer("workerPoolsStats", rows, token))
-    rows, token = await pool_stats_json(api, continuationToken, limit)
-    return JSONResponse(answer("workerPoolsStats", rows, token))
+    return await pools_listed(
+        call.api,
+        "workerPoolsStats",
+        "/worker-pools/stats",
+        pool_stats_json,
+        continuationToken,
+        limit,
+    )
 
 
 async def pool_stats_json(

@@ -132,3 +132,6 @@ class SimCloud:
     # Delete one such VM as worker-manager's removeWorker does (with the `settings` of
     # LegacyLaunch): the stand-in's own removals.
     legacy_terminate: Callable[[Mapping[str, Any], LegacyVm], None] | None = None
+    # `wmsim demo --take-over` moves a provider of this kind from the legacy worker-manager
+    # to wm (Firefox CI's plan: Azure first, the provider that stalls the others).
+    moves_first: bool = False

@@ -71,6 +71,11 @@ class DemoConfig(_Frozen):
     preempt_share: float = Field(0.0, ge=0, le=1)
     preempt_within_s: float = Field(30.0, ge=0)
     seed: int = 1  # task durations and arrival jitter repeat from run to run
+    # `--take-over`: the move happens this far into the workload (a fraction of it), and the
+    # legacy's pools renew their workers' credentials this often (reregistrationTimeout), so
+    # that the imported workers reregister at wm within the run.
+    take_over_at: float = Field(0.4, gt=0, lt=1)
+    take_over_reregistration_s: float = Field(20.0, gt=0)
 
     @field_validator("task_s")
     @classmethod

@@ -257,3 +257,34 @@ def test_stopping_the_demo_midway_stops_everything_it_started(tmp_path, db_url, 
     assert demo.returncode == 130, output
     assert "interrupted" in output
     assert processes_of(tmp_path) == []
+
+
+def test_a_take_over_moves_azure_from_a_live_legacy_fleet_without_losing_a_worker(tmp_path, db_url):
+    # Workers renew every 4 s, so the ones imported mid-task reregister at wm within the run;
+    # idle ones wait 5 s before they leave, so the Azure fleet is still there when it moves.
+    config = short_demo_config(
+        tmp_path / "config.toml", minutes=0.4, take_over_reregistration_s=4, idle_timeout_s=5.0
+    )
+
+    demo = start_demo(tmp_path, db_url, config, "--take-over")
+    output, _ = demo.communicate(timeout=240)
+
+    assert demo.returncode == 0, output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["healthy"], report["problems"]
+    move = report["take_over"]
+    assert move["provider"] == "azure-sim" and move["moved_at_s"] > 0
+    assert move["imported_pool_ids"] == ["demo/azure"]
+    # Workers of the legacy Azure fleet ran through the move and renewed at wm.
+    assert move["imported_workers"] > 0 and move["moved_workers_reregistered_at_wm"] > 0
+    assert move["imported_workers_refused"] == move["imported_workers_told_to_terminate"] == 0
+    assert move["legacy_workers_refused"] == 0
+    assert move["tasks_lost"] == 0 and move["tasks_submitted"] > 20
+    assert move["capacity_samples"] > 0 and move["capacity_samples_over_max"] == 0
+    assert move["leaked_vms"] == move["leaked_resources"] == 0
+    # AWS and GCE stayed with the legacy, reached through wm's forwarding, answering the same.
+    assert move["forwarded_by_endpoint"].get("registerWorker", 0) > 0
+    assert move["forwarded_answers_sampled"] == move["forwarded_answers_equal"] > 0
+    assert "moved to wm" in output and "wm import --from" in output
+    assert set(report["pool_clouds"]) == {"demo/aws", "demo/gcp", "demo/azure"}
+    assert processes_of(tmp_path) == []

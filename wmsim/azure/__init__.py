@@ -98,4 +98,5 @@ CLOUD = SimCloud(
     leftovers=_leftovers,
     legacy_launch=_legacy_launch,
     legacy_terminate=_legacy_terminate,
+    moves_first=True,
 )

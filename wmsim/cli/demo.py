@@ -60,6 +60,12 @@ INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
     help="Run every pool on spot VMs and have the clouds pre-empt this share of them.",
 )
 @click.option(
+    "--take-over",
+    is_flag=True,
+    help="Start from a live legacy worker-manager fleet and move its Azure provider onto wm "
+    "midway (README: what `make demo` shows).",
+)
+@click.option(
     "--live/--no-live",
     default=None,
     help="Redraw a table in place (default when the output is a terminal).",
@@ -73,6 +79,7 @@ def demo(
     procfile: Path,
     pool_files: tuple[Path, ...],
     preempt_share: float | None,
+    take_over: bool,
     live: bool | None,
 ) -> None:
     """Run every Procfile process against the simulated clouds and drive a workload.
@@ -88,12 +95,15 @@ def demo(
         from rich.console import Console
 
         from wmsim.demo.run import Demo, DemoRun, interrupted_by_sigterm
+        from wmsim.demo.take_over import TakeOverDemo
     except ImportError as exc:
         raise UserError(
             f"the demo needs the simulator's packages ({exc.name} is missing): "
             "pip install -e '.[sim]'"
         ) from None
 
+    if take_over and preempt_share:
+        raise UserError("--take-over runs on-demand VMs: leave --preempt out")
     obj: SimContext = ctx.obj
     config = obj.settings()
     asked = {"minutes": minutes, "workload": workload, "preempt_share": preempt_share}
@@ -113,7 +123,7 @@ def demo(
                     live=console.is_terminal if live is None else live,
                     pool_files=pool_files or default_pool_files(),
                 )
-                code = Demo(run, console).run()
+                code = (TakeOverDemo if take_over else Demo)(run, console).run()
         except KeyboardInterrupt:
             console.print("== interrupted: every process was stopped")
             sys.exit(INTERRUPTED_EXIT)

@@ -27,6 +27,7 @@ class PoolRow:
     stopping: int
     done: int
     errors: int  # worker-pool errors in the last hour
+    served_by: str = ""  # a take-over: who serves the pool (legacy, or wm since a moment)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class LiveState:
     processes: Mapping[str, str]  # process name -> running / crashed (exit code)
     hand_made: int = 0  # machines of static pools, made with createWorker
     hand_made_registered: int = 0  # ... that registered with their static secret
+    take_over: str = ""  # a take-over: where the move stands
 
 
 class LiveView:
@@ -71,6 +73,9 @@ def render(state: LiveState) -> Group:
         table.add_column(header, justify="left" if header in ("pool", "cloud") else "right")
     for header in ("stopping", "done", "errors"):
         table.add_column(header, justify="right")
+    served = any(row.served_by for row in state.pools)
+    if served:
+        table.add_column("served by")
     for row in state.pools:
         table.add_row(
             row.pool_id,
@@ -82,6 +87,11 @@ def render(state: LiveState) -> Group:
             str(row.stopping),
             str(row.done),
             Text(str(row.errors), style="red" if row.errors else ""),
+            *(
+                [Text(row.served_by, style="green" if row.served_by.startswith("wm") else "")]
+                if served
+                else []
+            ),
         )
     calls = ", ".join(f"{cloud} {n}" for cloud, n in sorted(state.api_calls.items()))
     processes = ", ".join(
@@ -100,6 +110,7 @@ def render(state: LiveState) -> Group:
                 else ""
             )
         ),
+        *([Text(f"take-over: {state.take_over}", style="bold")] if state.take_over else []),
         Text(f"processes: {processes}", style="dim"),
     )
 
@@ -122,4 +133,5 @@ def plain_line(state: LiveState) -> str:
             else ""
         )
         + (f", CRASHED: {', '.join(crashed)}" if crashed else "")
+        + (f"; take-over: {state.take_over}" if state.take_over else "")
     )

@@ -111,6 +111,7 @@ class Demo:
         self.config: Config | None = None
         self.clouds: dict[str, SimClient] = {}
         self.root_url = ""  # where the web process serves <root_url>/api/worker-manager/v1/
+        self.web_url = ""  # the web process's own address (the root URL, unless an ingress)
         self.pools: list[PoolShare] = []  # the applied definitions' pools
         self.static_pools: list[StaticPool] = []  # those of hand-made machines
         self.operator_token = secrets.token_urlsafe(24)  # the web process's WM_OPERATOR_TOKEN
@@ -125,7 +126,7 @@ class Demo:
         entries = read_procfile(spec.procfile)
         raw = tomllib.loads(spec.config_path.read_text())
         web_port = free_port()
-        self.root_url = f"http://127.0.0.1:{web_port}"
+        self.root_url = self.web_url = f"http://127.0.0.1:{web_port}"
         self.supervisor = Supervisor(entries, self._environment(web_port), self.logs, Path.cwd())
         with contextlib.ExitStack() as stack:
             stack.enter_context(_own_log(self.logs / "demo.log"))
@@ -174,6 +175,7 @@ class Demo:
                 while next_arrival < len(arrivals) and arrivals[next_arrival].at_s <= elapsed:
                     self._submit(engine, arrivals[next_arrival], progress)
                     next_arrival += 1
+                self._step(engine, progress)
                 statuses = self._sample(engine, progress)
                 fleet.sync()
                 phase = "workload" if elapsed < workload_s else "draining"
@@ -191,6 +193,10 @@ class Demo:
                         self._say(f"not drained {demo.drain_timeout_s:g}s after the workload")
                         return
                 time.sleep(max(0.0, demo.sample_s - (time.monotonic() - tick)))
+
+    def _step(self, engine: Engine, progress: Progress) -> None:
+        """What a variant of the demo does at each tick besides the workload (the take-over's
+        move); nothing here."""
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -271,7 +277,7 @@ class Demo:
 
     def _wait_for_web(self) -> None:
         assert self.config is not None and self.supervisor is not None
-        url = self.root_url + "/healthz"
+        url = self.web_url + "/healthz"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             raise_if_stop_asked()
@@ -553,21 +559,24 @@ def _cloud_of(process_name: str) -> str:
 
 
 @contextlib.contextmanager
-def _own_log(path: Path) -> Iterator[None]:
-    """The demo process's own log lines (its simulated workers') go to a file, not the screen."""
+def _own_log(path: Path, names: tuple[str, ...] = ("wm",)) -> Iterator[None]:
+    """The demo process's own log lines (its simulated workers', and those of the loggers
+    named) go to a file, not the screen."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, mode="a")
     handler.setFormatter(JsonLineFormatter())
-    logger = logging.getLogger("wm")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
     try:
         yield
     finally:
         handler.close()
-        logger.handlers[:], logger.level, logger.propagate = saved
+        for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+            logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -222,6 +222,8 @@ class LegacyProvisioner:
             )
             launched = 0
             while spawn > 0 and launched < MAX_LAUNCHES_PER_POOL and pool.launch_configs():
+                if not self._present(provider.provider_id):
+                    break  # removed meanwhile: worker-manager restarted without it
                 made = self._launch(provider, pool)
                 if made is None:
                     break

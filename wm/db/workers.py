@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, any_, func, select
 
+from wm.db.arrays import ids_array
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
 
@@ -122,7 +123,9 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
             workers.c.state,
             func.sum(workers.c.capacity),
         )
-        .where(workers.c.pool_id.in_(list(pool_ids)), workers.c.state != WorkerState.STOPPED)
+        .where(
+            workers.c.pool_id == any_(ids_array(pool_ids)), workers.c.state != WorkerState.STOPPED
+        )
         .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
     )
     totals: dict[str, dict[WorkerState, int]] = {p: {} for p in pool_ids}
@@ -148,7 +151,7 @@ def unresolved_intents(
 ) -> list[WorkerRecord]:
     """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
     query = select(workers).where(
-        workers.c.pool_id.in_(list(pool_ids)),
+        workers.c.pool_id == any_(ids_array(pool_ids)),
         workers.c.provider_id == provider_id,
         workers.c.state == WorkerState.REQUESTED,
         workers.c.cloud_id.is_(None),
@@ -162,7 +165,7 @@ def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id:
     query = (
         select(workers.c.pool_id)
         .where(
-            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.pool_id == any_(ids_array(pool_ids)),
             workers.c.provider_id == provider_id,
             workers.c.state != WorkerState.STOPPED,
         )
@@ -182,7 +185,7 @@ def recent_preemption_counts(
     query = (
         select(workers.c.pool_id, workers.c.launch_config_id, func.count())
         .where(
-            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.pool_id == any_(ids_array(pool_ids)),
             workers.c.preempted_at > func.now() - window,
         )
         .group_by(workers.c.pool_id, workers.c.launch_config_id)

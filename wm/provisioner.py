@@ -258,25 +258,40 @@ class Provisioner:
     def _advise_scale_down(
         self, pools: list[PoolRecord], demand: Mapping[str, QueueCounts]
     ) -> None:
-        """Flag running workers above each pool's target capacity, for the worker API to serve."""
-        running: dict[str, list] = {p.pool_id: [] for p in pools}
-        for worker in scans.running_workers(self.engine, list(running)):
-            running[worker.pool_id].append(worker)
-        flag: list[str] = []
-        unflag: list[str] = []
-        for pool in pools:
-            counts = demand[pool.pool_id]
-            target = estimator.target_capacity(
-                pending=counts.pending,
-                claimed=counts.claimed,
+        """Flag running workers above each pool's target capacity, for the worker API to serve.
+
+        Read in aggregate: each pool's running capacity and advised workers, then the newest
+        running workers of only the pools with capacity to spare, only as many as the advice
+        can flag (none in a pool whose demand its workers meet)."""
+        targets = {
+            pool.pool_id: estimator.target_capacity(
+                pending=demand[pool.pool_id].pending,
+                claimed=demand[pool.pool_id].claimed,
                 min_capacity=pool.min_capacity,
                 max_capacity=pool.max_capacity,
                 scaling_ratio=pool.scaling_ratio,
             )
-            advised = set(lifecycle.scale_down(running[pool.pool_id], target))
-            for worker in running[pool.pool_id]:
-                if worker.should_terminate != (worker.worker_id in advised):
-                    (flag if worker.worker_id in advised else unflag).append(worker.worker_id)
+            for pool in pools
+        }
+        with workers.running_snapshot(self.engine) as snapshot:
+            totals = snapshot.totals(list(targets))
+            reach = {
+                pool_id: lifecycle.advice_reach(
+                    running.capacity, running.zero_capacity, targets[pool_id]
+                )
+                for pool_id, running in totals.items()
+            }
+            newest = snapshot.newest({p: n for p, n in reach.items() if n > 0})
+        flag: list[str] = []
+        unflag: list[str] = []
+        for pool_id, running in totals.items():
+            advised = set(
+                lifecycle.scale_down_newest(
+                    newest.get(pool_id, []), running.capacity, targets[pool_id]
+                )
+            )
+            flag += sorted(advised - running.advised)
+            unflag += sorted(running.advised - advised)
         # Only the changes are written: no write, no row lock, while the advice stands.
         worker_writes.advise_scale_down(self.engine, flag, unflag)
 

@@ -4,12 +4,14 @@ Every write is wm/db/worker_writes.py's: this module issues none."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, any_, func, select
+from sqlalchemy import Connection, Engine, Integer, any_, bindparam, func, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from wm.db.arrays import ids_array
 from wm.db.tables import workers
@@ -144,6 +146,89 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
         )
         for pool_id in pool_ids
     }
+
+
+@dataclass(frozen=True)
+class RunningTotals:
+    """A pool's running workers in aggregate, as scale-down advice starts from them."""
+
+    capacity: int
+    zero_capacity: int  # running workers of capacity 0 or less (they spare nothing)
+    advised: frozenset[str]  # the running workers advised to terminate now
+
+
+@dataclass(frozen=True)
+class NewestWorker:
+    """A running worker, as scale-down advice reads it (wm.lifecycle.Running)."""
+
+    worker_id: str
+    capacity: int
+    created: datetime
+
+
+@dataclass(frozen=True)
+class RunningSnapshot:
+    """Reads of the running workers that agree with each other: one snapshot of the database
+    (REPEATABLE READ), so the newest workers read are counted in the totals read before them.
+    Otherwise a worker stopped between the two reads would leave the totals too high, and the
+    advice would take its pool below the target."""
+
+    _conn: Connection
+
+    def totals(self, pool_ids: Sequence[str]) -> dict[str, RunningTotals]:
+        """Running capacity per pool, in one aggregate: pools without running workers are
+        left out (no worker to advise, nor to stop advising)."""
+        query = (
+            select(
+                workers.c.pool_id,
+                func.sum(workers.c.capacity),
+                func.count().filter(workers.c.capacity <= 0),
+                func.array_agg(workers.c.worker_id).filter(workers.c.should_terminate),
+            )
+            .where(
+                workers.c.pool_id == any_(ids_array(pool_ids)),
+                workers.c.state == WorkerState.RUNNING,
+            )
+            .group_by(workers.c.pool_id)
+        )
+        return {
+            pool_id: RunningTotals(int(capacity), zero, frozenset(advised or ()))
+            for pool_id, capacity, zero, advised in self._conn.execute(query)
+        }
+
+    def newest(self, counts: Mapping[str, int]) -> dict[str, list[NewestWorker]]:
+        """Each pool's `counts[pool]` newest running workers, in one query (none is read of a
+        pool not named). Newest is the advice's order: created, then worker id, both
+        descending; ids compare by code point (COLLATE "C"), as Python compares them, since
+        the intents of one batch share their `created`."""
+        if not counts:
+            return {}
+        wanted = (
+            func.unnest(
+                ids_array(list(counts)),
+                bindparam(None, list(counts.values()), type_=ARRAY(Integer)),
+            )
+            .table_valued("pool_id", "n")
+            .render_derived(name="wanted")
+        )
+        newest = (
+            select(workers.c.pool_id, workers.c.worker_id, workers.c.capacity, workers.c.created)
+            .where(workers.c.pool_id == wanted.c.pool_id, workers.c.state == WorkerState.RUNNING)
+            .order_by(workers.c.created.desc(), workers.c.worker_id.collate("C").desc())
+            .limit(wanted.c.n)
+            .lateral("newest")
+        )
+        found: dict[str, list[NewestWorker]] = {pool_id: [] for pool_id in counts}
+        for row in self._conn.execute(select(newest).select_from(wanted.join(newest, true()))):
+            found[row.pool_id].append(NewestWorker(row.worker_id, row.capacity, row.created))
+        return found
+
+
+@contextlib.contextmanager
+def running_snapshot(engine: Engine) -> Iterator[RunningSnapshot]:
+    repeatable = {"isolation_level": "REPEATABLE READ"}
+    with engine.connect().execution_options(**repeatable) as conn, conn.begin():
+        yield RunningSnapshot(conn)
 
 
 def unresolved_intents(

@@ -18,11 +18,14 @@ the figures are wm's own work, the database's and the simulation's), two growths
   does; and the old provisioner's pass, which reads its scanner's record instead of rows.
 
 Memory is this process's resident set: its growth over the measured block (VmHWM reset
-before it, see bench.common.peak_memory); null where the baseline is extrapolated.
+before it, see bench.common.peak_memory); null where the baseline is extrapolated. A pass's
+`_db_rows_read` counts the rows its SELECTs returned to this process: what a pass reads per
+pool in aggregate, not per worker. Issue 28's goals for a pass (GOALS) are printed after the
+tables, each beside wm's figure, and kept under "goals" in the JSON.
 
 Results go to stdout and to bench/results/scale.json as {"wm": {"pools": {P: {...}},
 "workers": {N: {...}}}, "baseline": {...}, "ratio": {...}, "extrapolated", "params",
-"log_warnings"}.
+"log_warnings", "goals"}.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy import event as sa_event
 
 from bench.baselines.old_provisioner import OldProvisioner
 from bench.common import (
@@ -104,11 +109,35 @@ def all_passes(run_pass: Callable[[str], object], provider_ids: Sequence[str]) -
         list(pool.map(run_pass, provider_ids))
 
 
-def pass_figures(prefix: str, result: Round) -> dict[str, Any]:
+class RowsRead:
+    """Rows the engine's SELECTs returned to this process (SQLAlchemy's after_cursor_execute
+    event: a client-side cursor's rowcount is every row of the result), while entered;
+    thread-safe, so the providers' concurrent passes count together."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def _seen(self, _conn: object, cursor: Any, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")) and cursor.rowcount > 0:
+            with self._lock:
+                self.count += cursor.rowcount
+
+    def __enter__(self) -> RowsRead:
+        sa_event.listen(self.engine, "after_cursor_execute", self._seen)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        sa_event.remove(self.engine, "after_cursor_execute", self._seen)
+
+
+def pass_figures(prefix: str, result: Round, rows: RowsRead) -> dict[str, Any]:
     assert result.memory is not None
     return {
         f"{prefix}_s": rounded(result.wall_s, 3),
         f"{prefix}_db_statements": result.db_statements,
+        f"{prefix}_db_rows_read": rows.count,
         f"{prefix}_api_calls": result.api_calls,
         f"{prefix}_rss_growth_mib": mib(result.memory.growth_mib),
     }
@@ -164,16 +193,16 @@ def measure_pools(
         else:
             old = OldProvisioner(engine, BuiltinQueue(engine), providers)
             run_pass = old.run_pass
-        with measured(engine, clouds) as launch:
+        with RowsRead(engine) as launch_rows, measured(engine, clouds) as launch:
             all_passes(run_pass, ids)
         if side == "baseline":
             old.scan()  # the record it counts: at its best, right after the launches
-        with measured(engine, clouds) as steady:
+        with RowsRead(engine) as steady_rows, measured(engine, clouds) as steady:
             all_passes(run_pass, ids)
         vms = sum(clouds.vms(deployment_id).values())
     return {
-        **pass_figures("launch_pass", launch),
-        **pass_figures("steady_pass", steady),
+        **pass_figures("launch_pass", launch, launch_rows),
+        **pass_figures("steady_pass", steady, steady_rows),
         "vms_created": vms,
     }
 
@@ -218,9 +247,9 @@ def steady_pass(
                 },
             )
         run_pass = old.run_pass
-    with measured(engine, clouds) as result:
+    with RowsRead(engine) as rows, measured(engine, clouds) as result:
         all_passes(run_pass, list(providers))
-    return pass_figures("pass", result)
+    return pass_figures("pass", result, rows)
 
 
 def scan_figures(result: Round) -> dict[str, Any]:
@@ -304,6 +333,60 @@ def tables(result: Mapping[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+# issue 28's goals for a provisioning pass (bench/README.md, "scale"): (axis, size, figure,
+# bound, whether the figure must stay at or under it, or under it).
+GOALS: tuple[tuple[str, int, str, float, str], ...] = (
+    ("pools", 1000, "steady_pass_s", 0.25, "<="),
+    ("workers", 100_000, "pass_s", 0.5, "<="),
+    ("workers", 100_000, "pass_rss_growth_mib", 50.0, "<"),
+)
+
+
+def goal_rows(wm: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each goal beside what wm measured (null where the size was not run), and whether a
+    pass's statements stayed flat over every size run on each axis."""
+    rows = []
+    for axis, size, figure, bound, relation in GOALS:
+        value = wm[axis].get(str(size), {}).get(figure)
+        met = None
+        if value is not None:
+            met = value <= bound if relation == "<=" else value < bound
+        goal = f"{relation} {bound:g}"
+        rows.append(
+            {"figure": f"{figure} at {size:,} {axis}", "wm": value, "goal": goal, "met": met}
+        )
+    for axis, figure in (("pools", "steady_pass_db_statements"), ("workers", "pass_db_statements")):
+        counts = [wm[axis][size][figure] for size in wm[axis]]
+        rows.append(
+            {
+                "figure": f"{figure} over {', '.join(f'{int(s):,}' for s in wm[axis])} {axis}",
+                "wm": counts,
+                "goal": "flat",
+                "met": len(set(counts)) <= 1 if counts else None,
+            }
+        )
+    return rows
+
+
+def goals_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = [("goal", "wm", "goal", "met")]
+    for row in rows:
+        met = {True: "yes", False: "NO", None: "not run"}[row["met"]]
+        value = row["wm"]
+        shown = (
+            "-"
+            if value is None
+            else (", ".join(map(str, value)) if isinstance(value, list) else str(value))
+        )
+        lines.append((row["figure"], shown, row["goal"], met))
+    widths = [max(len(line[i]) for line in lines) for i in range(4)]
+    return "\n".join(
+        line[0].ljust(widths[0])
+        + "".join(c.rjust(w + 2) for c, w in zip(line[1:], widths[1:], strict=True))
+        for line in lines
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.scale", description=__doc__.split("\n\n")[0]
@@ -368,8 +451,10 @@ def main(argv: list[str] | None = None) -> int:
             "latency_ms": 0,
         },
         "log_warnings": dict(events.counts),
+        "goals": goal_rows(results["wm"]),
     }
-    emit(result, tables(result), args.output)
+    printed = f"{tables(result)}\n\nissue 28's goals for a pass\n{goals_table(result['goals'])}"
+    emit(result, printed, args.output)
     return 0
 
 

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
@@ -74,7 +74,8 @@ class Provisioner:
             pools, configs = self._load(claim.pool_ids)
             recovered = self._recover_intents(provider, [p.pool_id for p in pools])
             current = [p for p in pools if p.provider_id == provider_id and not p.removed]
-            draining = [p.pool_id for p in pools if p not in current]
+            current_ids = {p.pool_id for p in current}
+            draining = [p.pool_id for p in pools if p.pool_id not in current_ids]
             claim.drop_previous_provider(self._drained(draining, provider_id))
             reports = self._provision(claim, provider, current, configs, recovered)
             # Read before the claim is given up, so the window logged lies inside the one held:
@@ -89,7 +90,7 @@ class Provisioner:
                 # When the claim was taken and for how long: no peer passed these pools then.
                 claimed_at=round(claimed_at, 3),
                 held_s=round(held_s, 3),
-                **asdict(report),
+                **vars(report),  # its fields are flat: asdict's deep copy was a pass's cost
             )
         PROVISION_SECONDS.labels(provider_id).observe(duration_s)
         return reports
@@ -97,10 +98,12 @@ class Provisioner:
     def _load(
         self, pool_ids: Sequence[str]
     ) -> tuple[list[PoolRecord], dict[str, list[LaunchConfigRecord]]]:
-        wanted = set(pool_ids)
-        pools = [p for p in pool_store.load_pools(self.engine) if p.pool_id in wanted]
+        pools = pool_store.load_pools(self.engine, pool_ids)
         configs: dict[str, list[LaunchConfigRecord]] = {p.pool_id: [] for p in pools}
-        for lc in pool_store.load_launch_configs(self.engine, include_archived=False):
+        launch_configs = pool_store.load_launch_configs(
+            self.engine, include_archived=False, pool_ids=pool_ids
+        )
+        for lc in launch_configs:
             # A row from before pools held definitions has nothing to launch from until its
             # pool's definition is applied (migration 0009).
             if lc.pool_id in configs and lc.configuration:
@@ -124,9 +127,12 @@ class Provisioner:
             return {}
         now = scans.db_now(self.engine)  # read under this pass's claim
         grace = timedelta(seconds=provider.gate.longest_call_s())
+        by_pool: dict[str, list[WorkerRecord]] = {}
+        for intent in open_intents:
+            by_pool.setdefault(intent.pool_id, []).append(intent)
         stale = []
         for pool_id in pool_ids:
-            mine = [w for w in open_intents if w.pool_id == pool_id]
+            mine = by_pool.get(pool_id, [])
             seen = self.intent_sightings.note(
                 pool_id, free=[w.worker_id for w in mine], held=(), now=now
             )
@@ -252,25 +258,40 @@ class Provisioner:
     def _advise_scale_down(
         self, pools: list[PoolRecord], demand: Mapping[str, QueueCounts]
     ) -> None:
-        """Flag running workers above each pool's target capacity, for the worker API to serve."""
-        running: dict[str, list] = {p.pool_id: [] for p in pools}
-        for worker in scans.running_workers(self.engine, list(running)):
-            running[worker.pool_id].append(worker)
-        flag: list[str] = []
-        unflag: list[str] = []
-        for pool in pools:
-            counts = demand[pool.pool_id]
-            target = estimator.target_capacity(
-                pending=counts.pending,
-                claimed=counts.claimed,
+        """Flag running workers above each pool's target capacity, for the worker API to serve.
+
+        Read in aggregate: each pool's running capacity and advised workers, then the newest
+        running workers of only the pools with capacity to spare, only as many as the advice
+        can flag (none in a pool whose demand its workers meet)."""
+        targets = {
+            pool.pool_id: estimator.target_capacity(
+                pending=demand[pool.pool_id].pending,
+                claimed=demand[pool.pool_id].claimed,
                 min_capacity=pool.min_capacity,
                 max_capacity=pool.max_capacity,
                 scaling_ratio=pool.scaling_ratio,
             )
-            advised = set(lifecycle.scale_down(running[pool.pool_id], target))
-            for worker in running[pool.pool_id]:
-                if worker.should_terminate != (worker.worker_id in advised):
-                    (flag if worker.worker_id in advised else unflag).append(worker.worker_id)
+            for pool in pools
+        }
+        with workers.running_snapshot(self.engine) as snapshot:
+            totals = snapshot.totals(list(targets))
+            reach = {
+                pool_id: lifecycle.advice_reach(
+                    running.capacity, running.zero_capacity, targets[pool_id]
+                )
+                for pool_id, running in totals.items()
+            }
+            newest = snapshot.newest({p: n for p, n in reach.items() if n > 0})
+        flag: list[str] = []
+        unflag: list[str] = []
+        for pool_id, running in totals.items():
+            advised = set(
+                lifecycle.scale_down_newest(
+                    newest.get(pool_id, []), running.capacity, targets[pool_id]
+                )
+            )
+            flag += sorted(advised - running.advised)
+            unflag += sorted(running.advised - advised)
         # Only the changes are written: no write, no row lock, while the advice stands.
         worker_writes.advise_scale_down(self.engine, flag, unflag)
 

@@ -1,12 +1,18 @@
+import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from tests.unit.test_scan_diff import row
 from wm.lifecycle import (
     QUEUE_INACTIVITY,
     REGISTRATION_TIMEOUT,
     REREGISTRATION_TIMEOUT,
+    advice_reach,
     overdue,
     scale_down,
+    scale_down_newest,
 )
 from wm.model import PoolRecord, WorkerState
 
@@ -65,3 +71,60 @@ def test_scale_down_flags_the_newest_workers_above_the_target():
     assert scale_down(workers, target=5) == []
     assert scale_down(workers, target=0) == ["w4", "w3", "w2", "w1", "w0"]
     assert scale_down(workers, target=2.5) == ["w4", "w3"]
+
+
+@pytest.mark.parametrize(
+    ("running_capacity", "zero_capacity", "target", "reach"),
+    [
+        (5, 0, 5, 0),  # nothing to spare: no worker is read
+        (5, 0, 5.5, 0),  # below target: nothing to flag
+        (5, 0, 4.5, 0),  # less than 1 to spare
+        (5, 0, 0, 5),  # demand gone: all five
+        (5, 0, 2.5, 2),  # 2.5 to spare: at most two of capacity 1
+        (5, 2, 3, 4),  # two of capacity 0 may be flagged on top
+        (5, 2, 5, 2),  # and only they, with nothing to spare
+        (0, 3, 0, 3),  # only capacity-0 workers, no demand
+        (10, 0, 8.999, 1),
+    ],
+)
+def test_the_advice_reads_at_most_the_newest_it_can_flag(
+    running_capacity, zero_capacity, target, reach
+):
+    assert advice_reach(running_capacity, zero_capacity, target) == reach
+
+
+def test_the_advice_from_the_newest_workers_alone_is_the_advice_over_all_of_them():
+    workers = [
+        row(f"w{i}", state=WorkerState.RUNNING, created=NOW - timedelta(minutes=10 - i))
+        for i in range(5)
+    ]
+    newest = sorted(workers, key=lambda w: w.created, reverse=True)
+    assert scale_down_newest(newest[:2], 5, target=3) == ["w4", "w3"]
+    assert scale_down_newest(newest[:0], 5, target=5) == []
+    assert scale_down_newest(newest[:0], 5, target=6) == []
+    assert scale_down_newest(newest[:2], 5, target=2.5) == ["w4", "w3"]
+    assert scale_down_newest(newest[:5], 5, target=2.5) == ["w4", "w3"]
+    # Given fewer than it can flag, it flags those (the reach is what makes them enough).
+    assert scale_down_newest(newest[:1], 5, target=0) == ["w4"]
+
+
+def test_the_newest_within_reach_give_the_same_advice_on_random_fleets():
+    rng = random.Random(28)
+    for _ in range(500):
+        workers = [
+            replace(
+                row(
+                    f"w{rng.choice('aAb_-0')}{i}",
+                    state=WorkerState.RUNNING,
+                    created=NOW - timedelta(minutes=rng.randrange(4)),  # ties within a batch
+                ),
+                capacity=rng.choice((0, 1, 1, 1, 2, 4)),
+            )
+            for i in range(rng.randrange(12))
+        ]
+        target = rng.choice((0, 0.5, 1, 2.5, 3, 7, 20))
+        total = sum(w.capacity for w in workers)
+        zeros = sum(1 for w in workers if w.capacity <= 0)
+        newest = sorted(workers, key=lambda w: (w.created, w.worker_id), reverse=True)
+        reach = advice_reach(total, zeros, target)
+        assert scale_down_newest(newest[:reach], total, target) == scale_down(workers, target)

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, any_, func, select
 
 from wm.config import RetentionConfig
+from wm.db.arrays import ids_array
 from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
 
@@ -120,7 +121,7 @@ def recent_error_counts(
     query = (
         select(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id, func.count())
         .where(
-            worker_pool_errors.c.pool_id.in_(list(pool_ids)),
+            worker_pool_errors.c.pool_id == any_(ids_array(pool_ids)),
             worker_pool_errors.c.launch_config_id.is_not(None),
             worker_pool_errors.c.reported > func.now() - window,
         )

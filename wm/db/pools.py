@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import Connection, Engine, and_, case, func, literal, select, text
+from sqlalchemy import Connection, Engine, and_, any_, case, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert
 
+from wm.db.arrays import ids_array
 from wm.db.tables import (
     launch_configs,
     scan_units,
@@ -60,20 +61,26 @@ def launch_config_from_row(row) -> LaunchConfigRecord:
     )
 
 
-def load_pools(engine: Engine) -> list[PoolRecord]:
+def load_pools(engine: Engine, pool_ids: Sequence[str] | None = None) -> list[PoolRecord]:
+    """Every pool, or only these (a provisioning pass reads the pools it claimed, not every
+    provider's: their definitions are most of what a pool row costs to read)."""
+    query = select(worker_pools).order_by(worker_pools.c.pool_id)
+    if pool_ids is not None:
+        query = query.where(worker_pools.c.pool_id == any_(ids_array(pool_ids)))
     with engine.connect() as conn:
-        rows = conn.execute(select(worker_pools).order_by(worker_pools.c.pool_id))
-        return [pool_from_row(row) for row in rows]
+        return [pool_from_row(row) for row in conn.execute(query)]
 
 
 def load_launch_configs(
-    engine: Engine, *, include_archived: bool = True
+    engine: Engine, *, include_archived: bool = True, pool_ids: Sequence[str] | None = None
 ) -> list[LaunchConfigRecord]:
     query = select(launch_configs).order_by(
         launch_configs.c.pool_id, launch_configs.c.launch_config_id
     )
     if not include_archived:
         query = query.where(launch_configs.c.archived.is_(False))
+    if pool_ids is not None:
+        query = query.where(launch_configs.c.pool_id == any_(ids_array(pool_ids)))
     with engine.connect() as conn:
         return [launch_config_from_row(row) for row in conn.execute(query)]
 

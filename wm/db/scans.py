@@ -3,7 +3,6 @@ wm/db/worker_writes.py's, the one writer of worker rows.)"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Engine, func, select
@@ -24,14 +23,6 @@ def live_workers(engine: Engine, provider_id: str, region: str) -> list[WorkerRe
         workers.c.provider_id == provider_id,
         workers.c.worker_group == region,
         workers.c.state != WorkerState.STOPPED,
-    )
-    with engine.connect() as conn:
-        return [worker_from_row(row) for row in conn.execute(query)]
-
-
-def running_workers(engine: Engine, pool_ids: Sequence[str]) -> list[WorkerRecord]:
-    query = select(workers).where(
-        workers.c.pool_id.in_(list(pool_ids)), workers.c.state == WorkerState.RUNNING
     )
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, any_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
+from wm.db.arrays import ids_array
 from wm.db.tables import tasks
 from wm.db.worker_writes import note_task_claimed
 from wm.model import Task
@@ -84,7 +85,9 @@ def queue_counts(
             func.count().filter(tasks.c.state == "claimed"),
             func.min(tasks.c.created).filter(pending),
         )
-        .where(tasks.c.pool_id.in_(list(pool_ids)), tasks.c.state.in_(("pending", "claimed")))
+        .where(
+            tasks.c.pool_id == any_(ids_array(pool_ids)), tasks.c.state.in_(("pending", "claimed"))
+        )
         .group_by(tasks.c.pool_id)
     )
     counts: dict[str, tuple[int, int, datetime | None]] = dict.fromkeys(pool_ids, (0, 0, None))

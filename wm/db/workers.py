@@ -4,13 +4,16 @@ Every write is wm/db/worker_writes.py's: this module issues none."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, Integer, any_, bindparam, func, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 
+from wm.db.arrays import ids_array
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
 
@@ -122,7 +125,9 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
             workers.c.state,
             func.sum(workers.c.capacity),
         )
-        .where(workers.c.pool_id.in_(list(pool_ids)), workers.c.state != WorkerState.STOPPED)
+        .where(
+            workers.c.pool_id == any_(ids_array(pool_ids)), workers.c.state != WorkerState.STOPPED
+        )
         .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
     )
     totals: dict[str, dict[WorkerState, int]] = {p: {} for p in pool_ids}
@@ -143,12 +148,95 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
     }
 
 
+@dataclass(frozen=True)
+class RunningTotals:
+    """A pool's running workers in aggregate, as scale-down advice starts from them."""
+
+    capacity: int
+    zero_capacity: int  # running workers of capacity 0 or less (they spare nothing)
+    advised: frozenset[str]  # the running workers advised to terminate now
+
+
+@dataclass(frozen=True)
+class NewestWorker:
+    """A running worker, as scale-down advice reads it (wm.lifecycle.Running)."""
+
+    worker_id: str
+    capacity: int
+    created: datetime
+
+
+@dataclass(frozen=True)
+class RunningSnapshot:
+    """Reads of the running workers that agree with each other: one snapshot of the database
+    (REPEATABLE READ), so the newest workers read are counted in the totals read before them.
+    Otherwise a worker stopped between the two reads would leave the totals too high, and the
+    advice would take its pool below the target."""
+
+    _conn: Connection
+
+    def totals(self, pool_ids: Sequence[str]) -> dict[str, RunningTotals]:
+        """Running capacity per pool, in one aggregate: pools without running workers are
+        left out (no worker to advise, nor to stop advising)."""
+        query = (
+            select(
+                workers.c.pool_id,
+                func.sum(workers.c.capacity),
+                func.count().filter(workers.c.capacity <= 0),
+                func.array_agg(workers.c.worker_id).filter(workers.c.should_terminate),
+            )
+            .where(
+                workers.c.pool_id == any_(ids_array(pool_ids)),
+                workers.c.state == WorkerState.RUNNING,
+            )
+            .group_by(workers.c.pool_id)
+        )
+        return {
+            pool_id: RunningTotals(int(capacity), zero, frozenset(advised or ()))
+            for pool_id, capacity, zero, advised in self._conn.execute(query)
+        }
+
+    def newest(self, counts: Mapping[str, int]) -> dict[str, list[NewestWorker]]:
+        """Each pool's `counts[pool]` newest running workers, in one query (none is read of a
+        pool not named). Newest is the advice's order: created, then worker id, both
+        descending; ids compare by code point (COLLATE "C"), as Python compares them, since
+        the intents of one batch share their `created`."""
+        if not counts:
+            return {}
+        wanted = (
+            func.unnest(
+                ids_array(list(counts)),
+                bindparam(None, list(counts.values()), type_=ARRAY(Integer)),
+            )
+            .table_valued("pool_id", "n")
+            .render_derived(name="wanted")
+        )
+        newest = (
+            select(workers.c.pool_id, workers.c.worker_id, workers.c.capacity, workers.c.created)
+            .where(workers.c.pool_id == wanted.c.pool_id, workers.c.state == WorkerState.RUNNING)
+            .order_by(workers.c.created.desc(), workers.c.worker_id.collate("C").desc())
+            .limit(wanted.c.n)
+            .lateral("newest")
+        )
+        found: dict[str, list[NewestWorker]] = {pool_id: [] for pool_id in counts}
+        for row in self._conn.execute(select(newest).select_from(wanted.join(newest, true()))):
+            found[row.pool_id].append(NewestWorker(row.worker_id, row.capacity, row.created))
+        return found
+
+
+@contextlib.contextmanager
+def running_snapshot(engine: Engine) -> Iterator[RunningSnapshot]:
+    repeatable = {"isolation_level": "REPEATABLE READ"}
+    with engine.connect().execution_options(**repeatable) as conn, conn.begin():
+        yield RunningSnapshot(conn)
+
+
 def unresolved_intents(
     engine: Engine, pool_ids: Sequence[str], provider_id: str
 ) -> list[WorkerRecord]:
     """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
     query = select(workers).where(
-        workers.c.pool_id.in_(list(pool_ids)),
+        workers.c.pool_id == any_(ids_array(pool_ids)),
         workers.c.provider_id == provider_id,
         workers.c.state == WorkerState.REQUESTED,
         workers.c.cloud_id.is_(None),
@@ -162,7 +250,7 @@ def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id:
     query = (
         select(workers.c.pool_id)
         .where(
-            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.pool_id == any_(ids_array(pool_ids)),
             workers.c.provider_id == provider_id,
             workers.c.state != WorkerState.STOPPED,
         )
@@ -182,7 +270,7 @@ def recent_preemption_counts(
     query = (
         select(workers.c.pool_id, workers.c.launch_config_id, func.count())
         .where(
-            workers.c.pool_id.in_(list(pool_ids)),
+            workers.c.pool_id == any_(ids_array(pool_ids)),
             workers.c.preempted_at > func.now() - window,
         )
         .group_by(workers.c.pool_id, workers.c.launch_config_id)

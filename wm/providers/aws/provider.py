@@ -30,6 +30,7 @@ from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.providers.aws.listing import LeanParsers
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -647,16 +648,22 @@ def _session(credentials: str) -> Any:
     """The process's boto3 session for a credentials mode: one per process, because each new
     session parses the EC2 service model again (~0.2 s)."""
     import boto3
+    import botocore.session
 
     session = _SESSIONS.get(credentials)
     if session is None:
+        core = botocore.session.get_session()
+        # DescribeInstances answers read for what wm reads (listing.py): most of a scan's CPU.
+        core.register_component("response_parser_factory", LeanParsers())
         if credentials == "simulated":
             session = boto3.session.Session(
                 aws_access_key_id=SIMULATED_ACCESS_KEY_ID,
                 aws_secret_access_key=SIMULATED_SECRET_ACCESS_KEY,
+                botocore_session=core,
             )
         else:
-            session = boto3.session.Session()  # boto3's usual chain: env, files, roles
+            # boto3's usual chain: env, files, roles
+            session = boto3.session.Session(botocore_session=core)
         _SESSIONS[credentials] = session
     return session
 

@@ -42,7 +42,7 @@ ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not 
 U, S, X = WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
 class StateChange:
     worker_id: str
     from_state: WorkerState  # the update applies only if the row is still in this state

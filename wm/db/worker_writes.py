@@ -534,7 +534,7 @@ def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:
 # --- the scanner --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
 class RowChange:
     """One row's transition, if the row is still as it was read (its version and state)."""
 

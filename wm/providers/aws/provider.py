@@ -30,7 +30,6 @@ from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers.aws.listing import LeanParsers
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
@@ -649,6 +648,8 @@ def _session(credentials: str) -> Any:
     session parses the EC2 service model again (~0.2 s)."""
     import boto3
     import botocore.session
+
+    from wm.providers.aws.listing import LeanParsers  # botocore's, loaded with the SDK
 
     session = _SESSIONS.get(credentials)
     if session is None:

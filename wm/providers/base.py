@@ -17,7 +17,8 @@ shares:
 - A listing is streamed: `list_pages` asks the cloud for a page only once its caller is done
   with the one before, and keeps nothing of it, so a scan holds one page of a listing of
   100,000 VMs, not the listing (Azure's join of its models' and statuses' lists keeps what
-  it needs of each listed model, not the SDK's model, until its status page comes).
+  it needs of each listed model, not the SDK's model, until its status page comes; where ARM
+  deployments make its workers, the unit's VMs joined with its deployments are one page).
 - Boot data is Taskcluster's: every VM gets what worker-runner reads (its kind's boot data,
   wm/kinds/<kind>.py), and results and listings name the VM's Taskcluster workerId
   (`tc_worker_id`), which the database keeps beside wm's own worker id.

@@ -26,7 +26,7 @@ cloud id. Every outcome is data for the scanner to apply in batched statements:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,7 +42,7 @@ ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not 
 U, S, X = WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
 class StateChange:
     worker_id: str
     from_state: WorkerState  # the update applies only if the row is still in this state
@@ -66,6 +66,46 @@ class ScanDiff:
     unadopted: tuple[CloudInstance, ...] = ()  # a legacy worker-manager's, with no row
 
 
+@dataclass(frozen=True)
+class RowIndex:
+    """A unit's rows as a listing's instances are matched to them."""
+
+    by_worker: Mapping[str, WorkerRecord]
+    by_batch: Mapping[tuple[str | None, int | None], WorkerRecord]
+    by_cloud: Mapping[str, WorkerRecord]
+
+    @classmethod
+    def of(cls, rows: Iterable[WorkerRecord]) -> RowIndex:
+        rows = list(rows)
+        return cls(
+            {r.worker_id: r for r in rows},
+            {(r.batch_token, r.launch_index): r for r in rows if r.batch_token is not None},
+            {r.cloud_id: r for r in rows if r.cloud_id},
+        )
+
+
+@dataclass(frozen=True)
+class Sightings:
+    """What some listed instances (a page of a listing) change: `ScanDiff` without what only
+    the whole listing tells (the rows it did not show)."""
+
+    changes: tuple[StateChange, ...]
+    matched: tuple[str, ...]  # worker ids of the rows these instances matched
+    to_terminate: tuple[WorkerRecord, ...]
+    orphans: tuple[CloudInstance, ...]
+    cloud_running: tuple[WorkerRecord, ...]
+    unadopted: tuple[CloudInstance, ...]
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """The rows a whole listing did not show: looked up now, or held while their create may
+    be in flight."""
+
+    missing: tuple[WorkerRecord, ...]
+    in_flight: tuple[str, ...]
+
+
 def diff(
     instances: Sequence[CloudInstance],
     rows: Sequence[WorkerRecord],
@@ -79,17 +119,57 @@ def diff(
     in_flight_pools: AbstractSet[str] = frozenset(),
     intents_free_since: Mapping[str, datetime] | None = None,
 ) -> ScanDiff:
-    by_worker = {r.worker_id: r for r in rows}
-    by_batch = {(r.batch_token, r.launch_index): r for r in rows if r.batch_token is not None}
-    by_cloud = {r.cloud_id: r for r in rows if r.cloud_id}
-    matched: set[str] = set()
+    """The whole listing against the rows: `sight` of every instance, then `unlisted`. A scan
+    makes the same decisions a page at a time (wm/scanner.py)."""
+    seen = sight(
+        instances,
+        RowIndex.of(rows),
+        now=now,
+        requires_registration=requires_registration,
+        orphan_grace=orphan_grace,
+        first_seen=first_seen,
+    )
+    matched = set(seen.matched)
+    left = unlisted(
+        rows,
+        matched,
+        now=now,
+        missing_grace=missing_grace,
+        intent_grace=intent_grace,
+        in_flight_pools=in_flight_pools,
+        intents_free_since=intents_free_since,
+    )
+    return ScanDiff(
+        changes=seen.changes,
+        seen=tuple(sorted(matched)),
+        missing=left.missing,
+        to_terminate=seen.to_terminate,
+        orphans=seen.orphans,
+        cloud_running=seen.cloud_running,
+        in_flight=left.in_flight,
+        unadopted=seen.unadopted,
+    )
+
+
+def sight(
+    instances: Iterable[CloudInstance],
+    rows: RowIndex,
+    *,
+    now: datetime,
+    requires_registration: Mapping[str, bool],
+    orphan_grace: timedelta = ORPHAN_GRACE,
+    first_seen: Mapping[str, datetime] | None = None,
+) -> Sightings:
+    """What these listed instances change, each on its own: its row's state and ids, an
+    orphan, a legacy VM with no row."""
+    by_worker, by_batch, by_cloud = rows.by_worker, rows.by_batch, rows.by_cloud
+    matched: list[str] = []
     changes: list[StateChange] = []
     to_terminate: list[WorkerRecord] = []
     orphans: list[CloudInstance] = []
     unadopted: list[CloudInstance] = []
     cloud_running: list[WorkerRecord] = []
     first_seen = first_seen or {}
-    free_since = intents_free_since or {}
 
     for instance in instances:
         row = _match(instance, by_worker, by_batch, by_cloud)
@@ -104,7 +184,7 @@ def diff(
             if now - born >= orphan_grace:
                 orphans.append(instance)
             continue
-        matched.add(row.worker_id)
+        matched.append(row.worker_id)
         if instance.state == U and row.cloud_running_at is None and row.state != S:
             cloud_running.append(row)
         # The cloud's state against the row's: the transitions table says where it leads.
@@ -132,7 +212,29 @@ def diff(
             )
         if target == S:
             to_terminate.append(row)
+    return Sightings(
+        changes=tuple(changes),
+        matched=tuple(matched),
+        to_terminate=tuple(to_terminate),
+        orphans=tuple(orphans),
+        cloud_running=tuple(cloud_running),
+        unadopted=tuple(unadopted),
+    )
 
+
+def unlisted(
+    rows: Iterable[WorkerRecord],
+    matched: AbstractSet[str],
+    *,
+    now: datetime,
+    missing_grace: timedelta = MISSING_GRACE,
+    intent_grace: timedelta = timedelta(0),
+    in_flight_pools: AbstractSet[str] = frozenset(),
+    intents_free_since: Mapping[str, datetime] | None = None,
+) -> Unlisted:
+    """The live rows no listed instance matched (`matched`: their worker ids), once the whole
+    listing is read: which to look up, which to hold while their create may be in flight."""
+    free_since = intents_free_since or {}
     # Listing lag excuses a fresh VM's absence, not that of one a scan already saw or one we
     # are deleting: those are looked up at once, so dead capacity stops counting.
     intent_wait = max(missing_grace, intent_grace)
@@ -148,20 +250,11 @@ def diff(
             return True  # its create is answered or given up: in_flight holds the others
         return r.state == S or r.last_checked is not None or now - r.created >= missing_grace
 
-    unlisted = [r for r in rows if r.worker_id not in matched and r.state != X]
-    in_flight = [r.worker_id for r in unlisted if r.unresolved_intent and create_in_flight(r)]
+    left = [r for r in rows if r.worker_id not in matched and r.state != X]
+    in_flight = [r.worker_id for r in left if r.unresolved_intent and create_in_flight(r)]
     held = set(in_flight)
-    missing = [r for r in unlisted if r.worker_id not in held and may_be_missing(r)]
-    return ScanDiff(
-        changes=tuple(changes),
-        seen=tuple(sorted(matched)),
-        missing=tuple(missing),
-        to_terminate=tuple(to_terminate),
-        orphans=tuple(orphans),
-        cloud_running=tuple(cloud_running),
-        in_flight=tuple(in_flight),
-        unadopted=tuple(unadopted),
-    )
+    missing = [r for r in left if r.worker_id not in held and may_be_missing(r)]
+    return Unlisted(missing=tuple(missing), in_flight=tuple(in_flight))
 
 
 def _match(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -75,6 +76,10 @@ class ScanReport:
     # VMs a legacy worker-manager made for this provider with no row: reported, never deleted
     # (also the wm_legacy_vms_unadopted gauge and a legacy-vm-unadopted log line each).
     unadopted: int = 0
+    pages: int = 0  # pages of the listing read
+    # Listed instances held at once, at most: a page, and those the scan acts on after the
+    # listing (orphans, legacy VMs with no row, records to write), never the whole listing.
+    held_max: int = 0
 
 
 class ScanOverran(Exception):
@@ -138,14 +143,75 @@ class Scanner:
     def first_seen(
         self, provider_id: str, region: str, instances: Sequence[CloudInstance], now: datetime
     ) -> dict[str, datetime]:
-        """When each listed instance without a launch time was first seen in this unit."""
+        """When each listed instance without a launch time was first seen in this unit (a
+        whole listing at once; a scan does it a page at a time with the two below)."""
+        known = self.known_first_seen(provider_id, region)
+        seen = {i.cloud_id: known.get(i.cloud_id, now) for i in instances if i.launched_at is None}
+        self.remember_first_seen(provider_id, region, seen)
+        return dict(seen)
+
+    def known_first_seen(self, provider_id: str, region: str) -> dict[str, datetime]:
+        """When this process first saw each tagged instance without a launch time in this
+        unit, as the unit's last listing left it."""
         with self._lock:
-            known = self._first_seen.get((provider_id, region), {})
-            seen = {
-                i.cloud_id: known.get(i.cloud_id, now) for i in instances if i.launched_at is None
-            }
-            self._first_seen[(provider_id, region)] = seen
-            return dict(seen)
+            return dict(self._first_seen.get((provider_id, region), {}))
+
+    def remember_first_seen(
+        self, provider_id: str, region: str, seen: Mapping[str, datetime]
+    ) -> None:
+        """A listing of this unit was read whole: its instances without a launch time and when
+        each was first seen; one no longer listed is forgotten."""
+        with self._lock:
+            self._first_seen[(provider_id, region)] = dict(seen)
+
+
+class _Held:
+    """How many listed instances a scan held at once, at most: counted as each page arrives,
+    each instance until the last reference to it goes (CPython frees it then), so a listing
+    kept whole anywhere, by the scan or by its provider, shows."""
+
+    def __init__(self) -> None:
+        # id of the weak reference -> the reference (an instance's own hash may not exist)
+        self.alive: dict[int, weakref.ref[CloudInstance]] = {}
+        self.most = 0
+
+    def arrived(self, page: Sequence[CloudInstance]) -> None:
+        alive = self.alive
+
+        def gone(ref: weakref.ref[CloudInstance]) -> None:
+            alive.pop(id(ref), None)
+
+        for instance in page:
+            ref = weakref.ref(instance, gone)
+            alive[id(ref)] = ref
+        self.most = max(self.most, len(alive))
+
+
+@dataclass
+class _Listing:
+    """What a scan keeps of its unit's listing once each page is let go of."""
+
+    listed: int = 0
+    pages: int = 0
+    matched: set[str] = field(default_factory=set)
+    changes: list[scan_diff.StateChange] = field(default_factory=list)
+    to_terminate: list[WorkerRecord] = field(default_factory=list)
+    orphans: list[CloudInstance] = field(default_factory=list)
+    cloud_running: list[WorkerRecord] = field(default_factory=list)
+    unadopted: list[CloudInstance] = field(default_factory=list)
+    # Listed instances asking their rows to keep data the rows do not hold yet.
+    records: list[CloudInstance] = field(default_factory=list)
+    first_seen: dict[str, datetime] = field(default_factory=dict)
+    held: _Held = field(default_factory=_Held)
+
+    def add(self, seen: scan_diff.Sightings) -> None:
+        self.pages += 1
+        self.matched.update(seen.matched)
+        self.changes += seen.changes
+        self.to_terminate += seen.to_terminate
+        self.orphans += seen.orphans
+        self.cloud_running += seen.cloud_running
+        self.unadopted += seen.unadopted
 
 
 @dataclass
@@ -192,14 +258,17 @@ class ScanPass:
                 )
                 raise ScanOverran(f"{provider.id} {region}: stopped before {step}")
 
-        instances = provider.list_instances(region)
+        # The rows first, once (they are wm's, and what the listing did not show is known only
+        # from them); then the listing, a page at a time, never held whole.
         rows = scans.live_workers(self.engine, provider.id, region)
+        index = scan_diff.RowIndex.of(rows)
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
         # Pools whose provisioning pass runs now: their intents' creates may be in flight.
         intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
         in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
         # Read after the claims: a claim seen free was given up before `now`.
         now = scans.db_now(self.engine)
+        listing = self._read_listing(index, pools, now)
         intents = [r for r in rows if r.unresolved_intent]
         free_since = self.scanner.intent_sightings.note(
             (provider.id, region),
@@ -207,12 +276,12 @@ class ScanPass:
             held=[r.worker_id for r in intents if r.pool_id in in_flight],
             now=now,
         )
-        found = self._diff(instances, rows, pools, now, in_flight, free_since)
+        found = self._diff(listing, rows, now, in_flight, free_since)
         self._report_unadopted(found.unadopted, pools)
 
-        changed = self._apply(found.changes, {r.worker_id: r for r in rows})
+        changed = self._apply(found.changes, index.by_worker)
         worker_writes.mark_checked(self.engine, found.seen)
-        self._record(instances, rows)
+        self._record(listing.records, index.by_worker)
         self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
         # observed once, by whichever replica scans next.
@@ -231,7 +300,7 @@ class ScanPass:
         return ScanReport(
             provider=provider.id,
             region=region,
-            listed=len(instances),
+            listed=listing.listed,
             changed=len(changed),
             missing=len(found.missing),
             looked_up=self.looked_up,
@@ -241,31 +310,73 @@ class ScanPass:
             api_calls=calls.total,
             duration_s=round(time.monotonic() - started, 3),
             unadopted=len(found.unadopted),
+            pages=listing.pages,
+            held_max=listing.held.most,
         )
+
+    def _read_listing(
+        self, rows: scan_diff.RowIndex, pools: Mapping[str, PoolRecord], now: datetime
+    ) -> _Listing:
+        """The unit's listing, page by page: what each page's instances change is decided as
+        it comes (scan_diff.sight) and the page let go of before the next is asked for; what
+        is kept is those decisions, the ids of the rows seen, and the few instances the scan
+        acts on later (orphans, legacy VMs with no row, records to write)."""
+        provider, region = self.provider, self.region
+        requires_registration = {p.pool_id: p.requires_registration for p in pools.values()}
+        known = self.scanner.known_first_seen(provider.id, region)
+        listing = _Listing()
+        for page in provider.list_pages(region):
+            listing.held.arrived(page)
+            # When each listed instance without a launch time was first seen (orphan grace).
+            first_seen = {
+                i.cloud_id: known.get(i.cloud_id, now) for i in page if i.launched_at is None
+            }
+            listing.first_seen.update(first_seen)
+            listing.add(
+                scan_diff.sight(
+                    page,
+                    rows,
+                    now=now,
+                    requires_registration=requires_registration,
+                    orphan_grace=timedelta(seconds=self.scanner.orphan_grace_s),
+                    first_seen=first_seen,
+                )
+            )
+            self._asked_to_record(page, rows.by_worker, listing)
+            listing.listed += len(page)
+            del page  # before the next page is asked for
+        self.scanner.remember_first_seen(provider.id, region, listing.first_seen)
+        return listing
 
     def _diff(
         self,
-        instances: Sequence[CloudInstance],
+        listing: _Listing,
         rows: Sequence[WorkerRecord],
-        pools: Mapping[str, PoolRecord],
         now: datetime,
         in_flight_pools: set[str],
         intents_free_since: Mapping[str, datetime],
     ) -> scan_diff.ScanDiff:
-        first_seen = self.scanner.first_seen(self.provider.id, self.region, instances, now)
-        return scan_diff.diff(
-            instances,
+        """The listing's decisions, and those about the rows it did not show."""
+        left = scan_diff.unlisted(
             rows,
+            listing.matched,
             now=now,
-            requires_registration={p.pool_id: p.requires_registration for p in pools.values()},
             missing_grace=timedelta(seconds=self.scanner.missing_grace_s),
-            orphan_grace=timedelta(seconds=self.scanner.orphan_grace_s),
-            first_seen=first_seen,
             # An open intent's create may still be retried by its gate until then, counted
             # from when no pass held its pool any more.
             intent_grace=timedelta(seconds=self.provider.gate.longest_call_s()),
             in_flight_pools=in_flight_pools,
             intents_free_since=intents_free_since,
+        )
+        return scan_diff.ScanDiff(
+            changes=tuple(listing.changes),
+            seen=tuple(sorted(listing.matched)),
+            missing=left.missing,
+            to_terminate=tuple(listing.to_terminate),
+            orphans=tuple(listing.orphans),
+            cloud_running=tuple(listing.cloud_running),
+            in_flight=left.in_flight,
+            unadopted=tuple(listing.unadopted),
         )
 
     def _report_unadopted(
@@ -338,24 +449,31 @@ class ScanPass:
         _observe(self.provider.id, changed, ("delete_to_gone",))
         return changed
 
-    def _record(self, instances: Sequence[CloudInstance], rows: Sequence[WorkerRecord]) -> None:
-        """Write what the listing asks rows to keep (`CloudInstance.record`), then tell the
-        provider, which may now let go of what it kept in the cloud only until then (an ARM
-        deployment). Written only where the row does not hold it yet; told every time, so
-        what the provider could not let go of at one scan it lets go of at the next."""
-        by_id = {r.worker_id: r for r in rows}
-        asked = [i for i in instances if i.record and i.worker_id in by_id]
+    def _asked_to_record(
+        self, page: Sequence[CloudInstance], by_id: Mapping[str, WorkerRecord], listing: _Listing
+    ) -> None:
+        """What a page asks live rows to keep (`CloudInstance.record`): kept for `_record` to
+        write where a row does not hold it yet; where it does, the provider is told at once,
+        and may let go of what it kept in the cloud only until then (an ARM deployment). Told
+        at every scan, so what it could not let go of at one scan it lets go of at the next."""
+        asked = [i for i in page if i.record and i.worker_id in by_id]
+        news = [i for i in asked if _news(by_id[i.worker_id], i.record)]
+        listing.records += news
+        if len(news) < len(asked):
+            self._tell_recorded([i for i in asked if not _news(by_id[i.worker_id], i.record)])
+
+    def _record(self, asked: Sequence[CloudInstance], by_id: Mapping[str, WorkerRecord]) -> None:
+        """Write what the listing asks rows to keep and they do not hold yet (`asked`), then
+        tell the provider of those written (stopped rows are not)."""
         if not asked:
             return
-        news = [
-            (i.worker_id, i.record)
-            for i in asked
-            if any(by_id[i.worker_id].provider_data.get(k) != v for k, v in i.record.items())
-        ]
+        news = [(i.worker_id, i.record) for i in asked]
         written = {w.worker_id: w for w in worker_writes.record_provider_data(self.engine, news)}
         self.changed_rows.update(written)
-        new_ids = {w for w, _ in news}
-        held = [i for i in asked if i.worker_id in written or i.worker_id not in new_ids]
+        self._tell_recorded([i for i in asked if i.worker_id in written])
+
+    def _tell_recorded(self, held: Sequence[CloudInstance]) -> None:
+        """Rows hold what these listed instances asked them to keep: tell the provider."""
         try:
             self.provider.recorded(held)
         except CloudError as error:
@@ -646,6 +764,11 @@ def _terminate_all(provider: Provider, refs: Sequence[WorkerRef]) -> list[Termin
         return provider.terminate(refs)
     except CloudError as error:
         return [TerminateResult(ref.worker_id, gone=False, error=error) for ref in refs]
+
+
+def _news(row: WorkerRecord, record: Mapping[str, object]) -> bool:
+    """Whether a listing's record holds something the row does not hold yet."""
+    return any(row.provider_data.get(k) != v for k, v in record.items())
 
 
 def _ids(rows: Sequence[WorkerRecord]) -> set[str]:

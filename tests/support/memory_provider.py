@@ -4,7 +4,7 @@ and the provisioner's end-to-end tests use the simulated clouds)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
@@ -63,6 +63,9 @@ class MemoryProvider:
                 )
             )
         return results
+
+    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+        yield self.list_instances(region)
 
     def list_instances(self, region: str) -> list[CloudInstance]:
         return [i for i in self.instances.values() if i.region == region]

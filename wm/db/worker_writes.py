@@ -24,6 +24,7 @@ from sqlalchemy import (
     Engine,
     Integer,
     Text,
+    bindparam,
     case,
     column,
     delete,
@@ -34,7 +35,7 @@ from sqlalchemy import (
     update,
     values,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from wm.db.tables import workers
@@ -533,7 +534,7 @@ def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:
 # --- the scanner --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
 class RowChange:
     """One row's transition, if the row is still as it was read (its version and state)."""
 
@@ -562,30 +563,19 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRe
     if not changes:
         return []
     targets = [c.state for c in changes]  # checks every change before anything is written
-    data = values(
-        column("worker_id", Text),
-        column("version", Integer),
-        column("from_state", Text),
-        column("state", Text),
-        column("cloud_id", Text),
-        column("reason", Text),
-        column("preempted", Boolean),
-        column("tc_worker_id", Text),
-        name="changes",
-    ).data(
-        [
-            (
-                c.worker_id,
-                c.version,
-                c.from_state.value,
-                target.value,
-                c.cloud_id,
-                c.reason,
-                c.preempted,
-                c.tc_worker_id,
-            )
-            for c, target in zip(changes, targets, strict=True)
-        ]
+    # One array a column, unnested: a statement of 10,000 changes compiles as one of 1 (a
+    # VALUES list would be compiled anew with 8 bound parameters a change, most of a scan's
+    # CPU in SQLAlchemy's compiler).
+    data = _unnest(
+        "changes",
+        ("worker_id", Text, [c.worker_id for c in changes]),
+        ("version", Integer, [c.version for c in changes]),
+        ("from_state", Text, [c.from_state.value for c in changes]),
+        ("state", Text, [target.value for target in targets]),
+        ("cloud_id", Text, [c.cloud_id for c in changes]),
+        ("reason", Text, [c.reason for c in changes]),
+        ("preempted", Boolean, [c.preempted for c in changes]),
+        ("tc_worker_id", Text, [c.tc_worker_id for c in changes]),
     )
     statement = (
         update(workers)
@@ -613,6 +603,20 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRe
     )
     with engine.begin() as conn:
         return [worker_from_row(row) for row in conn.execute(statement)]
+
+
+def _unnest(name: str, *columns: tuple[str, Any, Sequence[Any]]) -> Any:
+    """A derived table of these columns (name, SQL type, values, all of one length) from one
+    array parameter each: `unnest(:a, :b) AS name(a, b)`."""
+    arrays = [
+        bindparam(f"{name}_{column_name}", list(items), type_=ARRAY(sql_type))
+        for column_name, sql_type, items in columns
+    ]
+    return (
+        func.unnest(*arrays)
+        .table_valued(*(column(column_name, sql_type) for column_name, sql_type, _ in columns))
+        .render_derived(name=name)
+    )
 
 
 def record_provider_data(

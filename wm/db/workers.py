@@ -5,6 +5,7 @@ Every write is wm/db/worker_writes.py's: this module issues none."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,14 +22,15 @@ LIST_LIMIT = 10_000
 
 
 def worker_from_row(row) -> WorkerRecord:
+    # The names rows share are held once, not once a row (a scan holds a unit's live rows).
     return WorkerRecord(
         worker_id=row.worker_id,
-        pool_id=row.pool_id,
-        worker_group=row.worker_group,
-        provider_id=row.provider_id,
+        pool_id=sys.intern(row.pool_id),
+        worker_group=sys.intern(row.worker_group),
+        provider_id=sys.intern(row.provider_id),
         state=WorkerState(row.state),
         capacity=row.capacity,
-        launch_config_id=row.launch_config_id,
+        launch_config_id=sys.intern(row.launch_config_id),
         created=row.created,
         last_modified=row.last_modified,
         idempotency_token=row.idempotency_token,

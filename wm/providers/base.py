@@ -1,7 +1,7 @@
 """The provider contract: the only place its behaviour is described.
 
 A provider is one configured cloud account. wm drives it as a reconciler does: one bulk read
-per scan unit (`list_instances`), targeted look-ups for what a list did not show, and batch
+per scan unit (`list_pages`), targeted look-ups for what a list did not show, and batch
 writes keyed by ids that wm chose before calling the cloud. Assumptions every implementation
 shares:
 
@@ -12,8 +12,13 @@ shares:
 - Creates and terminates are idempotent: calling again with the same worker ids and tokens
   never makes a second instance, and terminating what is gone is a success.
 - Launch failures are data: `create` returns a `LaunchResult` with an error per worker instead
-  of raising, so one bad launch config never stops a pass. `list_instances`, `lookup` and
-  `terminate` raise `CloudError` when the call itself fails.
+  of raising, so one bad launch config never stops a pass. `list_pages` (as it is iterated),
+  `list_instances`, `lookup` and `terminate` raise `CloudError` when the call itself fails.
+- A listing is streamed: `list_pages` asks the cloud for a page only once its caller is done
+  with the one before, and keeps nothing of it, so a scan holds one page of a listing of
+  100,000 VMs, not the listing (Azure's join of its models' and statuses' lists keeps what
+  it needs of each listed model, not the SDK's model, until its status page comes; where ARM
+  deployments make its workers, the unit's VMs joined with its deployments are one page).
 - Boot data is Taskcluster's: every VM gets what worker-runner reads (its kind's boot data,
   wm/kinds/<kind>.py), and results and listings name the VM's Taskcluster workerId
   (`tc_worker_id`), which the database keeps beside wm's own worker id.
@@ -27,7 +32,7 @@ shares:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -125,8 +130,15 @@ class Provider(Protocol):
         """
         ...
 
+    def list_pages(self, region: str) -> Iterator[Sequence[CloudInstance]]:
+        """Every instance of this deployment in one scan unit (with adopt_legacy, a legacy
+        worker-manager's too, in pages of their own after wm's), page by page at the largest
+        page size, each page asked for once the caller is done with the one before. A page may
+        be empty."""
+        ...
+
     def list_instances(self, region: str) -> list[CloudInstance]:
-        """Every instance of this deployment in one scan unit, at the largest page size."""
+        """Every page of `list_pages` at once (tools and tests; a scan streams them)."""
         ...
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:

@@ -55,7 +55,9 @@ signed with the sim's own RSA key; `identity_trust_path` is the certificate to t
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
+import copy
 import decimal
 import io
 import json
@@ -97,7 +99,6 @@ DEFAULT_REGION = "us-east-1"
 TERMINATED_VISIBLE_S = 3600.0  # EC2 keeps terminated instances listed for about an hour
 MAX_RESULTS_MIN, MAX_RESULTS_MAX = 5, 1000  # DescribeInstances MaxResults bounds on AWS
 UNBOUNDED_MAX_RESULTS = 2**31 - 1  # what the middleware asks of moto once it chose a page
-EMPTY_PAGE_ID = "i-00000000000000000"  # an instance-id filter value that matches nothing
 MUTATING_ACTIONS = frozenset(
     {"RunInstances", "TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"}
 )
@@ -152,6 +153,18 @@ class _Life:
 
 
 @dataclass(frozen=True)
+class _Listing:
+    """One region's instances matching one set of filters, in creation order, computed once
+    for every page of a listing (moto would filter every instance of the region per page)."""
+
+    generation: int
+    seqs: list[int]  # the instances' creation sequence, ascending (page tokens resume on it)
+    instances: list[Any]
+    reservation_of: dict[str, Any]  # instance id -> its moto reservation
+    order: dict[str, int]  # reservation id -> its place in moto's reservations
+
+
+@dataclass(frozen=True)
 class _Answer:
     status: str
     headers: list[tuple[str, str]]
@@ -192,6 +205,10 @@ class SimEc2:
         self._lock = threading.RLock()
         self._life: dict[str, _Life] = {}
         self._seq = 0
+        # Moves whenever an instance, its state or its tags may have changed: a listing computed
+        # at one generation answers every page of that generation (`_listing`).
+        self._generation = 0
+        self._listings: dict[tuple[str, str], _Listing] = {}
         self._prepared: set[int] = set()  # ids of region backends already made lean
         self._fail_count = 0
         # ClientToken -> (digest of the RunInstances parameters, the answer it got)
@@ -265,6 +282,7 @@ class SimEc2:
                 raise ValueError(f"kill state must be terminated or stopped, not {final!r}")
             _set_state(inst, final)
             _set_reason(inst, code, message)
+            self._generation += 1
             now = time.monotonic()
             life = self._life[inst.id]
             life.pinned = final
@@ -315,6 +333,7 @@ class SimEc2:
                     region_name=region,
                     tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
                 )
+            self._generation += 1
             self._sync(time.monotonic())
             return [inst.id for inst in reservation.instances]
 
@@ -469,6 +488,8 @@ class SimEc2:
             self.reset()
             return _respond(start_response, _json_answer({"status": "ok"}))
         if path.startswith("/moto-api"):
+            with self._lock:
+                self._generation += 1
             return self._forward(environ, start_response)
         body = _read_body(environ)
         params = dict(
@@ -477,6 +498,8 @@ class SimEc2:
         )
         action = params.get("Action")
         if not action:
+            with self._lock:
+                self._generation += 1
             return self._forward(environ, start_response)
         if action == "RunInstances":
             outcome = self.faults.before(
@@ -503,6 +526,8 @@ class SimEc2:
                 answer = self._call_moto(environ, params)
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())
+            if action != "DescribeInstances":
+                self._generation += 1  # tags, states, instances: anything may have moved
         if outcome is Outcome.LOST:  # carried out; the client never hears of it
             self.faults.hold_lost_answer()
             answer = self._fault_answer(Outcome.FAIL)
@@ -633,11 +658,12 @@ class SimEc2:
             limit = asked if limit is None else min(limit, asked)
         filters = _filters(params)
         try:
-            reservations = self._backend(region).describe_instances(filters=filters)
+            listing = self._listing(region, filters)
         except NotImplementedError:
             names = ", ".join(sorted(filters))
             return _ec2_error(400, "InvalidParameterValue", f"The filter '{names}' is invalid")
-        matched = [inst for reservation in reservations for inst in reservation.instances]
+        matched = listing.instances
+        first = 0
         if ids:
             known = {inst.id for r, inst in self._all_instances() if r == region}
             missing = [i for i in ids if i not in known]
@@ -645,24 +671,22 @@ class SimEc2:
                 return _not_found(missing)
             wanted = set(ids)
             matched = [inst for inst in matched if inst.id in wanted]
-        matched.sort(key=lambda inst: self._life[inst.id].seq)
         after = _token_seq(params.get("NextToken"))
         if after is None:
             return _ec2_error(400, "InvalidPaginationToken", "The pagination token is invalid.")
-        matched = [inst for inst in matched if self._life[inst.id].seq > after]
-        page = matched if limit is None else matched[:limit]
-        more = len(page) < len(matched)
+        if ids:
+            matched = [inst for inst in matched if self._life[inst.id].seq > after]
+        else:
+            first = bisect.bisect_right(listing.seqs, after)
+        page = matched[first:] if limit is None else matched[first : first + limit]
+        more = len(page) < len(matched) - first
         rest = {
             k: v
             for k, v in params.items()
             if not k.startswith("InstanceId.") and k not in ("MaxResults", "NextToken")
         }
-        slot = 1 + max((int(k.split(".")[1]) for k in params if k.startswith("Filter.")), default=0)
-        rest[f"Filter.{slot}.Name"] = "instance-id"
-        for index, inst_id in enumerate([inst.id for inst in page] or [EMPTY_PAGE_ID], 1):
-            rest[f"Filter.{slot}.Value.{index}"] = inst_id
         rest["MaxResults"] = str(UNBOUNDED_MAX_RESULTS)
-        answer = self._call_moto(environ, rest)
+        answer = self._render(environ, rest, region, page, listing)
         if more and answer.status.startswith("200"):
             token = _make_token(self._life[page[-1].id].seq)
             closing = b"</DescribeInstancesResponse>"
@@ -671,6 +695,59 @@ class SimEc2:
             )
             answer = _Answer(answer.status, answer.headers, body)
         return answer
+
+    def _listing(self, region: str, filters: dict[str, list[str]]) -> _Listing:
+        """The region's instances matching the filters in creation order: moto filters them
+        once per generation, not once per page."""
+        key = (region, json.dumps(filters, sort_keys=True))
+        cached = self._listings.get(key)
+        if cached is not None and cached.generation == self._generation:
+            return cached
+        backend = self._backend(region)
+        reservations = backend.describe_instances(filters=filters)
+        reservation_of = {inst.id: r for r in reservations for inst in r.instances}
+        instances = sorted(
+            (inst for r in reservations for inst in r.instances),
+            key=lambda inst: self._life[inst.id].seq,
+        )
+        listing = _Listing(
+            self._generation,
+            [self._life[inst.id].seq for inst in instances],
+            instances,
+            reservation_of,
+            {rid: place for place, rid in enumerate(backend.reservations)},
+        )
+        self._listings[key] = listing
+        return listing
+
+    def _render(
+        self,
+        environ: dict[str, Any],
+        params: dict[str, str],
+        region: str,
+        page: list[Any],
+        listing: _Listing,
+    ) -> _Answer:
+        """moto's own answer to the request, for this page's instances only: moto is shown
+        just their reservations (holding just them), in its own order, so it renders a page
+        without filtering every instance of the region again."""
+        wanted = {inst.id for inst in page}
+        held: dict[str, Any] = {}
+        for inst in page:
+            reservation = listing.reservation_of[inst.id]
+            if reservation.id not in held:
+                narrowed = copy.copy(reservation)
+                narrowed.instances = [i for i in reservation.instances if i.id in wanted]
+                held[reservation.id] = narrowed
+        backend = self._backend(region)
+        everything = backend.reservations
+        backend.reservations = type(everything)(
+            (rid, held[rid]) for rid in sorted(held, key=listing.order.__getitem__)
+        )
+        try:
+            return self._call_moto(environ, params)
+        finally:
+            backend.reservations = everything
 
     # --- moto's models ---------------------------------------------------------------------
 
@@ -710,12 +787,14 @@ class SimEc2:
         """Bring moto's instance states in line with the simulated lifecycle."""
         behaviour = self.faults.behaviour
         seen = set()
+        changed = False
         for region, inst in list(self._all_instances()):
             seen.add(inst.id)
             life = self._life.get(inst.id)
             if life is None:
                 self._seq += 1
                 life = self._life[inst.id] = _Life(self._seq, now)
+                changed = True
                 if inst.lifecycle == "spot":
                     self.preemptions.schedule(inst.id, now + behaviour.boot_s)
             if life.pinned is not None and inst.state != life.pinned:
@@ -727,13 +806,18 @@ class SimEc2:
                     phase = lifecycle_state(
                         now, life.created_at, behaviour.boot_s, life.deleted_at, behaviour.delete_s
                     )
-                    _set_state(inst, _PHASE_STATES[phase])
+                    if inst.state != _PHASE_STATES[phase]:
+                        _set_state(inst, _PHASE_STATES[phase])
+                        changed = True
             if inst.state == "terminated":
                 life.gone_at = life.gone_at or now
                 if now >= life.gone_at + self.terminated_visible_s:
                     self._drop_instance(self._backend(region), inst)
         for gone in set(self._life) - seen:
             del self._life[gone]
+            changed = True
+        if changed:
+            self._generation += 1
 
     def _drop_instance(self, backend: Any, inst: Any) -> None:
         for reservation_id, reservation in list(backend.reservations.items()):
@@ -743,6 +827,7 @@ class SimEc2:
                     del backend.reservations[reservation_id]
         backend.tags.pop(inst.id, None)
         self._life.pop(inst.id, None)
+        self._generation += 1
 
     def _drop_moto_state(self) -> None:
         from moto.ec2.models import ec2_backends
@@ -754,6 +839,8 @@ class SimEc2:
             if self.account_id in backends:
                 del backends[self.account_id]
         self._life.clear()
+        self._listings.clear()
+        self._generation += 1
         self._prepared.clear()
         self._client_tokens.clear()
         self._launch_requests.clear()

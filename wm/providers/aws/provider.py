@@ -251,14 +251,16 @@ class AwsProvider:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
         return self._launch_results(batch, _with_owner(reply, reply.get("Instances", [])))
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
-        found = [
-            self._cloud_instance(region, raw) for raw in self._describe(region, [self._owned()])
-        ]
+    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+        for raws in self._describe_pages(region, [self._owned()]):
+            yield [self._cloud_instance(region, raw) for raw in raws]
         if self._config.adopt_legacy:
             # One more listing, filtered by EC2 on worker-manager's own tags.
-            found += self._legacy_instances(region, [])
-        return found
+            for raws in self._legacy_pages(region, []):
+                yield [self._instance_of(region, raw) for raw in raws]
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region) for i in page]
 
     def _legacy_instances(self, region: str, ids: Sequence[str]) -> list[CloudInstance]:
         """Instances worker-manager made for this provider (all of the region, or these
@@ -266,13 +268,16 @@ class AwsProvider:
         return [self._instance_of(region, raw) for raw in self._legacy_raws(region, ids)]
 
     def _legacy_raws(self, region: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        return [raw for raws in self._legacy_pages(region, ids) for raw in raws]
+
+    def _legacy_pages(self, region: str, ids: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
         filters = [
             _tag_filter("CreatedBy", [aws_kind.legacy_created_by(self.id)]),
             _tag_filter("ManagedBy", [aws_kind.MANAGED_BY]),
         ]
         if ids:
             filters.append({"Name": "instance-id", "Values": list(ids)})
-        return self._describe(region, filters, accept=self._legacy_pool)
+        return self._describe_pages(region, filters, accept=self._legacy_pool)
 
     def _instance_of(self, region: str, raw: dict[str, Any]) -> CloudInstance:
         """The instance as the scan sees it: a legacy worker-manager's under its import key."""
@@ -493,17 +498,26 @@ class AwsProvider:
         filters: list[dict[str, Any]],
         accept: Callable[[Mapping[str, str]], object] | None = None,
     ) -> list[dict[str, Any]]:
-        """Every instance of this provider matching the filters (which name the deployment),
-        page by page at the largest page size. The provider tag is checked here, not filtered
-        on: an instance made before wm wrote one has none, and is still this provider's.
-        `accept` replaces that check (a legacy worker-manager's instances carry no wm tag)."""
+        """Every instance of this provider matching the filters, all pages at once."""
+        return [raw for raws in self._describe_pages(region, filters, accept) for raw in raws]
+
+    def _describe_pages(
+        self,
+        region: str,
+        filters: list[dict[str, Any]],
+        accept: Callable[[Mapping[str, str]], object] | None = None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The instances of this provider matching the filters (which name the deployment),
+        a page at a time at the largest page size: the next page is asked for only once the
+        caller is done with this one. The provider tag is checked here, not filtered on: an
+        instance made before wm wrote one has none, and is still this provider's. `accept`
+        replaces that check (a legacy worker-manager's instances carry no wm tag)."""
         if accept is None:
 
             def accept(tags: Mapping[str, str]) -> bool:
                 return owned(tags, self.deployment_id, self.id)
 
         client = self._client(region)
-        instances: list[dict[str, Any]] = []
         request: dict[str, Any] = {"Filters": filters, "MaxResults": LIST_PAGE_SIZE}
         while True:
             page = self.gate.call(
@@ -512,15 +526,18 @@ class AwsProvider:
                 spend=_spend(region, "DescribeInstances"),
                 **request,
             )
-            for reservation in page.get("Reservations", []):
-                instances += [
-                    raw
-                    for raw in _with_owner(reservation, reservation.get("Instances", []))
-                    if accept(_tags(raw))
-                ]
             token = page.get("NextToken")
+            raws = [
+                raw
+                for reservation in page.pop("Reservations", [])
+                for raw in _with_owner(reservation, reservation.get("Instances", []))
+                if accept(_tags(raw))
+            ]
+            del page  # the next page is parsed after this one is let go of
+            yield raws
+            del raws
             if not token:
-                return instances
+                return
             request = {**request, "NextToken": token}
 
     def _terminate_ids(self, region: str, ids: list[str]) -> dict[str, str | CloudError]:
@@ -630,16 +647,24 @@ def _session(credentials: str) -> Any:
     """The process's boto3 session for a credentials mode: one per process, because each new
     session parses the EC2 service model again (~0.2 s)."""
     import boto3
+    import botocore.session
+
+    from wm.providers.aws.listing import LeanParsers  # botocore's, loaded with the SDK
 
     session = _SESSIONS.get(credentials)
     if session is None:
+        core = botocore.session.get_session()
+        # DescribeInstances answers read for what wm reads (listing.py): most of a scan's CPU.
+        core.register_component("response_parser_factory", LeanParsers())
         if credentials == "simulated":
             session = boto3.session.Session(
                 aws_access_key_id=SIMULATED_ACCESS_KEY_ID,
                 aws_secret_access_key=SIMULATED_SECRET_ACCESS_KEY,
+                botocore_session=core,
             )
         else:
-            session = boto3.session.Session()  # boto3's usual chain: env, files, roles
+            # boto3's usual chain: env, files, roles
+            session = boto3.session.Session(botocore_session=core)
         _SESSIONS[credentials] = session
     return session
 

@@ -36,9 +36,9 @@ import secrets
 import string
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
 from typing import Any
@@ -411,12 +411,27 @@ class AzureProvider:
 
     # -- list --------------------------------------------------------------------------------
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
+    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
         own = self._rg.lower()
-        groups = [self._rg, *(g for g in self._arm.groups() if g.lower() != own)]
-        vms = self.list_groups(region, groups)
-        found = self._arm.instances(region, [v for v in vms if not v.legacy])
-        return found + self._with_legacy_records([v for v in vms if v.legacy])
+        arm_groups = self._arm.groups()
+        groups = [self._rg, *(g for g in arm_groups if g.lower() != own)]
+        legacy: list[CloudInstance] = []
+        if arm_groups:
+            # ARM deployments are joined with the unit's VMs as a whole (a deployment without
+            # its VM is a worker too): that join holds the unit's instances, not its models.
+            vms = self.list_groups(region, groups)
+            yield self._arm.instances(region, [v for v in vms if not v.legacy], arm_groups)
+            legacy = [v for v in vms if v.legacy]
+        else:
+            for page in self.group_pages(region, groups):
+                yield [v for v in page if not v.legacy]
+                legacy += [v for v in page if v.legacy]
+        if legacy:
+            # One NIC list per resource group for all of them, after the VMs' pages.
+            yield self._with_legacy_records(legacy)
+
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region) for i in page]
 
     def _with_legacy_records(self, instances: Sequence[CloudInstance]) -> list[CloudInstance]:
         """worker-manager's VMs, each recording what worker-manager made for it (its NICs,
@@ -457,56 +472,68 @@ class AzureProvider:
         return out
 
     def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]:
+        """This deployment's VMs of one region in these resource groups."""
+        return [i for page in self.group_pages(region, groups) for i in page]
+
+    def group_pages(self, region: str, groups: Sequence[str]) -> Iterator[list[CloudInstance]]:
         """This deployment's VMs of one region in these resource groups: a paged list per
-        group (tags), then the subscription's status list (power states), joined by id."""
+        group (tags), then the subscription's status list (power states), joined by id, a page
+        of statuses at a time. Of the models' pages only what the join needs is kept
+        (`_Listed`), never the SDK's models."""
         compute = self._clients.compute
 
         def list_group(group: str) -> Callable[[], Any]:
             return lambda: compute.virtual_machines.list(group)
 
-        models = [
-            vm
-            for group in groups
-            for vm in self.all_pages("VirtualMachines_List", list_group(group))
-        ]
-        owned = {
-            vm.id.lower(): vm for vm in models if self.owns(vm) and same_region(vm.location, region)
-        }
+        listed: dict[str, _Listed] = {}
+        for group in groups:
+            for page in self.pages("VirtualMachines_List", list_group(group)):
+                listed.update(
+                    (vm.id.lower(), self._listed(vm, region))
+                    for vm in page
+                    if self.owns(vm) and same_region(vm.location, region)
+                )
+                del page
         if self.adopt_legacy:
             # worker-manager's VMs, in whatever group of the subscription its launch configs
             # put them (armDeploymentResourceGroup): one more list, of the subscription.
-            owned.update(
-                (vm.id.lower(), vm)
-                for vm in self.all_pages(
-                    "VirtualMachines_ListAll", lambda: compute.virtual_machines.list_all()
+            for page in self.pages(
+                "VirtualMachines_ListAll", lambda: compute.virtual_machines.list_all()
+            ):
+                listed.update(
+                    (vm.id.lower(), self._listed(vm, region))
+                    for vm in page
+                    if self.legacy_pool(vm) is not None and same_region(vm.location, region)
                 )
-                if self.legacy_pool(vm) is not None and same_region(vm.location, region)
-            )
-        if not owned:
-            return []
-        statuses = {
-            vm.id.lower(): vm.properties.instance_view
-            for vm in self.all_pages(
-                "VirtualMachines_ListAll",
-                lambda: compute.virtual_machines.list_all(status_only="true"),
-            )
-            if vm.id.lower() in owned and vm.properties is not None
-        }
+                del page
+        if not listed:
+            return
         # A VM created or deleted between the two lists is left out; the scan looks it up.
-        return [
-            self._any_instance(vm, statuses[key], region)
-            for key, vm in owned.items()
-            if key in statuses
-        ]
+        for page in self.pages(
+            "VirtualMachines_ListAll",
+            lambda: compute.virtual_machines.list_all(status_only="true"),
+        ):
+            statuses = {
+                key: vm.properties.instance_view
+                for vm in page
+                if (key := vm.id.lower()) in listed and vm.properties is not None
+            }
+            del page
+            yield [self._joined(listed.pop(key), view) for key, view in statuses.items()]
 
     def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
-        items: list[Any] = []
+        return [item for page in self.pages(operation, make_pager) for item in page]
+
+    def pages(self, operation: str, make_pager: Callable[[], Any]) -> Iterator[list[Any]]:
+        """An ARM list a page at a time, each page one call through the gate, asked for once
+        the caller is done with the one before."""
         token: str | None = None
         while True:
             page, token = self.gate.call(operation, fetch_page, make_pager, token)
-            items.extend(page)
+            yield page
+            del page
             if not token:
-                return items
+                return
 
     # -- lookup ------------------------------------------------------------------------------
 
@@ -671,12 +698,18 @@ class AzureProvider:
     def _any_instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance | None:
         """The VM as the scan sees it: wm's, a legacy worker-manager's under its import key
         (holding the ids of what it points at, for `_with_legacy_records`), or None."""
+        listed = self._listed(vm, region)
+        return None if listed is None else self._joined(listed, instance_view)
+
+    def _listed(self, vm: Any, region: str) -> _Listed | None:
+        """What a listed VM model says of its instance (all but its state), or None when the
+        VM is neither this deployment's nor, with adopt_legacy, worker-manager's."""
         if self.owns(vm):
-            return self._instance(vm, instance_view, region)
+            return _model_of(vm, region)
         pool = self.legacy_pool(vm)
         if pool is None:
             return None
-        instance = self._instance(vm, instance_view, region)
+        listed = _model_of(vm, region)
         tags = vm.tags or {}
         props = vm.properties
         network = getattr(props, "network_profile", None)
@@ -688,13 +721,26 @@ class AzureProvider:
             for d in disks
             if d is not None and getattr(d, "managed_disk", None) and d.managed_disk.id
         ]
-        return replace(
-            instance,
+        instance = replace(
+            listed.instance,
             worker_id=imported_worker_id(pool, tags.get("worker-group") or region, vm.name),
             pool_id=pool,
             launch_config_id=tags.get("launch-config-id"),
-            provider_data={**instance.provider_data, LEGACY_HELD: held},
+            provider_data={**listed.instance.provider_data, LEGACY_HELD: held},
             legacy=True,
+        )
+        return replace(listed, instance=instance)
+
+    def _joined(self, listed: _Listed, instance_view: Any) -> CloudInstance:
+        """The listed VM with its state, read from its instance view's statuses."""
+        provisioning, power, failure = read_statuses(
+            instance_view.statuses if instance_view is not None else None
+        )
+        provisioning = provisioning or listed.provisioning_state
+        state = worker_state(self.id, provisioning, power)
+        reason = stop_reason(state, power, failure, listed.spot)
+        return replace(
+            listed.instance, state=state, reason=reason, preempted=reason == REASON_SPOT_EVICTED
         )
 
     def owns_tags(self, tags: Mapping[str, str]) -> bool:
@@ -705,30 +751,6 @@ class AzureProvider:
     def provisioning_state(vm: Any) -> str:
         return _text(vm.properties.provisioning_state).lower()
 
-    def _instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance:
-        tags = vm.tags or {}
-        props = vm.properties
-        provisioning, power, failure = read_statuses(
-            instance_view.statuses if instance_view is not None else None
-        )
-        provisioning = provisioning or _text(props.provisioning_state)
-        state = worker_state(self.id, provisioning, power)
-        spot = _text(props.priority).lower() == "spot"
-        reason = stop_reason(state, power, failure, spot)
-        return CloudInstance(
-            worker_id=tags.get(TAG_WORKER),
-            cloud_id=vm.id,
-            region=region,
-            state=state,
-            pool_id=tags.get(TAG_POOL),
-            launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
-            launched_at=props.time_created,
-            reason=reason,
-            preempted=reason == REASON_SPOT_EVICTED,
-            provider_data={**_vm_data(vm), **_os_disk(props)},
-            tc_worker_id=vm.name,
-        )
-
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.gate.close()
@@ -736,6 +758,34 @@ class AzureProvider:
 
 
 # -- pure helpers ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """A listed VM model as a scan keeps it until its status comes: the instance it is, short
+    of its state, and what that state is read from besides the instance view."""
+
+    instance: CloudInstance  # state, reason and preempted come from the instance view
+    provisioning_state: str
+    spot: bool
+
+
+def _model_of(vm: Any, region: str) -> _Listed:
+    tags = vm.tags or {}
+    props = vm.properties
+    instance = CloudInstance(
+        worker_id=tags.get(TAG_WORKER),
+        cloud_id=vm.id,
+        region=region,
+        state=WorkerState.REQUESTED,
+        pool_id=tags.get(TAG_POOL),
+        launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
+        launched_at=props.time_created,
+        provider_data={**_vm_data(vm), **_os_disk(props)},
+        tc_worker_id=vm.name,
+    )
+    spot = _text(props.priority).lower() == "spot"
+    return _Listed(instance, _text(props.provisioning_state), spot)
 
 
 def fetch_page(make_pager: Callable[[], Any], token: str | None) -> tuple[list[Any], str | None]:

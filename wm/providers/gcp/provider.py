@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -324,23 +324,24 @@ class GcpProvider:
 
     # -- list, look up ---------------------------------------------------------------------------
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
-        found = [
-            self._cloud_instance(instance, region)
-            for instance in self._list(region, self._filter)
-            if self._owns(instance)
-        ]
+    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+        for items in self._pages(region, self._filter):
+            yield [self._cloud_instance(i, region) for i in items if self._owns(i)]
         if self._adopt_legacy:
             # One more listing, filtered by GCE on worker-manager's own labels.
-            found += [
-                legacy
-                for instance in self._list(region, self._legacy_filter)
-                if (legacy := self._legacy_instance(instance, region)) is not None
-            ]
-        return found
+            for items in self._pages(region, self._legacy_filter):
+                yield [
+                    legacy
+                    for instance in items
+                    if (legacy := self._legacy_instance(instance, region)) is not None
+                ]
 
-    def _list(self, region: str, filter_: str) -> list[Any]:
-        items: list[Any] = []
+    def list_instances(self, region: str) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region) for i in page]
+
+    def _pages(self, region: str, filter_: str) -> Iterator[list[Any]]:
+        """The listing a page at a time: the next page is asked for once the caller is done
+        with this one."""
         token = ""
         while True:
             request = self._compute.ListInstancesRequest(
@@ -356,10 +357,13 @@ class GcpProvider:
                 page = self._call("instances.list", self._instances.list, request=request)
             except CloudError as error:
                 raise error.not_found_as_config() from error
-            items += list(page.items)
+            items = list(page.items)
             token = page.next_page_token
+            del page
+            yield items
+            del items
             if not token:
-                return items
+                return
 
     def _legacy_instance(self, instance: Any, zone: str) -> CloudInstance | None:
         """An instance worker-manager made for this provider, as an imported worker (keyed as

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
+README = BENCH_DIR / "README.md"
 GOALS_HEADING = "## Goals"
 RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -218,7 +219,7 @@ def read_results(results_dir: Path, benchmarks: Sequence[str]) -> dict[str, dict
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results", help="directory")
-    parser.add_argument("--goals", type=Path, default=BENCH_DIR / "README.md", help="markdown")
+    parser.add_argument("--goals", type=Path, default=README, help="markdown")
     return parser.parse_args(argv)
 
 

@@ -27,13 +27,15 @@ test: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest tests/chaos -m chaos_long
 
-# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md).
+# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md),
+# then bench.check: each figure against its goal in bench/README.md (fails if one falls short).
 bench: $(STAMP)
 	$(BIN)/python -m bench.burst
 	$(BIN)/python -m bench.scan
 	$(BIN)/python -m bench.azure
 	$(BIN)/python -m bench.isolation
 	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.check
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -15,6 +15,7 @@ import logging
 import math
 import multiprocessing
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -48,6 +49,7 @@ from wmsim.postgres import PostgresServer, find_or_start
 WsgiApp = Callable[..., Any]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO_DIR = Path(__file__).resolve().parents[1]
 DEPLOYMENT_ID = "wm-bench"
 # (pool id, cloud, share of the fleet or demand): EC2 84 %, Azure 13 %, GCE 3 %.
 POOL_MIX = (
@@ -622,8 +624,28 @@ def table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measured_on(repo: Path = REPO_DIR) -> str | None:
+    """The git commit the figures are measured on (short hash, `-dirty` when the work tree
+    differs from it), so that `bench.check` can say which code a figure belongs to; null
+    outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=repo).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
 def emit(result: Mapping[str, Any], tables: str, output: Path) -> None:
-    """The table(s) and the JSON to stdout, the JSON to `output`."""
+    """The table(s) and the JSON to stdout, the JSON, with the commit it was measured on, to
+    `output`."""
+    result = {**result, "commit": measured_on()}
     print(tables)
     print(json.dumps(result, indent=2))
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,9 @@ These guard the benchmarks from rotting; they assert no speed (figures of speed 
 benchmarks' output). The relations checked hold by construction: call counts the designs fix,
 VMs launched, and the one delay the single provisioning loop cannot avoid. Each test runs a
 benchmark's `main` in this process, on the tests' Postgres server; the burst benchmark, most of
-whose time is its two fixed 10 s windows, runs beside them as `python -m bench.burst`.
+whose time is its two fixed 10 s windows, runs beside them as `python -m bench.burst`. They all
+write to one results directory, which `bench.check` then reads (its output's form is checked,
+not whether the tiny runs meet the goals).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from bench import azure, isolation, scale, scan
+from bench import azure, check, isolation, scale, scan
+from bench.common import measured_on
 from bench.fleet import extrapolate, extrapolation_note
 from wmsim.postgres import PostgresServer
 
@@ -36,15 +39,21 @@ def shared_postgres(pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("DATABASE_URL", pg_server.url)
 
 
-def run(module: Any, tmp_path: Path, *args: str) -> dict[str, Any]:
-    output = tmp_path / "result.json"
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where every benchmark of this module writes its result, as `make bench` does."""
+    return tmp_path_factory.mktemp("results")
+
+
+def run(module: Any, results_dir: Path, *args: str) -> dict[str, Any]:
+    output = results_dir / f"{module.__name__.rsplit('.', 1)[-1]}.json"
     assert module.main([*args, "--output", str(output)]) == 0
     return json.loads(output.read_text())
 
 
 @pytest.fixture(scope="module", autouse=True)
 def burst_beside(
-    pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+    pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory, results_dir: Path
 ) -> Iterator[Callable[[], dict[str, Any]]]:
     """Start the burst benchmark when the module starts; the returned call waits for it."""
     out = tmp_path_factory.mktemp("burst")
@@ -52,7 +61,14 @@ def burst_beside(
     env.pop("SENTRY_DSN", None)
     with open(out / "burst.log", "w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.burst", *BURST_ARGS, "--output", str(out / "r.json")],
+            [
+                sys.executable,
+                "-m",
+                "bench.burst",
+                *BURST_ARGS,
+                "--output",
+                str(results_dir / "burst.json"),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=log,
             env=env,
@@ -62,7 +78,7 @@ def burst_beside(
     def wait() -> dict[str, Any]:
         code = process.wait(BURST_TIMEOUT_S)
         assert code == 0, (out / "burst.log").read_text()[-4000:]
-        return json.loads((out / "r.json").read_text())
+        return json.loads((results_dir / "burst.json").read_text())
 
     try:
         yield wait
@@ -83,8 +99,10 @@ def assert_compared(wm: dict[str, Any], baseline: dict[str, Any], ratio: dict[st
             assert ratio[name] is None, name
 
 
-def test_scan_counts_pages_and_missing_rows_against_one_call_per_worker(tmp_path):
-    result = run(scan, tmp_path, "--workers", "80", "--latency-ms", "0", "--missing-share", "0.05")
+def test_scan_counts_pages_and_missing_rows_against_one_call_per_worker(results_dir):
+    result = run(
+        scan, results_dir, "--workers", "80", "--latency-ms", "0", "--missing-share", "0.05"
+    )
 
     assert result["wm"].keys() == result["baseline"].keys() == {"80"}
     wm, baseline = result["wm"]["80"], result["baseline"]["80"]
@@ -115,10 +133,10 @@ def test_extrapolation_scales_per_worker_costs_and_leaves_the_rest_unknown():
     assert extrapolation_note(60, 150) == {"from_workers": 60, "factor": 2.5}
 
 
-def test_azure_needs_one_put_or_deployment_per_vm_against_three_and_more_loops(tmp_path):
+def test_azure_needs_one_put_or_deployment_per_vm_against_three_and_more_loops(results_dir):
     result = run(
         azure,
-        tmp_path,
+        results_dir,
         *("--vms", "4", "--scan-loop-s", "0.5", "--boot-s", "0.5"),
         "--latency-ms",
         "0",
@@ -147,10 +165,10 @@ def test_azure_needs_one_put_or_deployment_per_vm_against_three_and_more_loops(t
     assert None not in (wm["all_running_s"], arm["all_running_s"], baseline["all_running_s"])
 
 
-def test_isolation_a_sick_azure_holds_aws_back_in_the_single_loop(tmp_path):
+def test_isolation_a_sick_azure_holds_aws_back_in_the_single_loop(results_dir):
     result = run(
         isolation,
-        tmp_path,
+        results_dir,
         *("--waves", "2", "--wave-s", str(WAVE_S), "--aws-tasks", "2", "--azure-tasks", "1"),
         *("--interval-s", "1", "--latency-ms", "0", "--drain-s", "15"),
         *("--sick-latency-ms", str(SICK_S * 1000)),
@@ -166,8 +184,8 @@ def test_isolation_a_sick_azure_holds_aws_back_in_the_single_loop(tmp_path):
     assert result["baseline"]["sick"]["aws_submit_to_create_max_s"] >= SICK_S - WAVE_S
 
 
-def test_scale_grows_pools_and_workers(tmp_path):
-    scale_result = run(scale, tmp_path, *("--pools", "3", "8", "--workers", "40"))
+def test_scale_grows_pools_and_workers(results_dir):
+    scale_result = run(scale, results_dir, *("--pools", "3", "8", "--workers", "40"))
 
     assert_scale(scale_result)
 
@@ -202,3 +220,40 @@ def test_burst_still_launches_exactly_the_demand_on_wm(
     assert wm["peak_capacity_ratio"] == 1.0
     assert baseline["vms_created"] >= 12
     assert not math.isnan(wm["submit_to_create_max_s"])
+
+
+def test_check_prints_every_goal_with_the_figure_and_commit_the_results_hold(
+    results_dir: Path,
+    burst_beside: Callable[[], dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+):
+    burst_beside()  # the others ran before this test, or their goals show no result file
+    goals = check.parse_goals((REPO / "bench" / "README.md").read_text())
+    written = {path.stem: json.loads(path.read_text()) for path in results_dir.glob("*.json")}
+    commit = measured_on()
+    assert commit is not None
+    assert {name: result["commit"] for name, result in written.items()} == dict.fromkeys(
+        written, commit
+    )
+
+    code = check.main(["--results", str(results_dir)])
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["figure", "measured", "goal", "measured", "on", "from"]
+    assert len(lines) == len(goals) + 2
+    statuses = []
+    for goal, line in zip(goals, lines[1:-1], strict=True):
+        status = next(s for s in (check.MET, check.NOT_MET, check.NO_FIGURE) if line.startswith(s))
+        statuses.append(status)
+        assert goal.figure in line
+        assert line.endswith(f"{goal.benchmark}: {goal.expression}")
+        assert (commit if goal.benchmark in written else "no result file") in line
+        measured = line.split(goal.figure, 1)[1].split()[0]
+        assert (measured == "-") == (status == check.NO_FIGURE), line
+    counts = [statuses.count(s) for s in (check.MET, check.NOT_MET, check.NO_FIGURE)]
+    assert lines[-1] == (
+        f"{counts[0]} met, {counts[1]} not met, {counts[2]} with no figure (of {len(goals)} goals)"
+    )
+    # The tiny runs hold no figure at the goals' sizes (1,000 pools, 100,000 workers), so the
+    # check fails, as `make bench` must on a figure it lacks.
+    assert counts[2] > 0 and code == 1

@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.azure
 	$(BIN)/python -m bench.isolation
 	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.registration
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

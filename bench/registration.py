@@ -42,6 +42,7 @@ from wm.api.errors import RETRY_AFTER_S
 from wm.model import WorkerRecord
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
+from wmsim.bootdata import MetadataError
 from wmsim.gcp.gce import SimGce
 from wmsim.postgres import PostgresServer, find_or_start
 
@@ -49,7 +50,8 @@ DEFAULT_WORKERS = 5000
 DEFAULT_CONCURRENCY = 64
 DEFAULT_BASELINE_WORKERS = 200
 LAUNCH_CHUNK = 500  # workers per create call while preparing
-PROOF_THREADS = 16
+PROOF_THREADS = 8
+PROOF_ATTEMPTS = 5  # the metadata client's 2 s timeout can lapse while moto is busy
 MAX_ATTEMPTS = 20  # a call still refused after this many 429/503 counts as failed
 SEED = 20261205
 
@@ -188,8 +190,15 @@ def prepare(api: ApiStack, count: int) -> list[dict[str, Any]]:
     workers: list[WorkerRecord] = []
     while len(workers) < count:
         workers += api.launch("aws", min(LAUNCH_CHUNK, count - len(workers)))
+
+    def proof(worker: WorkerRecord) -> dict[str, Any]:
+        for _ in range(PROOF_ATTEMPTS - 1):
+            with contextlib.suppress(MetadataError):
+                return api.proof(worker)
+        return api.proof(worker)
+
     with ThreadPoolExecutor(PROOF_THREADS) as pool:
-        proofs = list(pool.map(api.proof, workers))
+        proofs = list(pool.map(proof, workers))
     return [api.register_body(w, p) for w, p in zip(workers, proofs, strict=True)]
 
 

@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.azure
 	$(BIN)/python -m bench.isolation
 	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.registration
 	$(BIN)/python -m bench.check
 
 lint: $(STAMP)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from bench import azure, check, isolation, scale, scan
+from bench import azure, check, isolation, registration, scale, scan
 from bench.common import measured_on
 from bench.fleet import extrapolate, extrapolation_note
 from wmsim.postgres import PostgresServer
@@ -207,6 +207,24 @@ def assert_scale(scale: dict[str, Any]) -> None:
     assert wm["pass_api_calls"] == baseline["pass_api_calls"] == 0
     assert scale["extrapolated"] == {}
     assert wm["scan_rss_growth_mib"] is not None and baseline["scan_rss_growth_mib"] is not None
+
+
+def test_registration_registers_and_reregisters_every_worker_of_the_storm_and_the_baseline(
+    results_dir: Path,
+):
+    result = run(
+        registration,
+        results_dir,
+        *("--workers", "20", "--baseline-workers", "4", "--concurrency", "8"),
+    )
+
+    wm, baseline = result["wm"], result["baseline"]
+    assert_compared(wm, baseline, result["ratio"])
+    for side, workers in ((wm, 20), (baseline, 4)):
+        assert (side["workers"], side["registered"], side["failed"]) == (workers, workers, 0)
+        assert side["answers_2xx"] == 2 * workers  # registerWorker and reregisterWorker each
+        assert side["answers_5xx"] == side["answers_503"] == side["answers_4xx"] == 0
+    assert baseline["answers_429"] == 0  # one call at a time is never shed
 
 
 def test_burst_still_launches_exactly_the_demand_on_wm(

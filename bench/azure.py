@@ -18,8 +18,9 @@ until every VM is seen running:
   worker one resource per loop (public IP, then NIC, then VM), two workers at a time, and sees
   the VM running in a later loop.
 
-All sides begin their first scan loop at the demand, use the same gate (wm's defaults: 20 calls
-per second) and count a VM as running at the end of the loop (scan) that saw it running.
+All sides begin their first scan loop at the demand, use the same gate (wm's defaults: each
+call paced by ARM's and Compute's published buckets) and count a VM as running at the end of
+the loop (scan) that saw it running.
 
 Figures, the same names on every side (see bench/README.md): all_running_s, running_p50_s,
 vms_running, api_calls, resource_puts, scan_loops, loop_max_s; and each side's ARM calls by

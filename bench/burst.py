@@ -18,6 +18,7 @@ Figures, the same names on both sides (see bench/README.md):
 - submit_to_create_p50_s / _p95_s / _max_s: per task, from the commit of its pool's tasks to
   the arrival at the simulated cloud of the create call for the VM that covers it (the k-th
   VM created for a pool covers its k-th task); taken by wrapping each sim's WSGI app;
+- submit_to_create_p95_s_aws / _azure / _gcp: the same p95 over one cloud's tasks;
 - tasks_uncovered: tasks no create call covered within the window (percentiles that fall on
   one of them are null);
 - peak_capacity_ratio: peak of live (pending or running) VM capacity in the clouds divided by
@@ -97,6 +98,7 @@ CAPACITY_PER_WORKER = 1
 MAX_CAPACITY_FACTOR = 2  # each pool's max: twice its share of the burst, never binding for wm
 TASK_DURATION_S = 60.0  # recorded on the tasks; nothing runs them here
 SAMPLE_S = 0.25  # capacity sampling period
+CLOUD_OF_POOL = {pool_id: cloud for pool_id, cloud, _ in POOL_MIX}
 MIN_WINDOW_S = 10.0  # shortest measurement window, whatever the boot time
 WARMUP_TICKS = 1.5  # the burst lands half an interval after the second tick
 BASELINE_SCAN_PHASE = 0.5  # the baseline's next scan comes half a scan interval after the burst
@@ -422,6 +424,10 @@ def figures(
         "submit_to_create_p50_s": rounded(percentile(latencies, 0.50)),
         "submit_to_create_p95_s": rounded(percentile(latencies, 0.95)),
         "submit_to_create_max_s": rounded(percentile(latencies, 1.0)),
+        **{
+            f"submit_to_create_p95_s_{cloud}": rounded(percentile(by_cloud, 0.95))
+            for cloud, by_cloud in latencies_by_cloud(calls, submitted, demand).items()
+        },
         "tasks_uncovered": sum(1 for v in latencies if math.isinf(v)),
         "peak_capacity_ratio": rounded(peaks.cloud / total if total else None),
         "peak_counted_ratio": rounded(peaks.counted / total if total else None),
@@ -434,6 +440,20 @@ def figures(
         "cloud_api_calls": sum(counts.values()),
         "provision_passes": passes,
         "pass_errors": errors,
+    }
+
+
+def latencies_by_cloud(
+    calls: list[CreateCall], submitted: Mapping[str, float], demand: Mapping[str, int]
+) -> dict[str, list[float]]:
+    """Each cloud's tasks' latencies, sorted: which cloud a burst's tail comes from."""
+    return {
+        cloud: sorted(
+            task_latencies(
+                calls, submitted, {p: n for p, n in demand.items() if CLOUD_OF_POOL[p] == cloud}
+            )
+        )
+        for cloud in CLOUDS
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wm.calls import CallClass
 from wm.provider_ids import PROVIDER_ID_PATTERN
@@ -30,8 +30,26 @@ class GateConfig(Frozen):
 
     timeout_s: float = Field(30.0, gt=0)  # per call, retries not included
     concurrency: int = Field(16, ge=1)  # calls in flight at once, per process
-    calls_per_s: float = Field(20.0, gt=0)  # token bucket refill rate
-    burst: int = Field(40, ge=1)  # token bucket size
+    # This process's own pace for the provider's calls. Unset (the default), each call class
+    # has a bucket at the cloud's published limit (the kind's published_budgets, with the
+    # provider's `budgets`); set, one bucket of calls_per_s for every call in their place. The
+    # shared budget, when the process has one, holds either way.
+    calls_per_s: float | None = Field(None, gt=0)  # refill rate
+    burst: int | None = Field(None, ge=1)  # bucket size; default: 2 s of calls_per_s
+
+    @property
+    def cap(self) -> tuple[float, int] | None:
+        """The all-classes cap (rate, size), if configured."""
+        if self.calls_per_s is None:
+            return None
+        return self.calls_per_s, self.burst or max(1, round(2 * self.calls_per_s))
+
+    @model_validator(mode="after")
+    def _burst_needs_a_rate(self) -> GateConfig:
+        if self.burst is not None and self.calls_per_s is None:
+            raise ValueError("burst: set calls_per_s too (burst is the size of its bucket)")
+        return self
+
     max_attempts: int = Field(4, ge=1)  # first call included
     backoff_base_s: float = Field(0.5, ge=0)  # full-jitter backoff: uniform(0, base * 2**n)
     backoff_max_s: float = Field(20.0, ge=0)

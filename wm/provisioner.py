@@ -33,7 +33,9 @@ from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
 from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log, observe_stages
 
-CREATE_CONCURRENCY = 4  # batches of one pass in flight at once
+# Batches of one pass in flight at once. The gate bounds the calls (its concurrency, the
+# cloud's buckets); this only has to keep a burst's batches from queueing behind one another.
+CREATE_CONCURRENCY = 8
 WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
 
 

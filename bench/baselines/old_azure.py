@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,13 +38,20 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from wm.calls import CallClass
 from wm.db import scans, worker_writes
 from wm.db.worker_writes import RowChange
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerState
 from wm.providers.azure.names import vm_name
-from wm.providers.azure.provider import AzureClients, classify, read_statuses, vm_body
+from wm.providers.azure.provider import (
+    CALL_CLASSES,
+    AzureClients,
+    classify,
+    read_statuses,
+    vm_body,
+)
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import Gate
 from wm.worker_transitions import STARTED
@@ -77,6 +84,18 @@ class LoopReport:
     newly_running: tuple[str, ...]
 
 
+# The old design's calls, classed as wm's Azure provider classes its own (CALL_CLASSES).
+OLD_CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
+    "PublicIPAddresses_Get": (CallClass.READ,),
+    "PublicIPAddresses_CreateOrUpdate": (CallClass.WRITE,),
+    "NetworkInterfaces_Get": (CallClass.READ,),
+    "NetworkInterfaces_CreateOrUpdate": (CallClass.WRITE,),
+    "VirtualMachines_Get": CALL_CLASSES["VirtualMachines_Get"],
+    "VirtualMachines_CreateOrUpdate": CALL_CLASSES["VirtualMachines_CreateOrUpdate"],
+    "VirtualMachines_InstanceView": CALL_CLASSES["VirtualMachines_Get"],
+}
+
+
 @dataclass
 class OldAzureScanner:
     engine: Engine
@@ -90,7 +109,14 @@ class OldAzureScanner:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.gate = Gate(self.config.id, self.config.gate, partial(classify, self.config.id))
+        # Paced as wm's own Azure gate is: by ARM's and Compute's buckets, class by class.
+        self.gate = Gate(
+            self.config.id,
+            self.config.gate,
+            partial(classify, self.config.id),
+            classes=OLD_CALL_CLASSES,
+            limits=self.config.budget_limits(),
+        )
         self.clients = AzureClients(self.config)
         self._rg = self.config.resource_group
         self._versions: dict[str, int] = {}

@@ -42,7 +42,8 @@ class Bucket:
 
 # Demand is three times the burst, so most of it waits on the refill, and the three pools' debts
 # interleave in the shared bucket's queue rather than one process taking the burst and finishing.
-@pytest.mark.parametrize("size", sizes(Bucket(200, 25.0, 200), Bucket(400, 10.0, 400)))
+# A bucket holds at least one create call's instances (EC2's batch of 250) after the reserve.
+@pytest.mark.parametrize("size", sizes(Bucket(300, 40.0, 300), Bucket(500, 12.5, 500)))
 def test_three_processes_sharing_an_account_launch_at_the_bucket_rate_without_throttles(
     size, tmp_path, db_url, engine, clouds, stacks, figures
 ):

@@ -45,10 +45,14 @@ def test_a_misspelt_class_is_refused_where_it_is_written():
         Draw("us-east-1", "desribe")
 
 
-def test_ec2_calls_draw_in_their_region_and_run_instances_counts_instances():
+def test_ec2_calls_draw_in_their_region_and_resource_buckets_count_instances():
     assert aws._spend("eu-west-1", "RunInstances", instances=30) == (
-        Draw("eu-west-1", CallClass.MUTATING),
+        Draw("eu-west-1", CallClass.RUN_INSTANCES_CALLS),
         Draw("eu-west-1", CallClass.RUN_INSTANCES, 30),
+    )
+    assert aws._spend("eu-west-1", "TerminateInstances", instances=7) == (
+        Draw("eu-west-1", CallClass.TERMINATE_INSTANCES_CALLS),
+        Draw("eu-west-1", CallClass.TERMINATE_INSTANCES, 7),
     )
     assert aws._spend("eu-west-1", "DescribeInstances") == (Draw("eu-west-1", CallClass.DESCRIBE),)
 

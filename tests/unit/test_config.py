@@ -60,7 +60,7 @@ def test_environment_supplies_secrets_and_never_prints_them():
             lambda d: d["providers"][0].update(
                 budgets={"run-instances": {"burst": 50, "per_s": 2}}
             ),
-            "providers[0].budgets.run-instances.burst: must be at least 101 at per_s 2",
+            "providers[0].budgets.run-instances.burst: must be at least 251 at per_s 2",
         ),
     ],
 )
@@ -145,10 +145,10 @@ def test_config_path_comes_from_wm_config_when_not_given(tmp_path):
     ("burst", "per_s", "fits"),
     [
         (1000, 2, True),  # EC2's published bucket
-        (101, 2, True),  # 100 usable after the 0.5 s reserve
-        (100.5, 2, False),
-        (200, 400, True),  # a fast refill: the reserve is capped at half the bucket
-        (199, 400, False),
+        (251, 2, True),  # 250 usable after the 0.5 s reserve
+        (250.5, 2, False),
+        (500, 1000, True),  # a fast refill: the reserve is capped at half the bucket
+        (499, 1000, False),
     ],
 )
 def test_a_per_worker_bucket_must_hold_a_whole_create_batch(burst, per_s, fits):

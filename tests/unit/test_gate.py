@@ -9,7 +9,7 @@ import time
 import pytest
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
-from wm.config import GateConfig
+from wm.config import BudgetLimit, GateConfig
 from wm.errors import CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.gate import Gate, TokenBucket
 
@@ -165,6 +165,78 @@ def test_token_bucket_spends_its_burst_then_makes_callers_wait():
     assert waits == [0.0, 0.0, 0.0, 0.5, 1.0]
     clock.now += 10
     assert bucket.take("op") == 0.0
+
+
+# -- this process's own pace: the cloud's published limits per call class, or a set cap ---------
+
+EC2_LIKE = {
+    CallClass.RUN_INSTANCES_CALLS: BudgetLimit(burst=2, per_s=2),
+    CallClass.RUN_INSTANCES: BudgetLimit(burst=100, per_s=10),
+    CallClass.DESCRIBE: BudgetLimit(burst=1, per_s=1),
+}
+TABLE = {
+    "RunInstances": (CallClass.RUN_INSTANCES_CALLS,),
+    "DescribeInstances": (CallClass.DESCRIBE,),
+}
+
+
+def paced_gate(clock: FakeClock, **config) -> Gate:
+    return Gate(
+        "p",
+        GateConfig(**config),
+        classify,
+        sleep=clock.sleep,
+        clock=clock,
+        classes=TABLE,
+        limits=EC2_LIKE,
+    )
+
+
+def test_by_default_each_call_class_is_paced_by_its_own_published_bucket():
+    clock = FakeClock()
+    gate = paced_gate(clock)
+    for _ in range(3):  # RunInstances' request bucket holds 2, refilled at 2 a second
+        gate.call("RunInstances", lambda: "ok")
+    assert clock.slept == [0.5]
+    gate.call("DescribeInstances", lambda: "ok")  # another class: its own bucket is full
+    assert clock.slept == [0.5]
+
+
+def test_a_bucket_counting_instances_is_spent_by_the_instances_a_call_asks_for():
+    clock = FakeClock()
+    gate = paced_gate(clock)
+    spend = (Draw("r", CallClass.RUN_INSTANCES_CALLS), Draw("r", CallClass.RUN_INSTANCES, 100))
+    gate.call("RunInstances", lambda: "ok", spend=spend)
+    gate.call("RunInstances", lambda: "ok", spend=spend)  # 100 instances short: 10 s at 10/s
+    assert clock.slept == [10.0]
+
+
+def test_buckets_are_kept_per_region_as_the_cloud_keeps_them():
+    clock = FakeClock()
+    gate = paced_gate(clock)
+    for region in ("us-east-1", "eu-west-1"):
+        gate.call("DescribeInstances", lambda: "ok", spend=(Draw(region, CallClass.DESCRIBE),))
+    assert clock.slept == []
+
+
+def test_a_configured_cap_paces_every_call_in_place_of_the_class_buckets():
+    clock = FakeClock()
+    gate = paced_gate(clock, calls_per_s=1.0, burst=5)
+    for _ in range(5):  # past RunInstances' 2, within the cap's 5
+        gate.call("RunInstances", lambda: "ok")
+    assert clock.slept == []
+    gate.call("DescribeInstances", lambda: "ok")
+    assert clock.slept == [1.0]
+
+
+def test_a_cap_without_a_burst_holds_two_seconds_of_calls():
+    assert GateConfig(calls_per_s=20).cap == (20, 40)
+    assert GateConfig().cap is None
+
+
+def test_a_burst_without_a_rate_is_refused_by_name():
+    with pytest.raises(ValueError, match="burst: set calls_per_s too"):
+        GateConfig(burst=40)
 
 
 def test_attempts_are_counted_per_operation():

@@ -14,14 +14,22 @@ from wm.json_check import Schema
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import INTEGER_MIN_1, OBJECT, STRING, closed, worker_manager
 
-# EC2's published defaults, per account and region: RunInstances' resource bucket counts
-# instances.
+# EC2's published defaults, per account and region ("Request throttling for the Amazon EC2
+# API": the request and resource token bucket tables). RunInstances and TerminateInstances are
+# "uncategorized" actions with request buckets of their own; DescribeInstances, paginated, is a
+# non-mutating action.
 PUBLISHED_BUDGETS: Mapping[CallClass, BudgetLimit] = {
+    CallClass.RUN_INSTANCES_CALLS: BudgetLimit(burst=5, per_s=2),
     CallClass.RUN_INSTANCES: BudgetLimit(burst=1000, per_s=2),
-    CallClass.MUTATING: BudgetLimit(burst=200, per_s=5),
+    CallClass.TERMINATE_INSTANCES_CALLS: BudgetLimit(burst=100, per_s=5),
+    CallClass.TERMINATE_INSTANCES: BudgetLimit(burst=1000, per_s=20),
     CallClass.DESCRIBE: BudgetLimit(burst=100, per_s=20),
 }
-CREATE_BATCH_MAX = 100  # instances per RunInstances call
+# Instances per RunInstances call. worker-manager sends a launch config's whole count in one
+# call; wm caps it at a quarter of the resource bucket, so that a burst of a few pools leaves
+# in the request bucket's first tokens (5, refilled at 2 a second) instead of queueing behind
+# them, and a call's answer stays a few seconds' work.
+CREATE_BATCH_MAX = 250
 EC2_USER_DATA_MAX_BYTES = 16384  # EC2's limit on raw user data
 # Keys of an EC2 launch config's additionalUserData that worker-manager writes itself.
 RESERVED_USER_DATA_KEYS = (

@@ -27,11 +27,18 @@ from wm.kinds.schema_parts import (
     worker_manager,
 )
 
-# ARM's published defaults, per principal and subscription.
+# Azure's published defaults, per subscription. Resource Manager's buckets ("Understand how
+# Azure Resource Manager throttles requests": writes, deletes and reads per principal and
+# subscription), and Compute's own policies for VMs on top ("Compute throttling limits", the
+# subscription-level bucket of each: a capacity and a refill a minute, here a second).
 PUBLISHED_BUDGETS: Mapping[CallClass, BudgetLimit] = {
     CallClass.WRITE: BudgetLimit(burst=200, per_s=10),
     CallClass.DELETE: BudgetLimit(burst=200, per_s=10),
     CallClass.READ: BudgetLimit(burst=250, per_s=25),
+    CallClass.PUT_VM: BudgetLimit(burst=1500, per_s=500 / 60),
+    CallClass.DELETE_VM: BudgetLimit(burst=1500, per_s=500 / 60),
+    CallClass.GET_VM: BudgetLimit(burst=24000, per_s=8000 / 60),
+    CallClass.LIST_VMS: BudgetLimit(burst=900, per_s=300 / 60),
 }
 CREATE_BATCH_MAX = 100  # VM PUTs (or deployments) sent together, each its own call
 TEMPLATE_SPEC_ID_PATTERN = (

@@ -18,10 +18,13 @@ from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_prob
 from wm.kinds.schema_parts import ARRAY, INTEGER_MIN_1, OBJECT, STRING, worker_manager
 from wm.provider_ids import gce_label_problem
 
-# GCE's published defaults, per project: its per-minute quotas as buckets.
+# GCE's published defaults, per project ("Compute Engine rate quotas": 1,500 requests a minute
+# in each quota group; writes, gets and lists are groups apart). A quota is a window of a
+# minute: as a bucket, a minute's requests refilled over the minute.
 PUBLISHED_BUDGETS: Mapping[CallClass, BudgetLimit] = {
     CallClass.WRITE: BudgetLimit(burst=1500, per_s=25),
     CallClass.READ: BudgetLimit(burst=1500, per_s=25),
+    CallClass.LIST: BudgetLimit(burst=1500, per_s=25),
 }
 CREATE_BATCH_MAX = 100  # instances per bulk insert
 GCE_METADATA_KEY = "taskcluster"  # the metadata item worker-runner reads

@@ -1,6 +1,8 @@
 """The cloud API gate: every SDK call of a provider goes through one.
 
-It bounds each call in time and the calls in flight, spends tokens from a rate limit, retries
+It bounds each call in time and the calls in flight, spends tokens from rate limits (this
+process's own buckets: by default one per call class at the cloud's published limit; and the
+account's shared budget across processes, when the process has a database), retries
 throttling and server errors with full-jitter backoff (honouring a cloud's Retry-After), and
 pauses the whole provider when the cloud keeps failing, so a sick cloud sees no traffic for a
 while instead of a retry storm. SDK-level retries are off (each provider module builds its
@@ -23,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol, TypeVar
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
-from wm.config import GateConfig
+from wm.config import BudgetLimit, GateConfig
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
@@ -35,15 +37,18 @@ SPARE_THREADS = 8
 
 
 class RateLimiter(Protocol):
-    def take(self, operation: str) -> float:
-        """Spend one token; return the seconds to wait before the call may go."""
+    def take(self, operation: str, draws: Sequence[Draw]) -> float:
+        """Spend what one call of `operation` draws; return the seconds to wait before it may
+        go."""
         ...
 
 
 class TokenBucket:
     """A local token bucket: `burst` tokens, refilled at `rate_per_s`."""
 
-    def __init__(self, rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, rate_per_s: float, burst: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._rate = rate_per_s
         self._burst = float(burst)
         self._tokens = float(burst)
@@ -51,14 +56,48 @@ class TokenBucket:
         self._stamp = clock()
         self._lock = threading.Lock()
 
-    def take(self, operation: str) -> float:
+    def spend(self, cost: float = 1.0) -> float:
+        """Spend `cost` tokens; return the seconds to wait before they are there."""
         with self._lock:
             now = self._clock()
             self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
             self._stamp = now
-            self._tokens -= 1.0
+            self._tokens -= cost
             # A negative balance is a debt: this caller waits for it to be repaid.
             return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+
+    def take(self, operation: str, draws: Sequence[Draw] = ()) -> float:
+        """One token a call, whatever it is (the configured `calls_per_s` cap)."""
+        return self.spend()
+
+
+class ClassBuckets:
+    """This process's own buckets at the cloud's limits: one per (scope, call class) drawn,
+    each spent by the call's cost (EC2's resource buckets count instances). Without a shared
+    budget (no database, or `shared_budget = false`) these are all that paces the calls; with
+    one they are never the tighter, as the shared buckets run a little below the same limits."""
+
+    def __init__(
+        self, limits: Mapping[CallClass, BudgetLimit], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._limits = dict(limits)
+        self._clock = clock
+        self._buckets: dict[tuple[str, CallClass], TokenBucket] = {}
+        self._lock = threading.Lock()
+
+    def take(self, operation: str, draws: Sequence[Draw]) -> float:
+        wait_s = 0.0
+        for draw in draws:
+            limit = self._limits.get(draw.call_class)
+            if limit is None:
+                continue  # a class this cloud does not limit
+            key = (draw.scope, draw.call_class)
+            with self._lock:
+                bucket = self._buckets.get(key)
+                if bucket is None:
+                    bucket = self._buckets[key] = TokenBucket(limit.per_s, limit.burst, self._clock)
+            wait_s = max(wait_s, bucket.spend(draw.cost))
+        return wait_s
 
 
 Classifier = Callable[[BaseException], CloudError]
@@ -88,6 +127,7 @@ class Gate:
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
         classes: Mapping[str, Sequence[CallClass]] | None = None,
+        limits: Mapping[CallClass, BudgetLimit] | None = None,
     ) -> None:
         self.provider_id = provider_id
         # operation -> the call classes it draws from, account-wide (a call's `spend` may say
@@ -97,7 +137,12 @@ class Gate:
         self.budget: Budget | None = None
         self.config = config
         self._classify = classify
-        self._limiter = limiter or TokenBucket(config.calls_per_s, config.burst, clock)
+        # This process's pace: the configured cap for every call, else the cloud's published
+        # limits (`limits`, the provider's budget_limits()) class by class.
+        cap = config.cap
+        self._limiter: RateLimiter = limiter or (
+            TokenBucket(*cap, clock) if cap else ClassBuckets(limits or {}, clock)
+        )
         self._sleep = sleep
         self._clock = clock
         self._rng = rng
@@ -184,7 +229,7 @@ class Gate:
         kwargs: dict,
         spend: Sequence[Draw] = (),
     ) -> T:
-        wait_s = self._limiter.take(operation)
+        wait_s = self._limiter.take(operation, spend)
         if self.budget is not None and spend:
             wait_s = max(wait_s, self.budget.take(spend))
         if wait_s > 0:

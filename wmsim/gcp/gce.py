@@ -68,6 +68,7 @@ from werkzeug.wrappers import Request, Response
 from wmsim import metadata
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm, lifecycle_state
 from wmsim.cloud import SimCloudConfig
+from wmsim.gcp import catalog
 from wmsim.gcp import imds as imds_gce
 from wmsim.gcp.catalog import ApiError, Catalog, CheckedInsert, Image, region_of
 from wmsim.gcp.catalog import invalid as _invalid
@@ -243,6 +244,7 @@ class SimGce:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> SimGce:
+        catalog.load_instance_schema()
         self._server = ServerThread(self, port=self._port).start()
         return self
 

@@ -125,19 +125,21 @@ ACCESS_KEY_PATTERN = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b")
 INSTANCE_ID_PATTERN = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 
-# EC2's limits per account and region: which of its buckets each operation draws from
-# (RunInstances' resource bucket counts the instances it asks for).
+# EC2's limits per account and region: which of its buckets each operation draws from.
+# RunInstances and TerminateInstances each have a request bucket (one token a call) and a
+# resource bucket (one token an instance).
 CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
-    "RunInstances": (CallClass.MUTATING, CallClass.RUN_INSTANCES),
+    "RunInstances": (CallClass.RUN_INSTANCES_CALLS, CallClass.RUN_INSTANCES),
     "DescribeInstances": (CallClass.DESCRIBE,),
-    "TerminateInstances": (CallClass.MUTATING,),
+    "TerminateInstances": (CallClass.TERMINATE_INSTANCES_CALLS, CallClass.TERMINATE_INSTANCES),
 }
+PER_INSTANCE = frozenset({CallClass.RUN_INSTANCES, CallClass.TERMINATE_INSTANCES})
 
 
 def _spend(region: str, operation: str, instances: int = 0) -> tuple[Draw, ...]:
     """What one call of this operation draws, in its region's buckets."""
     return tuple(
-        Draw(region, c, float(instances) if c is CallClass.RUN_INSTANCES else 1.0)
+        Draw(region, c, float(instances) if c in PER_INSTANCE else 1.0)
         for c in CALL_CLASSES[operation]
     )
 
@@ -212,7 +214,13 @@ class AwsProvider:
         self.deployment_id = deployment_id
         self.root_url = root_url
         # Every call passes its regional `spend`; the table still refuses an unlisted operation.
-        self.gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
+        self.gate = Gate(
+            config.id,
+            config.gate,
+            partial(classify, config.id),
+            classes=CALL_CLASSES,
+            limits=config.budget_limits(),
+        )
         self._config = config
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -547,7 +555,7 @@ class AwsProvider:
             reply = self.gate.call(
                 "TerminateInstances",
                 client.terminate_instances,
-                spend=_spend(region, "TerminateInstances"),
+                spend=_spend(region, "TerminateInstances", instances=len(ids)),
                 InstanceIds=ids,
             )
         except CloudError as error:

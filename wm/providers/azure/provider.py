@@ -148,16 +148,17 @@ NOT_VM_KEYS = ("location", "tags", "subnetId", "ignoreFailedProvisioningStates")
 NETWORK_OVERRIDDEN = ("networkInterfaces", "networkInterfaceConfigurations", "networkApiVersion")
 
 
-# ARM's limits per principal and subscription: which of its buckets each operation draws from.
+# Which of Azure's buckets each operation draws from: Resource Manager's, and for VMs Compute's
+# own policy too.
 CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
-    "VirtualMachines_CreateOrUpdate": (CallClass.WRITE,),
-    "VirtualMachines_Delete": (CallClass.DELETE,),
+    "VirtualMachines_CreateOrUpdate": (CallClass.WRITE, CallClass.PUT_VM),
+    "VirtualMachines_Delete": (CallClass.DELETE, CallClass.DELETE_VM),
     "NetworkInterfaces_Delete": (CallClass.DELETE,),
     "PublicIPAddresses_Delete": (CallClass.DELETE,),
     "Disks_Delete": (CallClass.DELETE,),
-    "VirtualMachines_Get": (CallClass.READ,),
-    "VirtualMachines_List": (CallClass.READ,),
-    "VirtualMachines_ListAll": (CallClass.READ,),
+    "VirtualMachines_Get": (CallClass.READ, CallClass.GET_VM),
+    "VirtualMachines_List": (CallClass.READ, CallClass.LIST_VMS),
+    "VirtualMachines_ListAll": (CallClass.READ, CallClass.LIST_VMS),
     "Deployments_CreateOrUpdate": (CallClass.WRITE,),
     "Deployments_Get": (CallClass.READ,),
     "Deployments_ListByResourceGroup": (CallClass.READ,),
@@ -184,7 +185,13 @@ def make(
 def make_gate(config: AzureProviderConfig) -> Gate:
     """The gate of one Azure provider's calls, classed by ARM's buckets; whoever calls ARM
     for this provider (its scans and passes, the web process's look-ups) uses one of these."""
-    return Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
+    return Gate(
+        config.id,
+        config.gate,
+        partial(classify, config.id),
+        classes=CALL_CLASSES,
+        limits=config.budget_limits(),
+    )
 
 
 class AzureClients:

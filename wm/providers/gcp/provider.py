@@ -126,7 +126,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.insert": (CallClass.WRITE,),
     "instances.delete": (CallClass.WRITE,),
     "instances.get": (CallClass.READ,),
-    "instances.list": (CallClass.READ,),
+    "instances.list": (CallClass.LIST,),
 }
 
 
@@ -175,7 +175,13 @@ class GcpProvider:
         # The provider id as labels hold it: escaped, injective (wm/provider_ids.py).
         self._provider_label = gce_label(config.id)
         self._instances = instances
-        self.gate = Gate(config.id, config.gate, partial(classify, config.id), classes=CALL_CLASSES)
+        self.gate = Gate(
+            config.id,
+            config.gate,
+            partial(classify, config.id),
+            classes=CALL_CLASSES,
+            limits=config.budget_limits(),
+        )
         self._timeout_s = config.gate.timeout_s
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)

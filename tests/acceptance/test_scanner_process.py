@@ -140,8 +140,9 @@ def test_a_failing_slow_azure_leaves_aws_and_gcp_scans_alone(
     fast = [s for s in scans(process) if s["provider"] in ("aws-sim", "gcp-sim")]
     assert len(fast) >= 10
     durations = sorted(s["duration_s"] for s in fast)
-    # Normal: a fraction of a second, far from Azure's 20 s calls (and load-tolerant).
-    assert durations[len(durations) // 2] < 0.5 and durations[-1] < 3.0
+    # None waits for an Azure call (20 s each): not even the slowest comes near one, however
+    # busy the machine (the scan benchmarks say how fast they are).
+    assert durations[len(durations) // 2] < 2.0 and durations[-1] < 10.0
     assert {e["provider"] for e in process.events("cloud-api-paused")} == {"azure-sim"}
     rows = list_workers(engine, pool_id="proj/z")
     assert len(rows) == 4 and all(r.state != WorkerState.STOPPED for r in rows)

@@ -59,6 +59,7 @@ import bisect
 import contextlib
 import copy
 import decimal
+import heapq
 import io
 import json
 import re
@@ -205,6 +206,18 @@ class SimEc2:
         self._lock = threading.RLock()
         self._life: dict[str, _Life] = {}
         self._seq = 0
+        # Where each instance lives, as of the last sync: a metadata request or a describe by id
+        # finds its instance without going over the fleet.
+        self._where: dict[str, tuple[str, Any]] = {}
+        # When each instance's simulated state next changes (boot, delete, drop from listings),
+        # a heap of (time, instance id) with the time kept in `_next_at`: a sync touches only the
+        # instances due, so a request costs what changed, not the fleet (`_sync`).
+        self._due: list[tuple[float, str]] = []
+        self._next_at: dict[str, float] = {}
+        # Set when moto's models may hold instances or states the sim has not seen (any request
+        # moto carried out other than a describe, seeding, a kill): the next sync reads them all.
+        self._unseen = True
+        self._synced_timing: tuple[float, float, float] | None = None
         # Moves whenever an instance, its state or its tags may have changed: a listing computed
         # at one generation answers every page of that generation (`_listing`).
         self._generation = 0
@@ -282,7 +295,7 @@ class SimEc2:
                 raise ValueError(f"kill state must be terminated or stopped, not {final!r}")
             _set_state(inst, final)
             _set_reason(inst, code, message)
-            self._generation += 1
+            self._touched()
             now = time.monotonic()
             life = self._life[inst.id]
             life.pinned = final
@@ -333,7 +346,7 @@ class SimEc2:
                     region_name=region,
                     tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
                 )
-            self._generation += 1
+            self._touched()
             self._sync(time.monotonic())
             return [inst.id for inst in reservation.instances]
 
@@ -489,7 +502,7 @@ class SimEc2:
             return _respond(start_response, _json_answer({"status": "ok"}))
         if path.startswith("/moto-api"):
             with self._lock:
-                self._generation += 1
+                self._touched()
             return self._forward(environ, start_response)
         body = _read_body(environ)
         params = dict(
@@ -499,7 +512,7 @@ class SimEc2:
         action = params.get("Action")
         if not action:
             with self._lock:
-                self._generation += 1
+                self._touched()
             return self._forward(environ, start_response)
         if action == "RunInstances":
             outcome = self.faults.before(
@@ -524,10 +537,10 @@ class SimEc2:
                 answer = self._run_instances(environ, params, region)
             else:
                 answer = self._call_moto(environ, params)
+            if action != "DescribeInstances":
+                self._touched()  # tags, states, instances: anything may have moved
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())
-            if action != "DescribeInstances":
-                self._generation += 1  # tags, states, instances: anything may have moved
         if outcome is Outcome.LOST:  # carried out; the client never hears of it
             self.faults.hold_lost_answer()
             answer = self._fault_answer(Outcome.FAIL)
@@ -665,12 +678,15 @@ class SimEc2:
         matched = listing.instances
         first = 0
         if ids:
-            known = {inst.id for r, inst in self._all_instances() if r == region}
-            missing = [i for i in ids if i not in known]
+            missing = [i for i in ids if i not in self._where or self._where[i][0] != region]
             if missing:
                 return _not_found(missing)
-            wanted = set(ids)
-            matched = [inst for inst in matched if inst.id in wanted]
+            # The listing's instances among those asked for, in its order, without going over
+            # the listing (the old scanner's one-instance describes).
+            matched = sorted(
+                (self._where[i][1] for i in set(ids) if i in listing.reservation_of),
+                key=lambda inst: self._life[inst.id].seq,
+            )
         after = _token_seq(params.get("NextToken"))
         if after is None:
             return _ec2_error(400, "InvalidPaginationToken", "The pagination token is invalid.")
@@ -777,19 +793,55 @@ class SimEc2:
                     yield region, inst
 
     def _find(self, cloud_id_or_name: str) -> tuple[str, Any]:
+        """The instance of that id, else the first whose Name tag it is."""
         self._sync(time.monotonic())
+        where = self._where.get(cloud_id_or_name)
+        if where is not None:
+            return where
         for region, inst in self._all_instances():
-            if inst.id == cloud_id_or_name or _tags(inst).get("Name") == cloud_id_or_name:
+            if _tags(inst).get("Name") == cloud_id_or_name:
                 return region, inst
         raise KeyError(f"no instance {cloud_id_or_name!r}")
 
+    def _touched(self) -> None:
+        """moto's models may have changed in any way: listings are computed again and the
+        next sync reads every instance."""
+        self._generation += 1
+        self._unseen = True
+
     def _sync(self, now: float) -> None:
-        """Bring moto's instance states in line with the simulated lifecycle."""
+        """Bring moto's instance states in line with the simulated lifecycle.
+
+        After a request that may have changed moto's models (`_touched`), or a change of the
+        lifecycle's timings, every instance is read (`_sync_all`); otherwise only the instances
+        whose state is due to change by now (`_due`): a describe or a metadata request costs
+        what changed, not the fleet. Both bring each instance to the same state at `now`, because
+        an instance's state changes only at the times `_next_change` gives."""
         behaviour = self.faults.behaviour
-        seen = set()
+        timing = (behaviour.boot_s, behaviour.delete_s, self.terminated_visible_s)
+        if self._unseen or timing != self._synced_timing:
+            self._sync_all(now)
+            self._synced_timing = timing
+            self._unseen = False
+            return
         changed = False
+        while self._due and self._due[0][0] <= now:
+            at, instance_id = heapq.heappop(self._due)
+            if self._next_at.get(instance_id) != at:
+                continue  # dropped, or rescheduled since
+            del self._next_at[instance_id]
+            region, inst = self._where[instance_id]
+            changed |= self._sync_one(region, inst, self._life[instance_id], now)
+        if changed:
+            self._generation += 1
+
+    def _sync_all(self, now: float) -> None:
+        behaviour = self.faults.behaviour
+        changed = False
+        self._where = {}
+        self._due, self._next_at = [], {}
         for region, inst in list(self._all_instances()):
-            seen.add(inst.id)
+            self._where[inst.id] = (region, inst)
             life = self._life.get(inst.id)
             if life is None:
                 self._seq += 1
@@ -797,27 +849,55 @@ class SimEc2:
                 changed = True
                 if inst.lifecycle == "spot":
                     self.preemptions.schedule(inst.id, now + behaviour.boot_s)
-            if life.pinned is not None and inst.state != life.pinned:
-                life.pinned = None  # changed through the API since (e.g. StartInstances)
-            if life.pinned is None:
-                if inst.state == "terminated" and life.deleted_at is None:
-                    life.deleted_at = now  # moto terminates at once; the sim makes it take time
-                if life.deleted_at is not None or inst.state in ("pending", "running"):
-                    phase = lifecycle_state(
-                        now, life.created_at, behaviour.boot_s, life.deleted_at, behaviour.delete_s
-                    )
-                    if inst.state != _PHASE_STATES[phase]:
-                        _set_state(inst, _PHASE_STATES[phase])
-                        changed = True
-            if inst.state == "terminated":
-                life.gone_at = life.gone_at or now
-                if now >= life.gone_at + self.terminated_visible_s:
-                    self._drop_instance(self._backend(region), inst)
-        for gone in set(self._life) - seen:
+            changed |= self._sync_one(region, inst, life, now)
+        for gone in set(self._life) - set(self._where):
             del self._life[gone]
             changed = True
         if changed:
             self._generation += 1
+
+    def _sync_one(self, region: str, inst: Any, life: _Life, now: float) -> bool:
+        """Bring one instance to its state at `now` and schedule its next change; whether its
+        state changed."""
+        behaviour = self.faults.behaviour
+        changed = False
+        if life.pinned is not None and inst.state != life.pinned:
+            life.pinned = None  # changed through the API since (e.g. StartInstances)
+        if life.pinned is None:
+            if inst.state == "terminated" and life.deleted_at is None:
+                life.deleted_at = now  # moto terminates at once; the sim makes it take time
+            if life.deleted_at is not None or inst.state in ("pending", "running"):
+                phase = lifecycle_state(
+                    now, life.created_at, behaviour.boot_s, life.deleted_at, behaviour.delete_s
+                )
+                if inst.state != _PHASE_STATES[phase]:
+                    _set_state(inst, _PHASE_STATES[phase])
+                    changed = True
+        if inst.state == "terminated":
+            life.gone_at = life.gone_at or now
+            if now >= life.gone_at + self.terminated_visible_s:
+                self._drop_instance(self._backend(region), inst)
+                return changed
+        at = self._next_change(inst, life, now)
+        if at is not None:
+            self._next_at[inst.id] = at
+            heapq.heappush(self._due, (at, inst.id))
+        return changed
+
+    def _next_change(self, inst: Any, life: _Life, now: float) -> float | None:
+        """The first time after `now` at which `_sync_one` would change the instance, unless
+        a request changes it first: the same sums `lifecycle_state` and the drop compare with."""
+        behaviour = self.faults.behaviour
+        times = []
+        if life.pinned is None:
+            if life.deleted_at is not None:
+                times.append(life.deleted_at + behaviour.delete_s)
+            elif inst.state in ("pending", "running"):
+                times.append(life.created_at + behaviour.boot_s)
+        if inst.state == "terminated" and life.gone_at is not None:
+            times.append(life.gone_at + self.terminated_visible_s)
+        later = [t for t in times if t > now]
+        return min(later) if later else None
 
     def _drop_instance(self, backend: Any, inst: Any) -> None:
         for reservation_id, reservation in list(backend.reservations.items()):
@@ -827,6 +907,8 @@ class SimEc2:
                     del backend.reservations[reservation_id]
         backend.tags.pop(inst.id, None)
         self._life.pop(inst.id, None)
+        self._where.pop(inst.id, None)
+        self._next_at.pop(inst.id, None)
         self._generation += 1
 
     def _drop_moto_state(self) -> None:
@@ -839,8 +921,11 @@ class SimEc2:
             if self.account_id in backends:
                 del backends[self.account_id]
         self._life.clear()
+        self._where.clear()
+        self._due.clear()
+        self._next_at.clear()
         self._listings.clear()
-        self._generation += 1
+        self._touched()
         self._prepared.clear()
         self._client_tokens.clear()
         self._launch_requests.clear()

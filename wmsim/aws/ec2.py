@@ -218,6 +218,10 @@ class SimEc2:
         # moto carried out other than a describe, seeding, a kill): the next sync reads them all.
         self._unseen = True
         self._synced_timing: tuple[float, float, float] | None = None
+        # Each instance's signed identity proof, as its metadata service serves it: its document
+        # changes only through a request (`_touched` forgets them all), and signing one takes
+        # as long as the rest of a metadata request.
+        self._proofs: dict[str, dict[str, str]] = {}
         # Moves whenever an instance, its state or its tags may have changed: a listing computed
         # at one generation answers every page of that generation (`_listing`).
         self._generation = 0
@@ -458,7 +462,9 @@ class SimEc2:
             region, inst = self._find(instance_id)
             if inst.id != instance_id or inst.state not in METADATA_STATES:
                 raise KeyError(instance_id)
-            proof = self.identity_proof(inst.id)
+            proof = self._proofs.get(inst.id)
+            if proof is None:
+                proof = self._proofs[inst.id] = self.identity_proof(inst.id)
             user_data = _user_data(inst)
             return imds_ec2.Ec2VmView(
                 instance_id=inst.id,
@@ -808,6 +814,7 @@ class SimEc2:
         next sync reads every instance."""
         self._generation += 1
         self._unseen = True
+        self._proofs.clear()
 
     def _sync(self, now: float) -> None:
         """Bring moto's instance states in line with the simulated lifecycle.
@@ -909,6 +916,7 @@ class SimEc2:
         self._life.pop(inst.id, None)
         self._where.pop(inst.id, None)
         self._next_at.pop(inst.id, None)
+        self._proofs.pop(inst.id, None)
         self._generation += 1
 
     def _drop_moto_state(self) -> None:

@@ -63,6 +63,7 @@ import heapq
 import io
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -77,6 +78,7 @@ from xml.sax.saxutils import escape
 
 from wmsim import metadata
 from wmsim.aws import imds as imds_ec2
+from wmsim.aws import pages
 from wmsim.behaviour import (
     Behaviour,
     Faults,
@@ -100,6 +102,9 @@ DEFAULT_REGION = "us-east-1"
 TERMINATED_VISIBLE_S = 3600.0  # EC2 keeps terminated instances listed for about an hour
 MAX_RESULTS_MIN, MAX_RESULTS_MAX = 5, 1000  # DescribeInstances MaxResults bounds on AWS
 UNBOUNDED_MAX_RESULTS = 2**31 - 1  # what the middleware asks of moto once it chose a page
+# The parameters of a DescribeInstances whose answer the sim may build from the parts moto
+# rendered before (anything else, DryRun say, is moto's to answer).
+PLAIN_LISTING = re.compile(r"Action|Version|MaxResults|NextToken|InstanceId\.\d+|Filter\..+")
 MUTATING_ACTIONS = frozenset(
     {"RunInstances", "TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"}
 )
@@ -113,6 +118,7 @@ MOTO_STATES = {
     "stopping": (64, "stopping"),
     "stopped": (80, "stopped"),
 }
+EC2_API_VERSION = "2016-11-15"  # what botocore sends as Version
 IDENTITY_KEY_NAME = "ec2-identity"
 IDENTITY_TRUST_FILE = "ec2-identity-certificate.pem"
 IDENTITY_DOCUMENT_VERSION = "2017-09-30"
@@ -222,6 +228,14 @@ class SimEc2:
         # changes only through a request (`_touched` forgets them all), and signing one takes
         # as long as the rest of a metadata request.
         self._proofs: dict[str, dict[str, str]] = {}
+        # DescribeInstances pages built from the parts of moto's earlier answers (wmsim/aws/
+        # pages.py): each instance's <item> with the state it was rendered in (an instance
+        # whose state moved since is rendered again), each reservation's opening and closing,
+        # and an answer's status, headers, opening and closing. `_touched` forgets them.
+        self.page_cache = True
+        self._items: dict[str, tuple[str, bytes]] = {}
+        self._reservation_parts: dict[str, tuple[bytes, bytes]] = {}
+        self._page_frame: tuple[str, list[tuple[str, str]], bytes, bytes] | None = None
         # Moves whenever an instance, its state or its tags may have changed: a listing computed
         # at one generation answers every page of that generation (`_listing`).
         self._generation = 0
@@ -299,7 +313,7 @@ class SimEc2:
                 raise ValueError(f"kill state must be terminated or stopped, not {final!r}")
             _set_state(inst, final)
             _set_reason(inst, code, message)
-            self._touched()
+            self._touched(only=[inst.id])
             now = time.monotonic()
             life = self._life[inst.id]
             life.pinned = final
@@ -350,8 +364,9 @@ class SimEc2:
                     region_name=region,
                     tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
                 )
-            self._touched()
+            self._touched(only=[])  # new instances (and their volumes) only
             self._sync(time.monotonic())
+            self._render_ahead(region, reservation)
             return [inst.id for inst in reservation.instances]
 
     def queue_outcomes(self, *outcomes: Outcome | str) -> None:
@@ -750,6 +765,91 @@ class SimEc2:
         page: list[Any],
         listing: _Listing,
     ) -> _Answer:
+        """The answer for this page's instances: built from the parts of moto's earlier
+        answers where it has them all (an instance's item is moto's as long as the instance is
+        unchanged), else moto's own for the instances it lacks, kept for the next pages."""
+        if not (page and self.page_cache and all(PLAIN_LISTING.fullmatch(k) for k in params)):
+            return self._render_by_moto(environ, params, region, page, listing)
+        stale = [inst for inst in page if not self._has_parts(inst, listing)]
+        if stale:
+            answer = self._render_by_moto(environ, params, region, stale, listing)
+            if not answer.status.startswith("200"):
+                return answer
+            self._keep_parts(answer, stale)
+            if len(stale) == len(page):
+                return answer
+            if not all(self._has_parts(inst, listing) for inst in page):
+                return self._render_by_moto(environ, params, region, page, listing)
+        return self._join_parts(page, listing)
+
+    def _has_parts(self, inst: Any, listing: _Listing) -> bool:
+        item = self._items.get(inst.id)
+        return (
+            item is not None
+            and item[0] == inst.state
+            and listing.reservation_of[inst.id].id in self._reservation_parts
+        )
+
+    def _keep_parts(self, answer: _Answer, rendered: list[Any]) -> None:
+        parts = pages.split_page(answer.body)
+        if parts is None:
+            return
+        self._page_frame = (answer.status, answer.headers, parts.head, parts.tail)
+        states = {inst.id: inst.state for inst in rendered}
+        for reservation in parts.reservations:
+            self._reservation_parts[reservation.reservation_id] = (
+                reservation.head,
+                reservation.tail,
+            )
+            for instance_id, item in reservation.instances:
+                if instance_id in states:
+                    self._items[instance_id] = (states[instance_id], item)
+
+    def _join_parts(self, page: list[Any], listing: _Listing) -> _Answer:
+        """What moto answers for the page: its reservations in moto's order, each holding the
+        page's instances in the reservation's order (as `_render_by_moto` shows them to moto)."""
+        assert self._page_frame is not None
+        wanted = {inst.id for inst in page}
+        held = {
+            listing.reservation_of[inst.id].id: listing.reservation_of[inst.id] for inst in page
+        }
+        reservations = []
+        for reservation_id in sorted(held, key=listing.order.__getitem__):
+            head, tail = self._reservation_parts[reservation_id]
+            items = [self._items[i.id][1] for i in held[reservation_id].instances if i.id in wanted]
+            reservations.append((head, items, tail))
+        status, headers, head, tail = self._page_frame
+        return _Answer(status, list(headers), pages.join_page(head, tail, reservations))
+
+    def _render_ahead(self, region: str, reservation: Any) -> None:
+        """Have moto render a new reservation's instances now, as the first listing would:
+        seeding pays for it, so a benchmark's listing of a seeded fleet costs the sim what the
+        cloud's answer costs (a seeded fleet is ready, as a real cloud's is), not moto's work."""
+        if not self.page_cache or self._moto is None or not reservation.instances:
+            return
+        listing = _Listing(
+            self._generation,
+            [],
+            list(reservation.instances),
+            {inst.id: reservation for inst in reservation.instances},
+            {reservation.id: 0},
+        )
+        environ = _moto_environ(region, self.account_id)
+        params = {
+            "Action": "DescribeInstances",
+            "Version": EC2_API_VERSION,
+            "MaxResults": str(UNBOUNDED_MAX_RESULTS),
+        }
+        self._render(environ, params, region, list(reservation.instances), listing)
+
+    def _render_by_moto(
+        self,
+        environ: dict[str, Any],
+        params: dict[str, str],
+        region: str,
+        page: list[Any],
+        listing: _Listing,
+    ) -> _Answer:
         """moto's own answer to the request, for this page's instances only: moto is shown
         just their reservations (holding just them), in its own order, so it renders a page
         without filtering every instance of the region again."""
@@ -809,12 +909,21 @@ class SimEc2:
                 return region, inst
         raise KeyError(f"no instance {cloud_id_or_name!r}")
 
-    def _touched(self) -> None:
-        """moto's models may have changed in any way: listings are computed again and the
-        next sync reads every instance."""
+    def _touched(self, only: Iterable[str] | None = None) -> None:
+        """moto's models may have changed: listings are computed again and the next sync
+        reads every instance. `only`: the instances that changed (beside new ones), whose
+        proofs and rendered items are forgotten; None (a request moto carried out): anything
+        may have, so all are."""
         self._generation += 1
         self._unseen = True
-        self._proofs.clear()
+        if only is None:
+            self._proofs.clear()
+            self._items.clear()
+            self._reservation_parts.clear()
+            return
+        for instance_id in only:
+            self._proofs.pop(instance_id, None)
+            self._items.pop(instance_id, None)
 
     def _sync(self, now: float) -> None:
         """Bring moto's instance states in line with the simulated lifecycle.
@@ -917,6 +1026,7 @@ class SimEc2:
         self._where.pop(inst.id, None)
         self._next_at.pop(inst.id, None)
         self._proofs.pop(inst.id, None)
+        self._items.pop(inst.id, None)
         self._generation += 1
 
     def _drop_moto_state(self) -> None:
@@ -1680,6 +1790,32 @@ def _region_of(environ: dict[str, Any]) -> str:
     # SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20261202/us-east-1/ec2/aws4_request, ..."
     match = re.search(r"Credential=[^/]+/\d+/([a-z0-9-]+)/", environ.get("HTTP_AUTHORIZATION", ""))
     return match.group(1) if match else DEFAULT_REGION
+
+
+def _moto_environ(region: str, account_id: str) -> dict[str, Any]:
+    """A request's WSGI environ as moto routes it (EC2 of that region and account), for what
+    the sim asks of moto on its own (`_call_moto` fills in the body)."""
+    return {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "HTTP_HOST": f"ec2.{region}.amazonaws.com",
+        "HTTP_AUTHORIZATION": (
+            f"AWS4-HMAC-SHA256 Credential=sim/20260101/{region}/ec2/aws4_request, "
+            "SignedHeaders=host, Signature=sim"
+        ),
+        "HTTP_X_MOTO_ACCOUNT_ID": account_id,
+    }
 
 
 def _int_param(params: Mapping[str, str], name: str, default: int) -> int:

@@ -32,6 +32,10 @@ of it, in the same process, adds:
 - speed: moto's per-resource tag lookup scans every tag in the region (N^2 for a describe); the
   sim swaps in a dict lookup with the same answers, and drops moto's 1,301 public AMIs, which
   every new instance would otherwise scan. `seed_instances` makes large fleets in-process.
+  A request's lifecycle sync touches only the instances due to change (`_sync`), and a
+  DescribeInstances page is built from each instance's XML as moto last rendered it, until
+  the instance changes (wmsim/aws/pages.py): the sim's cost of a request is what changed, not
+  the fleet, so a benchmark's listing measures the client, not moto.
 
 Control endpoints for other processes live under /_sim/ (see `_control`); they are neither
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
@@ -558,7 +562,9 @@ class SimEc2:
                 answer = self._run_instances(environ, params, region)
             else:
                 answer = self._call_moto(environ, params)
-            if action != "DescribeInstances":
+            if action == "RunInstances":
+                self._touched(only=[])  # new instances only: the others render as they did
+            elif action != "DescribeInstances":
                 self._touched()  # tags, states, instances: anything may have moved
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())

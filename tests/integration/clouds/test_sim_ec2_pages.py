@@ -126,9 +126,12 @@ def test_pages_built_from_parts_are_motos_answers_as_states_move(sim: SimEc2, cl
     assert_pages_are_motos(sim, ids)
     clock.now += 5  # the first six boot; the last three are still pending
     assert_pages_are_motos(sim, ids)
+    more = ec2.run_instances(ImageId="ami-0abcdef1234567890", MinCount=1, MaxCount=1)
+    ids += [i["InstanceId"] for i in more["Instances"]]
+    assert_pages_are_motos(sim, ids)
     ec2.terminate_instances(InstanceIds=[ids[2]])
     sim.kill(ids[3], "maintenance")
-    clock.now += 6  # the last three boot; the terminated one is shutting down
+    clock.now += 6  # the seeded three boot; the terminated one is shutting down
     assert_pages_are_motos(sim, ids)
     clock.now += DELETE_S
     assert_pages_are_motos(sim, ids)

@@ -32,6 +32,10 @@ of it, in the same process, adds:
 - speed: moto's per-resource tag lookup scans every tag in the region (N^2 for a describe); the
   sim swaps in a dict lookup with the same answers, and drops moto's 1,301 public AMIs, which
   every new instance would otherwise scan. `seed_instances` makes large fleets in-process.
+  A request's lifecycle sync touches only the instances due to change (`_sync`), and a
+  DescribeInstances page is built from each instance's XML as moto last rendered it, until
+  the instance changes (wmsim/aws/pages.py): the sim's cost of a request is what changed, not
+  the fleet, so a benchmark's listing measures the client, not moto.
 
 Control endpoints for other processes live under /_sim/ (see `_control`); they are neither
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
@@ -59,9 +63,11 @@ import bisect
 import contextlib
 import copy
 import decimal
+import heapq
 import io
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -76,6 +82,7 @@ from xml.sax.saxutils import escape
 
 from wmsim import metadata
 from wmsim.aws import imds as imds_ec2
+from wmsim.aws import pages
 from wmsim.behaviour import (
     Behaviour,
     Faults,
@@ -99,6 +106,9 @@ DEFAULT_REGION = "us-east-1"
 TERMINATED_VISIBLE_S = 3600.0  # EC2 keeps terminated instances listed for about an hour
 MAX_RESULTS_MIN, MAX_RESULTS_MAX = 5, 1000  # DescribeInstances MaxResults bounds on AWS
 UNBOUNDED_MAX_RESULTS = 2**31 - 1  # what the middleware asks of moto once it chose a page
+# The parameters of a DescribeInstances whose answer the sim may build from the parts moto
+# rendered before (anything else, DryRun say, is moto's to answer).
+PLAIN_LISTING = re.compile(r"Action|Version|MaxResults|NextToken|InstanceId\.\d+|Filter\..+")
 MUTATING_ACTIONS = frozenset(
     {"RunInstances", "TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"}
 )
@@ -112,6 +122,7 @@ MOTO_STATES = {
     "stopping": (64, "stopping"),
     "stopped": (80, "stopped"),
 }
+EC2_API_VERSION = "2016-11-15"  # what botocore sends as Version
 IDENTITY_KEY_NAME = "ec2-identity"
 IDENTITY_TRUST_FILE = "ec2-identity-certificate.pem"
 IDENTITY_DOCUMENT_VERSION = "2017-09-30"
@@ -205,6 +216,30 @@ class SimEc2:
         self._lock = threading.RLock()
         self._life: dict[str, _Life] = {}
         self._seq = 0
+        # Where each instance lives, as of the last sync: a metadata request or a describe by id
+        # finds its instance without going over the fleet.
+        self._where: dict[str, tuple[str, Any]] = {}
+        # When each instance's simulated state next changes (boot, delete, drop from listings),
+        # a heap of (time, instance id) with the time kept in `_next_at`: a sync touches only the
+        # instances due, so a request costs what changed, not the fleet (`_sync`).
+        self._due: list[tuple[float, str]] = []
+        self._next_at: dict[str, float] = {}
+        # Set when moto's models may hold instances or states the sim has not seen (any request
+        # moto carried out other than a describe, seeding, a kill): the next sync reads them all.
+        self._unseen = True
+        self._synced_timing: tuple[float, float, float] | None = None
+        # Each instance's signed identity proof, as its metadata service serves it: its document
+        # changes only through a request (`_touched` forgets them all), and signing one takes
+        # as long as the rest of a metadata request.
+        self._proofs: dict[str, dict[str, str]] = {}
+        # DescribeInstances pages built from the parts of moto's earlier answers (wmsim/aws/
+        # pages.py): each instance's <item> with the state it was rendered in (an instance
+        # whose state moved since is rendered again), each reservation's opening and closing,
+        # and an answer's status, headers, opening and closing. `_touched` forgets them.
+        self.page_cache = True
+        self._items: dict[str, tuple[str, bytes]] = {}
+        self._reservation_parts: dict[str, tuple[bytes, bytes]] = {}
+        self._page_frame: tuple[str, list[tuple[str, str]], bytes, bytes] | None = None
         # Moves whenever an instance, its state or its tags may have changed: a listing computed
         # at one generation answers every page of that generation (`_listing`).
         self._generation = 0
@@ -282,7 +317,7 @@ class SimEc2:
                 raise ValueError(f"kill state must be terminated or stopped, not {final!r}")
             _set_state(inst, final)
             _set_reason(inst, code, message)
-            self._generation += 1
+            self._touched(only=[inst.id])
             now = time.monotonic()
             life = self._life[inst.id]
             life.pinned = final
@@ -333,8 +368,9 @@ class SimEc2:
                     region_name=region,
                     tags={"instance": dict(tags or {}), "volume": dict(tags or {})},
                 )
-            self._generation += 1
+            self._touched(only=[])  # new instances (and their volumes) only
             self._sync(time.monotonic())
+            self._render_ahead(region, reservation)
             return [inst.id for inst in reservation.instances]
 
     def queue_outcomes(self, *outcomes: Outcome | str) -> None:
@@ -445,7 +481,9 @@ class SimEc2:
             region, inst = self._find(instance_id)
             if inst.id != instance_id or inst.state not in METADATA_STATES:
                 raise KeyError(instance_id)
-            proof = self.identity_proof(inst.id)
+            proof = self._proofs.get(inst.id)
+            if proof is None:
+                proof = self._proofs[inst.id] = self.identity_proof(inst.id)
             user_data = _user_data(inst)
             return imds_ec2.Ec2VmView(
                 instance_id=inst.id,
@@ -489,7 +527,7 @@ class SimEc2:
             return _respond(start_response, _json_answer({"status": "ok"}))
         if path.startswith("/moto-api"):
             with self._lock:
-                self._generation += 1
+                self._touched()
             return self._forward(environ, start_response)
         body = _read_body(environ)
         params = dict(
@@ -499,7 +537,7 @@ class SimEc2:
         action = params.get("Action")
         if not action:
             with self._lock:
-                self._generation += 1
+                self._touched()
             return self._forward(environ, start_response)
         if action == "RunInstances":
             outcome = self.faults.before(
@@ -524,10 +562,12 @@ class SimEc2:
                 answer = self._run_instances(environ, params, region)
             else:
                 answer = self._call_moto(environ, params)
+            if action == "RunInstances":
+                self._touched(only=[])  # new instances only: the others render as they did
+            elif action != "DescribeInstances":
+                self._touched()  # tags, states, instances: anything may have moved
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())
-            if action != "DescribeInstances":
-                self._generation += 1  # tags, states, instances: anything may have moved
         if outcome is Outcome.LOST:  # carried out; the client never hears of it
             self.faults.hold_lost_answer()
             answer = self._fault_answer(Outcome.FAIL)
@@ -665,12 +705,15 @@ class SimEc2:
         matched = listing.instances
         first = 0
         if ids:
-            known = {inst.id for r, inst in self._all_instances() if r == region}
-            missing = [i for i in ids if i not in known]
+            missing = [i for i in ids if i not in self._where or self._where[i][0] != region]
             if missing:
                 return _not_found(missing)
-            wanted = set(ids)
-            matched = [inst for inst in matched if inst.id in wanted]
+            # The listing's instances among those asked for, in its order, without going over
+            # the listing (the old scanner's one-instance describes).
+            matched = sorted(
+                (self._where[i][1] for i in set(ids) if i in listing.reservation_of),
+                key=lambda inst: self._life[inst.id].seq,
+            )
         after = _token_seq(params.get("NextToken"))
         if after is None:
             return _ec2_error(400, "InvalidPaginationToken", "The pagination token is invalid.")
@@ -728,6 +771,91 @@ class SimEc2:
         page: list[Any],
         listing: _Listing,
     ) -> _Answer:
+        """The answer for this page's instances: built from the parts of moto's earlier
+        answers where it has them all (an instance's item is moto's as long as the instance is
+        unchanged), else moto's own for the instances it lacks, kept for the next pages."""
+        if not (page and self.page_cache and all(PLAIN_LISTING.fullmatch(k) for k in params)):
+            return self._render_by_moto(environ, params, region, page, listing)
+        stale = [inst for inst in page if not self._has_parts(inst, listing)]
+        if stale:
+            answer = self._render_by_moto(environ, params, region, stale, listing)
+            if not answer.status.startswith("200"):
+                return answer
+            self._keep_parts(answer, stale)
+            if len(stale) == len(page):
+                return answer
+            if not all(self._has_parts(inst, listing) for inst in page):
+                return self._render_by_moto(environ, params, region, page, listing)
+        return self._join_parts(page, listing)
+
+    def _has_parts(self, inst: Any, listing: _Listing) -> bool:
+        item = self._items.get(inst.id)
+        return (
+            item is not None
+            and item[0] == inst.state
+            and listing.reservation_of[inst.id].id in self._reservation_parts
+        )
+
+    def _keep_parts(self, answer: _Answer, rendered: list[Any]) -> None:
+        parts = pages.split_page(answer.body)
+        if parts is None:
+            return
+        self._page_frame = (answer.status, answer.headers, parts.head, parts.tail)
+        states = {inst.id: inst.state for inst in rendered}
+        for reservation in parts.reservations:
+            self._reservation_parts[reservation.reservation_id] = (
+                reservation.head,
+                reservation.tail,
+            )
+            for instance_id, item in reservation.instances:
+                if instance_id in states:
+                    self._items[instance_id] = (states[instance_id], item)
+
+    def _join_parts(self, page: list[Any], listing: _Listing) -> _Answer:
+        """What moto answers for the page: its reservations in moto's order, each holding the
+        page's instances in the reservation's order (as `_render_by_moto` shows them to moto)."""
+        assert self._page_frame is not None
+        wanted = {inst.id for inst in page}
+        held = {
+            listing.reservation_of[inst.id].id: listing.reservation_of[inst.id] for inst in page
+        }
+        reservations = []
+        for reservation_id in sorted(held, key=listing.order.__getitem__):
+            head, tail = self._reservation_parts[reservation_id]
+            items = [self._items[i.id][1] for i in held[reservation_id].instances if i.id in wanted]
+            reservations.append((head, items, tail))
+        status, headers, head, tail = self._page_frame
+        return _Answer(status, list(headers), pages.join_page(head, tail, reservations))
+
+    def _render_ahead(self, region: str, reservation: Any) -> None:
+        """Have moto render a new reservation's instances now, as the first listing would:
+        seeding pays for it, so a benchmark's listing of a seeded fleet costs the sim what the
+        cloud's answer costs (a seeded fleet is ready, as a real cloud's is), not moto's work."""
+        if not self.page_cache or self._moto is None or not reservation.instances:
+            return
+        listing = _Listing(
+            self._generation,
+            [],
+            list(reservation.instances),
+            {inst.id: reservation for inst in reservation.instances},
+            {reservation.id: 0},
+        )
+        environ = _moto_environ(region, self.account_id)
+        params = {
+            "Action": "DescribeInstances",
+            "Version": EC2_API_VERSION,
+            "MaxResults": str(UNBOUNDED_MAX_RESULTS),
+        }
+        self._render(environ, params, region, list(reservation.instances), listing)
+
+    def _render_by_moto(
+        self,
+        environ: dict[str, Any],
+        params: dict[str, str],
+        region: str,
+        page: list[Any],
+        listing: _Listing,
+    ) -> _Answer:
         """moto's own answer to the request, for this page's instances only: moto is shown
         just their reservations (holding just them), in its own order, so it renders a page
         without filtering every instance of the region again."""
@@ -777,19 +905,65 @@ class SimEc2:
                     yield region, inst
 
     def _find(self, cloud_id_or_name: str) -> tuple[str, Any]:
+        """The instance of that id, else the first whose Name tag it is."""
         self._sync(time.monotonic())
+        where = self._where.get(cloud_id_or_name)
+        if where is not None:
+            return where
         for region, inst in self._all_instances():
-            if inst.id == cloud_id_or_name or _tags(inst).get("Name") == cloud_id_or_name:
+            if _tags(inst).get("Name") == cloud_id_or_name:
                 return region, inst
         raise KeyError(f"no instance {cloud_id_or_name!r}")
 
+    def _touched(self, only: Iterable[str] | None = None) -> None:
+        """moto's models may have changed: listings are computed again and the next sync
+        reads every instance. `only`: the instances that changed (beside new ones), whose
+        proofs and rendered items are forgotten; None (a request moto carried out): anything
+        may have, so all are."""
+        self._generation += 1
+        self._unseen = True
+        if only is None:
+            self._proofs.clear()
+            self._items.clear()
+            self._reservation_parts.clear()
+            return
+        for instance_id in only:
+            self._proofs.pop(instance_id, None)
+            self._items.pop(instance_id, None)
+
     def _sync(self, now: float) -> None:
-        """Bring moto's instance states in line with the simulated lifecycle."""
+        """Bring moto's instance states in line with the simulated lifecycle.
+
+        After a request that may have changed moto's models (`_touched`), or a change of the
+        lifecycle's timings, every instance is read (`_sync_all`); otherwise only the instances
+        whose state is due to change by now (`_due`): a describe or a metadata request costs
+        what changed, not the fleet. Both bring each instance to the same state at `now`, because
+        an instance's state changes only at the times `_next_change` gives."""
         behaviour = self.faults.behaviour
-        seen = set()
+        timing = (behaviour.boot_s, behaviour.delete_s, self.terminated_visible_s)
+        if self._unseen or timing != self._synced_timing:
+            self._sync_all(now)
+            self._synced_timing = timing
+            self._unseen = False
+            return
         changed = False
+        while self._due and self._due[0][0] <= now:
+            at, instance_id = heapq.heappop(self._due)
+            if self._next_at.get(instance_id) != at:
+                continue  # dropped, or rescheduled since
+            del self._next_at[instance_id]
+            region, inst = self._where[instance_id]
+            changed |= self._sync_one(region, inst, self._life[instance_id], now)
+        if changed:
+            self._generation += 1
+
+    def _sync_all(self, now: float) -> None:
+        behaviour = self.faults.behaviour
+        changed = False
+        self._where = {}
+        self._due, self._next_at = [], {}
         for region, inst in list(self._all_instances()):
-            seen.add(inst.id)
+            self._where[inst.id] = (region, inst)
             life = self._life.get(inst.id)
             if life is None:
                 self._seq += 1
@@ -797,27 +971,55 @@ class SimEc2:
                 changed = True
                 if inst.lifecycle == "spot":
                     self.preemptions.schedule(inst.id, now + behaviour.boot_s)
-            if life.pinned is not None and inst.state != life.pinned:
-                life.pinned = None  # changed through the API since (e.g. StartInstances)
-            if life.pinned is None:
-                if inst.state == "terminated" and life.deleted_at is None:
-                    life.deleted_at = now  # moto terminates at once; the sim makes it take time
-                if life.deleted_at is not None or inst.state in ("pending", "running"):
-                    phase = lifecycle_state(
-                        now, life.created_at, behaviour.boot_s, life.deleted_at, behaviour.delete_s
-                    )
-                    if inst.state != _PHASE_STATES[phase]:
-                        _set_state(inst, _PHASE_STATES[phase])
-                        changed = True
-            if inst.state == "terminated":
-                life.gone_at = life.gone_at or now
-                if now >= life.gone_at + self.terminated_visible_s:
-                    self._drop_instance(self._backend(region), inst)
-        for gone in set(self._life) - seen:
+            changed |= self._sync_one(region, inst, life, now)
+        for gone in set(self._life) - set(self._where):
             del self._life[gone]
             changed = True
         if changed:
             self._generation += 1
+
+    def _sync_one(self, region: str, inst: Any, life: _Life, now: float) -> bool:
+        """Bring one instance to its state at `now` and schedule its next change; whether its
+        state changed."""
+        behaviour = self.faults.behaviour
+        changed = False
+        if life.pinned is not None and inst.state != life.pinned:
+            life.pinned = None  # changed through the API since (e.g. StartInstances)
+        if life.pinned is None:
+            if inst.state == "terminated" and life.deleted_at is None:
+                life.deleted_at = now  # moto terminates at once; the sim makes it take time
+            if life.deleted_at is not None or inst.state in ("pending", "running"):
+                phase = lifecycle_state(
+                    now, life.created_at, behaviour.boot_s, life.deleted_at, behaviour.delete_s
+                )
+                if inst.state != _PHASE_STATES[phase]:
+                    _set_state(inst, _PHASE_STATES[phase])
+                    changed = True
+        if inst.state == "terminated":
+            life.gone_at = life.gone_at or now
+            if now >= life.gone_at + self.terminated_visible_s:
+                self._drop_instance(self._backend(region), inst)
+                return changed
+        at = self._next_change(inst, life, now)
+        if at is not None:
+            self._next_at[inst.id] = at
+            heapq.heappush(self._due, (at, inst.id))
+        return changed
+
+    def _next_change(self, inst: Any, life: _Life, now: float) -> float | None:
+        """The first time after `now` at which `_sync_one` would change the instance, unless
+        a request changes it first: the same sums `lifecycle_state` and the drop compare with."""
+        behaviour = self.faults.behaviour
+        times = []
+        if life.pinned is None:
+            if life.deleted_at is not None:
+                times.append(life.deleted_at + behaviour.delete_s)
+            elif inst.state in ("pending", "running"):
+                times.append(life.created_at + behaviour.boot_s)
+        if inst.state == "terminated" and life.gone_at is not None:
+            times.append(life.gone_at + self.terminated_visible_s)
+        later = [t for t in times if t > now]
+        return min(later) if later else None
 
     def _drop_instance(self, backend: Any, inst: Any) -> None:
         for reservation_id, reservation in list(backend.reservations.items()):
@@ -827,6 +1029,10 @@ class SimEc2:
                     del backend.reservations[reservation_id]
         backend.tags.pop(inst.id, None)
         self._life.pop(inst.id, None)
+        self._where.pop(inst.id, None)
+        self._next_at.pop(inst.id, None)
+        self._proofs.pop(inst.id, None)
+        self._items.pop(inst.id, None)
         self._generation += 1
 
     def _drop_moto_state(self) -> None:
@@ -839,8 +1045,11 @@ class SimEc2:
             if self.account_id in backends:
                 del backends[self.account_id]
         self._life.clear()
+        self._where.clear()
+        self._due.clear()
+        self._next_at.clear()
         self._listings.clear()
-        self._generation += 1
+        self._touched()
         self._prepared.clear()
         self._client_tokens.clear()
         self._launch_requests.clear()
@@ -1587,6 +1796,32 @@ def _region_of(environ: dict[str, Any]) -> str:
     # SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20261202/us-east-1/ec2/aws4_request, ..."
     match = re.search(r"Credential=[^/]+/\d+/([a-z0-9-]+)/", environ.get("HTTP_AUTHORIZATION", ""))
     return match.group(1) if match else DEFAULT_REGION
+
+
+def _moto_environ(region: str, account_id: str) -> dict[str, Any]:
+    """A request's WSGI environ as moto routes it (EC2 of that region and account), for what
+    the sim asks of moto on its own (`_call_moto` fills in the body)."""
+    return {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "HTTP_HOST": f"ec2.{region}.amazonaws.com",
+        "HTTP_AUTHORIZATION": (
+            f"AWS4-HMAC-SHA256 Credential=sim/20260101/{region}/ec2/aws4_request, "
+            "SignedHeaders=host, Signature=sim"
+        ),
+        "HTTP_X_MOTO_ACCOUNT_ID": account_id,
+    }
 
 
 def _int_param(params: Mapping[str, str], name: str, default: int) -> int:

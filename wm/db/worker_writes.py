@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from wm.db.engine import one_statement
 from wm.db.tables import workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
 from wm.model import WorkerRecord, WorkerState
@@ -252,7 +253,7 @@ def register(
         )
         .returning(workers.c.expires)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 
@@ -284,7 +285,7 @@ def reregister(
         .values(secret_hash=new_hash, **values, **_moved(REREGISTER))
         .returning(renewed_until)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 
@@ -308,7 +309,7 @@ def reregister_imported(
         .values(secret_hash=new_hash, expires=renewed_until, **_moved(REREGISTER))
         .returning(renewed_until)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 
@@ -505,7 +506,7 @@ def check_in(
         )
         .returning(func.now() + timedelta(seconds=timeout_s))
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 

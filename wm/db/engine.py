@@ -1,7 +1,7 @@
 """Engines: the only place that talks to the database driver's settings.
 
-A pooled connection is not pinged at every checkout (SQLAlchemy's `pool_pre_ping`, a round trip
-before every transaction: a fifth of the web process's time in a boot storm). It is pinged
+A pooled connection is not pinged at every checkout (SQLAlchemy's `pool_pre_ping`: a round trip
+before every transaction, one in four of a registration's). It is pinged
 only when it may have died unnoticed (`check_on_checkout`): when the server has sent it
 something while it sat in the pool (a restart or `pg_terminate_backend` sends its FATAL
 message and closes the socket, which a zero-timeout poll sees without a round trip), or when

@@ -50,9 +50,11 @@ from wm.telemetry import log
 MAX_BODY_BYTES = 64 * 1024
 # body-parser's '10mb' (TC libraries/api/src/api.js), for pool definitions: see body_limit.
 MAX_DEFINITION_BODY_BYTES = 10 * 1024 * 1024
-# API requests handled at once; more get 429. procs/web.py passes its database pool's size, so a
-# request in flight never waits for a connection.
-MAX_IN_FLIGHT = 10
+# API requests handled at once; more get 429. procs/web.py sizes its database pool by it, so a
+# request in flight never waits for a connection. Measured with a registration storm (bench/
+# README.md, "registration"): beyond 20 no more gets through a process, below it shed workers
+# wait two Retry-Afters at the p95; each in flight costs a database connection.
+MAX_IN_FLIGHT = 20
 BODY_TIMEOUT_S = 10.0  # a registration body is a few KiB; a 10 MB definition needs 1 MB/s
 # Probes must see a busy process alive: never shed.
 EXEMPT_FROM_SHEDDING = (

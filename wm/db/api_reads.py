@@ -12,6 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import Engine, and_, func, select
 
+from wm.db.engine import one_statement
 from wm.db.pool_errors import error_from_row
 from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
@@ -256,7 +257,7 @@ def registration_target(
         )
         .where(worker_pools.c.pool_id == pool_id)
     )
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:  # a single read: no transaction to end
         row = conn.execute(query).first()
     if row is None:
         return RegistrationTarget(pool_exists=False, worker=None)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Engine,
     Integer,
     Text,
+    any_,
     bindparam,
     case,
     column,
@@ -38,7 +39,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from wm.db.tables import workers
+from wm.db.arrays import ids_array
+from wm.db.engine import one_statement
+from wm.db.tables import launch_configs, worker_pools, workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
 from wm.model import WorkerRecord, WorkerState
 from wm.take_over import IMPORTED_FROM
@@ -252,40 +255,64 @@ def register(
         )
         .returning(workers.c.expires)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
+
+
+@dataclass(frozen=True)
+class Reregistered:
+    expires: datetime  # of the new credentials
+    provider_id: str  # the worker's
 
 
 def reregister(
     engine: Engine,
-    worker_id: str,
+    pool_id: str,
+    worker_group: str,
+    tc_worker_id: str,
     old_hash: str,
     new_hash: str,
-    timeout_s: float,
     *,
-    keep_expires: bool = False,
-) -> datetime | None:
-    """REREGISTER: rotate the secret and extend the deadline, only with the current secret
-    (None: refused). With `keep_expires` (a worker no cloud launches, whose `expires` is its
-    operator's), the row's expiry stays; the answer is the credentials' expiry all the same."""
-    renewed_until = func.now() + timedelta(seconds=timeout_s)
-    if keep_expires:
-        values: dict[str, Any] = {"last_active": func.now()}
-    else:
-        values = {"expires": renewed_until}
+    hand_made_providers: Sequence[str],
+    hand_made_timeout_s: float,
+) -> Reregistered | None:
+    """REREGISTER the worker Taskcluster names: rotate the secret and extend the deadline,
+    only with the current secret (None: refused, or no such registrable worker), in one
+    statement: the worker found by its names (in its pool, with its launch config row, as
+    registration finds it), its pool's timeout and the write together, one round trip.
+
+    A worker of `hand_made_providers` (made by createWorker: its `expires` is its operator's)
+    keeps its row's expiry and has its activity noted; its credentials last
+    `hand_made_timeout_s`. Any other has its deadline moved to its pool's timeout from now."""
+    hand_made = workers.c.provider_id == any_(ids_array(hand_made_providers))
+    timeout_s = case(
+        (hand_made, hand_made_timeout_s), else_=worker_pools.c.reregistration_timeout_s
+    )
+    renewed_until = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, timeout_s)
     statement = (
         update(workers)
         .where(
-            workers.c.worker_id == worker_id,
+            workers.c.pool_id == pool_id,
+            workers.c.worker_group == worker_group,
+            workers.c.tc_worker_id == tc_worker_id,
+            worker_pools.c.pool_id == workers.c.pool_id,
+            launch_configs.c.pool_id == workers.c.pool_id,
+            launch_configs.c.launch_config_id == workers.c.launch_config_id,
             _from(REREGISTER),
             workers.c.secret_hash == old_hash,
             workers.c.expires > func.now(),
         )
-        .values(secret_hash=new_hash, **values, **_moved(REREGISTER))
-        .returning(renewed_until)
+        .values(
+            secret_hash=new_hash,
+            expires=case((hand_made, workers.c.expires), else_=renewed_until),
+            last_active=case((hand_made, func.now()), else_=workers.c.last_active),
+            **_moved(REREGISTER),
+        )
+        .returning(renewed_until.label("expires"), workers.c.provider_id)
     )
-    with engine.begin() as conn:
-        return conn.execute(statement).scalar_one_or_none()
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
+        row = conn.execute(statement).first()
+    return None if row is None else Reregistered(row.expires, row.provider_id)
 
 
 def reregister_imported(
@@ -308,7 +335,7 @@ def reregister_imported(
         .values(secret_hash=new_hash, expires=renewed_until, **_moved(REREGISTER))
         .returning(renewed_until)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 
@@ -505,7 +532,7 @@ def check_in(
         )
         .returning(func.now() + timedelta(seconds=timeout_s))
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:  # one UPDATE: its own transaction
         return conn.execute(statement).scalar_one_or_none()
 
 

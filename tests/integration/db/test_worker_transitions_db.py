@@ -135,6 +135,22 @@ def _scan(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
     return change
 
 
+def _reregister(engine: Engine) -> Any:
+    """REREGISTER names its worker as Taskcluster does: pool, group and workerId."""
+    found = row(engine)
+    tc_worker_id = found["tc_worker_id"] if found else "no-such-worker"
+    return writer.reregister(
+        engine,
+        POOL,
+        REGION,
+        tc_worker_id,
+        SECRET,
+        "new-secret-hash",
+        hand_made_providers=[],
+        hand_made_timeout_s=3600.0,
+    )
+
+
 def _task_claimed(engine: Engine, _state: WorkerState) -> None:
     with engine.begin() as conn:
         writer.note_task_claimed(conn, WORKER)
@@ -152,7 +168,7 @@ DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
         e, [LaunchOutcome(WORKER, None, {}, withdrawn=True)]
     ),
     REGISTER: lambda e, _s: writer.register(e, WORKER, "new-secret-hash", 3600.0),
-    REREGISTER: lambda e, _s: writer.reregister(e, WORKER, SECRET, "new-secret-hash", 3600.0),
+    REREGISTER: lambda e, _s: _reregister(e),
     REMOVE: lambda e, _s: writer.request_removal(e, WORKER, "removed-by-operator"),
     TASK_CLAIMED: _task_claimed,
     ADVISE_STOP: lambda e, _s: writer.advise_scale_down(e, [WORKER], []),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import traceback
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -206,41 +207,58 @@ def reregister(
     api: ApiContext, body: ReregisterWorkerRequest, who: Authenticated | None = None
 ) -> ReregisterWorkerResponse:
     refused = TaskclusterError("InputError", "Could not generate credentials for this secret")
+    secret = new_worker_secret()
+    # worker-manager renews a createWorker worker's credentials for a flat 96 hours: its
+    # reregisterWorker reads the timeout a cloud provider records on the worker, and static
+    # records none. Such a worker keeps its operator's expiry. One statement finds the worker,
+    # checks its secret and writes: a boot storm's reregistrations are one round trip each.
+    renewed = worker_writes.reregister(
+        api.engine,
+        body.workerPoolId,
+        body.workerGroup,
+        body.workerId,
+        secret_hash(body.secret),
+        secret_hash(secret),
+        hand_made_providers=hand_made_providers(api.provider_kinds),
+        hand_made_timeout_s=DEFAULT_REREGISTRATION_TIMEOUT_S,
+    )
+    if renewed is None:
+        renewed = reregister_imported(api, body, secret, who)
+    if renewed is None:  # no such worker, wrong or old secret, not running, or expired
+        raise refused
+    return ReregisterWorkerResponse(
+        expires=renewed.expires,
+        credentials=issue(api, renewed.provider_id, body, renewed.expires),
+        secret=secret,
+    )
+
+
+def reregister_imported(
+    api: ApiContext, body: ReregisterWorkerRequest, secret: str, who: Authenticated | None
+) -> worker_writes.Reregistered | None:
+    """A worker imported from a legacy worker-manager, whose secret for it wm never saw: its
+    own credentials, issued by the deployment's worker-manager client, prove who it is, once
+    (the writer requires that the row holds no secret yet). Read only when the secret did not
+    match, so a genuine worker's reregistration never pays for it."""
     target = api_reads.registration_target(
         api.engine, body.workerPoolId, body.workerGroup, body.workerId
     )
-    if target.worker is None:
-        raise refused
-    secret = new_worker_secret()
-    made_by_hand = not launched(api.provider_kinds, target.worker.provider_id)
-    # worker-manager renews a createWorker worker's credentials for a flat 96 hours: its
-    # reregisterWorker reads the timeout a cloud provider records on the worker, and static
-    # records none. Such a worker keeps its operator's expiry.
-    timeout = DEFAULT_REREGISTRATION_TIMEOUT_S if made_by_hand else target.reregistration_timeout_s
-    expires = worker_writes.reregister(
-        api.engine,
-        target.worker.worker_id,
-        secret_hash(body.secret),
-        secret_hash(secret),
-        timeout,
-        keep_expires=made_by_hand,
-    )
-    if expires is None and reregisters_on_its_credentials(
-        target.worker, signer(who), api.issuer.client_id
+    worker = target.worker
+    if worker is None or not reregisters_on_its_credentials(
+        worker, signer(who), api.issuer.client_id
     ):
-        # Imported from a legacy worker-manager, whose secret for it wm never saw: its own
-        # credentials, issued by the deployment's worker-manager client, prove who it is, once
-        # (the writer requires that the row holds no secret yet).
-        expires = worker_writes.reregister_imported(
-            api.engine, target.worker.worker_id, secret_hash(secret), timeout
-        )
-    if expires is None:  # wrong or old secret, not running, or expired
-        raise refused
-    return ReregisterWorkerResponse(
-        expires=expires,
-        credentials=issue(api, target.worker.provider_id, body, expires),
-        secret=secret,
+        return None
+    made_by_hand = not launched(api.provider_kinds, worker.provider_id)
+    timeout = DEFAULT_REREGISTRATION_TIMEOUT_S if made_by_hand else target.reregistration_timeout_s
+    expires = worker_writes.reregister_imported(
+        api.engine, worker.worker_id, secret_hash(secret), timeout
     )
+    return None if expires is None else worker_writes.Reregistered(expires, worker.provider_id)
+
+
+def hand_made_providers(provider_kinds: Mapping[str, str]) -> list[str]:
+    """The providers whose workers createWorker makes, not a cloud."""
+    return [p for p in provider_kinds if not launched(provider_kinds, p)]
 
 
 def secret_hash(secret: str) -> str:

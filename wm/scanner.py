@@ -423,13 +423,17 @@ class ScanPass:
                 )
                 for c in changes
             ],
+            rows,
         )
         return [w.worker_id for w in changed]
 
-    def _change(self, changes: Sequence[RowChange]) -> list[WorkerRecord]:
-        """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
+    def _change(
+        self, changes: Sequence[RowChange], read: Mapping[str, WorkerRecord]
+    ) -> list[WorkerRecord]:
+        """Apply row changes (one statement) to these rows as this scan holds them (`read`, by
+        worker id: the latest it wrote or read); act on what they mean: a worker pre-empted, a
         deletion finished."""
-        changed = worker_writes.apply_changes(self.engine, changes)
+        changed = worker_writes.apply_changes(self.engine, changes, read)
         self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
@@ -552,6 +556,7 @@ class ScanPass:
                 RowChange(r.worker_id, r.version, r.state, GONE, reason=_gone_reason(r))
                 for r in again.missing
             ],
+            {r.worker_id: r for r in again.missing},
         )
         return {w.worker_id for w in stopped}, list(again.to_terminate)
 
@@ -576,6 +581,7 @@ class ScanPass:
                     )
                     for d in due
                 ],
+                {d.worker.worker_id: d.worker for d in due},
             )
         }
         for deadline in due:
@@ -627,7 +633,7 @@ class ScanPass:
             for w in gone
             if w in fresh and fresh[w].state == WorkerState.STOPPING
         ]
-        self._change(changes)
+        self._change(changes, fresh)
         return len(gone)
 
     def _terminate_orphans(self, orphans: Sequence[CloudInstance]) -> int:
@@ -662,7 +668,9 @@ class ScanPass:
         return sum(1 for _, r in acted if r.error is None)
 
 
-def _observe(provider_id: str, rows: Sequence[WorkerRecord], names: Sequence[str]) -> None:
+def _observe(
+    provider_id: str, rows: Sequence[WorkerRecord | worker_writes.Stamped], names: Sequence[str]
+) -> None:
     """Observe these stages of these rows, as wm/stages.py computes them (and `wm status`)."""
     for row in rows:
         observe_stages(row.pool_id, provider_id, stages.durations(row, names))

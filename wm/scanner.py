@@ -204,6 +204,14 @@ class _Listing:
     first_seen: dict[str, datetime] = field(default_factory=dict)
     held: _Held = field(default_factory=_Held)
 
+    def let_go_of_decisions(self) -> None:
+        """Once the scan's diff holds what the pages decided (rows they matched, changes, rows
+        to delete or stamp), the listing need not hold it too."""
+        self.matched = set()
+        self.changes = []
+        self.to_terminate = []
+        self.cloud_running = []
+
     def add(self, seen: scan_diff.Sightings) -> None:
         self.pages += 1
         self.matched.update(seen.matched)
@@ -276,10 +284,21 @@ class ScanPass:
             held=[r.worker_id for r in intents if r.pool_id in in_flight],
             now=now,
         )
+        del intents
         found = self._diff(listing, rows, now, in_flight, free_since)
+        listing.let_go_of_decisions()  # `found` holds them now
         self._report_unadopted(found.unadopted, pools)
 
         changed = self._apply(found.changes, index.by_worker)
+        # Each changed row held once, as it is now, not beside the row as read: a fleet's
+        # first scan changes every row of its unit (issue 28: its memory).
+        rows = [self.changed_rows.get(r.worker_id, r) for r in rows]
+        index = scan_diff.RowIndex.of(rows)
+        found = replace(
+            found,
+            changes=(),
+            cloud_running=tuple(index.by_worker[r.worker_id] for r in found.cloud_running),
+        )
         worker_writes.mark_checked(self.engine, found.seen)
         self._record(listing.records, index.by_worker)
         self._stamp_cloud_running(found.cloud_running)

@@ -204,6 +204,14 @@ class _Listing:
     first_seen: dict[str, datetime] = field(default_factory=dict)
     held: _Held = field(default_factory=_Held)
 
+    def let_go_of_decisions(self) -> None:
+        """Once the scan's diff holds what the pages decided (rows they matched, changes, rows
+        to delete or stamp), the listing need not hold it too."""
+        self.matched = set()
+        self.changes = []
+        self.to_terminate = []
+        self.cloud_running = []
+
     def add(self, seen: scan_diff.Sightings) -> None:
         self.pages += 1
         self.matched.update(seen.matched)
@@ -276,10 +284,21 @@ class ScanPass:
             held=[r.worker_id for r in intents if r.pool_id in in_flight],
             now=now,
         )
+        del intents
         found = self._diff(listing, rows, now, in_flight, free_since)
+        listing.let_go_of_decisions()  # `found` holds them now
         self._report_unadopted(found.unadopted, pools)
 
         changed = self._apply(found.changes, index.by_worker)
+        # Each changed row held once, as it is now, not beside the row as read: a fleet's
+        # first scan changes every row of its unit (issue 28: its memory).
+        rows = [self.changed_rows.get(r.worker_id, r) for r in rows]
+        index = scan_diff.RowIndex.of(rows)
+        found = replace(
+            found,
+            changes=(),
+            cloud_running=tuple(index.by_worker[r.worker_id] for r in found.cloud_running),
+        )
         worker_writes.mark_checked(self.engine, found.seen)
         self._record(listing.records, index.by_worker)
         self._stamp_cloud_running(found.cloud_running)
@@ -423,13 +442,17 @@ class ScanPass:
                 )
                 for c in changes
             ],
+            rows,
         )
         return [w.worker_id for w in changed]
 
-    def _change(self, changes: Sequence[RowChange]) -> list[WorkerRecord]:
-        """Apply row changes (one statement); act on what they mean: a worker pre-empted, a
+    def _change(
+        self, changes: Sequence[RowChange], read: Mapping[str, WorkerRecord]
+    ) -> list[WorkerRecord]:
+        """Apply row changes (one statement) to these rows as this scan holds them (`read`, by
+        worker id: the latest it wrote or read); act on what they mean: a worker pre-empted, a
         deletion finished."""
-        changed = worker_writes.apply_changes(self.engine, changes)
+        changed = worker_writes.apply_changes(self.engine, changes, read)
         self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
@@ -552,6 +575,7 @@ class ScanPass:
                 RowChange(r.worker_id, r.version, r.state, GONE, reason=_gone_reason(r))
                 for r in again.missing
             ],
+            {r.worker_id: r for r in again.missing},
         )
         return {w.worker_id for w in stopped}, list(again.to_terminate)
 
@@ -576,6 +600,7 @@ class ScanPass:
                     )
                     for d in due
                 ],
+                {d.worker.worker_id: d.worker for d in due},
             )
         }
         for deadline in due:
@@ -627,7 +652,7 @@ class ScanPass:
             for w in gone
             if w in fresh and fresh[w].state == WorkerState.STOPPING
         ]
-        self._change(changes)
+        self._change(changes, fresh)
         return len(gone)
 
     def _terminate_orphans(self, orphans: Sequence[CloudInstance]) -> int:
@@ -662,7 +687,9 @@ class ScanPass:
         return sum(1 for _, r in acted if r.error is None)
 
 
-def _observe(provider_id: str, rows: Sequence[WorkerRecord], names: Sequence[str]) -> None:
+def _observe(
+    provider_id: str, rows: Sequence[WorkerRecord | worker_writes.Stamped], names: Sequence[str]
+) -> None:
     """Observe these stages of these rows, as wm/stages.py computes them (and `wm status`)."""
     for row in rows:
         observe_stages(row.pool_id, provider_id, stages.durations(row, names))

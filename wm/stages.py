@@ -10,6 +10,7 @@ registers proves its VM runs, and a scan may not have looked yet).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,22 +61,20 @@ class StageSummary:
 
 
 def point(worker: WorkerRecord, name: str) -> datetime | None:
-    values = [getattr(worker, f) for f in POINTS[name] if getattr(worker, f) is not None]
-    return min(values) if values else None
+    found = None
+    for field in POINTS[name]:
+        value = getattr(worker, field)
+        if value is not None and (found is None or value < found):
+            found = value
+    return found
 
 
 def durations(worker: WorkerRecord, names: Iterable[str] | None = None) -> dict[str, float]:
     """Seconds spent in each stage this worker has passed (never negative); only the named
     stages if any are named. The one computation of a stage's latency: the passes observe
     what it returns into /metrics, and `wm status` summarises it."""
-    chosen = STAGE_NAMES if names is None else tuple(names)
-    unknown = set(chosen) - set(STAGE_NAMES)
-    if unknown:
-        raise ValueError(f"no such stage: {sorted(unknown)}")
     out = {}
-    for stage in STAGES:
-        if stage.name not in chosen:
-            continue
+    for stage in _chosen(names):
         start, end = point(worker, stage.start), point(worker, stage.end)
         if start is not None and end is not None:
             out[stage.name] = max(0.0, (end - start).total_seconds())
@@ -86,18 +85,32 @@ def ended_between(
     worker: WorkerRecord, after: datetime | None, until: datetime, stages: Iterable[str]
 ) -> dict[str, float]:
     """The given stages of this worker that ended in (after, until], with their seconds."""
-    chosen = set(stages)
     ended = []
-    for stage in STAGES:
+    for stage in _known_of(tuple(stages)):
         end = point(worker, stage.end)
-        if (
-            stage.name in chosen
-            and end is not None
-            and (after is None or end > after)
-            and end <= until
-        ):
+        if end is not None and (after is None or end > after) and end <= until:
             ended.append(stage.name)
     return durations(worker, ended) if ended else {}
+
+
+@functools.cache
+def _stages_of(names: tuple[str, ...] | None) -> tuple[Stage, ...]:
+    chosen = STAGE_NAMES if names is None else names
+    unknown = set(chosen) - set(STAGE_NAMES)
+    if unknown:
+        raise ValueError(f"no such stage: {sorted(unknown)}")
+    return tuple(stage for stage in STAGES if stage.name in chosen)
+
+
+@functools.cache
+def _known_of(names: tuple[str, ...]) -> tuple[Stage, ...]:
+    return tuple(stage for stage in STAGES if stage.name in names)
+
+
+def _chosen(names: Iterable[str] | None) -> tuple[Stage, ...]:
+    """These stages in STAGES' order (every stage for None): a scan asks for the same few
+    stages of every row it observes, so the choice is made once, not once a row."""
+    return _stages_of(None if names is None else tuple(names))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

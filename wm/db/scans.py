@@ -11,6 +11,8 @@ from wm.db.tables import workers
 from wm.db.workers import worker_from_row
 from wm.model import WorkerRecord, WorkerState
 
+READ_CHUNK = 5_000  # rows a fetch of a unit's rows brings
+
 
 def db_now(engine: Engine) -> datetime:
     with engine.connect() as conn:
@@ -24,5 +26,9 @@ def live_workers(engine: Engine, provider_id: str, region: str) -> list[WorkerRe
         workers.c.worker_group == region,
         workers.c.state != WorkerState.STOPPED,
     )
+    # Fetched a few thousand rows at a time (a server-side cursor: the same one statement),
+    # not all at once: libpq would hold the whole answer in C memory beside the records built
+    # from it, at 100,000 rows as much as the records themselves.
     with engine.connect() as conn:
-        return [worker_from_row(row) for row in conn.execute(query)]
+        found = conn.execution_options(yield_per=READ_CHUNK).execute(query)
+        return [worker_from_row(row) for row in found]

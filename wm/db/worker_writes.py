@@ -11,8 +11,9 @@ statement per transition kind, never one per row.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -583,10 +584,19 @@ class RowChange:
         return target
 
 
-def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRecord]:
+def apply_changes(
+    engine: Engine,
+    changes: Sequence[RowChange],
+    read: Mapping[str, WorkerRecord] | None = None,
+) -> list[WorkerRecord]:
     """One statement for all changes; a row changed since it was read is left alone. Raises
     `TransitionRefused`, writing nothing, when any change leaves a state the table does not
-    allow. Returns the rows that did change, as they are now."""
+    allow. Returns the rows that did change, as they are now.
+
+    `read`: the rows as the caller read them, by worker id. Each changed row is then that row
+    with what may have moved since (`_MOVED`) as the statement returns it, not the whole row
+    read again: a fleet's first scan changes every row, and would otherwise hold each twice,
+    its provider data decoded twice."""
     if not changes:
         return []
     targets = [c.state for c in changes]  # checks every change before anything is written
@@ -626,10 +636,45 @@ def apply_changes(engine: Engine, changes: Sequence[RowChange]) -> list[WorkerRe
             last_modified=func.now(),
             version=workers.c.version + 1,
         )
-        .returning(*workers.c)
     )
+    if read is None:
+        with engine.begin() as conn:
+            return [worker_from_row(row) for row in conn.execute(statement.returning(*workers.c))]
     with engine.begin() as conn:
-        return [worker_from_row(row) for row in conn.execute(statement)]
+        moved = conn.execute(statement.returning(*_MOVED_COLUMNS))
+        times: dict[datetime, datetime] = {}
+        return [_moved_over(read[row[0]], row, times) for row in moved]
+
+
+# What a change of `apply_changes` can find moved in a row it matched by version and state:
+# what it writes (and the state trigger stamps), and what other writers change without a new
+# version (advice, task claims, the scan's own stamps). Provider data is written without a
+# new version only by the scan of the row's unit (RECORD), which holds that unit's claim and
+# passes rows read after its own writes: it cannot have moved.
+_MOVED = ("worker_id", "state", "version", "cloud_id", "tc_worker_id", "stop_reason")
+_MOVED += ("preempted_at", "last_checked", "last_modified", "stopping_at", "stopped_at")
+_MOVED += ("should_terminate", "last_active", "first_claimed_at", "cloud_running_at")
+_MOVED += ("delete_called_at",)
+_MOVED_COLUMNS = tuple(workers.c[name] for name in _MOVED)
+
+
+def _moved_over(row: WorkerRecord, moved: Any, times: dict[datetime, datetime]) -> WorkerRecord:
+    """`row` with the `_MOVED` columns of it a statement returned (by position: about three
+    times quicker than `dataclasses.replace`, once a changed row). A value that did not move
+    stays the object `row` holds, and the times the statement stamped (its now(), the same on
+    every row) are held once (`times`), not once a row."""
+    values = list(_RECORD_VALUES(row))
+    for position, value in zip(_MOVED_POSITIONS, moved, strict=True):
+        if value != values[position]:
+            values[position] = times.setdefault(value, value) if type(value) is datetime else value
+    values[_STATE_POSITION] = WorkerState(values[_STATE_POSITION])
+    return WorkerRecord(*values)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(WorkerRecord))
+_RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
+_MOVED_POSITIONS = tuple(_RECORD_FIELDS.index(name) for name in _MOVED)
+_STATE_POSITION = _RECORD_FIELDS.index("state")
 
 
 def _unnest(name: str, *columns: tuple[str, Any, Sequence[Any]]) -> Any:
@@ -668,13 +713,36 @@ def record_provider_data(
         return [worker_from_row(row) for row in conn.execute(statement)]
 
 
-def mark_cloud_running(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+@dataclass(frozen=True, slots=True)  # a fleet's first scan stamps one a row
+class Stamped:
+    """A row a stamp was written on, as far as its stages go: its pool, and every point a
+    stage is read from (wm/stages.py's POINTS), as they are now. Not the whole row: a scan
+    stamps every VM it first sees running, and only observes their stages."""
+
+    worker_id: str
+    pool_id: str
+    demand_at: datetime | None
+    created: datetime | None
+    accepted_at: datetime | None
+    booted_at: datetime | None
+    cloud_running_at: datetime | None
+    registered_at: datetime | None
+    first_claimed_at: datetime | None
+    stopping_at: datetime | None
+    delete_called_at: datetime | None
+    stopped_at: datetime | None
+
+
+_STAMPED = tuple(workers.c[name] for name in Stamped.__slots__)
+
+
+def mark_cloud_running(engine: Engine, worker_ids: Sequence[str]) -> list[Stamped]:
     """CLOUD_RUNNING: the cloud runs these workers' VMs: stamp the first time a scan saw it.
     Returns the rows stamped now (each row once, ever)."""
     return _stamp_once(engine, CLOUD_RUNNING, worker_ids, workers.c.cloud_running_at)
 
 
-def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[WorkerRecord]:
+def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[Stamped]:
     """DELETE_CALLED: a delete was sent for these workers' VMs: stamp the first one. Returns
     the rows stamped now (each row once, ever)."""
     return _stamp_once(engine, DELETE_CALLED, worker_ids, workers.c.delete_called_at)
@@ -682,17 +750,21 @@ def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[Worker
 
 def _stamp_once(
     engine: Engine, transition: Transition, worker_ids: Sequence[str], stamp: Column
-) -> list[WorkerRecord]:
+) -> list[Stamped]:
     if not worker_ids:
         return []
     with engine.begin() as conn:
         rows = conn.execute(
             update(workers)
-            .where(workers.c.worker_id.in_(list(worker_ids)), _from(transition), stamp.is_(None))
+            .where(
+                workers.c.worker_id == any_(ids_array(worker_ids)),
+                _from(transition),
+                stamp.is_(None),
+            )
             .values({stamp.name: func.now()})
-            .returning(*workers.c)
+            .returning(*_STAMPED)
         )
-        return [worker_from_row(row) for row in rows]
+        return [Stamped(*row) for row in rows]
 
 
 def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:
@@ -702,7 +774,7 @@ def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:
     with engine.begin() as conn:
         conn.execute(
             update(workers)
-            .where(workers.c.worker_id.in_(list(worker_ids)), _from(CHECKED))
+            .where(workers.c.worker_id == any_(ids_array(worker_ids)), _from(CHECKED))
             .values(last_checked=func.now())
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import pytest
 from botocore import parsers
 
 from tests.fixtures.sim_ec2 import EC2_REGION
@@ -44,6 +45,41 @@ def read_by_wm(parsed: dict[str, Any]) -> list[Any]:
     ]
 
 
+def launch_times(parsed: dict[str, Any]) -> list[str]:
+    return [repr(i["LaunchTime"]) for r in parsed["Reservations"] for i in r["Instances"]]
+
+
+@pytest.mark.parametrize(
+    "launch_time",
+    [
+        "2026-03-02T09:14:27.000Z",
+        "2026-03-02T09:14:27Z",
+        "2026-03-02T09:14:27.123456Z",
+        "2026-03-02T09:14:27.1234567Z",  # not EC2's form: botocore's parser
+        "2026-03-02T09:14:27+02:00",  # nor this
+    ],
+)
+def test_a_launch_time_reads_as_botocore_reads_it(launch_time: str):
+    # Scenario: an answer whose instances were launched at these times, the first of EC2's form.
+    items = "".join(
+        f"<item><instanceId>i-{n}</instanceId><launchTime>{value}</launchTime></item>"
+        for n, value in enumerate(["2026-01-01T00:00:00.000Z", launch_time])
+    )
+    body = (
+        '<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        "<requestId>r</requestId><reservationSet><item><reservationId>r-1</reservationId>"
+        f"<instancesSet>{items}</instancesSet></item></reservationSet>"
+        "</DescribeInstancesResponse>"
+    ).encode()
+
+    lean = describe_instances(body, parsers.DEFAULT_TIMESTAMP_PARSER)
+
+    # Outcome: each time what botocore's parser makes of it, time zone included.
+    assert launch_times(lean) == [
+        repr(parsers.DEFAULT_TIMESTAMP_PARSER(t)) for t in ["2026-01-01T00:00:00.000Z", launch_time]
+    ]
+
+
 def test_a_lean_describe_instances_holds_what_botocore_parses(sim_ec2: SimEc2):
     # Scenario: instances in two reservations, tagged (an empty value too), one stopped by the cloud
     # with a reason, one terminating; listed a page at a time (a page token on the first).
@@ -74,6 +110,8 @@ def test_a_lean_describe_instances_holds_what_botocore_parses(sim_ec2: SimEc2):
         full = parsers.create_parser("ec2").parse(answer, shape)
         lean = describe_instances(answer["body"], parsers.DEFAULT_TIMESTAMP_PARSER)
         assert read_by_wm(lean) == read_by_wm(full)
+        # Times equal in their time zone too (datetimes compare equal across zones).
+        assert launch_times(lean) == launch_times(full)
         assert lean.get("NextToken") == full.get("NextToken")
         assert lean["ResponseMetadata"]["RequestId"] == full["ResponseMetadata"]["RequestId"]
     listed = [

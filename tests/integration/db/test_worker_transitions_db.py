@@ -352,3 +352,48 @@ def test_an_imported_worker_gets_its_first_secret_from_wm_once(
         assert after["state"] == "running" and after["version"] == before["version"] + 1
     else:
         assert after == before, scenario
+
+
+def full_row(engine: Engine) -> Any:
+    from wm.db.workers import worker_from_row
+
+    with engine.connect() as conn:
+        return worker_from_row(
+            conn.execute(select(workers).where(workers.c.worker_id == WORKER)).one()
+        )
+
+
+@pytest.mark.parametrize(
+    ("transition", "state"),
+    [(t, s) for t in sorted(SCAN_CHANGES, key=str) for s in WorkerState if t.allows(s)],
+    ids=case_id,
+)
+def test_a_scan_change_over_the_rows_it_read_returns_them_as_they_are_now(
+    engine: Engine, transition: Transition, state: WorkerState
+):
+    # Scenario: the scan read the row; then writers that move no version acted on it (advice,
+    # a task claim, the scan's own stamps), and the scan changes it, giving the rows it read.
+    given(engine, state, transition)
+    read = full_row(engine)
+    writer.advise_scale_down(engine, [WORKER], [])
+    with engine.begin() as conn:
+        writer.note_task_claimed(conn, WORKER)
+    writer.mark_cloud_running(engine, [WORKER])
+    writer.mark_delete_called(engine, [WORKER])
+    writer.mark_checked(engine, [WORKER])
+
+    changed = writer.apply_changes(
+        engine,
+        [RowChange(WORKER, read.version, state, transition, cloud_id="i-walk", reason="why")],
+        {WORKER: read},
+    )
+
+    # Outcome: the row as the database now holds it, every column.
+    assert changed == [full_row(engine)]
+
+
+def test_a_stamped_row_carries_every_point_a_stage_is_read_from():
+    from wm.stages import POINTS
+
+    fields = {f for names in POINTS.values() for f in names}
+    assert fields <= set(writer.Stamped.__slots__)

@@ -11,11 +11,13 @@ answer, and every error, is botocore's own parse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from xml.parsers import expat
 
-from botocore.parsers import EC2QueryParser, ResponseParserFactory
+from botocore.parsers import DEFAULT_TIMESTAMP_PARSER, EC2QueryParser, ResponseParserFactory
 
 LEAN_SHAPE = "DescribeInstancesResult"
 
@@ -37,6 +39,8 @@ _NESTED: dict[str, tuple[str, dict[str, tuple[str, Any]]]] = {
     "placement": ("Placement", {"availabilityZone": ("AvailabilityZone", _TEXT)}),
 }
 _RESERVATION = {"reservationId": "ReservationId", "ownerId": "OwnerId"}
+# EC2's launch times: UTC, to the second or the millisecond ("2026-03-02T09:14:27.000Z").
+_ZULU = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{3}|\.\d{6})?Z")
 
 
 class _LeanEc2Parser(EC2QueryParser):
@@ -64,6 +68,7 @@ def describe_instances(body: bytes, timestamp: Callable[[str], Any]) -> dict[str
     text: list[str] = []
     # The reservation, instance and tag being read.
     current: dict[str, Any] = {}
+    parse_time = _times(timestamp)
 
     def start(name: str, _attrs: Any) -> None:
         stack.append(name)
@@ -87,7 +92,7 @@ def describe_instances(body: bytes, timestamp: Callable[[str], Any]) -> dict[str
             if depth == 6:
                 if name in _INSTANCE:
                     key, convert = _INSTANCE[name]
-                    instance[key] = timestamp(value) if convert == "time" else convert(value)
+                    instance[key] = parse_time(value) if convert == "time" else convert(value)
                 elif name == "tagSet":
                     instance.setdefault("Tags", [])
             elif depth == 7 and stack[5] in _NESTED:
@@ -118,3 +123,27 @@ def describe_instances(body: bytes, timestamp: Callable[[str], Any]) -> dict[str
     parser.CharacterDataHandler = text.append
     parser.Parse(body, True)
     return result
+
+
+def _times(timestamp: Callable[[str], Any]) -> Callable[[str], Any]:
+    """botocore's timestamp parser, but quick for EC2's UTC times.
+
+    botocore's default parser reads a time with dateutil, about 170 microseconds each (a third
+    of the lean parse's CPU). A UTC time of EC2's form reads as `datetime.fromisoformat` reads
+    it, in the time zone botocore's parser gives such a time (learnt from the answer's first:
+    dateutil's choice, tzutc or tzlocal, hangs on the machine's zone). Another parser, or
+    another form, is left to `timestamp`."""
+    if timestamp is not DEFAULT_TIMESTAMP_PARSER:
+        return timestamp
+    zone: list[Any] = []
+
+    def parse(value: str) -> Any:
+        if not _ZULU.fullmatch(value):
+            return timestamp(value)
+        if not zone:
+            first = timestamp(value)
+            zone.append(first.tzinfo)
+            return first
+        return datetime.fromisoformat(value[:-1]).replace(tzinfo=zone[0])
+
+    return parse

@@ -60,6 +60,14 @@ from wm.providers.azure.arm import (
 )
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
 from wm.providers.azure.deployments import ArmDeployments
+from wm.providers.azure.listing import (
+    VmFields,
+    fetch_json_page,
+    json_fields,
+    json_statuses,
+    model_fields,
+    vm_list_request,
+)
 from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,
@@ -485,48 +493,44 @@ class AzureProvider:
     def group_pages(self, region: str, groups: Sequence[str]) -> Iterator[list[CloudInstance]]:
         """This deployment's VMs of one region in these resource groups: a paged list per
         group (tags), then the subscription's status list (power states), joined by id, a page
-        of statuses at a time. Of the models' pages only what the join needs is kept
-        (`_Listed`), never the SDK's models."""
-        compute = self._clients.compute
+        of statuses at a time. Both lists are read as JSON for the fields wm reads (listing.py),
+        and of the models' pages only what the join needs is kept (`_Listed`)."""
+        subscription = self.subscription_id
 
         def list_group(group: str) -> Callable[[], Any]:
-            return lambda: compute.virtual_machines.list(group)
+            return lambda: vm_list_request(subscription, group)
 
         listed: dict[str, _Listed] = {}
         for group in groups:
-            for page in self.pages("VirtualMachines_List", list_group(group)):
-                listed.update(
-                    (vm.id.lower(), self._listed(vm, region))
-                    for vm in page
-                    if self.owns(vm) and same_region(vm.location, region)
-                )
+            for page in self.json_pages("VirtualMachines_List", list_group(group)):
+                for vm in map(json_fields, page):
+                    if self.owns(vm) and same_region(vm.location, region):
+                        listed[vm.id.lower()] = _model_of(vm, region)
                 del page
         if self.adopt_legacy:
             # worker-manager's VMs, in whatever group of the subscription its launch configs
             # put them (armDeploymentResourceGroup): one more list, of the subscription.
-            for page in self.pages(
-                "VirtualMachines_ListAll", lambda: compute.virtual_machines.list_all()
+            for page in self.json_pages(
+                "VirtualMachines_ListAll", lambda: vm_list_request(subscription, None)
             ):
-                listed.update(
-                    (vm.id.lower(), self._listed(vm, region))
-                    for vm in page
-                    if self.legacy_pool(vm) is not None and same_region(vm.location, region)
-                )
+                for vm in map(json_fields, page):
+                    if self.legacy_pool(vm) is not None and same_region(vm.location, region):
+                        listed[vm.id.lower()] = self._legacy(vm, region)
                 del page
         if not listed:
             return
         # A VM created or deleted between the two lists is left out; the scan looks it up.
-        for page in self.pages(
+        for page in self.json_pages(
             "VirtualMachines_ListAll",
-            lambda: compute.virtual_machines.list_all(status_only="true"),
+            lambda: vm_list_request(subscription, None, status_only="true"),
         ):
             statuses = {
-                key: vm.properties.instance_view
+                key: json_statuses(vm)
                 for vm in page
-                if (key := vm.id.lower()) in listed and vm.properties is not None
+                if (key := vm["id"].lower()) in listed and vm.get("properties") is not None
             }
             del page
-            yield [self._joined(listed.pop(key), view) for key, view in statuses.items()]
+            yield [self._joined(listed.pop(key), found) for key, found in statuses.items()]
 
     def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
         return [item for page in self.pages(operation, make_pager) for item in page]
@@ -537,6 +541,19 @@ class AzureProvider:
         token: str | None = None
         while True:
             page, token = self.gate.call(operation, fetch_page, make_pager, token)
+            yield page
+            del page
+            if not token:
+                return
+
+    def json_pages(
+        self, operation: str, first_request: Callable[[], Any]
+    ) -> Iterator[list[Mapping[str, Any]]]:
+        """`pages`, but each page the answer's JSON items, not the SDK's models (listing.py)."""
+        send = self._clients.compute.send_request
+        token: str | None = None
+        while True:
+            page, token = self.gate.call(operation, fetch_json_page, send, first_request, token)
             yield page
             del page
             if not token:
@@ -705,29 +722,22 @@ class AzureProvider:
     def _any_instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance | None:
         """The VM as the scan sees it: wm's, a legacy worker-manager's under its import key
         (holding the ids of what it points at, for `_with_legacy_records`), or None."""
-        listed = self._listed(vm, region)
-        return None if listed is None else self._joined(listed, instance_view)
-
-    def _listed(self, vm: Any, region: str) -> _Listed | None:
-        """What a listed VM model says of its instance (all but its state), or None when the
-        VM is neither this deployment's nor, with adopt_legacy, worker-manager's."""
-        if self.owns(vm):
-            return _model_of(vm, region)
-        pool = self.legacy_pool(vm)
-        if pool is None:
+        fields = model_fields(vm)
+        if self.owns(fields):
+            listed = _model_of(fields, region)
+        elif self.legacy_pool(fields) is not None:
+            listed = self._legacy(fields, region)
+        else:
             return None
+        return self._joined(listed, instance_view.statuses if instance_view is not None else None)
+
+    def _legacy(self, vm: VmFields, region: str) -> _Listed:
+        """A legacy worker-manager's VM (`legacy_pool` is not None), under its import key,
+        holding the ids of what it points at (its NICs and disks)."""
+        pool = self.legacy_pool(vm)
         listed = _model_of(vm, region)
-        tags = vm.tags or {}
-        props = vm.properties
-        network = getattr(props, "network_profile", None)
-        storage = getattr(props, "storage_profile", None)
-        held = [str(n.id) for n in getattr(network, "network_interfaces", None) or [] if n.id]
-        disks = [getattr(storage, "os_disk", None), *(getattr(storage, "data_disks", None) or [])]
-        held += [
-            str(d.managed_disk.id)
-            for d in disks
-            if d is not None and getattr(d, "managed_disk", None) and d.managed_disk.id
-        ]
+        tags = vm.tags
+        held = [*vm.nic_ids, *([vm.os_disk_id] if vm.os_disk_id else []), *vm.data_disk_ids]
         instance = replace(
             listed.instance,
             worker_id=imported_worker_id(pool, tags.get("worker-group") or region, vm.name),
@@ -738,11 +748,9 @@ class AzureProvider:
         )
         return replace(listed, instance=instance)
 
-    def _joined(self, listed: _Listed, instance_view: Any) -> CloudInstance:
+    def _joined(self, listed: _Listed, statuses: Iterable[Any] | None) -> CloudInstance:
         """The listed VM with its state, read from its instance view's statuses."""
-        provisioning, power, failure = read_statuses(
-            instance_view.statuses if instance_view is not None else None
-        )
+        provisioning, power, failure = read_statuses(statuses)
         provisioning = provisioning or listed.provisioning_state
         state = worker_state(self.id, provisioning, power)
         reason = stop_reason(state, power, failure, listed.spot)
@@ -777,9 +785,12 @@ class _Listed:
     spot: bool
 
 
-def _model_of(vm: Any, region: str) -> _Listed:
-    tags = vm.tags or {}
-    props = vm.properties
+def _model_of(vm: VmFields, region: str) -> _Listed:
+    tags = vm.tags
+    data = {VM_ID: vm.vm_id} if vm.vm_id else {}
+    # The managed OS disk a VM made from its image (one it attached is not its own).
+    if vm.os_disk_id and vm.os_disk_create_option.lower() == "fromimage":
+        data[OS_DISK_KEY] = vm.os_disk_id
     instance = CloudInstance(
         worker_id=tags.get(TAG_WORKER),
         cloud_id=vm.id,
@@ -787,12 +798,11 @@ def _model_of(vm: Any, region: str) -> _Listed:
         state=WorkerState.REQUESTED,
         pool_id=tags.get(TAG_POOL),
         launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
-        launched_at=props.time_created,
-        provider_data={**_vm_data(vm), **_os_disk(props)},
+        launched_at=vm.time_created,
+        provider_data=data,
         tc_worker_id=vm.name,
     )
-    spot = _text(props.priority).lower() == "spot"
-    return _Listed(instance, _text(props.provisioning_state), spot)
+    return _Listed(instance, vm.provisioning_state, vm.priority.lower() == "spot")
 
 
 def fetch_page(make_pager: Callable[[], Any], token: str | None) -> tuple[list[Any], str | None]:
@@ -985,14 +995,6 @@ def _admin_password() -> str:
 def _vm_data(vm: Any) -> dict[str, Any]:
     vm_id = vm.properties.vm_id if vm.properties is not None else None
     return {VM_ID: vm_id} if vm_id else {}
-
-
-def _os_disk(props: Any) -> dict[str, Any]:
-    """The managed OS disk a VM made from its image (one it attached is not its own)."""
-    os_disk = getattr(getattr(props, "storage_profile", None), "os_disk", None)
-    disk_id = getattr(getattr(os_disk, "managed_disk", None), "id", None)
-    made = _text(getattr(os_disk, "create_option", None)).lower() == "fromimage"
-    return {OS_DISK_KEY: disk_id} if made and disk_id else {}
 
 
 def _id_of(reference: Any) -> str | None:

@@ -487,6 +487,20 @@ def test_a_fresh_process_finds_its_rows_groups_in_bulk_then_lists_them(
     assert {i.worker_id for i in scanner.list_instances(LOCATION)} == {"w-arm-a", "w-arm-b"}
 
 
+def test_a_group_that_does_not_exist_lists_no_deployments_and_the_scan_goes_on(
+    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+):
+    # A row's group that is gone (deleted by hand, or a worker imported from a group that no
+    # longer exists): ARM answers ResourceGroupNotFound for its deployments.
+    results = azure_provider.create(batch(launch_config(spec_id), "w-arm-kept"))
+    wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
+    azure_provider._arm.learn("no-such-group")
+
+    listed = azure_provider.list_instances(LOCATION)
+
+    assert {i.worker_id for i in listed} == {r.worker_id for r in results}
+
+
 def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
     sim_arm: SimArm,
     azure_provider: AzureProvider,

@@ -415,10 +415,18 @@ class ArmDeployments:
 
     def _list(self, group: str) -> list[DeploymentView]:
         deployments = self._p.clients.deployments.deployments
-        items = self._p.all_pages(
-            "Deployments_ListByResourceGroup",
-            lambda: deployments.list_by_resource_group(group),
-        )
+        try:
+            items = self._p.all_pages(
+                "Deployments_ListByResourceGroup",
+                lambda: deployments.list_by_resource_group(group),
+            )
+        except CloudError as error:
+            if error.category is not ErrorCategory.NOT_FOUND:
+                raise
+            # The group is gone (deleted by hand, or a row's group that never was): so are its
+            # deployments. Every scan would fail on it otherwise, and the scanner stop.
+            log("arm-group-missing", provider=self._p.id, group=group, error=error.code)
+            return []
         views = []
         for item in items:
             raw = item.as_dict() if hasattr(item, "as_dict") else dict(item)

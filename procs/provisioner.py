@@ -28,6 +28,31 @@ def job_id(provider_id: str) -> str:
     return f"provision:{provider_id}"
 
 
+class PoolWaker:
+    """Wakes the provider job of the pool whose tasks arrived. Pools are read when the process
+    starts and again when news comes of a pool it does not know, so a pool made since (by the
+    API, or `wm pools apply`) has its first tasks launched at once, not at the next interval."""
+
+    def __init__(
+        self,
+        load: Callable[[], dict[str, str]],
+        wake: Callable[[str], None],
+        providers: set[str],
+    ) -> None:
+        self._load = load
+        self._wake = wake
+        self._providers = providers
+        self._provider_of = load()
+
+    def __call__(self, pool_id: str) -> None:
+        provider_id = self._provider_of.get(pool_id)
+        if provider_id is None:
+            self._provider_of = self._load()  # one read, for a pool new to this process
+            provider_id = self._provider_of.get(pool_id)
+        if provider_id in self._providers:
+            self._wake(provider_id)
+
+
 def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     """Schedule a provisioning job per provider; return what closes the providers."""
     providers = build_providers(
@@ -62,14 +87,12 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
         EXPIRE_ERRORS_INTERVAL_S,
     )
     if config.queue.source == "builtin":
-        provider_of = {p.pool_id: p.provider_id for p in pool_store.load_pools(runtime.engine)}
 
-        def wake(pool_id: str) -> None:
-            provider_id = provider_of.get(pool_id)
-            if provider_id in providers:
-                runtime.wake(job_id(provider_id))
+        def load() -> dict[str, str]:
+            return {p.pool_id: p.provider_id or "" for p in pool_store.load_pools(runtime.engine)}
 
-        start_listener(runtime.engine, TASKS_CHANNEL, wake, runtime.stop)
+        waker = PoolWaker(load, lambda pid: runtime.wake(job_id(pid)), set(providers))
+        start_listener(runtime.engine, TASKS_CHANNEL, waker, runtime.stop)
     return lambda: [p.close() for p in providers.values()]
 
 

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
@@ -53,7 +52,7 @@ from wm.providers.azure.provider import (
     vm_body,
 )
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
-from wm.providers.gate import Gate
+from wm.providers.gate import provider_gate
 from wm.worker_transitions import STARTED
 
 OLD_SCANNER_CONCURRENCY = 2
@@ -110,13 +109,7 @@ class OldAzureScanner:
 
     def __post_init__(self) -> None:
         # Paced as wm's own Azure gate is: by ARM's and Compute's buckets, class by class.
-        self.gate = Gate(
-            self.config.id,
-            self.config.gate,
-            partial(classify, self.config.id),
-            classes=OLD_CALL_CLASSES,
-            limits=self.config.budget_limits(),
-        )
+        self.gate = provider_gate(self.config, classify, OLD_CALL_CLASSES)
         self.clients = AzureClients(self.config)
         self._rg = self.config.resource_group
         self._versions: dict[str, int] = {}

@@ -22,10 +22,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Protocol, TypeVar
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
 from wm.config import BudgetLimit, GateConfig
+from wm.config_base import ProviderConfigBase
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.meter import count_call
 from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
@@ -336,6 +338,22 @@ class Gate:
                 reason=self._pause_reason,
                 pause_s=round(pause_s, 3),
             )
+
+
+def provider_gate(
+    config: ProviderConfigBase,
+    classify: Callable[[str, BaseException], CloudError],
+    classes: Mapping[str, Sequence[CallClass]],
+) -> Gate:
+    """The gate of one provider's calls: its operations' call classes, paced at the provider's
+    limits (its kind's published ones, with its `budgets`)."""
+    return Gate(
+        config.id,
+        config.gate,
+        partial(classify, config.id),
+        classes=classes,
+        limits=config.budget_limits(),
+    )
 
 
 def _sent(error: CloudError) -> CloudError:

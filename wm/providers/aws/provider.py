@@ -21,7 +21,6 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from wm.calls import CallClass, Draw
@@ -44,7 +43,7 @@ from wm.providers.base import (
     made_by_wm,
     owned,
 )
-from wm.providers.gate import Gate
+from wm.providers.gate import provider_gate
 from wm.take_over import imported_from, imported_worker_id
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
@@ -214,13 +213,7 @@ class AwsProvider:
         self.deployment_id = deployment_id
         self.root_url = root_url
         # Every call passes its regional `spend`; the table still refuses an unlisted operation.
-        self.gate = Gate(
-            config.id,
-            config.gate,
-            partial(classify, config.id),
-            classes=CALL_CLASSES,
-            limits=config.budget_limits(),
-        )
+        self.gate = provider_gate(config, classify, CALL_CLASSES)
         self._config = config
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()

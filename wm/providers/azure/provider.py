@@ -82,7 +82,7 @@ from wm.providers.base import (
     made_by_wm,
     owned,
 )
-from wm.providers.gate import Gate
+from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
 from wm.take_over import imported_from, imported_worker_id
 from wm.telemetry import log
@@ -193,13 +193,7 @@ def make(
 def make_gate(config: AzureProviderConfig) -> Gate:
     """The gate of one Azure provider's calls, classed by ARM's buckets; whoever calls ARM
     for this provider (its scans and passes, the web process's look-ups) uses one of these."""
-    return Gate(
-        config.id,
-        config.gate,
-        partial(classify, config.id),
-        classes=CALL_CLASSES,
-        limits=config.budget_limits(),
-    )
+    return provider_gate(config, classify, CALL_CLASSES)
 
 
 class AzureClients:

@@ -57,7 +57,7 @@ from wm.providers.base import (
     made_by_wm,
     owned,
 )
-from wm.providers.gate import Gate
+from wm.providers.gate import provider_gate
 from wm.providers.meter import carry
 from wm.take_over import imported_from, imported_worker_id
 
@@ -175,13 +175,7 @@ class GcpProvider:
         # The provider id as labels hold it: escaped, injective (wm/provider_ids.py).
         self._provider_label = gce_label(config.id)
         self._instances = instances
-        self.gate = Gate(
-            config.id,
-            config.gate,
-            partial(classify, config.id),
-            classes=CALL_CLASSES,
-            limits=config.budget_limits(),
-        )
+        self.gate = provider_gate(config, classify, CALL_CLASSES)
         self._timeout_s = config.gate.timeout_s
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)

@@ -41,7 +41,7 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
 )
-from wmsim.aws.ec2 import SimEc2, example_launch_config, serve
+from wmsim.aws.ec2 import KNOWN_IMAGES, SimEc2, example_launch_config, serve
 from wmsim.config import SimCloudConfig
 from wmsim.wsgi import ServerThread
 
@@ -105,6 +105,30 @@ def control(sim: SimEc2, path: str, body: dict[str, Any] | None = None) -> Any:
     )
     with urllib.request.urlopen(request, timeout=5) as response:
         return json.loads(response.read())
+
+
+def test_a_new_provider_has_its_regions_clients_ready_and_has_sent_nothing(
+    sim_ec2: SimEc2, aws_provider_factory: AwsProviderFactory
+):
+    # Scenario: a process builds its provider at start, before any pass has demand.
+    provider = aws_provider_factory()
+
+    # Outcome: botocore's client and operation models of each configured region are made (a
+    # first create does not wait for them), and the cloud has not been called.
+    assert sorted(provider._clients) == sorted((EC2_REGION, EC2_OTHER_REGION))
+    assert sim_ec2.faults.counts() == {}
+    assert sim_ec2.launch_requests() == []
+
+
+def test_a_started_sim_holds_nothing_of_its_warm_up(sim_ec2: SimEc2, aws_provider: AwsProvider):
+    # Scenario: the sim answered a listing and a launch of its own as it started.
+    # Outcome: no instance, launch request, call count or public AMI is left of them.
+    assert sim_ec2.instances() == []
+    assert sim_ec2.launch_requests() == []
+    assert sim_ec2.faults.counts() == {}
+    assert aws_provider.list_instances(EC2_REGION) == []
+    images = aws_provider._client(EC2_REGION).describe_images()["Images"]
+    assert sorted(i["ImageId"] for i in images) == sorted(KNOWN_IMAGES)
 
 
 def test_a_batch_is_launched_with_one_call_and_listed_back_across_pages(

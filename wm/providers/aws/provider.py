@@ -217,6 +217,13 @@ class AwsProvider:
         self._config = config
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Built now, as the other kinds build theirs: botocore makes a client and each
+        # operation's model on first use (~0.3 s in a fresh process, importing boto3 included),
+        # which a provisioner's first pass with demand would otherwise wait for.
+        for region in self.regions:
+            model = self._client(region).meta.service_model
+            for operation in CALL_CLASSES:
+                model.operation_model(operation)
 
     # --- the Provider protocol -------------------------------------------------------------
 

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Engine, Float, and_, case, cast, func, literal, or_, select, update
+from sqlalchemy import Engine, Float, and_, bindparam, case, cast, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 
+from wm.db.engine import one_statement
 from wm.db.tables import api_budgets
 
 RECOVER_PER_S = 0.02  # after a shrink's hold: the share of the bucket regained per second
@@ -72,8 +73,9 @@ def _is(key: BucketKey):
     )
 
 
-def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | None:
-    """Take `cost` tokens (and up to `chunk` if the bucket has them); None: no such bucket."""
+def _take_statement():
+    """Take tokens from one bucket, as one statement with the bucket and amounts as parameters:
+    built once, since building it costs more than running it (a take precedes every call)."""
     now = func.statement_timestamp()  # one instant for the whole statement
     elapsed = cast(func.extract("epoch", now - api_budgets.c.updated), Float)
     b = api_budgets.c
@@ -94,12 +96,17 @@ def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | N
                 "refilled"
             ),
         )
-        .where(_is(key))
+        .where(
+            b.account == bindparam("b_account"),
+            b.scope == bindparam("b_scope"),
+            b.call_class == bindparam("b_call_class"),
+        )
         .with_for_update()
         .cte("current")
     )
-    granted = func.greatest(literal(cost), func.least(literal(chunk), current.c.refilled))
-    statement = (
+    cost, chunk = bindparam("b_cost", type_=Float), bindparam("b_chunk", type_=Float)
+    granted = func.greatest(cost, func.least(chunk, current.c.refilled))
+    return (
         update(api_budgets)
         .where(
             b.account == current.c.account,
@@ -109,8 +116,22 @@ def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | N
         .values(shrink=current.c.shrink, tokens=current.c.refilled - granted, updated=now)
         .returning(granted.label("granted"), b.tokens, (b.per_s * b.shrink).label("rate"))
     )
-    with engine.begin() as conn:
-        row = conn.execute(statement).first()
+
+
+_TAKE = _take_statement()
+
+
+def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | None:
+    """Take `cost` tokens (and up to `chunk` if the bucket has them); None: no such bucket."""
+    params = {
+        "b_account": key.account,
+        "b_scope": key.scope,
+        "b_call_class": key.call_class,
+        "b_cost": cost,
+        "b_chunk": chunk,
+    }
+    with one_statement(engine) as conn:  # atomic alone: no BEGIN and COMMIT round trips
+        row = conn.execute(_TAKE, params).first()
     return None if row is None else Taken(row.granted, row.tokens, row.rate)
 
 
@@ -131,5 +152,5 @@ def shrink(engine: Engine, key: BucketKey, factor: float, hold: timedelta) -> fl
         )
         .returning(b.shrink)
     )
-    with engine.begin() as conn:
+    with one_statement(engine) as conn:
         return conn.execute(statement).scalar()

@@ -66,9 +66,9 @@ from bench.common import (
     wm_logging,
     wrap_app,
 )
+from procs.providers import build_providers
 from wm.db import tasks as task_store
 from wm.db.notify import start_listener
-from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
@@ -252,9 +252,11 @@ def _wait_for_passes(process: subprocess.Popen, log_path: Path, providers: set[s
 
 @contextlib.contextmanager
 def single_loop(engine: Engine, raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
-    """The baseline: one loop over every provider's pass, in this process, woken by NOTIFY."""
+    """The baseline: one loop over every provider's pass, in this process, woken by NOTIFY.
+    Its providers are built as wm's provisioner process builds them (drawing from the shared
+    API budget): the two sides differ in how their passes are run, nothing else."""
     config = parse_config(raw, db_url, "bench/isolation.py")
-    providers = {p.id: build_provider(p, config.deployment_id) for p in config.providers}
+    providers = build_providers(config.providers, config.deployment_id, engine)
     stop = threading.Event()
     provisioner = Provisioner(
         engine,

@@ -10,6 +10,7 @@ reach a safe point, then the process exits.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -117,6 +118,10 @@ class Runtime:
             start_http_server(metrics_port, addr="0.0.0.0")
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
+        # What start-up made (the SDKs' modules and models, the providers) lives as long as the
+        # process: kept out of the collector's full collections, which otherwise walked all of
+        # it, a 0.17 s pause of every thread in a provisioner every half minute or so.
+        gc.freeze()
         log("process-started", process=self.name, jobs=sorted(self._health), pid=os.getpid())
         self._scheduler.start()
         while not self.stop.wait(0.5):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 from collections.abc import Iterator
@@ -65,3 +66,20 @@ def test_a_pass_that_fails_while_the_process_runs_is_an_error_with_its_traceback
     (failed,) = records(caplog, "pass-failed")
     assert failed.levelno == logging.ERROR and failed.exc_info
     assert records(caplog, "pass-abandoned") == []
+
+
+def test_what_start_up_made_is_kept_out_of_full_collections(runtime):
+    # Scenario: a process has built its providers and starts its jobs.
+    frozen = []
+
+    def a_pass() -> None:
+        frozen.append(gc.get_freeze_count())
+        runtime.stop.set()
+
+    runtime.add_job("provision-aws-a", a_pass, 60.0)
+
+    runtime.run()
+
+    # Outcome: the objects alive at the start are frozen (a full collection skips them).
+    assert frozen and frozen[0] > 0
+    gc.unfreeze()

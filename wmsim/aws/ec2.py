@@ -907,9 +907,7 @@ class SimEc2:
     def _prepare_region(self, region: str) -> None:
         backend = self._backend(region)
         if id(backend) not in self._prepared:
-            # Every instance moto creates scans all public AMIs (1,301 of them) to describe its
-            # image; wm never lists AMIs, so the sim keeps only its own few.
-            backend.amis.clear()
+            # A backend starts with no AMI (`_skip_public_amis`): the sim's own few are added.
             for image_id in KNOWN_IMAGES:
                 _add_image(backend, region, image_id)
             self._prepared.add(id(backend))
@@ -1674,8 +1672,9 @@ def _release_account(account_id: str) -> None:
 
 def _skip_public_amis() -> None:
     """moto makes each region's backend with its 1,301 public AMIs, a volume and a snapshot
-    each (~0.2 s a region, paid by the first request there and again after every reset), which
-    `_prepare_region` drops for the sim's own few. The effect of moto's
+    each (~0.2 s a region, paid by the first request there and again after every reset), and
+    every instance it creates scans them all to describe its image. wm never lists AMIs:
+    `_prepare_region` adds the sim's own few. The effect of moto's
     MOTO_EC2_LOAD_DEFAULT_AMIS=false, without setting the process's environment."""
     from moto.ec2.models.amis import AmiBackend
 

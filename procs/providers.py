@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from sqlalchemy import Engine
 
 from wm.budget import SharedBudget
+from wm.calls import ACCOUNT_WIDE
 from wm.config import DEFAULT_ROOT_URL, ProviderConfig
 from wm.identity import IdentityVerifier
 from wm.kinds import describe
@@ -35,6 +36,7 @@ def build_providers(
         budget = shared_budget(config, engine)
         if budget is not None:
             provider.gate.use_budget(budget)
+            budget.prepare(budget_scopes(config))
         built[config.id] = provider
     return built
 
@@ -50,6 +52,12 @@ def build_verifiers(
         )
         for config in configs
     }
+
+
+def budget_scopes(config: ProviderConfig) -> tuple[str, ...]:
+    """The scopes of the buckets a provider's calls draw from: its regions where its cloud
+    limits each region on its own, else the whole account."""
+    return tuple(config.regions) if describe(config.kind).budgets_per_region else (ACCOUNT_WIDE,)
 
 
 def shared_budget(config: ProviderConfig, engine: Engine | None) -> SharedBudget | None:

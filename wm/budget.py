@@ -55,6 +55,28 @@ class SharedBudget:
     _allowances: dict[BucketKey, _Allowance] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def prepare(self, scopes: Sequence[str]) -> None:
+        """Make (or bring to this config) the buckets of every limited class in these scopes,
+        in one statement, so that the first calls of a new process take their tokens without
+        making their buckets first (the first launch of a deployment waited for that)."""
+        sizes = {
+            BucketKey(self.account, scope, call_class): (limit.usable_burst, limit.per_s)
+            for scope in scopes
+            for call_class, limit in self.limits.items()
+        }
+        try:
+            store.ensure_buckets(self.engine, sizes)
+        except SQLAlchemyError as error:
+            # Advisory: each bucket is made at its first take instead.
+            log(
+                "api-budget-unavailable",
+                logging.WARNING,
+                provider=self.provider_id,
+                error=type(error).__name__,
+            )
+            return
+        self._known.update(sizes)
+
     def take(self, draws: Sequence[Draw]) -> float:
         """Spend the draws; return how long to wait before the call may leave."""
         wait_s = 0.0

@@ -113,6 +113,8 @@ class Provisioner:
         return pools, configs
 
     def _drained(self, pool_ids: list[str], provider_id: str) -> list[str]:
+        if not pool_ids:
+            return []
         live = workers.live_pools_on_provider(self.engine, pool_ids, provider_id)
         return [p for p in pool_ids if p not in live]
 
@@ -193,10 +195,14 @@ class Provisioner:
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
-        # Recent errors and pre-emptions both make a launch config weigh less for a while.
-        errors = pool_errors.recent_error_counts(self.engine, pool_ids)
-        for key, lost in workers.recent_preemption_counts(self.engine, pool_ids).items():
-            errors[key] = errors.get(key, 0) + lost
+        # Only a pool that launches chooses among its launch configs: a pass with nothing to
+        # launch (most passes) reads no errors.
+        launching = [
+            p.pool_id
+            for p in pools
+            if configs[p.pool_id] and _may_launch(p, demand[p.pool_id], capacity[p.pool_id])
+        ]
+        errors = self._recent_errors(launching)
         plans = []
         for pool in pools:
             try:
@@ -256,6 +262,16 @@ class Provisioner:
             )
             _export_gauges(plan.report, capacity[plan.report.pool_id])
         return reports
+
+    def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
+        """Recent errors and pre-emptions per (pool, launch config): both make a launch config
+        weigh less for a while."""
+        if not pool_ids:
+            return {}
+        errors = pool_errors.recent_error_counts(self.engine, pool_ids)
+        for key, lost in workers.recent_preemption_counts(self.engine, pool_ids).items():
+            errors[key] = errors.get(key, 0) + lost
+        return errors
 
     def _advise_scale_down(
         self, pools: list[PoolRecord], demand: Mapping[str, QueueCounts]
@@ -332,16 +348,7 @@ def plan_pool(
 ) -> PoolPlan:
     """Estimate, choose launch configs and name the new workers: no I/O. `batch_max`: workers
     per create call (the provider's)."""
-    to_add = estimator.estimate(
-        pending=demand.pending,
-        claimed=demand.claimed,
-        min_capacity=pool.min_capacity,
-        max_capacity=pool.max_capacity,
-        scaling_ratio=pool.scaling_ratio,
-        existing=capacity.existing,
-        requested=capacity.requested,
-        stopping=capacity.stopping,
-    )
+    to_add = shortfall(pool, demand, capacity)
     report = PoolPassReport(
         pool_id=pool.pool_id,
         pending=demand.pending,
@@ -375,6 +382,27 @@ def plan_pool(
             intents += batch_intents
             batches.append(batch)
     return PoolPlan(report, tuple(intents), tuple(batches))
+
+
+def shortfall(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> int:
+    """The capacity the pool is short of (the estimator's answer on its demand and capacity)."""
+    return estimator.estimate(
+        pending=demand.pending,
+        claimed=demand.claimed,
+        min_capacity=pool.min_capacity,
+        max_capacity=pool.max_capacity,
+        scaling_ratio=pool.scaling_ratio,
+        existing=capacity.existing,
+        requested=capacity.requested,
+        stopping=capacity.stopping,
+    )
+
+
+def _may_launch(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> bool:
+    try:
+        return shortfall(pool, demand, capacity) > 0
+    except Exception:  # planning the pool will fail and say why (plan_pool's caller)
+        return True
 
 
 def new_worker_id() -> str:

@@ -12,7 +12,10 @@ The intents are inserted and committed on the claim's own connection: when that 
 dies first (killed, or Postgres restarted), the claim and the uncommitted intents go together,
 the pass launches nothing, and the peer that takes the claim finds no half-made pass. The claim
 stays held through the creates, so no peer provisions the pool, or recovers its intents, while
-they are in flight, and no transaction stays open across a cloud call.
+they are in flight, and no transaction stays open across a cloud call. Every statement of a
+claim's connection is a transaction of its own (autocommit: the pass's path to its first
+create had a BEGIN and a COMMIT round trip around each): each is atomic alone, and the locks
+are the session's, not a transaction's.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 
 from wm.db.arrays import ids_array
+from wm.db.engine import autocommitting
 from wm.db.tables import pg_locks, scan_units, worker_pools
 from wm.db.worker_writes import insert_intent_rows
 from wm.db.workers import NewWorker
@@ -77,23 +81,20 @@ class PoolClaims:
                 last_modified=func.now(),
             )
         )
-        self._conn.commit()
 
     def commit_intents(self, intents: Sequence[NewWorker]) -> list[WorkerRecord]:
-        """Commit the intent rows, all or none, on the claim's connection; return them. Raises
-        if that connection died: the claim went with it, nothing of this pass is committed,
-        and nothing may be launched."""
+        """Commit the intent rows, all or none (one statement), on the claim's connection;
+        return them. Raises if that connection died: the claim went with it, nothing of this
+        pass is committed, and nothing may be launched."""
         if not intents:
             return []
-        rows = insert_intent_rows(self._conn, intents)
-        self._conn.commit()
-        return rows
+        return insert_intent_rows(self._conn, intents)
 
 
 @contextlib.contextmanager
 def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaims]:
     """Claim every pool on this provider (current or previous) that no other replica holds."""
-    with engine.connect() as conn:
+    with autocommitting(engine) as conn:
         wanted = or_(
             worker_pools.c.provider_id == provider_id,
             literal(provider_id) == any_(worker_pools.c.previous_provider_ids),
@@ -113,7 +114,6 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
                     .where(worker_pools.c.pool_id == any_(ids_array(pool_ids)))
                     .values(last_provisioned=func.now())
                 )
-            conn.commit()
             yield PoolClaims(provider_id, pool_ids, conn)
         finally:
             _release(conn, provider_id)
@@ -143,9 +143,7 @@ def _release(conn: Connection, provider_id: str) -> None:
     """Give the claims up. A claim whose connection died is released already: what the pass
     committed stands, so that is logged, not raised."""
     try:
-        conn.rollback()
         conn.execute(select(func.pg_advisory_unlock_all()))
-        conn.commit()
     except DBAPIError as exc:
         if not exc.connection_invalidated:
             conn.invalidate()  # never hand a connection that may hold claims back to the pool

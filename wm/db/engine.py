@@ -101,12 +101,21 @@ def spoke(dbapi_connection: Any) -> bool:
 def one_statement(engine: Engine) -> Iterator[Connection]:
     """A connection for a single statement, which is its own transaction (autocommit): no
     BEGIN, COMMIT or ROLLBACK round trips around it. Only for one statement a connection:
-    two would not see one snapshot, nor commit together.
+    two would not see one snapshot, nor commit together."""
+    with autocommitting(engine) as conn:
+        yield conn
+
+
+@contextmanager
+def autocommitting(engine: Engine) -> Iterator[Connection]:
+    """A connection on which every statement is its own transaction, committed as it ends:
+    for a caller whose statements need neither one snapshot nor to commit together (a claim's
+    session-level locks, each statement atomic alone).
 
     The driver's own autocommit switch, not SQLAlchemy's AUTOCOMMIT isolation level: psycopg2
     sends a SET (a round trip) to put the isolation level back when a connection leaves
-    autocommit that way, and flipping `autocommit` alone is client-side. SQLAlchemy's rollback
-    when the connection closes has no transaction to end, so psycopg2 sends nothing."""
+    autocommit that way, and flipping `autocommit` alone is client-side. SQLAlchemy's commits
+    and rollbacks have no transaction to end, so psycopg2 sends nothing for them."""
     with engine.connect() as conn:
         driver = conn.connection.dbapi_connection
         assert driver is not None  # a connection just checked out holds one

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Engine, any_, func, select
 
 from wm.config import RetentionConfig
 from wm.db.arrays import ids_array
+from wm.db.engine import one_statement
 from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
 
@@ -127,7 +128,7 @@ def recent_error_counts(
         )
         .group_by(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id)
     )
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return {(pool, lc): n for pool, lc, n in conn.execute(query)}
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Engine, and_, any_, case, func, literal, sele
 from sqlalchemy.dialects.postgresql import insert
 
 from wm.db.arrays import ids_array
+from wm.db.engine import one_statement
 from wm.db.tables import (
     launch_configs,
     scan_units,
@@ -67,7 +68,7 @@ def load_pools(engine: Engine, pool_ids: Sequence[str] | None = None) -> list[Po
     query = select(worker_pools).order_by(worker_pools.c.pool_id)
     if pool_ids is not None:
         query = query.where(worker_pools.c.pool_id == any_(ids_array(pool_ids)))
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return [pool_from_row(row) for row in conn.execute(query)]
 
 
@@ -81,7 +82,7 @@ def load_launch_configs(
         query = query.where(launch_configs.c.archived.is_(False))
     if pool_ids is not None:
         query = query.where(launch_configs.c.pool_id == any_(ids_array(pool_ids)))
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return [launch_config_from_row(row) for row in conn.execute(query)]
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, any_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from wm.db.arrays import ids_array
+from wm.db.engine import one_statement
 from wm.db.tables import tasks
 from wm.db.worker_writes import note_task_claimed
 from wm.model import Task
@@ -91,7 +92,7 @@ def queue_counts(
         .group_by(tasks.c.pool_id)
     )
     counts: dict[str, tuple[int, int, datetime | None]] = dict.fromkeys(pool_ids, (0, 0, None))
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         for pool_id, n_pending, n_claimed, oldest in conn.execute(query):
             counts[pool_id] = (n_pending, n_claimed, oldest)
     return counts

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, Integer, any_, bindparam, func, selec
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from wm.db.arrays import ids_array
+from wm.db.engine import one_statement
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
 
@@ -134,7 +135,7 @@ def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolC
     )
     totals: dict[str, dict[WorkerState, int]] = {p: {} for p in pool_ids}
     by_lc: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         for pool_id, lc_id, state, capacity in conn.execute(query):
             key = WorkerState(state)
             totals[pool_id][key] = totals[pool_id].get(key, 0) + int(capacity)
@@ -243,7 +244,7 @@ def unresolved_intents(
         workers.c.state == WorkerState.REQUESTED,
         workers.c.cloud_id.is_(None),
     )
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return [worker_from_row(row) for row in conn.execute(query)]
 
 
@@ -258,7 +259,7 @@ def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id:
         )
         .distinct()
     )
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return set(conn.execute(query).scalars())
 
 
@@ -277,7 +278,7 @@ def recent_preemption_counts(
         )
         .group_by(workers.c.pool_id, workers.c.launch_config_id)
     )
-    with engine.connect() as conn:
+    with one_statement(engine) as conn:
         return {(pool, lc): n for pool, lc, n in conn.execute(query)}
 
 

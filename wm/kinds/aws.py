@@ -158,6 +158,7 @@ DESCRIPTION = KindDescription(
     override_warnings=override_warnings,
     launch_config_problems=no_problems,
     published_budgets=PUBLISHED_BUDGETS,
+    budgets_per_region=True,
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Instance identity document validation error",
     boot_data=boot_data,

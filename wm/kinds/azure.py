@@ -365,6 +365,7 @@ DESCRIPTION = KindDescription(
     override_warnings=override_warnings,
     launch_config_problems=undeclared_template_parameters,
     published_budgets=PUBLISHED_BUDGETS,
+    budgets_per_region=False,
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Signature validation error",
     boot_data=boot_data,

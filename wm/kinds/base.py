@@ -66,6 +66,9 @@ class KindDescription:
     launch_config_problems: Callable[[Mapping[str, Any], str], list[str]]
     # The cloud's published API limits per call class, the shared budget's defaults.
     published_budgets: Mapping[CallClass, BudgetLimit]
+    # Whether those limits are per region (each region of a provider a bucket of its own per
+    # call class, EC2's) or per account.
+    budgets_per_region: bool
     # Workers per create call (one RunInstances, one GCE bulk insert, one round of ARM PUTs).
     create_batch_max: int
     # registerWorker's refusal of a proof of this kind (worker-manager's InputError message).

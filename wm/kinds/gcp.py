@@ -181,6 +181,7 @@ DESCRIPTION = KindDescription(
     override_warnings=no_problems,
     launch_config_problems=no_problems,
     published_budgets=PUBLISHED_BUDGETS,
+    budgets_per_region=False,
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Token validation error",
     boot_data=boot_data,

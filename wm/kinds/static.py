@@ -105,6 +105,7 @@ DESCRIPTION = KindDescription(
     override_warnings=no_problems,
     launch_config_problems=no_problems,
     published_budgets=StaticProviderConfig.published_budgets,
+    budgets_per_region=False,
     create_batch_max=0,
     # static.js's refusal of a wrong secret (a missing one gets the same answer: one answer
     # to every refused proof).

@@ -194,3 +194,41 @@ def test_the_gate_waits_out_the_budget_and_shrinks_it_on_a_throttle(engine):
 
 def _classify(exc: BaseException) -> CloudError:
     return CloudError("aws-a", ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+
+
+def test_a_prepared_budget_has_every_bucket_and_its_first_take_is_one_statement(engine):
+    limits = {
+        CallClass.DESCRIBE: BudgetLimit(burst=100, per_s=10),
+        CallClass.RUN_INSTANCES_CALLS: BudgetLimit(burst=5, per_s=2),
+    }
+    budget = SharedBudget(engine, "aws-a", KEY.account, limits)
+
+    budget.prepare(["us-east-1", "us-west-2"])
+    statements = Statements(engine)
+    budget.take([Draw("us-west-2", CallClass.RUN_INSTANCES_CALLS)])
+
+    assert statements.count == 1  # the take alone: its bucket was there
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT scope, call_class, burst FROM api_budgets")).all()
+    assert sorted(rows) == [
+        ("us-east-1", "describe", 95),  # the cloud's size less 0.5 s of refill
+        ("us-east-1", "run-instances-calls", 4),
+        ("us-west-2", "describe", 95),
+        ("us-west-2", "run-instances-calls", 4),
+    ]
+
+
+def test_a_budget_that_cannot_be_prepared_makes_its_buckets_at_first_use(engine, caplog):
+    budget = shared(engine, describe=BudgetLimit(burst=100, per_s=10))
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE api_budgets RENAME TO api_budgets_away"))
+    try:
+        with caplog.at_level(logging.WARNING):
+            budget.prepare([KEY.scope])  # logged, not raised: the budget is advisory
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE api_budgets_away RENAME TO api_budgets"))
+
+    assert "api-budget-unavailable" in caplog.text
+    budget.take([Draw(KEY.scope, "describe")])
+    assert store.take(engine, KEY, 0, 0) is not None

@@ -108,6 +108,23 @@ def test_a_failing_config_gets_less_traffic_on_the_next_pass(engine, aws):
     assert 0 < to_failing < 10
 
 
+def test_only_a_pass_that_launches_reads_the_recent_errors_and_pre_emptions(engine, aws):
+    p = provisioner(engine, aws)
+    read: list[str] = []
+
+    def seen(conn, cursor, statement: str, *args) -> None:
+        if "worker_pool_errors" in statement or "preempted_at >" in statement:
+            read.append(statement.split()[0])
+
+    event.listen(engine, "before_cursor_execute", seen)
+    tasks.submit_tasks(engine, POOL, 2, 1.0)
+    p.run_pass("aws-a")
+    launching = len(read)
+    p.run_pass("aws-a")  # the two workers meet the demand: nothing to launch
+
+    assert launching == 2 and len(read) == 2  # errors, then pre-emptions; then nothing
+
+
 def test_a_provider_that_raises_is_contained(engine, aws):
     aws.raise_on_create = RuntimeError("bug")
     tasks.submit_tasks(engine, POOL, 2, 1.0)

@@ -31,10 +31,10 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     Engine,
+    Text,
     any_,
     bindparam,
     func,
-    literal,
     or_,
     select,
     update,
@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 
-from wm.db.arrays import ids_array
+from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import autocommitting
 from wm.db.tables import pg_locks, scan_units, worker_pools
 from wm.db.worker_writes import insert_intent_rows
@@ -91,29 +91,49 @@ class PoolClaims:
         return insert_intent_rows(self._conn, intents)
 
 
+def _candidates_statement():
+    provider_id = bindparam("provider_id", type_=Text)
+    wanted = or_(
+        worker_pools.c.provider_id == provider_id,
+        provider_id == any_(worker_pools.c.previous_provider_ids),
+    )
+    return select(worker_pools.c.pool_id).where(wanted).order_by(worker_pools.c.pool_id)
+
+
+def _try_locks_statement():
+    # Two array parameters, not a VALUES list: the statement is the same text at every pass
+    # (a VALUES of 1,000 rows took longer to build than Postgres took to take the locks).
+    keys = (
+        func.unnest(ids_param("pool_ids"), bindparam("keys", type_=ARRAY(BigInteger)))
+        .table_valued("pool_id", "key")
+        .render_derived(name="claims")
+    )
+    # One statement; the lock function runs for exactly these rows.
+    return select(keys.c.pool_id).where(func.pg_try_advisory_lock(keys.c.key))
+
+
+# Every provisioning pass's statements, built once (wm/db/arrays.py: ids_param).
+_CANDIDATES = _candidates_statement()
+_TRY_LOCKS = _try_locks_statement()
+_STAMP_PROVISIONED = (
+    update(worker_pools)
+    .where(worker_pools.c.pool_id == any_(ids_param("pool_ids")))
+    .values(last_provisioned=func.now())
+)
+_UNLOCK_ALL = select(func.pg_advisory_unlock_all())
+
+
 @contextlib.contextmanager
 def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaims]:
     """Claim every pool on this provider (current or previous) that no other replica holds."""
     with autocommitting(engine) as conn:
-        wanted = or_(
-            worker_pools.c.provider_id == provider_id,
-            literal(provider_id) == any_(worker_pools.c.previous_provider_ids),
-        )
-        candidates = list(
-            conn.execute(
-                select(worker_pools.c.pool_id).where(wanted).order_by(worker_pools.c.pool_id)
-            ).scalars()
-        )
+        candidates = list(conn.execute(_CANDIDATES, {"provider_id": provider_id}).scalars())
         pool_ids = _try_locks(conn, candidates)
         if len(pool_ids) < len(candidates):
             CLAIMS_BUSY.labels("pool").inc(len(candidates) - len(pool_ids))
         try:
             if pool_ids:
-                conn.execute(
-                    update(worker_pools)
-                    .where(worker_pools.c.pool_id == any_(ids_array(pool_ids)))
-                    .values(last_provisioned=func.now())
-                )
+                conn.execute(_STAMP_PROVISIONED, {"pool_ids": list(pool_ids)})
             yield PoolClaims(provider_id, pool_ids, conn)
         finally:
             _release(conn, provider_id)
@@ -122,20 +142,8 @@ def claim_provider_pools(engine: Engine, provider_id: str) -> Iterator[PoolClaim
 def _try_locks(conn: Connection, pool_ids: Sequence[str]) -> tuple[str, ...]:
     if not pool_ids:
         return ()
-    # Two array parameters, not a VALUES list: the statement is the same text at every pass
-    # (a VALUES of 1,000 rows took longer to build than Postgres took to take the locks).
-    keys = (
-        func.unnest(
-            ids_array(pool_ids),
-            bindparam(None, [pool_claim_key(p) for p in pool_ids], type_=ARRAY(BigInteger)),
-        )
-        .table_valued("pool_id", "key")
-        .render_derived(name="claims")
-    )
-    # One statement; the lock function runs for exactly these rows.
-    held = set(
-        conn.execute(select(keys.c.pool_id).where(func.pg_try_advisory_lock(keys.c.key))).scalars()
-    )
+    params = {"pool_ids": list(pool_ids), "keys": [pool_claim_key(p) for p in pool_ids]}
+    held = set(conn.execute(_TRY_LOCKS, params).scalars())
     return tuple(p for p in pool_ids if p in held)
 
 
@@ -143,7 +151,7 @@ def _release(conn: Connection, provider_id: str) -> None:
     """Give the claims up. A claim whose connection died is released already: what the pass
     committed stands, so that is logged, not raised."""
     try:
-        conn.execute(select(func.pg_advisory_unlock_all()))
+        conn.execute(_UNLOCK_ALL)
     except DBAPIError as exc:
         if not exc.connection_invalidated:
             conn.invalidate()  # never hand a connection that may hold claims back to the pool

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, any_, func, select
+from sqlalchemy import Connection, Engine, Interval, any_, bindparam, func, select
 
 from wm.config import RetentionConfig
-from wm.db.arrays import ids_array
+from wm.db.arrays import ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
@@ -115,21 +115,24 @@ def list_errors(engine: Engine, pool_id: str, limit: int = LIST_LIMIT) -> list[P
         return [error_from_row(row) for row in conn.execute(query)]
 
 
+_RECENT_ERRORS = (  # a launching pass's: built once (wm/db/arrays.py: ids_param)
+    select(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id, func.count())
+    .where(
+        worker_pool_errors.c.pool_id == any_(ids_param("pool_ids")),
+        worker_pool_errors.c.launch_config_id.is_not(None),
+        worker_pool_errors.c.reported > func.now() - bindparam("window", type_=Interval),
+    )
+    .group_by(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id)
+)
+
+
 def recent_error_counts(
     engine: Engine, pool_ids: Sequence[str], window: timedelta = RECENT_WINDOW
 ) -> dict[tuple[str, str], int]:
     """Errors per (pool, launch config) within the window, for launch config weights."""
-    query = (
-        select(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id, func.count())
-        .where(
-            worker_pool_errors.c.pool_id == any_(ids_array(pool_ids)),
-            worker_pool_errors.c.launch_config_id.is_not(None),
-            worker_pool_errors.c.reported > func.now() - window,
-        )
-        .group_by(worker_pool_errors.c.pool_id, worker_pool_errors.c.launch_config_id)
-    )
+    params = {"pool_ids": list(pool_ids), "window": window}
     with one_statement(engine) as conn:
-        return {(pool, lc): n for pool, lc, n in conn.execute(query)}
+        return {(pool, lc): n for pool, lc, n in conn.execute(_RECENT_ERRORS, params)}
 
 
 def expire_pool_errors(engine: Engine, retention: RetentionConfig) -> int:

@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import Connection, Engine, and_, any_, case, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert
 
-from wm.db.arrays import ids_array
+from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import (
     launch_configs,
@@ -62,19 +62,37 @@ def launch_config_from_row(row) -> LaunchConfigRecord:
     )
 
 
+_ALL_POOLS = select(worker_pools).order_by(worker_pools.c.pool_id)
+# A provisioning pass's: built once (see ids_param).
+_POOLS_BY_ID = _ALL_POOLS.where(worker_pools.c.pool_id == any_(ids_param("pool_ids")))
+_LIVE_CONFIGS_BY_POOL = (
+    select(launch_configs)
+    .where(
+        launch_configs.c.pool_id == any_(ids_param("pool_ids")),
+        launch_configs.c.archived.is_(False),
+    )
+    .order_by(launch_configs.c.pool_id, launch_configs.c.launch_config_id)
+)
+
+
 def load_pools(engine: Engine, pool_ids: Sequence[str] | None = None) -> list[PoolRecord]:
     """Every pool, or only these (a provisioning pass reads the pools it claimed, not every
     provider's: their definitions are most of what a pool row costs to read)."""
-    query = select(worker_pools).order_by(worker_pools.c.pool_id)
-    if pool_ids is not None:
-        query = query.where(worker_pools.c.pool_id == any_(ids_array(pool_ids)))
     with one_statement(engine) as conn:
-        return [pool_from_row(row) for row in conn.execute(query)]
+        if pool_ids is None:
+            rows = conn.execute(_ALL_POOLS)
+        else:
+            rows = conn.execute(_POOLS_BY_ID, {"pool_ids": list(pool_ids)})
+        return [pool_from_row(row) for row in rows]
 
 
 def load_launch_configs(
     engine: Engine, *, include_archived: bool = True, pool_ids: Sequence[str] | None = None
 ) -> list[LaunchConfigRecord]:
+    if pool_ids is not None and not include_archived:
+        with one_statement(engine) as conn:
+            rows = conn.execute(_LIVE_CONFIGS_BY_POOL, {"pool_ids": list(pool_ids)})
+            return [launch_config_from_row(row) for row in rows]
     query = select(launch_configs).order_by(
         launch_configs.c.pool_id, launch_configs.c.launch_config_id
     )

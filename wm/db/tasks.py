@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine, any_, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from wm.db.arrays import ids_array
+from wm.db.arrays import ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import tasks
 from wm.db.worker_writes import note_task_claimed
@@ -73,13 +73,9 @@ def count_by_state(engine: Engine) -> dict[tuple[str, str], int]:
         return {(row[0], row[1]): row[2] for row in rows}
 
 
-def queue_counts(
-    engine: Engine, pool_ids: Sequence[str]
-) -> dict[str, tuple[int, int, datetime | None]]:
-    """(pending, claimed, when the oldest pending task arrived) per pool, in one query; pools
-    without tasks are (0, 0, None)."""
+def _queue_counts_statement():
     pending = tasks.c.state == "pending"
-    query = (
+    return (
         select(
             tasks.c.pool_id,
             func.count().filter(pending),
@@ -87,13 +83,25 @@ def queue_counts(
             func.min(tasks.c.created).filter(pending),
         )
         .where(
-            tasks.c.pool_id == any_(ids_array(pool_ids)), tasks.c.state.in_(("pending", "claimed"))
+            tasks.c.pool_id == any_(ids_param("pool_ids")),
+            tasks.c.state.in_(("pending", "claimed")),
         )
         .group_by(tasks.c.pool_id)
     )
+
+
+_QUEUE_COUNTS = _queue_counts_statement()  # every provisioning pass's: built once
+
+
+def queue_counts(
+    engine: Engine, pool_ids: Sequence[str]
+) -> dict[str, tuple[int, int, datetime | None]]:
+    """(pending, claimed, when the oldest pending task arrived) per pool, in one query; pools
+    without tasks are (0, 0, None)."""
     counts: dict[str, tuple[int, int, datetime | None]] = dict.fromkeys(pool_ids, (0, 0, None))
     with one_statement(engine) as conn:
-        for pool_id, n_pending, n_claimed, oldest in conn.execute(query):
+        rows = conn.execute(_QUEUE_COUNTS, {"pool_ids": list(pool_ids)})
+        for pool_id, n_pending, n_claimed, oldest in rows:
             counts[pool_id] = (n_pending, n_claimed, oldest)
     return counts
 

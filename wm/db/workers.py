@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Integer, any_, bindparam, func, select, true
+from sqlalchemy import Connection, Engine, Integer, Interval, any_, bindparam, func, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from wm.db.arrays import ids_array
+from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
@@ -119,24 +119,59 @@ class PoolCapacity:
         return self.requested + self.running
 
 
+# A provisioning pass's reads, built once (wm/db/arrays.py: ids_param).
+_CAPACITY = (
+    select(
+        workers.c.pool_id,
+        workers.c.launch_config_id,
+        workers.c.state,
+        func.sum(workers.c.capacity),
+    )
+    .where(workers.c.pool_id == any_(ids_param("pool_ids")), workers.c.state != WorkerState.STOPPED)
+    .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
+)
+_RUNNING_TOTALS = (
+    select(
+        workers.c.pool_id,
+        func.sum(workers.c.capacity),
+        func.count().filter(workers.c.capacity <= 0),
+        func.array_agg(workers.c.worker_id).filter(workers.c.should_terminate),
+    )
+    .where(workers.c.pool_id == any_(ids_param("pool_ids")), workers.c.state == WorkerState.RUNNING)
+    .group_by(workers.c.pool_id)
+)
+_UNRESOLVED_INTENTS = select(workers).where(
+    workers.c.pool_id == any_(ids_param("pool_ids")),
+    workers.c.provider_id == bindparam("provider_id"),
+    workers.c.state == WorkerState.REQUESTED,
+    workers.c.cloud_id.is_(None),
+)
+_LIVE_POOLS = (
+    select(workers.c.pool_id)
+    .where(
+        workers.c.pool_id == any_(ids_param("pool_ids")),
+        workers.c.provider_id == bindparam("provider_id"),
+        workers.c.state != WorkerState.STOPPED,
+    )
+    .distinct()
+)
+_PREEMPTIONS = (
+    select(workers.c.pool_id, workers.c.launch_config_id, func.count())
+    .where(
+        workers.c.pool_id == any_(ids_param("pool_ids")),
+        workers.c.preempted_at > func.now() - bindparam("window", type_=Interval),
+    )
+    .group_by(workers.c.pool_id, workers.c.launch_config_id)
+)
+
+
 def capacity_by_pool(engine: Engine, pool_ids: Sequence[str]) -> dict[str, PoolCapacity]:
     """Non-stopped capacity per pool, by state and by launch config, in one query."""
-    query = (
-        select(
-            workers.c.pool_id,
-            workers.c.launch_config_id,
-            workers.c.state,
-            func.sum(workers.c.capacity),
-        )
-        .where(
-            workers.c.pool_id == any_(ids_array(pool_ids)), workers.c.state != WorkerState.STOPPED
-        )
-        .group_by(workers.c.pool_id, workers.c.launch_config_id, workers.c.state)
-    )
     totals: dict[str, dict[WorkerState, int]] = {p: {} for p in pool_ids}
     by_lc: dict[str, dict[str, int]] = {p: {} for p in pool_ids}
     with one_statement(engine) as conn:
-        for pool_id, lc_id, state, capacity in conn.execute(query):
+        rows = conn.execute(_CAPACITY, {"pool_ids": list(pool_ids)})
+        for pool_id, lc_id, state, capacity in rows:
             key = WorkerState(state)
             totals[pool_id][key] = totals[pool_id].get(key, 0) + int(capacity)
             by_lc[pool_id][lc_id] = by_lc[pool_id].get(lc_id, 0) + int(capacity)
@@ -181,22 +216,10 @@ class RunningSnapshot:
     def totals(self, pool_ids: Sequence[str]) -> dict[str, RunningTotals]:
         """Running capacity per pool, in one aggregate: pools without running workers are
         left out (no worker to advise, nor to stop advising)."""
-        query = (
-            select(
-                workers.c.pool_id,
-                func.sum(workers.c.capacity),
-                func.count().filter(workers.c.capacity <= 0),
-                func.array_agg(workers.c.worker_id).filter(workers.c.should_terminate),
-            )
-            .where(
-                workers.c.pool_id == any_(ids_array(pool_ids)),
-                workers.c.state == WorkerState.RUNNING,
-            )
-            .group_by(workers.c.pool_id)
-        )
+        rows = self._conn.execute(_RUNNING_TOTALS, {"pool_ids": list(pool_ids)})
         return {
             pool_id: RunningTotals(int(capacity), zero, frozenset(advised or ()))
-            for pool_id, capacity, zero, advised in self._conn.execute(query)
+            for pool_id, capacity, zero, advised in rows
         }
 
     def newest(self, counts: Mapping[str, int]) -> dict[str, list[NewestWorker]]:
@@ -238,29 +261,16 @@ def unresolved_intents(
     engine: Engine, pool_ids: Sequence[str], provider_id: str
 ) -> list[WorkerRecord]:
     """Intent rows whose create never returned a cloud id (a crash, or an unclear failure)."""
-    query = select(workers).where(
-        workers.c.pool_id == any_(ids_array(pool_ids)),
-        workers.c.provider_id == provider_id,
-        workers.c.state == WorkerState.REQUESTED,
-        workers.c.cloud_id.is_(None),
-    )
+    params = {"pool_ids": list(pool_ids), "provider_id": provider_id}
     with one_statement(engine) as conn:
-        return [worker_from_row(row) for row in conn.execute(query)]
+        return [worker_from_row(row) for row in conn.execute(_UNRESOLVED_INTENTS, params)]
 
 
 def live_pools_on_provider(engine: Engine, pool_ids: Sequence[str], provider_id: str) -> set[str]:
     """Which of these pools still have non-stopped workers on this provider."""
-    query = (
-        select(workers.c.pool_id)
-        .where(
-            workers.c.pool_id == any_(ids_array(pool_ids)),
-            workers.c.provider_id == provider_id,
-            workers.c.state != WorkerState.STOPPED,
-        )
-        .distinct()
-    )
+    params = {"pool_ids": list(pool_ids), "provider_id": provider_id}
     with one_statement(engine) as conn:
-        return set(conn.execute(query).scalars())
+        return set(conn.execute(_LIVE_POOLS, params).scalars())
 
 
 PREEMPTION_WINDOW = timedelta(hours=1)
@@ -270,16 +280,9 @@ def recent_preemption_counts(
     engine: Engine, pool_ids: Sequence[str], window: timedelta = PREEMPTION_WINDOW
 ) -> dict[tuple[str, str], int]:
     """Workers the cloud took back per (pool, launch config) within the window."""
-    query = (
-        select(workers.c.pool_id, workers.c.launch_config_id, func.count())
-        .where(
-            workers.c.pool_id == any_(ids_array(pool_ids)),
-            workers.c.preempted_at > func.now() - window,
-        )
-        .group_by(workers.c.pool_id, workers.c.launch_config_id)
-    )
+    params = {"pool_ids": list(pool_ids), "window": window}
     with one_statement(engine) as conn:
-        return {(pool, lc): n for pool, lc, n in conn.execute(query)}
+        return {(pool, lc): n for pool, lc, n in conn.execute(_PREEMPTIONS, params)}
 
 
 def existing_worker_ids(conn: Connection, worker_ids: Sequence[str]) -> set[str]:

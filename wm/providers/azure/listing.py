@@ -8,7 +8,8 @@ So a scan's two VM lists (a resource group's VMs; the subscription's `statusOnly
 SDK's own request (its request builder, so its URL and api-version) through the SDK client's
 own pipeline (`send_request`: its authentication, its retry settings, off, and its transport),
 map a failed answer to the exceptions the SDK's operation raises, and read the answer's JSON
-for those fields alone. Every other call (a VM's GET, its PUT, deletes) is the SDK's own.
+for those fields alone. A VM's PUT is sent the same way (vm_put.py); every other call (a VM's
+GET, deletes) is the SDK's own.
 `tests/integration/clouds/test_azure_lean_listing.py` holds each field equal to what the SDK's
 models hold for the same answers.
 """
@@ -21,7 +22,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-# The SDK operation's own error map for a VM list (VirtualMachinesOperations.list/list_all).
+# The SDK operations' own error map for a VM list (VirtualMachinesOperations.list/list_all),
+# and a VM's PUT without conditions.
 _ERROR_MAP: dict[int, Any] | None = None
 
 
@@ -130,17 +132,25 @@ def fetch_json_page(
     link is requested as the SDK's pager requests it (a GET of the link as given). A status other
     than 200 raises what the SDK's list operation raises for it.
     """
-    from azure.core.exceptions import HttpResponseError, map_error
     from azure.core.rest import HttpRequest
-    from azure.mgmt.core.exceptions import ARMErrorFormat
 
     request = first_request() if not token else HttpRequest("GET", token)
     response = send(request)
-    if response.status_code != 200:
-        map_error(status_code=response.status_code, response=response, error_map=_error_map())
-        raise HttpResponseError(response=response, error_format=ARMErrorFormat)
+    raise_for_arm_status(response, (200,))
     body = response.json()
     return body.get("value") or [], body.get("nextLink") or None
+
+
+def raise_for_arm_status(response: Any, ok: tuple[int, ...]) -> None:
+    """Raise for an answer whose status is not one of `ok` what the SDK's operations raise
+    for it: the exception of their error map, else HttpResponseError with ARM's error read."""
+    if response.status_code in ok:
+        return
+    from azure.core.exceptions import HttpResponseError, map_error
+    from azure.mgmt.core.exceptions import ARMErrorFormat
+
+    map_error(status_code=response.status_code, response=response, error_map=_error_map())
+    raise HttpResponseError(response=response, error_format=ARMErrorFormat)
 
 
 def _error_map() -> dict[int, Any]:

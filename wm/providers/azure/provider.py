@@ -69,6 +69,7 @@ from wm.providers.azure.listing import (
     vm_list_request,
 )
 from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
+from wm.providers.azure.vm_put import PutVm, put_vm
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -360,7 +361,8 @@ class AzureProvider:
                 # each PUT, is immutable. The existing VM is the answer, if it is ours.
                 return self._existing(worker_id, name, error)
             return LaunchResult(worker_id, None, error=error.not_found_as_config())
-        return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
+        data = {VM_ID: vm.vm_id} if vm.vm_id else {}
+        return LaunchResult(worker_id, vm.id, provider_data=data, tc_worker_id=vm.name)
 
     def _existing(self, worker_id: str, name: str, conflict: CloudError) -> LaunchResult:
         try:
@@ -372,11 +374,9 @@ class AzureProvider:
             return LaunchResult(worker_id, None, error=conflict)
         return LaunchResult(worker_id, vm.id, provider_data=_vm_data(vm), tc_worker_id=vm.name)
 
-    def _put_vm(self, name: str, body: dict[str, Any]) -> Any:
-        compute = self._clients.compute
-        return compute.virtual_machines.begin_create_or_update(
-            self._rg, name, body, polling=False
-        ).result()
+    def _put_vm(self, name: str, body: dict[str, Any]) -> PutVm:
+        send = self._clients.compute.send_request
+        return put_vm(send, self.subscription_id, self._rg, name, body)
 
     def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]:
         """The tags of every resource of a worker: the launch config's own, under

@@ -79,15 +79,15 @@ class SharedBudget:
 
     def take(self, draws: Sequence[Draw]) -> float:
         """Spend the draws; return how long to wait before the call may leave."""
-        wait_s = 0.0
+        wanted: list[tuple[BucketKey, BudgetLimit, float]] = []
         for draw in draws:
             limit = self.limits.get(draw.call_class)
             if limit is None:
                 continue  # a class this cloud does not limit
             key = BucketKey(self.account, draw.scope, draw.call_class)
-            if self._spend_allowance(key, draw.cost):
-                continue
-            wait_s = max(wait_s, self._take(key, limit, draw.cost))
+            if not self._spend_allowance(key, draw.cost):
+                wanted.append((key, limit, draw.cost))
+        wait_s = self._take(wanted) if wanted else 0.0
         if wait_s > 0:
             API_BUDGET_WAIT_SECONDS.labels(self.provider_id).observe(wait_s)
             return wait_s + SEND_MARGIN_S
@@ -128,15 +128,23 @@ class SharedBudget:
             allowance.tokens -= cost
             return True
 
-    def _take(self, key: BucketKey, limit: BudgetLimit, cost: float) -> float:
-        chunk = max(cost, limit.burst * ALLOWANCE_SHARE)
+    def _take(self, wanted: Sequence[tuple[BucketKey, BudgetLimit, float]]) -> float:
+        """Take from the buckets the allowances did not cover, in one statement; return the
+        longest wait among them."""
+        wants = [
+            store.Want(key, cost, max(cost, limit.burst * ALLOWANCE_SHARE))
+            for key, limit, cost in wanted
+        ]
         try:
-            if key not in self._known:
-                # First use by this process: create the bucket, or bring its size and rate to
-                # this process's config, so an edited limit takes effect at the next deploy.
-                store.ensure_buckets(self.engine, {key: (limit.usable_burst, limit.per_s)})
-                self._known.add(key)
-            taken = store.take(self.engine, key, cost, chunk)
+            unknown = {
+                k: (lim.usable_burst, lim.per_s) for k, lim, _ in wanted if k not in self._known
+            }
+            if unknown:
+                # First use by this process: create the buckets, or bring their size and rate
+                # to this process's config, so an edited limit takes effect at the next deploy.
+                store.ensure_buckets(self.engine, unknown)
+                self._known.update(unknown)
+            taken = store.take_many(self.engine, wants)
         except SQLAlchemyError as error:
             # Advisory: without the database the gate's own per-process bucket still holds.
             log(
@@ -146,9 +154,13 @@ class SharedBudget:
                 error=type(error).__name__,
             )
             return 0.0
-        if taken is None:
-            return 0.0
-        if taken.granted > cost:
-            with self._lock:
-                self._allowances[key] = _Allowance(taken.granted - cost, self.clock())
-        return taken.wait_s
+        wait_s = 0.0
+        for want in wants:
+            got = taken.get(want.key)
+            if got is None:
+                continue
+            if got.granted > want.cost:
+                with self._lock:
+                    self._allowances[want.key] = _Allowance(got.granted - want.cost, self.clock())
+            wait_s = max(wait_s, got.wait_s)
+        return wait_s

@@ -9,12 +9,25 @@ allowance that spares the next calls a round trip.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Engine, Float, and_, bindparam, case, cast, func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import (
+    Engine,
+    Float,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from wm.db.engine import one_statement
 from wm.db.tables import api_budgets
@@ -74,11 +87,31 @@ def _is(key: BucketKey):
 
 
 def _take_statement():
-    """Take tokens from one bucket, as one statement with the bucket and amounts as parameters:
-    built once, since building it costs more than running it (a take precedes every call)."""
+    """Take tokens from some buckets of one account, as one statement with the buckets and
+    amounts as array parameters: built once, since building it costs more than running it (a
+    take precedes every call), and one statement for a call that draws from two buckets
+    (EC2's RunInstances: its request and its resource buckets). The rows are locked in key
+    order, so two takes of the same buckets wait for each other instead of deadlocking."""
     now = func.statement_timestamp()  # one instant for the whole statement
-    elapsed = cast(func.extract("epoch", now - api_budgets.c.updated), Float)
     b = api_budgets.c
+    wanted = (
+        func.unnest(
+            bindparam("b_scopes", type_=ARRAY(Text)),
+            bindparam("b_classes", type_=ARRAY(Text)),
+            bindparam("b_costs", type_=ARRAY(Float)),
+            bindparam("b_chunks", type_=ARRAY(Float)),
+        )
+        .table_valued(
+            column("scope", Text),
+            column("call_class", Text),
+            column("cost", Float),
+            column("chunk", Float),
+        )
+        .render_derived(name="wanted")
+    )
+    # Never negative: a take that waited for a row's lock may have started before the take that
+    # held it (and stamped the row later): a negative time would shrink a full bucket.
+    elapsed = func.greatest(0.0, cast(func.extract("epoch", now - b.updated), Float))
     recovered = case(
         (
             or_(b.shrink_until.is_(None), now >= b.shrink_until),
@@ -91,21 +124,24 @@ def _take_statement():
             b.account,
             b.scope,
             b.call_class,
+            wanted.c.cost,
+            wanted.c.chunk,
             recovered.label("shrink"),
             func.least(b.burst * recovered, b.tokens + elapsed * b.per_s * recovered).label(
                 "refilled"
             ),
         )
-        .where(
-            b.account == bindparam("b_account"),
-            b.scope == bindparam("b_scope"),
-            b.call_class == bindparam("b_call_class"),
+        .join_from(
+            api_budgets,
+            wanted,
+            and_(b.scope == wanted.c.scope, b.call_class == wanted.c.call_class),
         )
-        .with_for_update()
+        .where(b.account == bindparam("b_account"))
+        .order_by(b.scope, b.call_class)
+        .with_for_update(of=api_budgets)
         .cte("current")
     )
-    cost, chunk = bindparam("b_cost", type_=Float), bindparam("b_chunk", type_=Float)
-    granted = func.greatest(cost, func.least(chunk, current.c.refilled))
+    granted = func.greatest(current.c.cost, func.least(current.c.chunk, current.c.refilled))
     return (
         update(api_budgets)
         .where(
@@ -114,25 +150,53 @@ def _take_statement():
             b.call_class == current.c.call_class,
         )
         .values(shrink=current.c.shrink, tokens=current.c.refilled - granted, updated=now)
-        .returning(granted.label("granted"), b.tokens, (b.per_s * b.shrink).label("rate"))
+        .returning(
+            b.scope,
+            b.call_class,
+            granted.label("granted"),
+            b.tokens,
+            (b.per_s * b.shrink).label("rate"),
+        )
     )
 
 
 _TAKE = _take_statement()
 
 
-def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | None:
-    """Take `cost` tokens (and up to `chunk` if the bucket has them); None: no such bucket."""
+@dataclass(frozen=True)
+class Want:
+    """What a take asks of one bucket: `cost` tokens, and up to `chunk` if it has them."""
+
+    key: BucketKey
+    cost: float
+    chunk: float
+
+
+def take_many(engine: Engine, wants: Sequence[Want]) -> dict[BucketKey, Taken]:
+    """Take from every bucket wanted (all of one account), in one statement; a bucket that
+    does not exist is left out of the answer."""
+    if not wants:
+        return {}
+    account = wants[0].key.account
+    assert all(w.key.account == account for w in wants), "one account a take"
     params = {
-        "b_account": key.account,
-        "b_scope": key.scope,
-        "b_call_class": key.call_class,
-        "b_cost": cost,
-        "b_chunk": chunk,
+        "b_account": account,
+        "b_scopes": [w.key.scope for w in wants],
+        "b_classes": [w.key.call_class for w in wants],
+        "b_costs": [float(w.cost) for w in wants],
+        "b_chunks": [float(w.chunk) for w in wants],
     }
     with one_statement(engine) as conn:  # atomic alone: no BEGIN and COMMIT round trips
-        row = conn.execute(_TAKE, params).first()
-    return None if row is None else Taken(row.granted, row.tokens, row.rate)
+        rows = conn.execute(_TAKE, params).all()
+    return {
+        BucketKey(account, row.scope, row.call_class): Taken(row.granted, row.tokens, row.rate)
+        for row in rows
+    }
+
+
+def take(engine: Engine, key: BucketKey, cost: float, chunk: float) -> Taken | None:
+    """Take `cost` tokens (and up to `chunk` if the bucket has them); None: no such bucket."""
+    return take_many(engine, [Want(key, cost, chunk)]).get(key)
 
 
 def shrink(engine: Engine, key: BucketKey, factor: float, hold: timedelta) -> float | None:

@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl
 from sqlalchemy import Engine
 from sqlalchemy import event as sa_event
 
+from procs.runtime import RERUN_DELAY_S
 from wm import config as config_module
 from wm.config import Config
 from wm.db import migrate
@@ -398,9 +399,10 @@ def fresh_database(
 
 class PassLoops:
     """One thread per provider running passes every `interval_s`, timed as the provisioner
-    process's APScheduler interval jobs (max_instances=1, coalesce) are: a run that falls due
-    while a pass runs is skipped, not queued; `wake` makes a run due now (skipped as well if a
-    pass is running), and the interval restarts from it."""
+    process's jobs are (procs/runtime.py: APScheduler interval jobs, max_instances=1,
+    coalesce): a run that falls due while a pass runs is skipped, not queued; `wake` makes a run
+    due now, and the interval restarts from it; a wake while a pass runs makes one more run due
+    right after it (RERUN_DELAY_S), since that pass may have read the queue before the news."""
 
     def __init__(
         self,
@@ -456,9 +458,10 @@ class PassLoops:
                 self.errors[provider_id] += 1
                 logging.getLogger("wm").exception("bench-pass-failed")
             self.passes[provider_id] += 1
-            if wake.is_set():  # woken while the pass ran: that run was skipped, the clock reset
+            if wake.is_set():  # woken while the pass ran: once more, right after it
                 wake.clear()
-                fired = self._woken_at[provider_id]
+                due = time.monotonic() + RERUN_DELAY_S
+                continue
             due = fired + self._interval_s
             while due <= time.monotonic():  # runs due while the pass ran were skipped
                 due += self._interval_s

@@ -67,15 +67,17 @@ class SharedBudget:
         try:
             store.ensure_buckets(self.engine, sizes)
         except SQLAlchemyError as error:
-            # Advisory: each bucket is made at its first take instead.
-            log(
-                "api-budget-unavailable",
-                logging.WARNING,
-                provider=self.provider_id,
-                error=type(error).__name__,
-            )
+            self._unavailable(error)  # each bucket is made at its first take instead
             return
         self._known.update(sizes)
+
+    def _unavailable(self, error: SQLAlchemyError) -> None:
+        log(
+            "api-budget-unavailable",
+            logging.WARNING,
+            provider=self.provider_id,
+            error=type(error).__name__,
+        )
 
     def take(self, draws: Sequence[Draw]) -> float:
         """Spend the draws; return how long to wait before the call may leave."""
@@ -147,12 +149,7 @@ class SharedBudget:
             taken = store.take_many(self.engine, wants)
         except SQLAlchemyError as error:
             # Advisory: without the database the gate's own per-process bucket still holds.
-            log(
-                "api-budget-unavailable",
-                logging.WARNING,
-                provider=self.provider_id,
-                error=type(error).__name__,
-            )
+            self._unavailable(error)
             return 0.0
         wait_s = 0.0
         for want in wants:

@@ -144,8 +144,9 @@ def test_a_batch_is_launched_with_one_call_and_listed_back_across_pages(
     assert [r.error for r in results] == [None] * 7
     assert [r.launch_index for r in results] == list(range(7))
     assert sim_ec2.faults.counts()["RunInstances"] == 1  # one call for the whole batch
-    # One look-up of the batch tag before launching, then ceil(7 / 3) pages for the list.
-    assert sim_ec2.faults.counts()["DescribeInstances"] == 1 + 3
+    # No look-up before launching (ClientToken makes the launch safe to repeat), then
+    # ceil(7 / 3) pages for the list.
+    assert sim_ec2.faults.counts()["DescribeInstances"] == 3
     by_id = {i.cloud_id: i for i in listed}
     assert sorted(by_id) == sorted(r.cloud_id for r in results)
     for result in results:
@@ -247,7 +248,8 @@ def test_listing_costs_one_call_per_page_at_the_largest_page_size(
 def test_a_repeated_create_returns_the_same_instances_without_a_second_launch(
     sim_ec2: SimEc2, aws_provider: AwsProvider
 ):
-    # Scenario: the provisioner crashed after RunInstances and creates the same batch again.
+    # Scenario: the same batch is created again (a RunInstances whose answer was lost, sent
+    # again): its ClientToken is the first call's, so EC2 answers with the first launch.
     launched = batch(3)
     first = aws_provider.create(launched)
 
@@ -256,7 +258,7 @@ def test_a_repeated_create_returns_the_same_instances_without_a_second_launch(
     assert [(r.worker_id, r.cloud_id, r.launch_index) for r in again] == [
         (r.worker_id, r.cloud_id, r.launch_index) for r in first
     ]
-    assert sim_ec2.faults.counts()["RunInstances"] == 1
+    assert sim_ec2.faults.counts() == {"RunInstances": 2}  # no look-up: the token is enough
     assert len(sim_ec2.instances()) == 3
 
 
@@ -299,7 +301,7 @@ def test_a_throttling_burst_is_absorbed_by_the_gate_with_backoff(
 
     assert len(listed) == 2
     assert sim_ec2.faults.counts() == {"DescribeInstances": 4}  # three refused, then served
-    assert aws_provider.gate.attempts["DescribeInstances"] == 4 + 1  # + the create's look-up
+    assert aws_provider.gate.attempts["DescribeInstances"] == 4
     assert not aws_provider.gate.paused
 
 

@@ -2,9 +2,11 @@
 
 EC2 launches a whole batch with one RunInstances and one set of tags, so instances carry the
 batch tag and their AmiLaunchIndex maps each to its intent (a batch of one also gets the
-worker tag). ClientToken makes a repeated RunInstances idempotent on AWS; because the simulated
-cloud (moto) ignores it, and to make a retry after a crash cheap to reason about, `create`
-first looks the batch tag up and returns what it finds instead of launching again.
+worker tag). The batch's ClientToken makes RunInstances idempotent: a repeat (the gate's retry
+after a lost answer, or a create of the same batch again) gets the first call's instances back
+and launches nothing, on EC2 as in the simulated EC2. So `create` is one call: it no longer
+looks the batch tag up first, a round trip before every launch that found nothing (wm never
+creates a batch twice; an intent whose answer was lost is found by `lookup`).
 
 What is launched is the Taskcluster launch config's `launchConfig`, verbatim, as the
 RunInstances parameters (subnet, security groups, disks, spot options...), with exactly the
@@ -232,12 +234,6 @@ class AwsProvider:
             return []
         region = batch.spec.region
         try:
-            # A batch already launched (a retry after a crash) is returned, not launched again.
-            existing = self._describe(
-                region, [self._owned(), _tag_filter(TAG_BATCH, [batch.batch_token])]
-            )
-            if existing:
-                return self._launch_results(batch, existing)
             request = self._run_request(batch)
             if len(request["UserData"].encode()) > aws_kind.EC2_USER_DATA_MAX_BYTES:
                 raise CloudError(

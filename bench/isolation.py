@@ -311,9 +311,9 @@ def run_once(
             clouds.set_azure(0.0, 0.0)  # in-flight passes end quickly; the run stops
         latencies = sorted(task_latencies(calls, submitted, demand))
         figures = {
-            "aws_submit_to_create_p50_s": rounded(percentile(latencies, 0.50), 2),
-            "aws_submit_to_create_p95_s": rounded(percentile(latencies, 0.95), 2),
-            "aws_submit_to_create_max_s": rounded(percentile(latencies, 1.0), 2),
+            "aws_submit_to_create_p50_s": rounded(percentile(latencies, 0.50)),
+            "aws_submit_to_create_p95_s": rounded(percentile(latencies, 0.95)),
+            "aws_submit_to_create_max_s": rounded(percentile(latencies, 1.0)),
             "aws_tasks_uncovered": sum(1 for v in latencies if v == float("inf")),
             "azure_vms_created": azure_vms,
         }

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chaos.scene import FIGURES, Clouds, Figures
+from tests.chaos.scene import CHAOS_FIGURES_KEY, FIGURES, Clouds, Figures
 from tests.support.stack import Stack
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
@@ -32,6 +32,14 @@ def stacks() -> Iterator[list[Stack]]:
 def figures(request: pytest.FixtureRequest) -> Figures:
     """Where a scenario records what it measured, under its own name and size."""
     return FIGURES.for_test(request.node)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist this runs in each worker: its figures go back to the controller, which
+    # prints them all (tests/conftest.py).
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[CHAOS_FIGURES_KEY] = list(FIGURES.lines())
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

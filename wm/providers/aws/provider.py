@@ -4,9 +4,9 @@ EC2 launches a whole batch with one RunInstances and one set of tags, so instanc
 batch tag and their AmiLaunchIndex maps each to its intent (a batch of one also gets the
 worker tag). The batch's ClientToken makes RunInstances idempotent: a repeat (the gate's retry
 after a lost answer, or a create of the same batch again) gets the first call's instances back
-and launches nothing, on EC2 as in the simulated EC2. So `create` is one call: it no longer
-looks the batch tag up first, a round trip before every launch that found nothing (wm never
-creates a batch twice; an intent whose answer was lost is found by `lookup`).
+and launches nothing, on EC2 as in the simulated EC2. So `create` is that one call, with
+nothing looked up before it: wm never creates a batch twice, and an intent whose answer was
+lost is found by `lookup`.
 
 What is launched is the Taskcluster launch config's `launchConfig`, verbatim, as the
 RunInstances parameters (subnet, security groups, disks, spot options...), with exactly the

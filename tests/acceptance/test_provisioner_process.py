@@ -229,8 +229,19 @@ def test_submitted_tasks_wake_the_provisioner_before_its_interval(
     for _ in range(3):  # several notifications, some while a pass runs
         tasks.submit_tasks(engine, "proj/wake", 2, 5.0)
     submitted = time.monotonic()
-    process.wait_for(lambda: len(live(sim_gce)) == 6, 10, "six VMs")
+    process.wait_for(
+        lambda: any(e["pending"] == 6 for e in process.events("provision-pass")),
+        10,
+        "a pass that sees all six tasks",
+    )
     assert time.monotonic() - submitted < 5  # not the 60 s interval
+    # How many VMs depends on how the wakes fell: a pass that finds earlier launches still
+    # requested counts them as idle and as requested (Taskcluster's estimator) and launches
+    # less; the rest follow once those run. Whatever the passes decided is what the cloud has.
+    # Six at once, or 2 or 4 then the estimator's rest: 4 either way.
+    launched = sum(e["launched"] for e in process.events("provision-pass"))
+    assert launched in (4, 6)
+    assert len(live(sim_gce)) == launched
 
 
 def test_the_provisioner_expires_pool_errors_past_seven_days(

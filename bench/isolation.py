@@ -7,8 +7,9 @@ the simulated EC2 of the create call that covers it. Four runs, each on a fresh 
 pools and a deployment id of its own, on the same simulated clouds emptied before each run (in
 a process of their own, every call taking `--latency-ms`):
 
-- wm, healthy / sick: wm's real provisioner process (`python -m wm run provisioner`, an OS
-  process: one APScheduler job per provider, woken by the tasks' NOTIFY);
+- wm, healthy / sick: wm's real provisioner (`python -m wm run provisioner`: each cloud's
+  passes in a child process of its own, one APScheduler job per provider, woken by the tasks'
+  NOTIFY), measured once every provider has passed once;
 - baseline, healthy / sick: `bench.baselines.single_loop`, wm's passes for every provider one
   after the other in one loop (woken by NOTIFY as well), in this process.
 
@@ -192,8 +193,8 @@ def iso_raw_config(clouds: IsoClouds, params: Params, run: str) -> dict[str, Any
 
 @contextlib.contextmanager
 def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
-    """`wm run provisioner` as an OS process on this config, ready (its first passes of AWS
-    and Azure logged) when entered, stopped with SIGTERM on the way out; yields the count of
+    """`wm run provisioner` as an OS process on this config, ready (a first pass of every
+    provider logged) when entered, stopped with SIGTERM on the way out; yields the count of
     its log lines at warning and above, by event, filled in when it has stopped."""
     with tempfile.TemporaryDirectory(prefix="wm-bench-iso-") as tmp:
         config_path, log_path = Path(tmp) / "config.toml", Path(tmp) / "provisioner.log"
@@ -210,7 +211,9 @@ def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
             )
         warnings: Counter[str] = Counter()
         try:
-            _wait_for_passes(process, log_path, {PROVIDER_IDS["aws"], PROVIDER_IDS["azure"]})
+            # Every provider's first pass: the provisioner runs each cloud in a process of its
+            # own, and one still starting (importing its SDK) would take CPU from the waves.
+            _wait_for_passes(process, log_path, {p["id"] for p in raw["providers"]})
             yield warnings
         finally:
             if process.poll() is None:

@@ -5,17 +5,29 @@ from its API budget, shared through Postgres with every other process and replic
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Engine
 
 from wm.budget import SharedBudget
 from wm.calls import ACCOUNT_WIDE
-from wm.config import DEFAULT_ROOT_URL, ProviderConfig
+from wm.config import DEFAULT_ROOT_URL, Config, ProviderConfig
 from wm.identity import IdentityVerifier
 from wm.kinds import describe
 from wm.providers import build_provider, build_verifier
 from wm.providers.base import Provider
+
+
+def launching_providers(
+    config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
+) -> list[ProviderConfig]:
+    """The providers of the kinds asked for (all when none is) but those excluded, of a kind
+    that launches VMs in a cloud: what a provisioner launches for and a scanner lists."""
+    return [
+        p
+        for p in config.providers
+        if (not kinds or p.kind in kinds) and p.kind not in excluded and describe(p.kind).launches
+    ]
 
 
 def build_providers(

@@ -1,19 +1,31 @@
-"""The provisioner process: one job per provider, woken early when tasks arrive."""
+"""The provisioner process: one job per provider, woken early when tasks arrive.
+
+When its providers are of more than one cloud, each cloud's passes run in a child process of
+its own (`wm run provisioner --kind K`, procs/children.py): a pass spends CPU in its SDK and in
+wm between its waits, and in one interpreter a cloud's CPU made another cloud's pass wait for
+the interpreter's lock (with Azure healthy, AWS's submit-to-create p95 was 20 to 60 % slower
+than with AWS alone, bench.isolation). The parent runs what belongs to no cloud (static
+providers' expiry, pool errors' expiry) and serves the children's metrics on its port.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Engine
 
-from procs.providers import build_providers
+from procs.children import Children, children_registry, die_with_parent, forget_child_metrics
+from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
-from wm.config import Config, RetentionConfig
+from wm.config import Config, ProviderConfig, RetentionConfig, child_environment
 from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
-from wm.kinds import describe
+from wm.kinds import KINDS, describe
 from wm.provisioner import Provisioner
 from wm.queues import build_queue
 from wm.telemetry import log
@@ -53,10 +65,20 @@ class PoolWaker:
             self._wake(provider_id)
 
 
-def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
-    """Schedule a provisioning job per provider; return what closes the providers."""
+def add_jobs(
+    runtime: Runtime,
+    config: Config,
+    launching: Sequence[ProviderConfig] | None = None,
+    *,
+    housekeeping: bool = True,
+) -> Callable[[], None]:
+    """Schedule a provisioning job per launching provider (default: every one) and, with
+    `housekeeping`, the jobs of providers that launch nothing; return what closes the
+    providers. Every provisioner expires old pool errors."""
+    if launching is None:
+        launching = launching_providers(config)
     providers = build_providers(
-        config.providers, config.deployment_id, runtime.engine, runtime.stop, config.root_url
+        launching, config.deployment_id, runtime.engine, runtime.stop, config.root_url
     )
     provisioner = Provisioner(
         runtime.engine,
@@ -66,6 +88,8 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
     )
     for provider in config.providers:
         if not describe(provider.kind).launches:
+            if not housekeeping:
+                continue
             # Nothing to launch or estimate: its workers are made by createWorker. What is
             # left is theirs to keep: each stops when its `expires` passes.
             runtime.add_job(
@@ -74,6 +98,8 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
                 config.provider_interval_s(provider),
                 provider=provider.id,
             )
+            continue
+        if provider.id not in providers:
             continue
         runtime.add_job(
             job_id(provider.id),
@@ -86,7 +112,7 @@ def add_jobs(runtime: Runtime, config: Config) -> Callable[[], None]:
         lambda: expire_errors(runtime.engine, config.retention),
         EXPIRE_ERRORS_INTERVAL_S,
     )
-    if config.queue.source == "builtin":
+    if config.queue.source == "builtin" and providers:
 
         def load() -> dict[str, str]:
             return {p.pool_id: p.provider_id or "" for p in pool_store.load_pools(runtime.engine)}
@@ -119,10 +145,58 @@ def expire_errors(engine: Engine, retention: RetentionConfig) -> int:
     return deleted
 
 
-def main(config: Config, *, metrics_port: int | None = None) -> int:
-    runtime = Runtime("provisioner", config)
-    close = add_jobs(runtime, config)
+def main(
+    config: Config,
+    *,
+    kinds: Sequence[str] = (),
+    excluded: Sequence[str] = (),
+    metrics_port: int | None = None,
+    supervised_by: int | None = None,
+) -> int:
+    """`--kind`/`--except` choose the clouds whose pools this provisioner launches for;
+    providers that launch nothing are looked after by a provisioner without `--kind`."""
+    launching = launching_providers(config, kinds, excluded)
+    clouds = [kind for kind in KINDS if any(p.kind == kind for p in launching)]
+    if len(clouds) > 1:
+        return _supervise(config, clouds, metrics_port, housekeeping=not kinds)
+    if supervised_by is not None and not die_with_parent(supervised_by):
+        return 0  # the parent is gone already: nothing to run for
+    name = "provisioner-" + "-".join(kinds) if kinds else "provisioner"
+    runtime = Runtime(name, config, parent_pid=supervised_by)
+    close = add_jobs(runtime, config, launching, housekeeping=not kinds)
     try:
         return runtime.run(metrics_port)
     finally:
         close()
+
+
+def _supervise(
+    config: Config, clouds: Sequence[str], metrics_port: int | None, *, housekeeping: bool
+) -> int:
+    """Run each cloud's passes in a child process, and the rest here; serve their metrics."""
+    runtime = Runtime("provisioner", config)
+    close = add_jobs(runtime, config, [], housekeeping=housekeeping)
+    with tempfile.TemporaryDirectory(prefix="wm-provisioner-metrics-") as metrics_dir:
+        children = Children(
+            on_lost=lambda _name, code: runtime.fail(code),
+            on_exit=lambda pid: forget_child_metrics(metrics_dir, pid),
+        )
+        runtime.children = children
+        env = child_environment({"PROMETHEUS_MULTIPROC_DIR": metrics_dir})
+        try:
+            for cloud in clouds:
+                children.spawn(f"provisioner-{cloud}", child_argv(config, cloud), env)
+            return runtime.run(metrics_port, registry=children_registry(metrics_dir))
+        finally:
+            children.wait(0.0)  # stopped by now, unless start-up failed: then at once
+            close()
+
+
+def child_argv(config: Config, cloud: str) -> list[str]:
+    """The command of the child that runs one cloud's passes: this config, this parent, and
+    no metrics server of its own (the parent serves what the child records)."""
+    return [
+        sys.executable, "-m", "wm", "--config", config.source,
+        "run", "provisioner", "--kind", cloud, "--metrics-port", "0",
+        "--supervised-by", str(os.getpid()),
+    ]  # fmt: skip

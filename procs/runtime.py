@@ -5,7 +5,8 @@ executor of its own so a stalled cloud never delays another cloud's job. Overrun
 (`max_instances=1`), never queued. A job that raises is logged and sent to Sentry and keeps
 its schedule; one failing many times in a row stops the process with a non-zero exit so the
 platform restarts it. SIGTERM: no new passes start, the running ones get a few seconds to
-reach a safe point, then the process exits.
+reach a safe point, then the process exits. A process with children (procs/children.py) stops
+them with itself, and stops itself when one of them dies; a child watches its parent.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from datetime import datetime, timedelta
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 from sqlalchemy import Engine
 
+from procs.children import Children
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
@@ -38,6 +40,7 @@ MAX_CONSECUTIVE_FAILURES = 20
 FIRST_RUN_DELAY_S = 0.2
 EXIT_JOB_FAILURES = 3
 RERUN_DELAY_S = 0.05
+CHILD_EXIT_MARGIN_S = 1.0  # a child's own grace ends as the parent's does; then it must exit
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Runtime:
     engine: Engine = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
     exit_code: int = 0
+    parent_pid: int | None = None  # a child: stop when this process is no longer the parent
+    children: Children | None = None
     _scheduler: BackgroundScheduler = field(init=False)
     _health: dict[str, JobHealth] = field(default_factory=dict)
     _running: set[str] = field(default_factory=set)
@@ -112,10 +117,16 @@ class Runtime:
         except Exception:  # the job is gone: shutting down
             return
 
-    def run(self, metrics_port: int | None = None) -> int:
-        """Run until SIGTERM/SIGINT or a job that keeps failing; return the exit code."""
+    def fail(self, exit_code: int) -> None:
+        """Stop the process with this exit code (a part of it is lost: a child died)."""
+        self.exit_code = self.exit_code or exit_code
+        self.stop.set()
+
+    def run(self, metrics_port: int | None = None, registry: CollectorRegistry = REGISTRY) -> int:
+        """Run until SIGTERM/SIGINT, a job that keeps failing or a lost child or parent; return
+        the exit code. Metrics are served from `registry` (a parent's: its children's)."""
         if metrics_port:
-            start_http_server(metrics_port, addr="0.0.0.0")
+            start_http_server(metrics_port, addr="0.0.0.0", registry=registry)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         # What start-up made (the SDKs' modules and models, the providers) lives as long as the
@@ -125,12 +136,19 @@ class Runtime:
         log("process-started", process=self.name, jobs=sorted(self._health), pid=os.getpid())
         self._scheduler.start()
         while not self.stop.wait(0.5):
-            pass
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log("parent-gone", logging.WARNING, process=self.name, parent=self.parent_pid)
+                self.stop.set()
         self._scheduler.shutdown(wait=False)
+        if self.children is not None:
+            self.children.terminate()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while self._running and time.monotonic() < deadline:
             time.sleep(0.05)
         abandoned = sorted(self._running)
+        if self.children is not None:
+            code = self.children.wait(deadline + CHILD_EXIT_MARGIN_S)
+            self.exit_code = self.exit_code or code
         log("process-stopped", process=self.name, exit_code=self.exit_code, abandoned=abandoned)
         self.engine.dispose()
         if abandoned:

@@ -11,12 +11,11 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 
-from procs.providers import build_providers
+from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
-from wm.config import Config, ProviderConfig
+from wm.config import Config
 from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
-from wm.kinds import describe
 from wm.queues import build_queue
 from wm.scanner import Scanner
 
@@ -26,23 +25,12 @@ HOUSEKEEPING_INTERVAL_S = 600.0
 SCAN_GAP_FRACTION = 0.5
 
 
-def selected(
-    config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
-) -> list[ProviderConfig]:
-    """The providers a scanner scans: of the kinds asked for, and never of a kind that
-    launches nothing (static): it has no cloud to list."""
-    return [
-        p
-        for p in config.providers
-        if (not kinds or p.kind in kinds) and p.kind not in excluded and describe(p.kind).launches
-    ]
-
-
 def add_jobs(
     runtime: Runtime, config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
 ) -> Callable[[], None]:
     """Schedule a scan job per (provider, region); return what closes the providers."""
-    chosen = selected(config, kinds, excluded)
+    # Never a kind that launches nothing (static): it has no cloud to list.
+    chosen = launching_providers(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
     providers = build_providers(
         chosen, config.deployment_id, runtime.engine, runtime.stop, config.root_url

@@ -228,6 +228,11 @@ def config_path(explicit: str | None = None, environ: Mapping[str, str] | None =
     return Path(explicit or environ.get("WM_CONFIG") or DEFAULT_CONFIG_PATH)
 
 
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment with `extra` on top: what a child process of it runs with."""
+    return {**os.environ, **extra}
+
+
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read, validate and freeze a config file; raise ConfigError listing every problem."""
     environ = os.environ if environ is None else environ

@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -28,8 +28,14 @@ CLOUD_API_SECONDS = Histogram(
     ["provider", "operation"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+# Gauges say how to merge the values of a provisioner's child processes (procs/children.py):
+# each label set is written by one process, so the latest value of a live one is the value.
+CHILDREN_MERGE: Final = "livemostrecent"
 CLOUD_API_PAUSED = Gauge(
-    "wm_cloud_api_paused", "1 while the provider's calls are paused.", ["provider"]
+    "wm_cloud_api_paused",
+    "1 while the provider's calls are paused.",
+    ["provider"],
+    multiprocess_mode=CHILDREN_MERGE,
 )
 CLAIMS_BUSY = Counter(
     "wm_claims_busy_total", "Claims skipped because another replica holds them.", ["kind"]
@@ -107,6 +113,7 @@ PROVISION_GAUGES = Gauge(
     "wm_pool_capacity",
     "Per pool at its last provisioning pass: pending, capacity to add, capacity by state.",
     ["pool", "measure"],
+    multiprocess_mode=CHILDREN_MERGE,
 )
 SCAN_SECONDS = Histogram(
     "wm_scan_seconds",
@@ -127,6 +134,7 @@ LEGACY_UNADOPTED = Gauge(
     "wm_legacy_vms_unadopted",
     "VMs with a legacy worker-manager's tags of this provider and no worker row (last scan).",
     ["provider", "region"],
+    multiprocess_mode=CHILDREN_MERGE,
 )
 WORKERS_PREEMPTED = Counter(
     "wm_workers_preempted_total",

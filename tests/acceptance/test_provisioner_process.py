@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import urllib.request
 
@@ -270,3 +272,93 @@ def test_the_provisioner_expires_pool_errors_past_seven_days(
     assert [e.title for e in list_errors(engine, "proj/errors")] == [young]
     code, _ = process.terminate()
     assert code == 0
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, dead but not yet reaped, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def three_clouds(tmp_path, db_url, engine, sims) -> Stack:
+    for sim in sims:
+        sim.faults.behaviour.update(boot_s=120)
+    sim_ec2, sim_gce, sim_arm = sims
+    aws, gcp, azure = aws_provider(sim_ec2), gcp_provider(sim_gce), azure_provider(sim_arm)
+    pools = [pool("proj/a", aws), pool("proj/g", gcp), pool("proj/z", azure)]
+    stack = Stack.write(tmp_path, db_url, [aws, gcp, azure], pools, intervals=FAST)
+    stack.sync_pools(engine)
+    return stack
+
+
+def started_processes(process) -> dict[str, dict]:
+    return {e["process"]: e for e in process.events("process-started")}
+
+
+CLOUD_PROCESSES = {
+    "provisioner-aws": ["expire-pool-errors", "provision:aws-sim"],
+    "provisioner-gcp": ["expire-pool-errors", "provision:gcp-sim"],
+    "provisioner-azure": ["expire-pool-errors", "provision:azure-sim"],
+}
+
+
+def test_each_cloud_provisions_in_a_process_of_its_own_and_sigterm_stops_them_all(
+    tmp_path, db_url, engine, sim_ec2, sim_gce, sim_arm, stacks
+):
+    sims = (sim_ec2, sim_gce, sim_arm)
+    stack = three_clouds(tmp_path, db_url, engine, sims)
+    stacks.append(stack)
+    port = free_port()
+    process = stack.start("provisioner", "--metrics-port", str(port))
+    for pool_id in ("proj/a", "proj/g", "proj/z"):
+        tasks.submit_tasks(engine, pool_id, 2, 5.0)
+
+    process.wait_for(lambda: all(len(live(s)) == 2 for s in sims), 60, "two VMs in each cloud")
+
+    started = started_processes(process)
+    assert {name: e["jobs"] for name, e in started.items() if name in CLOUD_PROCESSES} == (
+        CLOUD_PROCESSES
+    )
+    assert started["provisioner"]["jobs"] == ["expire-pool-errors"]
+    pids = {e["pid"] for e in started.values()}
+    assert len(pids) == 4 and process.popen.pid in pids
+    # One port serves what every cloud's process recorded.
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for provider in ("aws-sim", "gcp-sim", "azure-sim"):
+        assert f'wm_provision_pass_seconds_count{{provider="{provider}"}}' in metrics
+    assert 'wm_pool_capacity{measure="requested",pool="proj/z"} 2.0' in metrics
+    code, took = process.terminate()
+    assert code == 0 and took < 10
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+def test_a_cloud_process_that_dies_takes_the_provisioner_down_and_a_killed_one_its_children(
+    tmp_path, db_url, engine, sim_ec2, sim_gce, sim_arm, stacks
+):
+    stack = three_clouds(tmp_path, db_url, engine, (sim_ec2, sim_gce, sim_arm))
+    stacks.append(stack)
+
+    # A cloud's process dies: the provisioner stops the others and exits non-zero, so the
+    # platform restarts the whole, as it would one process.
+    process = stack.start("provisioner")
+    process.wait_for(lambda: len(started_processes(process)) == 4, 30, "four processes")
+    children = {n: e["pid"] for n, e in started_processes(process).items() if n in CLOUD_PROCESSES}
+    os.kill(children["provisioner-gcp"], signal.SIGKILL)
+    code = process.popen.wait(timeout=15)
+    assert code != 0
+    assert [pid for pid in children.values() if alive(pid)] == []
+    assert [e["child"] for e in process.events("child-exited")] == ["provisioner-gcp"]
+
+    # The provisioner is killed outright: its cloud processes die with it, at once.
+    process = stack.start("provisioner")
+    process.wait_for(lambda: len(started_processes(process)) == 4, 30, "four processes")
+    children = {n: e["pid"] for n, e in started_processes(process).items() if n in CLOUD_PROCESSES}
+    process.popen.kill()
+    process.popen.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in children.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in children.values() if alive(pid)] == []

@@ -361,6 +361,7 @@ def test_wm_commands_refuse_unknown_pools_and_malformed_values(api: ApiStack):
         (("tasks", "submit", "a\x01b", "--count", "1"), ("no active pool", "a\\x01b")),
         (("run", "scanner", "--kind", "oracle"), ("--kind", "oracle")),
         (("run", "web", "--kind", "aws"), ("--kind",)),
+        (("run", "scanner", "--supervised-by", "1"), ("--supervised-by",)),
         (("run", "nothing"), ("nothing",)),
         (("run", "provisioner", "--metrics-port", "70000"), ("--metrics-port",)),
     ]

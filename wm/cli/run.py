@@ -22,14 +22,20 @@ SCANNED_KINDS = tuple(name for name, d in KINDS.items() if d.launches)
     "kinds",
     multiple=True,
     type=click.Choice(SCANNED_KINDS),
-    help="scanner: scan only providers of this cloud (repeatable).",
+    help="scanner, provisioner: only providers of this cloud (repeatable).",
 )
 @click.option(
     "--except",
     "excluded",
     multiple=True,
     type=click.Choice(SCANNED_KINDS),
-    help="scanner: scan every provider but those of this cloud (repeatable).",
+    help="scanner, provisioner: every provider but those of this cloud (repeatable).",
+)
+@click.option(
+    "--supervised-by",
+    type=int,
+    default=None,
+    hidden=True,  # set by a provisioner for the child that runs one cloud's passes
 )
 @click.option(
     "--metrics-port",
@@ -44,16 +50,21 @@ def run(
     kinds: tuple[str, ...],
     excluded: tuple[str, ...],
     metrics_port: int | None,
+    supervised_by: int | None,
 ) -> None:
     """Run a wm process until SIGTERM: provisioner, scanner, web, or all of them in one."""
     config = obj.config()
-    if (kinds or excluded) and name not in ("scanner", "all"):
-        raise UserError("--kind and --except apply to the scanner only")
+    if (kinds or excluded) and name not in ("scanner", "provisioner", "all"):
+        raise UserError("--kind and --except apply to the scanner and the provisioner only")
     if kinds and excluded:
         raise UserError("use --kind or --except, not both")
     port = metrics_port if metrics_port is not None else config.metrics.port
     module = importlib.import_module(f"procs.{name}")
     options = {"metrics_port": port or None}
-    if name in ("scanner", "all"):
+    if name in ("scanner", "provisioner", "all"):
         options |= {"kinds": kinds, "excluded": excluded}
+    if supervised_by is not None:
+        if name != "provisioner":
+            raise UserError("--supervised-by applies to the provisioner only")
+        options |= {"supervised_by": supervised_by}
     sys.exit(module.main(config, **options))

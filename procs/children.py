@@ -1,0 +1,112 @@
+"""A process's child processes: they die with it, even when it is killed at once, and the two
+stop together.
+
+The provisioner runs each cloud's passes in a child of its own (procs/provisioner.py): a
+cloud's CPU (an SDK building and reading requests) never holds another cloud's pass back on
+the interpreter's lock. The platform still sees one process: a child that dies takes the
+parent down with a non-zero exit, so the platform restarts the whole, as it would one process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, multiprocess
+
+from wm.telemetry import log
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+EXIT_CHILD_LOST = 4  # a child died while the parent was not stopping
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """Have the kernel kill this process the moment its parent dies (Linux); False when the
+    parent is gone already. Elsewhere the runtime's watch of the parent id is the only check."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == parent_pid
+
+
+@dataclass
+class Child:
+    name: str
+    popen: subprocess.Popen[bytes]
+
+
+class Children:
+    """Spawns the children and watches them: one that exits while the parent is not stopping
+    calls `on_lost(name, code)`. `stop` asks all to stop, and kills what outlives the grace."""
+
+    def __init__(self, on_lost: Callable[[str, int], None], on_exit: Callable[[int], None]):
+        self._on_lost = on_lost
+        self._on_exit = on_exit  # every exit, with the child's pid (its metrics files)
+        self._children: list[Child] = []
+        self._stopping = threading.Event()
+
+    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
+        popen = subprocess.Popen(list(argv), env=dict(env))
+        child = Child(name, popen)
+        self._children.append(child)
+        watch = threading.Thread(target=self._watch, args=(child,), name=f"watch-{name}")
+        watch.daemon = True
+        watch.start()
+        log("child-started", child=name, pid=popen.pid)
+        return child
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {c.name: c.popen.pid for c in self._children}
+
+    def terminate(self) -> None:
+        """Ask every child still running to stop (SIGTERM: each finishes or abandons its
+        passes safely, as the platform's own SIGTERM would have it)."""
+        self._stopping.set()
+        for child in self._children:
+            if child.popen.poll() is None:
+                child.popen.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> int:
+        """Wait for every child until the monotonic deadline, kill what is left; return the
+        first non-zero exit code among them (0 when all stopped cleanly)."""
+        self.terminate()
+        for child in self._children:
+            try:
+                child.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log("child-killed", logging.WARNING, child=child.name, pid=child.popen.pid)
+                child.popen.kill()
+                child.popen.wait()
+        codes = [c.popen.returncode for c in self._children]
+        return next((code if code > 0 else EXIT_CHILD_LOST for code in codes if code), 0)
+
+    def _watch(self, child: Child) -> None:
+        code = child.popen.wait()
+        self._on_exit(child.popen.pid)
+        if self._stopping.is_set():
+            return
+        log("child-exited", logging.ERROR, child=child.name, pid=child.popen.pid, exit_code=code)
+        self._on_lost(child.name, code if code > 0 else EXIT_CHILD_LOST)
+
+
+def children_registry(metrics_dir: str) -> CollectorRegistry:
+    """What the parent serves on its metrics port: its children's metrics, as each recorded
+    them in `metrics_dir` (prometheus_client's multiprocess mode, which the directory in
+    their environment turns on)."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+    return registry
+
+
+def forget_child_metrics(metrics_dir: str, pid: int) -> None:
+    """A dead child's gauges are no longer served (its counters and histograms still are)."""
+    multiprocess.mark_process_dead(pid, path=metrics_dir)

@@ -298,6 +298,7 @@ def started_processes(process) -> dict[str, dict]:
     return {e["process"]: e for e in process.events("process-started")}
 
 
+PROVIDERS = ("aws-sim", "gcp-sim", "azure-sim")
 CLOUD_PROCESSES = {
     "provisioner-aws": ["expire-pool-errors", "provision:aws-sim"],
     "provisioner-gcp": ["expire-pool-errors", "provision:gcp-sim"],
@@ -325,11 +326,16 @@ def test_each_cloud_provisions_in_a_process_of_its_own_and_sigterm_stops_them_al
     assert started["provisioner"]["jobs"] == ["expire-pool-errors"]
     pids = {e["pid"] for e in started.values()}
     assert len(pids) == 4 and process.popen.pid in pids
-    # One port serves what every cloud's process recorded.
-    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    for provider in ("aws-sim", "gcp-sim", "azure-sim"):
-        assert f'wm_provision_pass_seconds_count{{provider="{provider}"}}' in metrics
-    assert 'wm_pool_capacity{measure="requested",pool="proj/z"} 2.0' in metrics
+
+    # One port serves what every cloud's process recorded (a pass is timed once it has ended,
+    # after its VMs were made).
+    def scraped() -> str:
+        url = f"http://127.0.0.1:{port}/metrics"
+        return urllib.request.urlopen(url, timeout=5).read().decode()
+
+    timed = [f'wm_provision_pass_seconds_count{{provider="{p}"}}' for p in PROVIDERS]
+    process.wait_for(lambda: all(t in scraped() for t in timed), 30, "every cloud's passes")
+    assert 'wm_pool_capacity{measure="requested",pool="proj/z"} 2.0' in scraped()
     code, took = process.terminate()
     assert code == 0 and took < 10
     assert [pid for pid in pids if alive(pid)] == []

@@ -440,9 +440,9 @@ def test_the_provisioner_process_stops_a_static_worker_at_its_expires(api, deplo
     provisioner = api.stack.start("provisioner")
     try:
         provisioner.wait_for(
-            lambda: row(api, group, name)["state"] == "stopped",
+            lambda: provisioner_events(provisioner) and row(api, group, name)["state"] == "stopped",
             60,
-            "the provisioner to stop the expired static worker",
+            "the provisioner to stop the expired static worker and say so",
         )
     finally:
         provisioner.kill()

@@ -76,7 +76,7 @@ def test_a_killed_claim_connection_lets_a_peer_launch_the_demand_once(
     stack.sync_pools(engine)
     first, second = stack.start("provisioner"), stack.start("provisioner")
     for process in (first, second):
-        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
+        process.wait_for(process.started, START_TIMEOUT_S, "start")
 
     with CapacitySampler(engine, {"proj/db": max_capacity}) as sampler:
         for _ in range(size.runs):
@@ -171,8 +171,7 @@ def test_processes_ride_out_a_postgres_restart_and_lose_nothing(
         stack.sync_pools(engine)
         processes = [stack.start("provisioner"), stack.start("provisioner"), stack.start("scanner")]
         for process in processes:
-            started = lambda p=process: p.events("process-started")  # noqa: E731
-            process.wait_for(started, START_TIMEOUT_S, "start")
+            process.wait_for(process.started, START_TIMEOUT_S, "start")
         wanted = 0
         for _ in range(size.restarts):
             wanted += size.demand

@@ -65,7 +65,7 @@ def test_four_replicas_never_exceed_max_capacity_nor_share_a_pool(
     replicas = [stack.start("provisioner") for _ in range(REPLICAS)]
     scanner = stack.start("scanner")
     for process in [*replicas, scanner]:
-        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
+        process.wait_for(process.started, START_TIMEOUT_S, "start")
 
     max_capacity = {p["id"]: size.max_capacity for p in pools}
     cloud_worst: dict[str, int] = defaultdict(int)

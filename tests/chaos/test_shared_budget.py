@@ -66,7 +66,7 @@ def test_three_processes_sharing_an_account_launch_at_the_bucket_rate_without_th
         stacks.append(stack)
         processes.append(stack.start("provisioner"))
     for process in processes:
-        process.wait_for(lambda p=process: p.events("process-started"), START_TIMEOUT_S, "start")
+        process.wait_for(process.started, START_TIMEOUT_S, "start")
 
     for pool_config in pools:
         tasks.submit_tasks(engine, pool_config["id"], size.pending_per_pool, 600.0)

@@ -221,6 +221,13 @@ class WmProcess:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [line for line in list(self.lines) if line.get("event") == name]
 
+    def started(self) -> bool:
+        """Started, and so has every child process it started (the provisioner runs each
+        cloud's passes in one)."""
+        started = {e.get("process") for e in self.events("process-started")}
+        children = {e.get("child") for e in self.events("child-started")}
+        return bool(started) and children <= started
+
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -454,7 +454,7 @@ class Move:
                 self.scanners[kind].terminate()
             self.scanners[kind] = self._start("scanner", "--kind", kind)
         self.provisioner.wait_for(
-            lambda: self.provisioner is not None and self.provisioner.events("process-started"),
+            lambda: self.provisioner is not None and self.provisioner.started(),
             START_TIMEOUT_S,
             "the provisioner",
         )

@@ -11,7 +11,8 @@ a process of their own, every call taking `--latency-ms`):
   passes in a child process of its own, one APScheduler job per provider, woken by the tasks'
   NOTIFY), measured once every provider has passed once;
 - baseline, healthy / sick: `bench.baselines.single_loop`, wm's passes for every provider one
-  after the other in one loop (woken by NOTIFY as well), in this process.
+  after the other in one loop (woken by NOTIFY as well), run as wm's is: a fresh OS process
+  (`python -m bench.baselines.loop_process`) on the same config, measured once it has passed.
 
 Sick: Azure answers every call after `--sick-latency-ms` (20 s) and `--sick-failure-rate`
 (30 %) of them with a 5xx (an even, repeatable spread). After the last wave each run waits up to
@@ -33,7 +34,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -43,16 +43,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bench.baselines.single_loop import LOOP_KEY, single_loop_pass
 from bench.common import (
-    JOIN_TIMEOUT_S,
     MACHINES,
     PROVIDER_IDS,
     RESULTS_DIR,
     CloudProcess,
     CreateCall,
     CreateRecorder,
-    PassLoops,
     emit,
     fresh_database,
     parse_config,
@@ -67,12 +64,8 @@ from bench.common import (
     wm_logging,
     wrap_app,
 )
-from procs.providers import build_providers
 from wm.db import tasks as task_store
-from wm.db.notify import start_listener
 from wm.providers.base import TAG_DEPLOYMENT
-from wm.provisioner import Provisioner
-from wm.queues.builtin import BuiltinQueue
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.behaviour import Behaviour
@@ -191,11 +184,18 @@ def iso_raw_config(clouds: IsoClouds, params: Params, run: str) -> dict[str, Any
 # -- the two provisioners ------------------------------------------------------------------------
 
 
+WM_COMMAND = ("-m", "wm", "run", "provisioner")
+LOOP_COMMAND = ("-m", "bench.baselines.loop_process")
+
+
 @contextlib.contextmanager
-def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
-    """`wm run provisioner` as an OS process on this config, ready (a first pass of every
-    provider logged) when entered, stopped with SIGTERM on the way out; yields the count of
-    its log lines at warning and above, by event, filled in when it has stopped."""
+def provisioner_process(
+    command: tuple[str, ...], raw: Mapping[str, Any], db_url: str
+) -> Iterator[Counter[str]]:
+    """A side's provisioner as a fresh OS process on this config (wm's `wm run provisioner`,
+    or the single loop's), ready (a first pass of every provider logged) when entered, stopped
+    with SIGTERM on the way out; yields the count of its log lines at warning and above, by
+    event, filled in when it has stopped."""
     with tempfile.TemporaryDirectory(prefix="wm-bench-iso-") as tmp:
         config_path, log_path = Path(tmp) / "config.toml", Path(tmp) / "provisioner.log"
         # Pools are applied to the database, never part of config.toml.
@@ -203,7 +203,7 @@ def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
         env = simulated_child_environment(config_path, db_url)
         with open(log_path, "w") as log_file:
             process = subprocess.Popen(
-                [sys.executable, "-m", "wm", "run", "provisioner"],
+                [sys.executable, *command],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -211,7 +211,7 @@ def wm_process(raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
             )
         warnings: Counter[str] = Counter()
         try:
-            # Every provider's first pass: the provisioner runs each cloud in a process of its
+            # Every provider's first pass: wm's provisioner runs each cloud in a process of its
             # own, and one still starting (importing its SDK) would take CPU from the waves.
             _wait_for_passes(process, log_path, {p["id"] for p in raw["providers"]})
             yield warnings
@@ -248,44 +248,9 @@ def _wait_for_passes(process: subprocess.Popen, log_path: Path, providers: set[s
             return
         if process.poll() is not None:
             tail = log_path.read_text()[-3000:]
-            raise RuntimeError(f"wm run provisioner exited ({process.returncode}):\n{tail}")
+            raise RuntimeError(f"{process.args} exited ({process.returncode}):\n{tail}")
         time.sleep(POLL_S)
-    raise RuntimeError(f"wm run provisioner: no first passes within {READY_TIMEOUT_S:g} s")
-
-
-@contextlib.contextmanager
-def single_loop(engine: Engine, raw: Mapping[str, Any], db_url: str) -> Iterator[Counter[str]]:
-    """The baseline: one loop over every provider's pass, in this process, woken by NOTIFY.
-    Its providers are built as wm's provisioner process builds them (drawing from the shared
-    API budget): the two sides differ in how their passes are run, nothing else."""
-    config = parse_config(raw, db_url, "bench/isolation.py")
-    providers = build_providers(config.providers, config.deployment_id, engine)
-    stop = threading.Event()
-    provisioner = Provisioner(
-        engine,
-        BuiltinQueue(engine),
-        providers,
-        stop,
-    )
-    run_all = single_loop_pass(provisioner, list(providers))
-    loops = PassLoops(run_all, [LOOP_KEY], config.intervals.provision_s, time.monotonic())
-    listener = start_listener(
-        engine, task_store.TASKS_CHANNEL, lambda _pool: loops.wake(LOOP_KEY), stop
-    )
-    try:
-        loops.start()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while loops.passes[LOOP_KEY] < 1 and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        yield Counter()  # its log lines are this process's: wm_logging counts them
-    finally:
-        stop.set()
-        stuck = loops.stop()
-        listener.join(JOIN_TIMEOUT_S)
-        for provider in providers.values():
-            provider.close()
-        if stuck:
-            print(f"warning: baseline threads still running: {stuck}", file=sys.stderr)
+    raise RuntimeError(f"{process.args}: no first passes within {READY_TIMEOUT_S:g} s")
 
 
 # -- one run -------------------------------------------------------------------------------------
@@ -294,15 +259,15 @@ def single_loop(engine: Engine, raw: Mapping[str, Any], db_url: str) -> Iterator
 def run_once(
     side: str, health: str, params: Params, clouds: IsoClouds, server: PostgresServer
 ) -> tuple[dict[str, Any], Counter[str]]:
-    """One run's figures, and the count of the wm process's warnings (the baseline's are
-    counted by the caller's wm_logging)."""
+    """One run's figures, and the count of the side's process's warnings."""
     run = f"{side}-{health}"
     clouds.reset()
     clouds.set_azure(params.latency_ms, 0.0)
     with fresh_database(server, f"iso_{side}_{health}") as (engine, db_url):
         raw = iso_raw_config(clouds, params, run)
         sync_pools(engine, parse_config(raw, db_url, "bench/isolation.py"))
-        provisioner = wm_process(raw, db_url) if side == "wm" else single_loop(engine, raw, db_url)
+        command = WM_COMMAND if side == "wm" else LOOP_COMMAND
+        provisioner = provisioner_process(command, raw, db_url)
         with provisioner as process_warnings:
             if health == "sick":
                 clouds.set_azure(params.sick_latency_ms, params.sick_failure_rate)

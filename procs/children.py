@@ -9,16 +9,20 @@ parent down with a non-zero exit, so the platform restarts the whole, as it woul
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, multiprocess
 
@@ -26,6 +30,7 @@ from wm.telemetry import log
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 EXIT_CHILD_LOST = 4  # a child died while the parent was not stopping
+METRICS_DIR_PREFIX = "wm-children-metrics-"
 
 
 def die_with_parent(parent_pid: int) -> bool:
@@ -96,6 +101,29 @@ class Children:
             return
         log("child-exited", logging.ERROR, child=child.name, pid=child.popen.pid, exit_code=code)
         self._on_lost(child.name, code if code > 0 else EXIT_CHILD_LOST)
+
+
+@contextlib.contextmanager
+def children_metrics_dir() -> Iterator[str]:
+    """A directory for the children's metrics files, named for this process and removed when
+    it exits. A parent killed outright leaves its directory behind: those of parents no longer
+    running are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{METRICS_DIR_PREFIX}*"):
+        pid = stale.name.removeprefix(METRICS_DIR_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-") as path:
+        yield path
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True
 
 
 def children_registry(metrics_dir: str) -> CollectorRegistry:

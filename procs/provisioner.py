@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import Engine
 
-from procs.children import Children, children_registry, die_with_parent, forget_child_metrics
+from procs.children import (
+    Children,
+    children_metrics_dir,
+    children_registry,
+    die_with_parent,
+    forget_child_metrics,
+)
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig, RetentionConfig, child_environment
@@ -176,7 +181,7 @@ def _supervise(
     """Run each cloud's passes in a child process, and the rest here; serve their metrics."""
     runtime = Runtime("provisioner", config)
     close = add_jobs(runtime, config, [], housekeeping=housekeeping)
-    with tempfile.TemporaryDirectory(prefix="wm-provisioner-metrics-") as metrics_dir:
+    with children_metrics_dir() as metrics_dir:
         children = Children(
             on_lost=lambda _name, code: runtime.fail(code),
             on_exit=lambda pid: forget_child_metrics(metrics_dir, pid),

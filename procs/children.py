@@ -50,7 +50,8 @@ class Child:
 
 class Children:
     """Spawns the children and watches them: one that exits while the parent is not stopping
-    calls `on_lost(name, code)`. `stop` asks all to stop, and kills what outlives the grace."""
+    calls `on_lost(name, code)`. `terminate` asks all to stop; `wait` kills what outlives the
+    grace."""
 
     def __init__(self, on_lost: Callable[[str, int], None], on_exit: Callable[[int], None]):
         self._on_lost = on_lost
@@ -67,10 +68,6 @@ class Children:
         watch.start()
         log("child-started", child=name, pid=popen.pid)
         return child
-
-    @property
-    def pids(self) -> dict[str, int]:
-        return {c.name: c.popen.pid for c in self._children}
 
     def terminate(self) -> None:
         """Ask every child still running to stop (SIGTERM: each finishes or abandons its

@@ -16,7 +16,7 @@ import threading
 import time
 
 from bench.baselines.single_loop import LOOP_KEY, single_loop_pass
-from bench.common import PassLoops
+from bench.common import JOIN_TIMEOUT_S, PassLoops
 from procs.providers import build_providers
 from wm import config as config_module
 from wm.db import tasks as task_store
@@ -52,7 +52,7 @@ def main() -> int:
     while not stop.wait(STOP_POLL_S):
         pass
     stuck = loops.stop()
-    listener.join(5.0)
+    listener.join(JOIN_TIMEOUT_S)
     for provider in providers.values():
         provider.close()
     engine.dispose()

@@ -3,26 +3,29 @@
 `python -m bench.isolation` submits, every `--wave-s` for `--waves` waves, `--aws-tasks` tasks
 for an EC2 pool and `--azure-tasks` tasks for an Azure pool (a fresh pool each wave, so every
 wave is new demand), and measures per AWS task the time from its submission to the arrival at
-the simulated EC2 of the create call that covers it. Four runs, each on a fresh database, with
+the simulated EC2 of the create call that covers it. Six runs, each on a fresh database, with
 pools and a deployment id of its own, on the same simulated clouds emptied before each run (in
 a process of their own, every call taking `--latency-ms`):
 
-- wm, healthy / sick: wm's real provisioner (`python -m wm run provisioner`: each cloud's
+- wm, idle / healthy / sick: wm's real provisioner (`python -m wm run provisioner`: each cloud's
   passes in a child process of its own, one APScheduler job per provider, woken by the tasks'
   NOTIFY), measured once every provider has passed once;
-- baseline, healthy / sick: `bench.baselines.single_loop`, wm's passes for every provider one
+- baseline, idle / healthy / sick: `bench.baselines.single_loop`, wm's passes for every provider one
   after the other in one loop (woken by NOTIFY as well), run as wm's is: a fresh OS process
   (`python -m bench.baselines.loop_process`) on the same config, measured once it has passed.
 
-Sick: Azure answers every call after `--sick-latency-ms` (20 s) and `--sick-failure-rate`
+Idle: Azure healthy, and no Azure tasks (the control: what the way passes are run costs AWS by
+itself). Healthy: the Azure tasks go in with each wave, right after the AWS ones. Sick: Azure
+answers every call after `--sick-latency-ms` (20 s) and `--sick-failure-rate`
 (30 %) of them with a 5xx (an even, repeatable spread). After the last wave each run waits up to
 `--drain-s` for the AWS tasks still uncovered, Azure still sick; then Azure heals so in-flight
 passes end, and the run stops.
 
 Figures per run (see bench/README.md): aws_submit_to_create_p50_s / _p95_s / _max_s,
 aws_tasks_uncovered, azure_vms_created. Results go to stdout and to
-bench/results/isolation.json as {"wm": {"healthy", "sick"}, "baseline": {...}, "ratio":
-{...}, "sick_over_healthy": {"wm", "baseline"}, "params", "log_warnings"}.
+bench/results/isolation.json as {"wm": {"idle", "healthy", "sick"}, "baseline": {...}, "ratio":
+{...}, "sick_over_healthy": {"wm", "baseline"}, "healthy_over_idle": {...}, "params",
+"log_warnings"}.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ TASK_DURATION_S = 600.0  # recorded on the tasks; nothing runs them here
 READY_TIMEOUT_S = 60.0  # the provisioner's first passes, after the process starts
 STOP_TIMEOUT_S = 30.0
 POLL_S = 0.1
-HEALTHS = ("healthy", "sick")
+HEALTHS = ("idle", "healthy", "sick")  # Azure's, in each run
 
 
 def aws_pool(run: str, wave: int) -> str:
@@ -271,7 +274,8 @@ def run_once(
         with provisioner as process_warnings:
             if health == "sick":
                 clouds.set_azure(params.sick_latency_ms, params.sick_failure_rate)
-            submitted, demand = submit_waves(engine, params, run)
+            azure_tasks = 0 if health == "idle" else params.azure_tasks
+            submitted, demand = submit_waves(engine, params, run, azure_tasks)
             drain_until = time.monotonic() + params.drain_s
             while time.monotonic() < drain_until and uncovered(clouds, submitted, demand):
                 time.sleep(POLL_S)
@@ -289,7 +293,7 @@ def run_once(
 
 
 def submit_waves(
-    engine: Engine, params: Params, run: str
+    engine: Engine, params: Params, run: str, azure_tasks: int
 ) -> tuple[dict[str, float], dict[str, int]]:
     """Every wave's tasks, AWS first, on the wave's schedule; when each AWS wave went in."""
     submitted: dict[str, float] = {}
@@ -301,7 +305,8 @@ def submit_waves(
         task_store.submit_tasks(engine, aws, params.aws_tasks, TASK_DURATION_S)
         submitted[aws] = time.monotonic()
         demand[aws] = params.aws_tasks
-        task_store.submit_tasks(engine, azure, params.azure_tasks, TASK_DURATION_S)
+        if azure_tasks:
+            task_store.submit_tasks(engine, azure, azure_tasks, TASK_DURATION_S)
     return submitted, demand
 
 
@@ -318,11 +323,17 @@ def tables(result: Mapping[str, Any]) -> str:
     for health in HEALTHS:
         section = {key: result[key][health] for key in ("wm", "baseline", "ratio")}
         parts.append(f"Azure {health}\n{table(section)}")
-    slow = result["sick_over_healthy"]
-    lines = ["sick / healthy (how much a sick Azure slows AWS down)"]
-    for side in ("wm", "baseline"):
-        p50, p95 = (_cell(slow[side][f"aws_submit_to_create_{q}_s"]) for q in ("p50", "p95"))
-        lines.append(f"  {side:<9} p50 x{p50}   p95 x{p95}")
+    lines = []
+    for key, title in (
+        ("healthy_over_idle", "healthy / idle (how much Azure's launches at once slow AWS down)"),
+        ("sick_over_healthy", "sick / healthy (how much a sick Azure slows AWS down)"),
+    ):
+        lines.append(title)
+        for side in ("wm", "baseline"):
+            p50, p95 = (
+                _cell(result[key][side][f"aws_submit_to_create_{q}_s"]) for q in ("p50", "p95")
+            )
+            lines.append(f"  {side:<9} p50 x{p50}   p95 x{p95}")
     return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
 
 
@@ -402,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": {h: ratios(results["wm"][h], results["baseline"][h]) for h in HEALTHS},
         "sick_over_healthy": {
             side: ratios(results[side]["healthy"], results[side]["sick"]) for side in results
+        },
+        "healthy_over_idle": {
+            side: ratios(results[side]["idle"], results[side]["healthy"]) for side in results
         },
         "params": {k: getattr(params, k) for k in Params.__dataclass_fields__},
         "log_warnings": warnings,

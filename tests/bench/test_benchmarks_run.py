@@ -174,11 +174,21 @@ def test_isolation_a_sick_azure_holds_aws_back_in_the_single_loop(results_dir):
         *("--sick-latency-ms", str(SICK_S * 1000)),
     )
 
-    for health in ("healthy", "sick"):
+    for health in ("idle", "healthy", "sick"):
         wm, baseline = result["wm"][health], result["baseline"][health]
         assert_compared(wm, baseline, result["ratio"][health])
         assert wm["aws_tasks_uncovered"] == 0
-    assert result["sick_over_healthy"].keys() == {"wm", "baseline"}
+    # The control run has no Azure demand: nothing is created there.
+    assert result["wm"]["idle"]["azure_vms_created"] == 0
+    assert result["baseline"]["idle"]["azure_vms_created"] == 0
+    assert (
+        result["sick_over_healthy"].keys()
+        == result["healthy_over_idle"].keys()
+        == {
+            "wm",
+            "baseline",
+        }
+    )
     # The second wave's AWS tasks arrive while the single loop is in an Azure pass, which
     # takes at least the sick latency: they wait for it.
     assert result["baseline"]["sick"]["aws_submit_to_create_max_s"] >= SICK_S - WAVE_S

@@ -288,12 +288,13 @@ class WmSide:
         if not self.wake:
             return
         provider_of = {p.id: p.provider for p in self.config.pools}
-        self._listener = start_listener(
-            self.engine,
-            task_store.TASKS_CHANNEL,
-            lambda pool_id: loops.wake(provider_of.get(pool_id, "")),
-            self._stop,
-        )
+
+        def wake(pool_id: str) -> None:  # as procs/provisioner.py wakes the process's passes
+            provider_id = provider_of.get(pool_id, "")
+            loops.wake(provider_id)
+            self.provisioner.news(provider_id)
+
+        self._listener = start_listener(self.engine, task_store.TASKS_CHANNEL, wake, self._stop)
 
     def submitted(self, at: float) -> None:
         pass

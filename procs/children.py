@@ -88,6 +88,15 @@ class Children:
                 log("child-killed", logging.WARNING, child=child.name, pid=child.popen.pid)
                 child.popen.kill()
                 child.popen.wait()
+        for child in self._children:
+            if child.popen.returncode:  # which one, and how: a negative code is its signal
+                log(
+                    "child-failed-to-stop",
+                    logging.ERROR,
+                    child=child.name,
+                    pid=child.popen.pid,
+                    exit_code=child.popen.returncode,
+                )
         codes = [c.popen.returncode for c in self._children]
         return next((code if code > 0 else EXIT_CHILD_LOST for code in codes if code), 0)
 

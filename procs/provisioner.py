@@ -122,7 +122,11 @@ def add_jobs(
         def load() -> dict[str, str]:
             return {p.pool_id: p.provider_id or "" for p in pool_store.load_pools(runtime.engine)}
 
-        waker = PoolWaker(load, lambda pid: runtime.wake(job_id(pid)), set(providers))
+        def wake(provider_id: str) -> None:
+            runtime.wake(job_id(provider_id))  # a pass now, or right after the running one
+            provisioner.news(provider_id)  # the running one, waiting on creates, plans again
+
+        waker = PoolWaker(load, wake, set(providers))
         start_listener(runtime.engine, TASKS_CHANNEL, waker, runtime.stop)
     return lambda: [p.close() for p in providers.values()]
 

@@ -15,8 +15,8 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -31,6 +31,7 @@ from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.intent_sightings import IntentSightings
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
+from wm.pass_news import PassNews
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
 from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log, observe_stages
@@ -38,6 +39,9 @@ from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log, obse
 # Batches of one pass in flight at once. The gate bounds the calls (its concurrency, the
 # cloud's buckets); this only has to keep a burst's batches from queueing behind one another.
 CREATE_CONCURRENCY = 8
+# Between two plannings of a pass whose creates are in flight: a stream of news (a NOTIFY per
+# submission) costs at most one planning's statements this often.
+LATE_ROUND_MIN_GAP_S = 0.05
 WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
 
 
@@ -66,6 +70,17 @@ class Provisioner:
     stop: threading.Event = field(default_factory=threading.Event)
     # pool id -> open intent -> first seen under this process's claim (intent recovery)
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
+    _news: dict[str, PassNews] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._news = {provider_id: PassNews() for provider_id in self.providers}
+
+    def news(self, provider_id: str) -> None:
+        """Tasks arrived for one of this provider's pools: a pass of it waiting for its creates
+        plans its pools again (the wake that starts a pass is the caller's)."""
+        news = self._news.get(provider_id)
+        if news is not None:
+            news.tell()
 
     def run_pass(self, provider_id: str) -> list[PoolPassReport]:
         """Provision every pool of this provider that no other replica is provisioning."""
@@ -194,6 +209,32 @@ class Provisioner:
     ) -> list[PoolPassReport]:
         if not pools:
             return []
+        self._news[provider.id].take()  # what came before this pass's first read is in it
+        rounds = [self._plan_round(claim, provider, pools, configs)]
+        results = self._create(
+            provider,
+            rounds[0].batches(),
+            lambda: self._late_round(claim, provider, pools, configs, rounds),
+        )
+        batches = [b for r in rounds for b in r.batches()]
+        outcomes, new_errors = judge_results(provider.id, batches, results)
+        accepted = worker_writes.record_launches(self.engine, outcomes)
+        _observe_stages(provider.id, accepted, "requested_to_accepted")
+        pool_errors.record_errors(self.engine, new_errors)
+        self._advise_scale_down(pools, rounds[-1].demand)
+        withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
+        if withdrawn:
+            log("intents-withdrawn", provider=provider.id, workers=withdrawn)
+        return _reports(rounds, outcomes, recovered)
+
+    def _plan_round(
+        self,
+        claim: claims.PoolClaims,
+        provider: Provider,
+        pools: list[PoolRecord],
+        configs: dict[str, list[LaunchConfigRecord]],
+    ) -> _Round:
+        """Read demand and capacity, plan every pool and commit the intents (one planning)."""
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
@@ -236,34 +277,23 @@ class Provisioner:
         # Committed before any cloud call, or the pass stops.
         committed = claim.commit_intents(intents)
         _observe_stages(provider.id, committed, "pending_to_requested")
-        batches = [b for plan in plans for b in plan.batches]
-        results = self._create(provider, batches)
-        outcomes, new_errors = judge_results(provider.id, batches, results)
-        accepted = worker_writes.record_launches(self.engine, outcomes)
-        _observe_stages(provider.id, accepted, "requested_to_accepted")
-        pool_errors.record_errors(self.engine, new_errors)
-        self._advise_scale_down(pools, demand)
-        reports = []
-        withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
-        if withdrawn:
-            log("intents-withdrawn", provider=provider.id, workers=withdrawn)
-        for plan in plans:
-            ids = {i.worker_id for i in plan.intents}
-            mine = [o for o in outcomes if o.worker_id in ids]
-            failed = sum(1 for o in mine if o.cloud_id is None and not o.withdrawn)
-            unsent = sum(1 for o in mine if o.withdrawn)
-            pool_recovered = recovered.get(plan.report.pool_id, 0)
-            reports.append(
-                replace(
-                    plan.report,
-                    launched=len(ids) - failed - unsent,
-                    failed=failed,
-                    withdrawn=unsent,
-                    recovered=pool_recovered,
-                )
-            )
-            _export_gauges(plan.report, capacity[plan.report.pool_id])
-        return reports
+        return _Round(demand, capacity, plans)
+
+    def _late_round(
+        self,
+        claim: claims.PoolClaims,
+        provider: Provider,
+        pools: list[PoolRecord],
+        configs: dict[str, list[LaunchConfigRecord]],
+        rounds: list[_Round],
+    ) -> list[LaunchBatch] | None:
+        """Plan again, under the same claim, if news came while the creates are in flight: the
+        new batches (None: no news). What is in flight counts as requested capacity."""
+        if self.stop.is_set() or not self._news[provider.id].take():
+            return None
+        late = self._plan_round(claim, provider, pools, configs)
+        rounds.append(late)
+        return late.batches()
 
     def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
         """Recent errors and pre-emptions per (pool, launch config): both make a launch config
@@ -315,10 +345,16 @@ class Provisioner:
         # Only the changes are written: no write, no row lock, while the advice stands.
         worker_writes.advise_scale_down(self.engine, flag, unflag)
 
-    def _create(self, provider: Provider, batches: list[LaunchBatch]) -> dict[str, LaunchResult]:
+    def _create(
+        self,
+        provider: Provider,
+        batches: list[LaunchBatch],
+        late_batches: Callable[[], list[LaunchBatch] | None],
+    ) -> dict[str, LaunchResult]:
+        """Send the batches; until every create has ended, send what `late_batches` plans on
+        news (at most every LATE_ROUND_MIN_GAP_S)."""
         if not batches:
             return {}
-        results: dict[str, LaunchResult] = {}
 
         def create(batch: LaunchBatch) -> list[LaunchResult]:
             if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
@@ -326,10 +362,86 @@ class Provisioner:
                 return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
             return _create_batch(provider, batch)
 
-        with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(batches))) as pool:
-            for batch_results in pool.map(create, batches):
-                results.update({r.worker_id: r for r in batch_results})
-        return results
+        futures: list[Future[list[LaunchResult]]] = []
+        with (
+            self._news[provider.id].listening() as changed,
+            ThreadPoolExecutor(CREATE_CONCURRENCY) as pool,
+        ):
+
+            def send(more: list[LaunchBatch]) -> None:
+                for batch in more:
+                    future = pool.submit(create, batch)
+                    future.add_done_callback(lambda _: changed.set())
+                    futures.append(future)
+
+            send(batches)
+            planned_at = time.monotonic()
+            while not all(f.done() for f in futures):
+                since = time.monotonic() - planned_at
+                if since < LATE_ROUND_MIN_GAP_S:
+                    changed.wait(LATE_ROUND_MIN_GAP_S - since)
+                else:
+                    late = self._late_batches_or_none(provider.id, late_batches)
+                    if late is not None:
+                        planned_at = time.monotonic()
+                        send(late)
+                        continue
+                    changed.wait()
+                changed.clear()  # what set it is looked at again at the loop's top
+        return {r.worker_id: r for f in futures for r in f.result()}
+
+    def _late_batches_or_none(
+        self, provider_id: str, late_batches: Callable[[], list[LaunchBatch] | None]
+    ) -> list[LaunchBatch] | None:
+        """A late planning that fails is reported and sends nothing; the creates in flight
+        are still waited for and recorded, and the next pass plans again."""
+        try:
+            return late_batches()
+        except Exception as exc:
+            log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider_id)
+            capture(exc, provider=provider_id)
+            return []
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One planning of a pass: what it read, and its plans (their intents committed)."""
+
+    demand: Mapping[str, QueueCounts]
+    capacity: Mapping[str, PoolCapacity]
+    plans: list[PoolPlan]
+
+    def batches(self) -> list[LaunchBatch]:
+        return [b for plan in self.plans for b in plan.batches]
+
+
+def _reports(
+    rounds: Sequence[_Round], outcomes: Sequence[LaunchOutcome], recovered: Mapping[str, int]
+) -> list[PoolPassReport]:
+    """A report per pool planned: its last planning's reading, what all of them added, and
+    what came of their creates. Exports each pool's gauges."""
+    by_pool: dict[str, list[PoolPlan]] = {}
+    for planned in rounds:
+        for plan in planned.plans:
+            by_pool.setdefault(plan.report.pool_id, []).append(plan)
+    outcome_of = {o.worker_id: o for o in outcomes}
+    reports = []
+    for pool_id, plans in by_pool.items():
+        intents = [i.worker_id for plan in plans for i in plan.intents]
+        mine = [outcome_of[w] for w in intents if w in outcome_of]
+        failed = sum(1 for o in mine if o.cloud_id is None and not o.withdrawn)
+        unsent = sum(1 for o in mine if o.withdrawn)
+        report = replace(
+            plans[-1].report,
+            to_add=sum(plan.report.to_add for plan in plans),
+            launched=len(intents) - failed - unsent,
+            failed=failed,
+            withdrawn=unsent,
+            recovered=recovered.get(pool_id, 0),
+        )
+        reports.append(report)
+        _export_gauges(report, rounds[-1].capacity[pool_id])  # each round reads every pool
+    return reports
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def test_a_burst_of_fifty_tasks_launches_exactly_fifty_workers_over_many_passes(
     launched = [e["launched"] for e in process.events("provision-pass")]
     assert sum(launched) == 50 and launched[0] == 50
     code, took = process.terminate()
-    assert code == 0 and took < 10
+    assert code == 0 and took < 10, "".join(process.raw[-40:])
 
 
 def test_two_provisioners_on_one_database_create_exactly_the_demand(
@@ -337,7 +337,7 @@ def test_each_cloud_provisions_in_a_process_of_its_own_and_sigterm_stops_them_al
     process.wait_for(lambda: all(t in scraped() for t in timed), 30, "every cloud's passes")
     assert 'wm_pool_capacity{measure="requested",pool="proj/z"} 2.0' in scraped()
     code, took = process.terminate()
-    assert code == 0 and took < 10
+    assert code == 0 and took < 10, "".join(process.raw[-40:])
     assert [pid for pid in pids if alive(pid)] == []
 
 

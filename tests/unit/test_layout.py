@@ -227,6 +227,7 @@ LAYERS = (
             "wm.scan_diff",
             "wm.worker_transitions",  # every change of a worker row, one table
             "wm.intent_sightings",
+            "wm.pass_news",  # a pass told of demand that came while its creates are out
             "wm.launch_choice",
             "wm.lifecycle",
             "wm.stages",

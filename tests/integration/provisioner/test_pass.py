@@ -268,6 +268,57 @@ def test_two_replicas_at_once_launch_exactly_the_demand(engine, aws):
     assert sum(r.launched for r in reports) == 60
 
 
+def test_tasks_that_arrive_while_a_pass_waits_on_its_creates_launch_in_that_pass(engine):
+    data = raw()
+    data["pools"] = [
+        {**data["pools"][0], "id": pool_id, "max_capacity": 10} for pool_id in ("proj/a", "proj/b")
+    ]
+    sync(engine, data)
+    aws = MemoryProvider("aws-a", ("us-east-1", "us-west-2"))
+    a_out, release, b_created = threading.Event(), threading.Event(), threading.Event()
+    original = aws.create
+
+    def create(batch):
+        if batch.pool_id == "proj/a":
+            a_out.set()
+            assert release.wait(30), "the test never released proj/a's creates"
+        else:
+            b_created.set()
+        return original(batch)
+
+    aws.create = create
+    p = provisioner(engine, aws)
+    tasks.submit_tasks(engine, "proj/a", 4, 1.0)
+    reports: list = []
+    passing = threading.Thread(target=lambda: reports.extend(p.run_pass("aws-a")))
+    passing.start()
+    try:
+        assert a_out.wait(30), "proj/a's create was never sent"
+        # proj/b's tasks come while proj/a's creates are out; the listener tells the pass.
+        tasks.submit_tasks(engine, "proj/b", 3, 1.0)
+        p.news("aws-a")
+        assert b_created.wait(30), "proj/b waited for proj/a's creates"
+    finally:
+        release.set()
+        passing.join(30)
+    launched = {r.pool_id: (r.to_add, r.launched) for r in reports}
+    assert launched == {"proj/a": (4, 4), "proj/b": (3, 3)}
+    assert len(aws.instances) == 7
+    # The next pass finds the demand met: nothing launched twice.
+    assert sum(r.launched for r in p.run_pass("aws-a")) == 0
+
+
+def test_news_while_a_pass_has_no_creates_out_is_left_to_the_next_pass(engine, aws):
+    p = provisioner(engine, aws)
+    p.news("aws-a")  # before the pass: its own read covers it
+    tasks.submit_tasks(engine, POOL, 2, 1.0)
+    (report,) = p.run_pass("aws-a")
+    assert (report.to_add, report.launched) == (2, 2)
+    p.news("aws-a")
+    (report,) = p.run_pass("aws-a")
+    assert (report.to_add, report.launched) == (0, 0)
+
+
 def test_scale_down_advice_for_many_pools_is_written_in_at_most_two_statements(engine):
     data = raw()
     data["pools"] = [

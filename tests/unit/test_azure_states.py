@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from azure.mgmt.compute.models import VirtualMachine
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
 from wm.providers.azure.names import vm_name
 from wm.providers.azure.provider import (
     REASON_SPOT_EVICTED,
+    _view_statuses,
     classify,
     read_statuses,
     retry_after_s,
@@ -126,3 +128,12 @@ def test_simulated_credentials_need_the_simulated_endpoint():
     )
     with pytest.raises(ConfigError, match="endpoint"):
         make(config, "test-deploy")
+
+
+def test_an_instance_view_reads_the_same_as_a_model_or_as_the_raw_json():
+    raw = {"statuses": [{"code": "ProvisioningState/succeeded"}, {"code": "PowerState/running"}]}
+    model = VirtualMachine({"location": "eastus", "properties": {"instanceView": raw}})
+    expected = ("succeeded", "running", None)
+    assert read_statuses(_view_statuses(model.properties.instance_view)) == expected
+    assert read_statuses(_view_statuses(raw)) == expected
+    assert _view_statuses(None) is None

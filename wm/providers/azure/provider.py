@@ -723,7 +723,7 @@ class AzureProvider:
             listed = self._legacy(fields, region)
         else:
             return None
-        return self._joined(listed, instance_view.statuses if instance_view is not None else None)
+        return self._joined(listed, _view_statuses(instance_view))
 
     def _legacy(self, vm: VmFields, region: str) -> _Listed:
         """A legacy worker-manager's VM (`legacy_pool` is not None), under its import key,
@@ -822,6 +822,17 @@ def worker_state(provider_id: str, provisioning: str, power: str | None) -> Work
     if power is None or power.lower() not in POWER_STATES:
         raise UnknownCloudState(provider_id, f"ProvisioningState/{provisioning} PowerState/{power}")
     return POWER_STATES[power.lower()]
+
+
+def _view_statuses(instance_view: Any) -> Iterable[Any] | None:
+    """An instance view's statuses. The SDK's models deserialize a field when it is first read,
+    and once, on lookups run in parallel in a fresh process, handed back the raw JSON instead
+    (bench.scale's old scanner: `'dict' object has no attribute 'statuses'`): read both."""
+    if instance_view is None:
+        return None
+    if isinstance(instance_view, Mapping):
+        return instance_view.get("statuses") or []
+    return instance_view.statuses
 
 
 def read_statuses(statuses: Iterable[Any] | None) -> tuple[str | None, str | None, str | None]:

@@ -288,10 +288,17 @@ class Provisioner:
         rounds: list[_Round],
     ) -> list[LaunchBatch] | None:
         """Plan again, under the same claim, if news came while the creates are in flight: the
-        new batches (None: no news). What is in flight counts as requested capacity."""
+        new batches (None: no news). What is in flight counts as requested capacity. A late
+        planning that fails is reported and sends nothing; the creates in flight are still
+        waited for and recorded, and the next pass plans again."""
         if self.stop.is_set() or not self._news[provider.id].take():
             return None
-        late = self._plan_round(claim, provider, pools, configs)
+        try:
+            late = self._plan_round(claim, provider, pools, configs)
+        except Exception as exc:
+            log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
+            capture(exc, provider=provider.id)
+            return []
         rounds.append(late)
         return late.batches()
 
@@ -381,7 +388,7 @@ class Provisioner:
                 if since < LATE_ROUND_MIN_GAP_S:
                     changed.wait(LATE_ROUND_MIN_GAP_S - since)
                 else:
-                    late = self._late_batches_or_none(provider.id, late_batches)
+                    late = late_batches()
                     if late is not None:
                         planned_at = time.monotonic()
                         send(late)
@@ -389,18 +396,6 @@ class Provisioner:
                     changed.wait()
                 changed.clear()  # what set it is looked at again at the loop's top
         return {r.worker_id: r for f in futures for r in f.result()}
-
-    def _late_batches_or_none(
-        self, provider_id: str, late_batches: Callable[[], list[LaunchBatch] | None]
-    ) -> list[LaunchBatch] | None:
-        """A late planning that fails is reported and sends nothing; the creates in flight
-        are still waited for and recorded, and the next pass plans again."""
-        try:
-            return late_batches()
-        except Exception as exc:
-            log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider_id)
-            capture(exc, provider=provider_id)
-            return []
 
 
 @dataclass(frozen=True)
@@ -419,7 +414,8 @@ def _reports(
     rounds: Sequence[_Round], outcomes: Sequence[LaunchOutcome], recovered: Mapping[str, int]
 ) -> list[PoolPassReport]:
     """A report per pool planned: its last planning's reading, what all of them added, and
-    what came of their creates. Exports each pool's gauges."""
+    what came of their creates. Exports each pool's gauges from its last planning alone, whose
+    capacity holds what the earlier ones added."""
     by_pool: dict[str, list[PoolPlan]] = {}
     for planned in rounds:
         for plan in planned.plans:
@@ -440,7 +436,7 @@ def _reports(
             recovered=recovered.get(pool_id, 0),
         )
         reports.append(report)
-        _export_gauges(report, rounds[-1].capacity[pool_id])  # each round reads every pool
+        _export_gauges(plans[-1].report, rounds[-1].capacity[pool_id])  # read at every round
     return reports
 
 

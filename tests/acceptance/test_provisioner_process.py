@@ -193,7 +193,7 @@ def test_sigkill_during_the_create_call_adopts_the_vm_it_made(
     )
     doomed.kill()
     sim_arm.faults.behaviour.update(latency_ms=0)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # the PUTs' 3 s, on a busy machine
     while len(sim_arm.instances()) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(sim_arm.instances()) == 3
@@ -202,9 +202,11 @@ def test_sigkill_during_the_create_call_adopts_the_vm_it_made(
     stack.data["providers"][0]["gate"] = dict(RECOVERY_GATE)
     stack.save()
     restarted = stack.start("provisioner")
+    # Adoption waits out the gate's retry sequence (RECOVERY_GATE: 2 x 5 s) after the first
+    # pass that sees the intents, then a pass; bounded at several times that for a busy machine.
     restarted.wait_for(
         lambda: all(r.cloud_id for r in list_workers(engine, pool_id="proj/crash")),
-        30,
+        60,
         "adoption",
     )
     # Counted from here: recovery waits out the gate's retry sequence, so by now many
@@ -236,7 +238,7 @@ def test_submitted_tasks_wake_the_provisioner_before_its_interval(
         10,
         "a pass that sees all six tasks",
     )
-    assert time.monotonic() - submitted < 5  # not the 60 s interval
+    assert time.monotonic() - submitted < 30  # not the 60 s interval, on a busy machine too
     # How many VMs depends on how the wakes fell: a pass that finds earlier launches still
     # requested counts them as idle and as requested (Taskcluster's estimator) and launches
     # less; the rest follow once those run. Whatever the passes decided is what the cloud has.

@@ -191,6 +191,7 @@ class WmProcess:
     lines: list[dict[str, Any]] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
     _reader: threading.Thread | None = None
+    _started: bool = False  # started() held once: it stays so
 
     @classmethod
     def start(
@@ -229,8 +230,12 @@ class WmProcess:
         return bool(started) and children <= started
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """Wait until `predicate()` holds, for at most `timeout_s` counted from the process's
+        start (its own and its children's, bounded apart by START_TIMEOUT_S): on a busy machine
+        a start alone can take longer than what the test waits for after it."""
+        start_deadline = time.monotonic() + START_TIMEOUT_S
+        deadline: float | None = None
+        while True:
             if predicate():
                 return
             if self.popen.poll() is not None:
@@ -238,8 +243,15 @@ class WmProcess:
                     f"process exited ({self.popen.returncode}) waiting for {what}:\n"
                     + "".join(self.raw[-30:])
                 )
+            now = time.monotonic()
+            if deadline is None and (self._started or self.started()):
+                self._started = True
+                deadline = now + timeout_s
+            if now >= (deadline if deadline is not None else start_deadline + timeout_s):
+                break
             time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}:\n" + "".join(self.raw[-30:]))
+        started = "" if deadline is not None else " (the process never said it started)"
+        raise AssertionError(f"timed out waiting for {what}{started}:\n" + "".join(self.raw[-30:]))
 
     def terminate(self, timeout_s: float = 15) -> tuple[int, float]:
         """SIGTERM; return (exit code, seconds it took)."""

@@ -133,7 +133,7 @@ def test_a_call_that_never_answers_times_out_as_transient():
         gate.call("get", release.wait, 30)
     release.set()
     assert caught.value.category == ErrorCategory.TRANSIENT and caught.value.code == "Timeout"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # far below the 30 s call, on a busy machine too
     gate.close()
 
 

@@ -150,7 +150,7 @@ def test_a_held_lost_answer_lasts_hang_s_unless_cut_short():
 
     holder.join(timeout=5)
     assert not holder.is_alive() and faults.hanging == 0
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # far below the 30 s hang, on a busy machine too
 
 
 def test_lost_is_what_before_returns_not_a_fate_to_force():

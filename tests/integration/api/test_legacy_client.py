@@ -67,14 +67,14 @@ def test_a_list_the_legacy_refuses_wms_client_is_read_anonymously():
 
 
 def test_a_legacy_that_does_not_answer_in_time_is_a_500_naming_it():
-    with RecordingUpstream(delay_s=3.0) as upstream:
+    with RecordingUpstream(delay_s=30.0) as upstream:
         legacy = Legacy(upstream.url, None, timeout_s=0.5)
         started = time.monotonic()
 
         with pytest.raises(LegacyUnavailable) as failure:
             asyncio.run(_forward(legacy, "GET", b""))
 
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # far below the delay, on a busy machine too
     assert failure.value.status == 500 and failure.value.code == "InternalServerError"
     assert f"{upstream.url} did not answer in time" in failure.value.message
 

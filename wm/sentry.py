@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,15 +26,16 @@ from wm.repeats import RepeatLimiter
 class _Reporter:
     provider_kinds: Mapping[str, str]
     limiter: RepeatLimiter
-    clock: Any = field(default=time.monotonic)
+    clock: Callable[[], float] = field(default=time.monotonic)
 
     def before_send(self, event: dict[str, Any], hint: dict[str, Any]) -> dict[str, Any] | None:
         record: logging.LogRecord | None = hint.get("log_record")
         exc_info = hint.get("exc_info") or (record.exc_info if record else None)
         exc = exc_info[1] if exc_info else None
         report = describe(
-            getattr(record, "wm_event", None) if record else None,
-            getattr(record, "wm_fields", None) or {} if record else {},
+            # A library's own line is named by its logger; a crash no line told of, by nothing.
+            getattr(record, "wm_event", None) or getattr(record, "name", None),
+            getattr(record, "wm_fields", None) or {},
             event.get("tags") or {},
             exc,
             self.provider_kinds,

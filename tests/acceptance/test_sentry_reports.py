@@ -9,6 +9,9 @@ bounded: the first, then one per SENTRY_REPEAT_WINDOW_S with the count of those 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -232,3 +235,49 @@ def test_a_database_outage_is_one_issue_and_one_event_per_process(
         "log_event": "api-database-error",
         "error_category": "database-unavailable",
     }
+
+
+API_ERROR_PROBE = """
+import logging
+import sys
+
+import sentry_sdk
+
+from wm.sentry import init_sentry
+from wm.telemetry import configure_logging, log
+
+configure_logging()
+init_sentry(sys.argv[1], "web")
+
+
+def handler():
+    raise KeyError("REQUEST-VALUE")
+
+
+try:
+    handler()
+except KeyError as exc:
+    log("api-error", logging.ERROR, exc_info=exc, trace_in_log=False, route="/api/x")
+logging.getLogger("some.library").error("its own words")
+sentry_sdk.flush(timeout=10)
+"""
+
+
+def test_an_api_error_keeps_its_trace_off_stdout_and_gives_sentry_the_exception(sentry):
+    done = subprocess.run(
+        [sys.executable, "-c", API_ERROR_PROBE, sentry.dsn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+    (line,) = [json.loads(x) for x in done.stdout.splitlines() if '"api-error"' in x]
+    assert "exception" not in line and "REQUEST-VALUE" not in done.stdout
+    api_error, library = sentry.events
+    assert api_error["exception"]["values"][-1]["type"] == "KeyError"
+    assert tags(api_error) == {"process": "web", "route": "/api/x", "log_event": "api-error"}
+    assert api_error["fingerprint"][:2] == ["api-error", "KeyError"]
+    # A library's ERROR line is an event too, named by its logger.
+    assert tags(library) == {"process": "web", "log_event": "some.library"}
+    assert library["fingerprint"] == ["some.library"]

@@ -33,7 +33,8 @@ from procs.children import Children
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
-from wm.telemetry import capture, configure_logging, init_sentry, log
+from wm.sentry import init_sentry, report_scope
+from wm.telemetry import configure_logging, log
 
 SHUTDOWN_GRACE_S = 8.0  # SIGTERM to exit, within the platform's 10 s
 MAX_CONSECUTIVE_FAILURES = 20
@@ -66,7 +67,10 @@ class Runtime:
 
     def __post_init__(self) -> None:
         configure_logging()
-        init_sentry(self.config.env.sentry_dsn, self.name)
+        env = self.config.env
+        init_sentry(
+            env.sentry_dsn, self.name, self.config.provider_kinds(), env.sentry_repeat_window_s
+        )
         if not self.config.env.database_url:
             raise WmError("DATABASE_URL is not set")
         self.engine = make_engine(self.config.env.database_url, application_name=f"wm-{self.name}")
@@ -172,7 +176,8 @@ class Runtime:
             self._running.add(job_id)
         health = self._health[job_id]
         try:
-            fn()
+            with report_scope(job=job_id, **tags):
+                fn()
             health.consecutive_failures = 0
         except Exception as exc:
             if self.stop.is_set():
@@ -197,9 +202,8 @@ class Runtime:
                 consecutive_failures=health.consecutive_failures,
                 **tags,
             )
-            capture(exc, process=self.name, job=job_id, **tags)
             if health.consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
-                log("process-giving-up", logging.ERROR, process=self.name, job=job_id)
+                log("process-giving-up", logging.ERROR, process=self.name, job=job_id, **tags)
                 self.exit_code = EXIT_JOB_FAILURES
                 self.stop.set()
         finally:

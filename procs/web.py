@@ -22,7 +22,8 @@ from wm.api.legacy import Legacy
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
-from wm.telemetry import configure_logging, init_sentry, log
+from wm.sentry import init_sentry
+from wm.telemetry import configure_logging, log
 
 # Connections kept open; the engine may open POOL_MAX_OVERFLOW more (health checks). API
 # requests in flight are bounded by the same number (more are shed with 429), so a request in
@@ -47,7 +48,8 @@ def legacy(config: Config, issuer: IssuerSource) -> Legacy | None:
 def main(config: Config, *, metrics_port: int | None = None) -> int:
     # /metrics is served by the API itself: metrics_port is not used by this process.
     configure_logging()
-    init_sentry(config.env.sentry_dsn, "web")
+    env = config.env
+    init_sentry(env.sentry_dsn, "web", config.provider_kinds(), env.sentry_repeat_window_s)
     if not config.env.database_url:
         raise WmError("DATABASE_URL is not set")
     engine = make_engine(

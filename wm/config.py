@@ -7,6 +7,7 @@ the file: a key that looks like one is itself an error. No other module reads `o
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -27,6 +28,8 @@ from wm.kinds import KINDS, KindDescription
 from wm.provider_ids import PROVIDER_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = "config.toml"
+# How long a process keeps quiet about a failure it has just reported to Sentry (wm/repeats.py).
+DEFAULT_REPEAT_WINDOW_S = 600.0
 # Packages installed beside wm may keep top-level tables of their own in the same file (the
 # simulator's [sim] and [demo]), each declaring the table's name in this entry-point group. wm
 # reads the names only, never loads them, and leaves those tables to their owner: any other
@@ -139,6 +142,8 @@ class Environment(Frozen):
 
     database_url: str | None = None  # DATABASE_URL
     sentry_dsn: str | None = None  # SENTRY_DSN
+    # SENTRY_REPEAT_WINDOW_S: a failure's repeats within it are counted, not sent (0: all sent)
+    sentry_repeat_window_s: float = DEFAULT_REPEAT_WINDOW_S
     port: int | None = None  # PORT
     operator_token: str | None = None  # WM_OPERATOR_TOKEN
     taskcluster_root_url: str | None = None  # TASKCLUSTER_ROOT_URL
@@ -195,15 +200,26 @@ class Config(Frozen):
 
 def environment_from(environ: Mapping[str, str]) -> Environment:
     port = environ.get("PORT")
+    window_s = _repeat_window_s(environ)
     return Environment(
         database_url=environ.get("DATABASE_URL") or None,
         sentry_dsn=environ.get("SENTRY_DSN") or None,
+        sentry_repeat_window_s=DEFAULT_REPEAT_WINDOW_S if window_s is None else window_s,
         port=int(port) if port and port.isdigit() and 0 < int(port) <= MAX_PORT else None,
         operator_token=environ.get("WM_OPERATOR_TOKEN") or None,
         taskcluster_root_url=environ.get("TASKCLUSTER_ROOT_URL") or None,
         taskcluster_client_id=environ.get("TASKCLUSTER_CLIENT_ID") or None,
         taskcluster_access_token=environ.get("TASKCLUSTER_ACCESS_TOKEN") or None,
     )
+
+
+def _repeat_window_s(environ: Mapping[str, str]) -> float | None:
+    """SENTRY_REPEAT_WINDOW_S as seconds; None when unset or not a number of seconds."""
+    try:
+        value = float(environ.get("SENTRY_REPEAT_WINDOW_S", ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def environment_problems(environ: Mapping[str, str]) -> list[str]:
@@ -213,6 +229,11 @@ def environment_problems(environ: Mapping[str, str]) -> list[str]:
     port = environ.get("PORT")
     if port and not (port.isdigit() and 0 < int(port) <= MAX_PORT):
         problems.append(f"PORT (environment): must be a port number 1-{MAX_PORT}, not {port!r}")
+    window = environ.get("SENTRY_REPEAT_WINDOW_S")
+    if window and _repeat_window_s(environ) is None:
+        problems.append(
+            f"SENTRY_REPEAT_WINDOW_S (environment): must be seconds, 0 or more, not {window!r}"
+        )
     url = environ.get("DATABASE_URL")
     if url and urlsplit(url).scheme.split("+")[0] not in DATABASE_SCHEMES:
         # Never quoted: the URL may hold the database password.

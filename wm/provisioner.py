@@ -34,7 +34,7 @@ from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.pass_news import PassNews
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.queues import QueueCounts, QueueSource
-from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, capture, log, observe_stages
+from wm.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log, observe_stages
 
 # Batches of one pass in flight at once. The gate bounds the calls (its concurrency, the
 # cloud's buckets); this only has to keep a burst's batches from queueing behind one another.
@@ -260,7 +260,7 @@ class Provisioner:
                     )
                 )
                 _warn_far_above_max(pool, capacity[pool.pool_id])
-            except Exception as exc:  # a bug planning one pool must not starve the others
+            except Exception:  # a bug planning one pool must not starve the others
                 log(
                     "pool-plan-failed",
                     logging.ERROR,
@@ -268,7 +268,6 @@ class Provisioner:
                     provider=provider.id,
                     pool=pool.pool_id,
                 )
-                capture(exc, provider=provider.id, pool=pool.pool_id)
         if provider.gate.paused and any(plan.intents for plan in plans):
             # Every create would be refused unsent: no rows to write and stop at each pass.
             log("provision-paused", logging.WARNING, provider=provider.id)
@@ -295,9 +294,8 @@ class Provisioner:
             return None
         try:
             late = self._plan_round(claim, provider, pools, configs)
-        except Exception as exc:
+        except Exception:
             log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
-            capture(exc, provider=provider.id)
             return []
         rounds.append(late)
         return late.batches()

@@ -1,7 +1,8 @@
-"""Logs as JSON lines on stdout, Prometheus metrics, Sentry.
+"""Logs as JSON lines on stdout, Prometheus metrics.
 
 Every log line goes through `log(event, **fields)`: one `event` key naming what happened,
-plus flat fields. Nothing else in wm configures logging handlers.
+plus flat fields. Nothing else in wm configures logging handlers. An ERROR line is also the
+Sentry event of its failure, tagged from its fields (wm/sentry.py).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class JsonLineFormatter(logging.Formatter):
             "event": getattr(record, "wm_event", record.name),
             **fields,
         }
-        if record.exc_info:
+        if record.exc_info and getattr(record, "wm_trace_in_log", True):
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
 
@@ -67,9 +68,20 @@ def configure_logging(level: int = logging.INFO) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def log(event: str, level: int = logging.INFO, exc_info: bool = False, **fields: Any) -> None:
+def log(
+    event: str,
+    level: int = logging.INFO,
+    exc_info: bool | BaseException = False,
+    *,
+    trace_in_log: bool = True,
+    **fields: Any,
+) -> None:
+    """`exc_info`: the exception (True: the one being handled), with its trace on the line
+    unless `trace_in_log` is False (its message may quote a request's values): Sentry's event
+    has it either way."""
     safe = {k: ("<redacted>" if k.lower() in REDACTED_FIELDS else v) for k, v in fields.items()}
-    LOGGER.log(level, event, exc_info=exc_info, extra={"wm_event": event, "wm_fields": safe})
+    extra = {"wm_event": event, "wm_fields": safe, "wm_trace_in_log": trace_in_log}
+    LOGGER.log(level, event, exc_info=exc_info, extra=extra)
 
 
 def observe_stages(pool_id: str, provider_id: str, seconds: Mapping[str, float]) -> None:
@@ -77,30 +89,6 @@ def observe_stages(pool_id: str, provider_id: str, seconds: Mapping[str, float])
     (`wm status` summarises the same computation, so the two agree)."""
     for stage, value in seconds.items():
         STAGE_SECONDS.labels(pool_id, provider_id, stage).observe(value)
-
-
-def init_sentry(dsn: str | None, process: str) -> None:
-    """Initialise Sentry when a DSN is configured; a no-op otherwise."""
-    if not dsn:
-        return
-    import sentry_sdk
-
-    # No local variables in stack traces: wm's frames hold identity proofs, worker secrets and
-    # cloud credentials under names Sentry's scrubber does not know (document, signature...).
-    sentry_sdk.init(
-        dsn=dsn, server_name=process, send_default_pii=False, include_local_variables=False
-    )
-    sentry_sdk.set_tag("process", process)
-
-
-def capture(exc: BaseException, **tags: str) -> None:
-    """Send an exception to Sentry with tags (provider, pool); a no-op without a DSN."""
-    import sentry_sdk
-
-    with sentry_sdk.new_scope() as scope:
-        for key, value in tags.items():
-            scope.set_tag(key, value)
-        sentry_sdk.capture_exception(exc)
 
 
 PROVISION_SECONDS = Histogram(

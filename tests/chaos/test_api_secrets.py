@@ -265,8 +265,10 @@ def test_request_models_keep_secrets_and_proofs_out_of_their_reprs():
 
 SENTRY_PROBE = """
 import sys
+import logging
 import sentry_sdk
-from wm.telemetry import capture, init_sentry
+from wm.sentry import init_sentry
+from wm.telemetry import log
 
 init_sentry(sys.argv[1], "web")
 
@@ -279,7 +281,7 @@ def verify(document, signature):
 try:
     verify("PROOF-MARKER-DOCUMENT", "PROOF-MARKER-SIGNATURE")
 except ValueError as exc:
-    capture(exc, route="/api/worker-manager/v1/worker/register")
+    log("api-error", logging.ERROR, exc_info=exc, route="/api/worker-manager/v1/worker/register")
 sentry_sdk.flush(timeout=10)
 """
 

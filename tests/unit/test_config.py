@@ -42,6 +42,18 @@ def test_environment_supplies_secrets_and_never_prints_them():
     assert "hunter2" not in repr(config)
 
 
+def test_sentry_repeat_window_comes_from_the_environment_and_a_typo_is_named():
+    assert build(environ={}).env.sentry_repeat_window_s == 600
+    assert build(environ={"SENTRY_REPEAT_WINDOW_S": "0"}).env.sentry_repeat_window_s == 0
+    assert build(environ={"SENTRY_REPEAT_WINDOW_S": "90"}).env.sentry_repeat_window_s == 90
+    for typo in ("10m", "-5", "nan"):
+        with pytest.raises(ConfigError) as caught:
+            build(environ={"SENTRY_REPEAT_WINDOW_S": typo})
+        assert caught.value.problems == [
+            f"SENTRY_REPEAT_WINDOW_S (environment): must be seconds, 0 or more, not {typo!r}"
+        ]
+
+
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [

@@ -245,11 +245,14 @@ LAYERS = (
             "wm.pool_files",
             "wm.pool_definition",
             "wm.tc",  # Taskcluster's scopes, credentials, Hawk and errors: pure, no I/O
+            "wm.repeats",  # how often one failure is reported to Sentry
         ),
     ),
     # Above the pure decisions, which return data and leave the logging to their callers.
     Layer("telemetry", False, ("wm.telemetry",)),
     Layer("storage", False, ("wm.db",)),
+    # Sentry events: their tags and fingerprints know cloud and database errors.
+    Layer("error reports", False, ("wm.error_reports", "wm.sentry")),
     # What the API and the CLI both do: applying pool definitions, one transaction.
     Layer("use cases", False, ("wm.pool_changes", "wm.legacy_import")),
     Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget", "wm.legacy_api")),

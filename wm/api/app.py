@@ -168,7 +168,13 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
-    log("api-database-error", logging.ERROR, error=type(exc).__name__)
+    log(
+        "api-database-error",
+        logging.ERROR,
+        exc_info=exc,
+        trace_in_log=False,
+        error=type(exc).__name__,
+    )
     method, params, payload = error_context(request)
     return database_down_response(method, params, payload)
 

@@ -12,15 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+# Answered 503 (retry later); any other database error is a bug, answered 500 by the guard.
+from wm.db.engine import DATABASE_DOWN as DATABASE_DOWN
 from wm.tc.errors import TaskclusterError, error_body, js_time
 
 RETRY_AFTER_S = 2
-# Answered 503 (retry later): the database is unreachable, restarting, or its pool exhausted.
-# Any other database error is a bug, answered 500 by the guard.
-DATABASE_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 
 
 def error_json(

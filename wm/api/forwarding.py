@@ -61,7 +61,13 @@ class Forwarding:
             pool_is_wms = await self._pool_is_wms(about)
         except DATABASE_DOWN as down:
             # As the app answers it: retry shortly.
-            log("api-database-error", logging.ERROR, error=type(down).__name__)
+            log(
+                "api-database-error",
+                logging.ERROR,
+                exc_info=down,
+                trace_in_log=False,
+                error=type(down).__name__,
+            )
             name = about.endpoint.name if about.endpoint else "unknown"
             response = database_down_response(name, {}, {})
             await response(scope, receive, send)

@@ -34,7 +34,7 @@ from prometheus_client import Counter
 from starlette.exceptions import HTTPException
 
 from wm.api.errors import error_json
-from wm.telemetry import capture, log
+from wm.telemetry import log
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -218,5 +218,12 @@ def _report(scope: Scope, exc: Exception) -> None:
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown"
     route = getattr(scope.get("route"), "path", UNMATCHED)
     # The type and the place, never str(exc): messages can quote a request's values.
-    log("api-error", logging.ERROR, route=route, error=type(exc).__name__, where=where)
-    capture(exc, route=route)
+    log(
+        "api-error",
+        logging.ERROR,
+        exc_info=exc,
+        trace_in_log=False,
+        route=route,
+        error=type(exc).__name__,
+        where=where,
+    )

@@ -28,6 +28,9 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 5
 POOL_MAX_OVERFLOW = 5
+# The database is unreachable, restarting, or its pool exhausted: the web process answers 503
+# (retry later), and error reports group them as one outage. Any other database error is a bug.
+DATABASE_DOWN = (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError, exc.TimeoutError)
 # A connection used this recently is not pinged at checkout unless the server spoke to it.
 PING_AFTER_IDLE_S = 10.0
 _IDLE_SINCE = "wm_idle_since"  # in each pooled connection's `info`: its last checkin

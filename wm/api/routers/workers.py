@@ -69,7 +69,7 @@ from wm.static_workers import secret_hash as static_secret_hash
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated
-from wm.telemetry import capture, log
+from wm.telemetry import log
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 
@@ -167,12 +167,13 @@ def verify(api: ApiContext, body: RegisterWorkerRequest, expected: ExpectedIdent
         log(
             "identity-verifier-failed",
             logging.ERROR,
+            exc_info=exc,
+            trace_in_log=False,  # its message may quote the proof
             worker=expected.worker_id,
             provider=body.providerId,
             error=type(exc).__name__,
             where=f"{where.filename}:{where.lineno}",
         )
-        capture(exc, provider=body.providerId)
         raise rejected from None
 
 

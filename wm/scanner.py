@@ -20,9 +20,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -34,7 +35,7 @@ from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.intent_sightings import IntentSightings
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
-from wm.providers.base import Provider, TerminateResult
+from wm.providers.base import Provider, TerminateResult, UnitRecords
 from wm.providers.meter import CallMeter, metered
 from wm.queues import QueueSource
 from wm.telemetry import (
@@ -344,7 +345,13 @@ class ScanPass:
         requires_registration = {p.pool_id: p.requires_registration for p in pools.values()}
         known = self.scanner.known_first_seen(provider.id, region)
         listing = _Listing()
-        for page in provider.list_pages(region):
+        # Where to look beyond the provider's config is what the database holds, never what
+        # this process did: it launched nothing (the provisioner is another process).
+        records = UnitRecords(
+            rows=tuple(rows.by_worker.values()),
+            launch_configs=launch_configs_of(provider.id, pools.values()),
+        )
+        for page in provider.list_pages(region, records):
             listing.held.arrived(page)
             # When each listed instance without a launch time was first seen (orphan grace).
             first_seen = {
@@ -685,6 +692,17 @@ class ScanPass:
                 **({"error": str(result.error)} if result.error else {}),
             )
         return sum(1 for _, r in acted if r.error is None)
+
+
+def launch_configs_of(provider_id: str, pools: Iterable[PoolRecord]) -> list[Mapping[str, Any]]:
+    """The launch configs of the pools a provider launches for, as their definitions hold them."""
+    found: list[Mapping[str, Any]] = []
+    for pool in pools:
+        if pool.provider_id != provider_id or pool.removed:
+            continue
+        configs = pool.config.get("launchConfigs")
+        found += [c for c in configs or () if isinstance(c, Mapping)]
+    return found
 
 
 def _observe(

@@ -54,6 +54,7 @@ WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
 LEGACY_UNADOPTED_KIND = "legacy-vm-unadopted"  # pool error kind
+UNADOPTED_KEY = "cloudId"  # its extra key naming the VM: one error per VM
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 # Stop reasons of workers whose launch the cloud accepted and then failed.
 LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
@@ -114,8 +115,6 @@ class Scanner:
     # (provider id, region) -> open intent -> first seen with its pool's claim free: from
     # then on its create is surely sent, and the gate's longest call is counted.
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
-    # (provider id, cloud id) of the unadopted legacy VMs already recorded as pool errors.
-    _reported: set[tuple[str, str]] = field(default_factory=set)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
@@ -131,15 +130,6 @@ class Scanner:
         log("scan", **report.__dict__)
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
-
-    def first_report(
-        self, provider_id: str, unadopted: Sequence[CloudInstance]
-    ) -> list[CloudInstance]:
-        """Those of these unadopted legacy VMs this process has not reported before."""
-        with self._lock:
-            fresh = [i for i in unadopted if (provider_id, i.cloud_id) not in self._reported]
-            self._reported.update((provider_id, i.cloud_id) for i in fresh)
-            return fresh
 
     def first_seen(
         self, provider_id: str, region: str, instances: Sequence[CloudInstance], now: datetime
@@ -410,8 +400,8 @@ class ScanPass:
     ) -> None:
         """worker-manager's VMs of this provider that no import has written a row for: named
         in the log and counted (wm_legacy_vms_unadopted) at every scan, and left running (a
-        later `wm import` takes them); each is also a pool error of its pool, once per
-        process, so that `wm status` and `wm pools errors` show it."""
+        later `wm import` takes them); each is also a pool error of its pool, once (while
+        that error is kept), so that `wm status` and `wm pools errors` show it."""
         LEGACY_UNADOPTED.labels(self.provider.id, self.region).set(len(unadopted))
         for instance in unadopted:
             log(
@@ -424,10 +414,12 @@ class ScanPass:
                 worker=instance.worker_id,
                 pool=instance.pool_id,
             )
-        fresh = self.scanner.first_report(self.provider.id, unadopted)
-        pool_errors.record_errors(
+        # Whether it was named already is the database's to say, not this process's memory:
+        # scanner replicas share the unit, and a restarted one remembers nothing.
+        pool_errors.record_new_by_key(
             self.engine,
-            [unadopted_error(self.provider.id, i) for i in fresh if i.pool_id in pools],
+            [unadopted_error(self.provider.id, i) for i in unadopted if i.pool_id in pools],
+            key=UNADOPTED_KEY,
         )
 
     def _apply(
@@ -773,7 +765,7 @@ def unadopted_error(provider_id: str, instance: CloudInstance) -> NewPoolError:
         extra={
             "legacyWorkerId": instance.tc_worker_id,
             "region": instance.region,
-            "cloudId": instance.cloud_id,
+            UNADOPTED_KEY: instance.cloud_id,
         },
     )
 

@@ -20,9 +20,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -34,7 +35,7 @@ from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.intent_sightings import IntentSightings
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
-from wm.providers.base import Provider, TerminateResult
+from wm.providers.base import Provider, TerminateResult, UnitRecords
 from wm.providers.meter import CallMeter, metered
 from wm.queues import QueueSource
 from wm.telemetry import (
@@ -53,6 +54,7 @@ WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
 LEGACY_UNADOPTED_KIND = "legacy-vm-unadopted"  # pool error kind
+UNADOPTED_KEY = "cloudId"  # its extra key naming the VM: one error per VM
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 # Stop reasons of workers whose launch the cloud accepted and then failed.
 LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
@@ -113,8 +115,6 @@ class Scanner:
     # (provider id, region) -> open intent -> first seen with its pool's claim free: from
     # then on its create is surely sent, and the gate's longest call is counted.
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
-    # (provider id, cloud id) of the unadopted legacy VMs already recorded as pool errors.
-    _reported: set[tuple[str, str]] = field(default_factory=set)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
@@ -130,15 +130,6 @@ class Scanner:
         log("scan", **report.__dict__)
         SCAN_SECONDS.labels(provider_id, region).observe(report.duration_s)
         return report
-
-    def first_report(
-        self, provider_id: str, unadopted: Sequence[CloudInstance]
-    ) -> list[CloudInstance]:
-        """Those of these unadopted legacy VMs this process has not reported before."""
-        with self._lock:
-            fresh = [i for i in unadopted if (provider_id, i.cloud_id) not in self._reported]
-            self._reported.update((provider_id, i.cloud_id) for i in fresh)
-            return fresh
 
     def first_seen(
         self, provider_id: str, region: str, instances: Sequence[CloudInstance], now: datetime
@@ -344,7 +335,13 @@ class ScanPass:
         requires_registration = {p.pool_id: p.requires_registration for p in pools.values()}
         known = self.scanner.known_first_seen(provider.id, region)
         listing = _Listing()
-        for page in provider.list_pages(region):
+        # Where to look beyond the provider's config is what the database holds, never what
+        # this process did: it launched nothing (the provisioner is another process).
+        records = UnitRecords(
+            rows=tuple(rows.by_worker.values()),
+            launch_configs=launch_configs_of(provider.id, pools.values()),
+        )
+        for page in provider.list_pages(region, records):
             listing.held.arrived(page)
             # When each listed instance without a launch time was first seen (orphan grace).
             first_seen = {
@@ -403,8 +400,8 @@ class ScanPass:
     ) -> None:
         """worker-manager's VMs of this provider that no import has written a row for: named
         in the log and counted (wm_legacy_vms_unadopted) at every scan, and left running (a
-        later `wm import` takes them); each is also a pool error of its pool, once per
-        process, so that `wm status` and `wm pools errors` show it."""
+        later `wm import` takes them); each is also a pool error of its pool, once (while
+        that error is kept), so that `wm status` and `wm pools errors` show it."""
         LEGACY_UNADOPTED.labels(self.provider.id, self.region).set(len(unadopted))
         for instance in unadopted:
             log(
@@ -417,10 +414,12 @@ class ScanPass:
                 worker=instance.worker_id,
                 pool=instance.pool_id,
             )
-        fresh = self.scanner.first_report(self.provider.id, unadopted)
-        pool_errors.record_errors(
+        # Whether it was named already is the database's to say, not this process's memory:
+        # scanner replicas share the unit, and a restarted one remembers nothing.
+        pool_errors.record_new_by_key(
             self.engine,
-            [unadopted_error(self.provider.id, i) for i in fresh if i.pool_id in pools],
+            [unadopted_error(self.provider.id, i) for i in unadopted if i.pool_id in pools],
+            key=UNADOPTED_KEY,
         )
 
     def _apply(
@@ -687,6 +686,17 @@ class ScanPass:
         return sum(1 for _, r in acted if r.error is None)
 
 
+def launch_configs_of(provider_id: str, pools: Iterable[PoolRecord]) -> list[Mapping[str, Any]]:
+    """The launch configs of the pools a provider launches for, as their definitions hold them."""
+    found: list[Mapping[str, Any]] = []
+    for pool in pools:
+        if pool.provider_id != provider_id or pool.removed:
+            continue
+        configs = pool.config.get("launchConfigs")
+        found += [c for c in configs or () if isinstance(c, Mapping)]
+    return found
+
+
 def _observe(
     provider_id: str, rows: Sequence[WorkerRecord | worker_writes.Stamped], names: Sequence[str]
 ) -> None:
@@ -755,7 +765,7 @@ def unadopted_error(provider_id: str, instance: CloudInstance) -> NewPoolError:
         extra={
             "legacyWorkerId": instance.tc_worker_id,
             "region": instance.region,
-            "cloudId": instance.cloud_id,
+            UNADOPTED_KEY: instance.cloud_id,
         },
     )
 

@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterator, Sequence
 from wm.config import GateConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.providers.base import LaunchBatch, LaunchResult, TerminateResult
+from wm.providers.base import (
+    NO_RECORDS,
+    LaunchBatch,
+    LaunchResult,
+    TerminateResult,
+    UnitRecords,
+)
 from wm.providers.gate import Gate
 
 
@@ -64,10 +70,12 @@ class MemoryProvider:
             )
         return results
 
-    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
-        yield self.list_instances(region)
+    def list_pages(
+        self, region: str, records: UnitRecords = NO_RECORDS
+    ) -> Iterator[list[CloudInstance]]:
+        yield self.list_instances(region, records)
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
+    def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         return [i for i in self.instances.values() if i.region == region]
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:

@@ -94,6 +94,43 @@ def test_a_launch_config_names_its_group_keep_flag_and_worker_group(
     assert arm.location(launch_config) == where
 
 
+VM_BODY = {"location": "westus3", "hardwareProfile": {"vmSize": "Standard_D2s_v5"}}
+
+
+@pytest.mark.parametrize(
+    ("launch_configs", "rows", "expected"),
+    [
+        # No ARM-template launch config and no row with a deployment: no group (plain VMs).
+        ([], [], []),
+        ([VM_BODY], [{"vmId": "x"}], []),
+        # worker-manager's fallback: no armDeploymentResourceGroup is the provider's group.
+        ([arm_config()], [], ["wm-provider-rg"]),
+        ([arm_config(armDeploymentResourceGroup=GROUP)], [], [GROUP]),
+        # The worker group is the deployment's location parameter (worker-manager's).
+        ([arm_config(armDeploymentResourceGroup=GROUP, location="eastus")], [], [GROUP]),
+        ([arm_config(armDeploymentResourceGroup="rg-b")], [], ["rg-b"]),
+        # A row names a group no launch config names any more (a definition changed since).
+        ([], [arm.DeploymentRef("rg-old", "deploy-1").data()], ["rg-old"]),
+        (
+            [arm_config(armDeploymentResourceGroup=GROUP), arm_config()],
+            [arm.DeploymentRef(GROUP.upper(), "deploy-1").data()],
+            [GROUP, "wm-provider-rg"],
+        ),
+    ],
+)
+def test_the_groups_a_scan_lists_come_from_the_launch_configs_and_the_rows(
+    launch_configs, rows, expected
+):
+    assert arm.deployment_groups("wm-provider-rg", "westus3", launch_configs, rows) == expected
+
+
+def test_a_launch_config_of_another_region_adds_no_group():
+    # Its workers are another scan unit's: that unit lists its group.
+    elsewhere = arm_config(armDeploymentResourceGroup=GROUP)
+    elsewhere["armDeployment"]["parameters"]["location"] = {"value": "eastus"}
+    assert arm.deployment_groups("wm-provider-rg", "westus3", [elsewhere], []) == []
+
+
 def injected() -> dict[str, dict[str, Any]]:
     return boot.azure_arm_parameters(
         tags={"worker-pool-id": "proj/pool", TAG_WORKER: "w1"},

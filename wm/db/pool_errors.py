@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Interval, any_, bindparam, func, select
 
 from wm.config import RetentionConfig
-from wm.db.arrays import ids_param
+from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import worker_pool_errors, workers
 from wm.model import PoolError
@@ -35,6 +35,28 @@ def record_errors(engine: Engine, errors: Sequence[NewPoolError]) -> None:
         return
     with engine.begin() as conn:
         _insert(conn, errors)
+
+
+def record_new_by_key(engine: Engine, errors: Sequence[NewPoolError], key: str) -> int:
+    """Record the errors whose `extra[key]` no error of their provider and kind holds yet: one
+    about each thing, whichever process sees it and however often, a restarted one too.
+    Returns how many were recorded. Callers serialise on what the keys name (a scan unit's
+    claim)."""
+    if not errors:
+        return 0
+    keyed = worker_pool_errors.c.extra[key].astext
+    with engine.begin() as conn:
+        held = conn.execute(
+            select(worker_pool_errors.c.provider_id, worker_pool_errors.c.kind, keyed).where(
+                worker_pool_errors.c.kind == any_(ids_array(sorted({e.kind for e in errors}))),
+                keyed == any_(ids_array(sorted({str(e.extra.get(key)) for e in errors}))),
+            )
+        )
+        known = {(row[0], row[1], row[2]) for row in held}
+        fresh = [e for e in errors if (e.provider_id, e.kind, str(e.extra.get(key))) not in known]
+        if fresh:
+            _insert(conn, fresh)
+        return len(fresh)
 
 
 def record_worker_report(

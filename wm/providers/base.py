@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wm.errors import CloudError
-from wm.model import CloudInstance, LaunchSpec, WorkerRef
+from wm.model import CloudInstance, LaunchSpec, WorkerRecord, WorkerRef
 
 if TYPE_CHECKING:
     from wm.providers.gate import Gate
@@ -104,6 +104,23 @@ class LaunchResult:
 
 
 @dataclass(frozen=True)
+class UnitRecords:
+    """What the database holds about one scan unit, handed to its listing: where a provider's
+    config alone does not say where its instances are (Azure: the resource groups ARM
+    deployments went into), the rows and the pool definitions do. A provider keeps nothing it
+    learnt from its own creates, look-ups or terminates for a later listing: the scanner is
+    another process than the provisioner, and a restarted one launched nothing."""
+
+    rows: Sequence[WorkerRecord | WorkerRef] = ()  # the unit's live rows (their provider data)
+    # The launch configs of the pools this provider launches for, as their definitions hold
+    # them (the provider keeps those of its own kind, in the unit's region).
+    launch_configs: Sequence[Mapping[str, Any]] = ()
+
+
+NO_RECORDS = UnitRecords()  # a listing from the provider's config alone (tools, tests)
+
+
+@dataclass(frozen=True)
 class TerminateResult:
     worker_id: str
     gone: bool  # the cloud confirms nothing of it is left
@@ -130,14 +147,17 @@ class Provider(Protocol):
         """
         ...
 
-    def list_pages(self, region: str) -> Iterator[Sequence[CloudInstance]]:
+    def list_pages(
+        self, region: str, records: UnitRecords = NO_RECORDS
+    ) -> Iterator[Sequence[CloudInstance]]:
         """Every instance of this deployment in one scan unit (with adopt_legacy, a legacy
         worker-manager's too, in pages of their own after wm's), page by page at the largest
         page size, each page asked for once the caller is done with the one before. A page may
-        be empty."""
+        be empty. Where to look is the provider's config and `records` (what the database
+        holds), never what this process happened to create or look up."""
         ...
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
+    def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         """Every page of `list_pages` at once (tools and tests; a scan streams them)."""
         ...
 

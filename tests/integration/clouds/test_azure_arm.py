@@ -11,7 +11,7 @@ import base64
 import copy
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,6 +55,7 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
     TerminateResult,
+    UnitRecords,
 )
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
@@ -78,6 +79,20 @@ OWNER = "relops@example.com"
 def sdk_options(sim: SimArm) -> dict[str, Any]:
     # The resource and deployment clients ask for a token of the endpoint's own audience.
     return {**sim_sdk_options(sim), "credential_scopes": [sim.endpoint + "/.default"]}
+
+
+@pytest.fixture
+def scanning(sim_arm: SimArm, make_azure_provider: Callable[..., AzureProvider]) -> AzureProvider:
+    """The provider as the scanner's process builds it from the same config: it deployed
+    nothing, so where ARM workers are it knows only from the records a scan hands it (the
+    pools' launch configs and the rows). Launches go through `azure_provider`, the
+    provisioner's."""
+    return make_azure_provider(sim_arm)
+
+
+def records(*configs: Mapping[str, Any], rows: Sequence[WorkerRef] = ()) -> UnitRecords:
+    """What a scan reads from the database: these launch configs' pools, and these rows."""
+    return UnitRecords(rows=tuple(rows), launch_configs=configs)
 
 
 @pytest.fixture
@@ -168,8 +183,9 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 5.0) -> Any:
     return found
 
 
-def listed(provider: AzureProvider, worker: str) -> Any:
-    return next((i for i in provider.list_instances(LOCATION) if i.worker_id == worker), None)
+def listed(provider: AzureProvider, worker: str, known: UnitRecords) -> Any:
+    found = provider.list_instances(LOCATION, known)
+    return next((i for i in found if i.worker_id == worker), None)
 
 
 def deployments(sim: SimArm) -> dict[str, str]:
@@ -193,6 +209,7 @@ def terminate_until_gone(provider: AzureProvider, worker: WorkerRef) -> list[Ter
 def test_an_arm_launch_config_deploys_a_vm_with_worker_managers_parameters(
     sim_arm: SimArm,
     azure_provider: AzureProvider,
+    scanning: AzureProvider,
     spec_id: str,
     compute: ComputeManagementClient,
     groups: ResourceManagementClient,
@@ -259,14 +276,14 @@ def test_an_arm_launch_config_deploys_a_vm_with_worker_managers_parameters(
         lambda: (
             {
                 i.worker_id: i
-                for i in azure_provider.list_instances(LOCATION)
+                for i in scanning.list_instances(LOCATION, records(config))
                 if i.state is WorkerState.RUNNING
             }.keys()
             == {"w-arm-1", "w-arm-2"}
         )
     )
     assert running
-    instance = listed(azure_provider, "w-arm-1")
+    instance = listed(scanning, "w-arm-1", records(config))
     assert instance.tc_worker_id == "vm-w-arm-1"
     assert (instance.pool_id, instance.launch_config_id) == (POOL, LAUNCH_CONFIG_ID)
 
@@ -314,17 +331,18 @@ def test_launch_configs_in_two_locations_sharing_a_group_create_it_once_and_both
 
 
 def test_a_deployment_in_flight_is_a_requested_worker_and_counts_as_its_row(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     sim_arm.faults.behaviour.update(boot_s=30)  # the VM's operation runs until it boots
-    (result,) = azure_provider.create(batch(launch_config(spec_id), "w-arm-slow"))
+    config = launch_config(spec_id)
+    (result,) = azure_provider.create(batch(config, "w-arm-slow"))
 
-    instance = wait_for(lambda: listed(azure_provider, "w-arm-slow"))
+    instance = wait_for(lambda: listed(scanning, "w-arm-slow", records(config)))
 
     assert instance.state is WorkerState.REQUESTED
     assert deployments(sim_arm) == {"deploy-w-arm-slow": "Running"}
     # Torn down while it runs: nothing is sent until it ends.
-    (early,) = azure_provider.terminate([ref(result)])
+    (early,) = scanning.terminate([ref(result)])
     assert (early.gone, early.nothing_sent) == (False, True)
 
 
@@ -371,31 +389,37 @@ def test_a_template_that_does_not_declare_an_injected_parameter_is_a_definite_la
 
 
 def test_a_deployment_failing_half_way_shows_as_a_stopped_worker_and_leaves_nothing(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     sim_arm.deployments.fail_halfway(1)  # the VM is made, its provisioning then fails
-    (result,) = azure_provider.create(
-        batch(launch_config(spec_id, createPublicIp=True, dataDiskSizeGB=32), "w-arm-half")
-    )
+    config = launch_config(spec_id, createPublicIp=True, dataDiskSizeGB=32)
+    (result,) = azure_provider.create(batch(config, "w-arm-half"))
     assert result.error is None
+    known = records(config)
 
     failed = wait_for(
-        lambda: (i := listed(azure_provider, "w-arm-half")) and i.state is WorkerState.STOPPED and i
+        lambda: (
+            (i := listed(scanning, "w-arm-half", known)) and i.state is WorkerState.STOPPED and i
+        )
     )
 
     assert failed.reason.startswith("arm-deployment-failed: OSProvisioningTimedOut")
     assert deployments(sim_arm) == {"deploy-w-arm-half": "Failed"}
     # The VM, its NIC, public IP, OS and data disks are left, as ARM leaves them.
     assert len(sim_arm.resources()) == 5
-    terminate_until_gone(azure_provider, ref(result))
+    terminate_until_gone(scanning, ref(result))
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == {}
-    assert listed(azure_provider, "w-arm-half") is None
+    assert listed(scanning, "w-arm-half", known) is None
 
 
 @pytest.mark.parametrize("keep", [False, True])
 def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, keep: bool
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    scanning: AzureProvider,
+    spec_id: str,
+    keep: bool,
 ):
     config = launch_config(spec_id, createPublicIp=True, dataDiskSizeGB=32)
     config["workerManager"]["keepDeployment"] = keep
@@ -413,7 +437,7 @@ def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
     # only the deployment): torn down from the deployment's own record.
     assert arm.made_of(ref(result).provider_data) is None
 
-    results = terminate_until_gone(azure_provider, ref(result))
+    results = terminate_until_gone(scanning, ref(result))
 
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == ({"deploy-w-arm-end": "Succeeded"} if keep else {})
@@ -423,7 +447,7 @@ def test_terminate_deletes_everything_the_deployment_made_then_the_deployment(
     assert counts.get("Deployments_Delete", 0) == (0 if keep else 1)
     assert not results[0].nothing_sent  # the VM's DELETE
     # Terminating again finds nothing and sends nothing.
-    (again,) = azure_provider.terminate([ref(result)])
+    (again,) = scanning.terminate([ref(result)])
     assert (again.gone, again.error) == (True, None)
     assert again.nothing_sent
 
@@ -442,7 +466,11 @@ def detaching(template: Mapping[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("missing_status", [204, 404])
 def test_resources_deleted_out_of_band_are_gone_not_errors(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, missing_status: int
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    scanning: AzureProvider,
+    spec_id: str,
+    missing_status: int,
 ):
     sim_arm.delete_missing_status = missing_status
     spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
@@ -456,47 +484,56 @@ def test_resources_deleted_out_of_band_are_gone_not_errors(
 
     # The scan sees the worker's VM gone: it is stopped, and what is left is deleted (the OS
     # disk, which no deployment operation names, from the deployment's outputs).
-    gone = wait_for(lambda: azure_provider.lookup([ref(result)]).get("w-arm-oob"))
+    gone = wait_for(lambda: scanning.lookup([ref(result)]).get("w-arm-oob"))
     assert (gone.state, gone.reason) == (WorkerState.STOPPED, arm.REASON_VM_GONE)
-    terminate_until_gone(azure_provider, ref(result))
+    terminate_until_gone(scanning, ref(result))
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == {}
-    assert azure_provider.lookup([ref(result)]) == {}
+    assert scanning.lookup([ref(result)]) == {}
 
 
-def test_a_fresh_process_finds_its_rows_groups_in_bulk_then_lists_them(
-    sim_arm: SimArm,
-    azure_provider: AzureProvider,
-    make_azure_provider: Callable[..., AzureProvider],
-    spec_id: str,
+@pytest.mark.parametrize("group", [ARM_GROUP, None], ids=["own-group", "provider-group"])
+def test_a_fresh_process_lists_the_groups_its_pools_and_rows_name(
+    sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str, group
 ):
-    results = azure_provider.create(batch(launch_config(spec_id), "w-arm-a", "w-arm-b"))
+    # Scenario: the provisioner's process deployed two workers; the scanner's never deployed
+    # anything. Its config alone names no ARM group, so it sees no ARM worker; the pools'
+    # launch configs, or the rows alone (a launch config since removed), name the group.
+    config = launch_config(spec_id, group=group)
+    results = azure_provider.create(batch(config, "w-arm-a", "w-arm-b"))
     wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
-    scanner = make_azure_provider(sim_arm)  # another process: it never deployed into the group
-    assert {i.worker_id for i in scanner.list_instances(LOCATION)} == set()
-
+    workers = {"w-arm-a", "w-arm-b"}
     sim_arm.faults.reset_counts()
-    found = scanner.lookup([ref(r) for r in results])
 
-    assert {w: i.state for w, i in found.items()} == {
-        "w-arm-a": WorkerState.RUNNING,
-        "w-arm-b": WorkerState.RUNNING,
-    }
+    from_config = {i.worker_id for i in scanning.list_instances(LOCATION)}
+    from_pools = scanning.list_instances(LOCATION, records(config))
+    from_rows = scanning.list_instances(LOCATION, records(rows=[ref(r) for r in results]))
+
+    if group is not None:
+        assert from_config == set()  # the VMs are in the launch config's group
+    for listing in (from_pools, from_rows):
+        assert {i.worker_id: i.state for i in listing} == dict.fromkeys(
+            workers, WorkerState.RUNNING
+        )
+        # Joined with their deployments, and recording what those made.
+        assert all(arm.made_of(i.record) for i in listing)
     counts = sim_arm.faults.counts()
-    assert "VirtualMachines_Get" not in counts and "Deployments_Get" not in counts  # in bulk
-    assert {i.worker_id for i in scanner.list_instances(LOCATION)} == {"w-arm-a", "w-arm-b"}
+    assert "VirtualMachines_Get" not in counts and "Deployments_Get" not in counts  # by pages
 
 
 def test_a_group_that_does_not_exist_lists_no_deployments_and_the_scan_goes_on(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     # A row's group that is gone (deleted by hand, or a worker imported from a group that no
     # longer exists): ARM answers ResourceGroupNotFound for its deployments.
-    results = azure_provider.create(batch(launch_config(spec_id), "w-arm-kept"))
+    config = launch_config(spec_id)
+    results = azure_provider.create(batch(config, "w-arm-kept"))
     wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
-    azure_provider._arm.learn("no-such-group")
+    lost = WorkerRef(
+        "w-arm-lost", LOCATION, provider_data=arm.DeploymentRef("no-such-group", "d").data()
+    )
 
-    listed = azure_provider.list_instances(LOCATION)
+    listed = scanning.list_instances(LOCATION, records(config, rows=[lost]))
 
     assert {i.worker_id for i in listed} == {r.worker_id for r in results}
 
@@ -504,10 +541,12 @@ def test_a_group_that_does_not_exist_lists_no_deployments_and_the_scan_goes_on(
 def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
     sim_arm: SimArm,
     azure_provider: AzureProvider,
+    scanning: AzureProvider,
     spec_id: str,
     network: NetworkManagementClient,
 ):
-    azure_provider.create(batch(launch_config(spec_id), "w-arm-live"))
+    config = launch_config(spec_id)
+    azure_provider.create(batch(config, "w-arm-live"))
     wait_for(lambda: deployments(sim_arm).get("deploy-w-arm-live") == "Succeeded")
     tags = {TAG_DEPLOYMENT: AZURE_DEPLOYMENT, TAG_WORKER: "w-arm-lost", TAG_POOL: POOL}
     nic = network.network_interfaces.begin_create_or_update(
@@ -520,15 +559,15 @@ def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
         },
         polling=False,
     ).result()
-    azure_provider._arm.leftover_sweep_s = 0.0
+    scanning._arm.leftover_sweep_s = 0.0
 
-    first = [i for i in azure_provider.list_instances(LOCATION) if i.worker_id is None]
-    second = [i for i in azure_provider.list_instances(LOCATION) if i.worker_id is None]
+    first = [i for i in scanning.list_instances(LOCATION, records(config)) if i.worker_id is None]
+    second = [i for i in scanning.list_instances(LOCATION, records(config)) if i.worker_id is None]
 
     assert [i.cloud_id for i in first] == [nic.id]  # the live worker's NIC is attached
     assert second[0].launched_at == first[0].launched_at  # dated by the first sweep
     orphan = second[0]
-    (result,) = azure_provider.terminate(
+    (result,) = scanning.terminate(
         [WorkerRef(orphan.cloud_id, LOCATION, orphan.cloud_id, None, None, orphan.provider_data)]
     )
     assert (result.gone, result.error) == (True, None)
@@ -563,10 +602,10 @@ def provision(engine, provider: AzureProvider) -> None:
 
 
 def test_a_pool_of_arm_workers_runs_and_a_half_way_failure_leaves_nothing(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     apply_arm_pool(engine, azure_provider, launch_config(spec_id))
-    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0)
     sim_arm.faults.behaviour.update(boot_s=0.3)
     tasks.submit_tasks(engine, POOL, 1, 60.0)
 
@@ -612,10 +651,10 @@ def test_a_pool_of_arm_workers_runs_and_a_half_way_failure_leaves_nothing(
 
 
 def test_a_failed_deployment_is_a_pool_error_against_its_launch_config(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     apply_arm_pool(engine, azure_provider, launch_config(spec_id))
-    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0)
     sim_arm.deployments.fail_halfway(1)
     tasks.submit_tasks(engine, POOL, 1, 60.0)
     provision(engine, azure_provider)
@@ -653,19 +692,19 @@ def test_a_key_vault_reference_reaches_arm_untouched_and_arm_resolves_it(
 
 
 def test_a_deployment_that_failed_before_its_vm_is_removed_the_same_way(
-    sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     unknown_subnet = AZURE_SUBNET.replace("/wm-vnet/", "/no-such-vnet/")
     config = launch_config(spec_id, createPublicIp=True, subnetId=unknown_subnet)
     (result,) = azure_provider.create(batch(config, "w-arm-early"))
     assert result.error is None  # ARM took the deployment; the NIC fails as it runs
 
-    failed = wait_for(lambda: listed(azure_provider, "w-arm-early"))
+    failed = wait_for(lambda: listed(scanning, "w-arm-early", records(config)))
 
     assert failed.state is WorkerState.STOPPED
     assert failed.reason.startswith("arm-deployment-failed: ")
     assert [r.rsplit("/", 1)[1] for r in sim_arm.resources()] == ["vm-w-arm-early-ip"]
-    terminate_until_gone(azure_provider, ref(result))
+    terminate_until_gone(scanning, ref(result))
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == {}
 
@@ -710,11 +749,16 @@ def test_two_providers_deploying_into_one_group_each_see_only_their_own(
     (mine,) = trusted.create(batch(config, "w-trusted"))
     (theirs,) = sibling.create(batch(config, "w-sibling"))
     assert mine.error is None and theirs.error is None
-    wait_for(lambda: {i.state for i in sibling.list_instances(LOCATION)} == {WorkerState.RUNNING})
-    wait_for(lambda: {i.state for i in trusted.list_instances(LOCATION)} == {WorkerState.RUNNING})
+    known = records(config)
+    for provider in (sibling, trusted):
+        wait_for(
+            lambda p=provider: (
+                {i.state for i in p.list_instances(LOCATION, known)} == {WorkerState.RUNNING}
+            )
+        )
 
-    assert {i.worker_id for i in trusted.list_instances(LOCATION)} == {"w-trusted"}
-    assert {i.worker_id for i in sibling.list_instances(LOCATION)} == {"w-sibling"}
+    assert {i.worker_id for i in trusted.list_instances(LOCATION, known)} == {"w-trusted"}
+    assert {i.worker_id for i in sibling.list_instances(LOCATION, known)} == {"w-sibling"}
     assert trusted.lookup([ref(theirs)]) == {}
     assert set(sibling.lookup([ref(theirs)])) == {"w-sibling"}
 
@@ -776,16 +820,26 @@ def of_workers(sim: SimArm, workers: list[str]) -> list[str]:
     return [r for r in sim.resources() if any(n in r.lower() for n in names)]
 
 
+@pytest.mark.parametrize("group", [ARM_GROUP, None], ids=["own-group", "provider-group"])
 @pytest.mark.parametrize("keep", [False, True])
 def test_a_succeeded_deployment_is_recorded_on_its_row_and_deleted_unless_kept(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str, keep: bool
+    engine,
+    sim_arm: SimArm,
+    azure_provider: AzureProvider,
+    scanning: AzureProvider,
+    spec_id: str,
+    keep: bool,
+    group: str | None,
 ):
+    # The scanner's provider is not the provisioner's (as in the Procfile): it finds the
+    # deployment from the pool's launch config and the row, wherever the launch config puts
+    # it, the provider's own group included (no armDeploymentResourceGroup).
     # Nothing goes with the VM (ARM's default): every resource is wm's to delete.
     spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
-    config = launch_config(spec, createPublicIp=True, dataDiskSizeGB=32)
+    config = launch_config(spec, group=group, createPublicIp=True, dataDiskSizeGB=32)
     config["workerManager"]["keepDeployment"] = keep
     apply_arm_pool(engine, azure_provider, config)
-    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0)
     (worker,) = launch(engine, azure_provider, 1)
     wait_for(lambda: deployments(sim_arm) == {f"deploy-{worker}": "Succeeded"})
     made = set(sim_arm.resources())  # its VM, NIC, public IP, OS and data disks
@@ -820,7 +874,7 @@ def delete_deployment(sim: SimArm, name: str, group: str = ARM_GROUP) -> None:
 
 
 def test_a_failed_deployment_is_recorded_and_kept_until_its_worker_is_torn_down(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     spec = publish(sim_arm, detaching(TEMPLATE), "detaching")
     apply_arm_pool(engine, azure_provider, launch_config(spec, createPublicIp=True))
@@ -829,7 +883,7 @@ def test_a_failed_deployment_is_recorded_and_kept_until_its_worker_is_torn_down(
     wait_for(lambda: deployments(sim_arm) == {f"deploy-{worker}": "Failed"})
     made = set(sim_arm.resources())  # its VM, NIC, public IP and OS disk
     sim_arm.faults.behaviour.update(delete_s=0.5)  # the VM's delete takes a while
-    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0)
 
     # The scan that sees it failed records what its operations made, then starts tearing
     # the worker down; the deployment stays meanwhile, as worker-manager keeps it.
@@ -849,7 +903,7 @@ def test_a_failed_deployment_is_recorded_and_kept_until_its_worker_is_torn_down(
 
 
 def test_a_group_filled_past_arms_history_limit_leaks_nothing(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     """A pool's workers in one resource group, their deployments kept (keepDeployment),
     launched, torn down and launched again until the group's history passes its limit and
@@ -866,7 +920,7 @@ def test_a_group_filled_past_arms_history_limit_leaks_nothing(
     config = launch_config(spec, createPublicIp=True, dataDiskSizeGB=32)
     config["workerManager"]["keepDeployment"] = True
     apply_arm_pool(engine, azure_provider, config, max_capacity=100)
-    scanner = Scanner(engine, {azure_provider.id: azure_provider}, missing_grace_s=0)
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0)
     long_lived = launch(engine, azure_provider, 5)
     scan_until_all(engine, scanner, azure_provider, long_lived, WorkerState.RUNNING)
     cycles = 0
@@ -896,7 +950,7 @@ def test_a_group_filled_past_arms_history_limit_leaks_nothing(
 
 
 def test_deployments_gone_before_the_scan_recorded_them_leave_nothing_after_the_sweep(
-    engine, sim_arm: SimArm, azure_provider: AzureProvider, spec_id: str
+    engine, sim_arm: SimArm, azure_provider: AzureProvider, scanning: AzureProvider, spec_id: str
 ):
     """Deployments pruned (or deleted by hand) before any scan saw them end: the rows know
     only where they were, and the OS disk each VM made (recorded from the VM list: no tag
@@ -908,10 +962,8 @@ def test_deployments_gone_before_the_scan_recorded_them_leave_nothing_after_the_
     wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
     for worker in workers:
         delete_deployment(sim_arm, f"deploy-{worker}")
-    azure_provider._arm.leftover_sweep_s = 0.0  # every scan sweeps
-    scanner = Scanner(
-        engine, {azure_provider.id: azure_provider}, missing_grace_s=0, orphan_grace_s=0
-    )
+    scanning._arm.leftover_sweep_s = 0.0  # every scan sweeps
+    scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0, orphan_grace_s=0)
     scan_until_all(engine, scanner, azure_provider, workers, WorkerState.RUNNING)
     rows = pool_rows(engine)
     assert all(arm.made_of(rows[w].provider_data) is None for w in workers)

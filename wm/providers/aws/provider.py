@@ -32,6 +32,7 @@ from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
+    NO_RECORDS,
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -41,6 +42,7 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    UnitRecords,
     imported_tc_worker_id,
     made_by_wm,
     owned,
@@ -255,7 +257,10 @@ class AwsProvider:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
         return self._launch_results(batch, _with_owner(reply, reply.get("Instances", [])))
 
-    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+    def list_pages(
+        self, region: str, records: UnitRecords = NO_RECORDS
+    ) -> Iterator[list[CloudInstance]]:
+        # Where to look is in the config (the region): the records add nothing.
         for raws in self._describe_pages(region, [self._owned()]):
             yield [self._cloud_instance(region, raw) for raw in raws]
         if self._config.adopt_legacy:
@@ -263,8 +268,8 @@ class AwsProvider:
             for raws in self._legacy_pages(region, []):
                 yield [self._instance_of(region, raw) for raw in raws]
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
-        return [i for page in self.list_pages(region) for i in page]
+    def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region, records) for i in page]
 
     def _legacy_instances(self, region: str, ids: Sequence[str]) -> list[CloudInstance]:
         """Instances worker-manager made for this provider (all of the region, or these

@@ -49,10 +49,12 @@ Where wm differs, by design:
   orphan sweep deletes it. Such leftovers are rare (the deployment record covers the rest),
   so each group is swept once per `LEFTOVER_SWEEP_S`, and a leftover is dated by the sweep
   that first saw it: the orphan grace runs from there.
-- The groups a scan lists are the provider's, the ones this process deployed into and the ones
-  its rows name (learnt from look-ups and terminates, listed in bulk the first time). A group
-  that no live row names and this process never deployed into is not listed: an orphan there
-  (a crash's leftover) waits until a row names the group again.
+- The groups whose deployments a scan lists come from the config and the database, never from
+  what the process did (the scanner launches nothing; a restarted one has done nothing yet):
+  each ARM-template launch config's group in the unit's region (`armDeploymentResourceGroup`,
+  else the provider's own group) and each group a live row's deployment is in
+  (`deployment_groups`). worker-manager reads each row's deployment from the row itself; wm
+  lists the same groups instead, by pages.
 
 This module holds the rules, pure (tested with tables in tests/unit/test_azure_arm_rules.py);
 deployments.py, `ArmDeployments`, makes the calls through the provider's gate.
@@ -113,7 +115,6 @@ REASON_PREFIX = "arm-deployment-"  # stop reasons: arm-deployment-failed: <code>
 REASON_VM_GONE = "arm-deployment-vm-gone"  # the VM went; what the deployment made may not have
 REASON_LEFTOVER = "arm-deployment-leftover"
 REASON_MAX_CHARS = 500
-DEPLOYED_REMEMBERED = 100_000  # worker -> deployment of this process's creates, newest kept
 FAILED_REMEMBERED = 10_000  # failed deployments whose operations this process read, newest kept
 # ARM's deployment history of a resource group, as Microsoft documents it ("Automatic
 # deletions from deployment history", learn.microsoft.com/azure/azure-resource-manager/
@@ -349,6 +350,39 @@ def deployment_name(vm_name: str) -> str:
 def resource_group(launch_config: Mapping[str, Any], default: str) -> str:
     given = launch_config.get(RESOURCE_GROUP_KEY)
     return given if isinstance(given, str) and given else default
+
+
+def arm_deployment(launch_config: Mapping[str, Any]) -> bool:
+    """The launch config is in the ARM-template form (worker-manager tests `armDeployment`
+    for JavaScript truthiness: any object, even empty, counts)."""
+    return launch_config.get(ARM_DEPLOYMENT) not in (None, False, 0, "")
+
+
+def deployment_groups(
+    own_group: str,
+    region: str,
+    launch_configs: Iterable[Mapping[str, Any]],
+    provider_data: Iterable[Mapping[str, Any]],
+) -> list[str]:
+    """The resource groups whose deployments a scan of `region` lists, from the config and the
+    database alone: the group of each ARM-template launch config of the provider's pools in
+    that region (its `armDeploymentResourceGroup`, else the provider's own `own_group`), and
+    each group a live row's deployment is in (a launch config since changed or removed, a
+    worker imported from worker-manager). None when no pool or row deploys templates."""
+    found: dict[str, str] = {}
+    for launch_config in launch_configs:
+        where = location(launch_config) or launch_config.get("location")
+        if not arm_deployment(launch_config):
+            continue
+        if isinstance(where, str) and not same_region(where, region):
+            continue
+        group = resource_group(launch_config, own_group)
+        found.setdefault(group.lower(), group)
+    for data in provider_data:
+        ref = deployment_ref(data)
+        if ref is not None:
+            found.setdefault(ref.resource_group.lower(), ref.resource_group)
+    return sorted(found.values(), key=str.lower)
 
 
 def keep_deployment(launch_config: Mapping[str, Any]) -> bool:

@@ -21,7 +21,6 @@ from wm.model import CloudInstance, WorkerRef
 from wm.providers.azure.arm import (
     ACTIVE_CODES,
     ARM_DEPLOYMENT,
-    DEPLOYED_REMEMBERED,
     DISK_TYPE,
     FAILED_REMEMBERED,
     IN_USE_CODES,
@@ -106,8 +105,6 @@ class ArmHost(Protocol):
 
     def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]: ...
 
-    def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]: ...
-
     def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None: ...
 
     def get_vm(self, name: str, expand: str | None = None, group: str | None = None) -> Any: ...
@@ -124,13 +121,13 @@ class ArmDeployments:
     def __init__(self, provider: ArmHost) -> None:
         self._p = provider
         self._lock = threading.Lock()
-        self._groups: dict[str, str] = {}  # lower case -> name: groups ARM workers live in
-        self._ready: set[str] = set()  # groups known to exist (lower case)
+        # What follows is caches and pacing, none of it knowledge a scan needs: where to look
+        # comes from the scan's records (config and database), never from this process's past.
+        self._ready: set[str] = set()  # groups this process made sure exist (lower case)
         # One ensuring of a group at a time (worker-manager's resourceGroupCache promise): launch
         # configs in several locations share a group, and two concurrent PUTs of it in different
         # locations would have ARM refuse the second (InvalidResourceGroupLocation).
         self._group_locks: dict[str, threading.Lock] = {}
-        self._deployed: dict[str, DeploymentRef] = {}  # worker -> its deployment (creates)
         # failed deployment (group, name, end), lower case -> what its operations say it made
         self._failed: dict[tuple[str, str, str], Made] = {}
         self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
@@ -139,29 +136,11 @@ class ArmDeployments:
         self._secret = secrets.token_bytes(32)
         self.leftover_sweep_s = LEFTOVER_SWEEP_S
 
-    # -- groups ------------------------------------------------------------------------------
-
-    def groups(self) -> list[str]:
-        """The resource groups ARM workers were seen in, in a stable order."""
-        with self._lock:
-            return sorted(self._groups.values(), key=str.lower)
-
-    def learn(self, group: str) -> bool:
-        """Remember a group ARM workers live in; True when it was new."""
-        with self._lock:
-            if group.lower() in self._groups:
-                return False
-            self._groups[group.lower()] = group
-            return True
-
-    def ref_of(self, ref: WorkerRef) -> DeploymentRef | None:
-        """The deployment of a row: from its provider data, or from this process's create
-        (an intent whose create answer was lost has no provider data)."""
-        found = deployment_ref(ref.provider_data)
-        if found is None:
-            with self._lock:
-                found = self._deployed.get(ref.worker_id)
-        return found
+    @staticmethod
+    def ref_of(ref: WorkerRef) -> DeploymentRef | None:
+        """The deployment of a row, from its provider data. An intent whose create answer was
+        lost has none: `find_unrecorded` finds its deployment by name, in any process."""
+        return deployment_ref(ref.provider_data)
 
     # -- create ------------------------------------------------------------------------------
 
@@ -176,7 +155,6 @@ class ArmDeployments:
         except CloudError as error:
             error = error.not_found_as_config()
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
-        self.learn(group)
 
         def create_one(worker_id: str) -> LaunchResult:
             return self._create_one(batch, worker_id, where, DeploymentRef(group, "", keep))
@@ -188,10 +166,6 @@ class ArmDeployments:
     ) -> LaunchResult:
         vm = vm_name(worker_id)
         ref = replace(target, name=deployment_name(vm))
-        with self._lock:
-            if len(self._deployed) >= DEPLOYED_REMEMBERED:
-                self._deployed.pop(next(iter(self._deployed)))
-            self._deployed[worker_id] = ref
         tags = self._p.worker_tags(batch, worker_id, where)
         username, password = admin_credentials(self._secret, worker_id)
         injected = azure_kind.azure_arm_parameters(
@@ -227,11 +201,7 @@ class ArmDeployments:
                 self._ready.discard(ref.resource_group.lower())
         if code in TEMPLATE_CODES:
             error = template_error(error, batch.spec.launch_config_id)
-        error = error.not_found_as_config()
-        if error.nothing_applied:
-            with self._lock:  # no deployment of it exists: nothing to look for later
-                self._deployed.pop(worker_id, None)
-        return LaunchResult(worker_id, None, error=error)
+        return LaunchResult(worker_id, None, error=error.not_found_as_config())
 
     def _adopt(self, worker_id: str, ref: DeploymentRef, conflict: CloudError) -> LaunchResult:
         try:
@@ -293,16 +263,10 @@ class ArmDeployments:
     # -- list --------------------------------------------------------------------------------
 
     def instances(
-        self,
-        region: str,
-        vms: Sequence[CloudInstance],
-        groups: Sequence[str] | None = None,
-        *,
-        sweep: bool = True,
+        self, region: str, vms: Sequence[CloudInstance], groups: Sequence[str]
     ) -> list[CloudInstance]:
-        """The scan unit's workers: its VMs joined with the deployments of every ARM group
-        (or of `groups`), and the leftovers a sweep due now finds."""
-        groups = self.groups() if groups is None else list(groups)
+        """The scan unit's workers: its VMs joined with the deployments of `groups` (where the
+        scan's records say ARM workers are), and the leftovers a sweep due now finds."""
         if not groups:
             return list(vms)
         deployments = [
@@ -323,7 +287,7 @@ class ArmDeployments:
         found = [self._with_record(i, by_worker.get(i.worker_id or "")) for i in found]
         busy = {d.worker_id for d in deployments if d.phase is Phase.IN_FLIGHT and d.worker_id}
         busy |= {v.worker_id for v in vms if v.worker_id}
-        return found + (self._sweep(groups, region, busy) if sweep else [])
+        return found + self._sweep(groups, region, busy)
 
     def _with_record(
         self, instance: CloudInstance, deployment: DeploymentView | None
@@ -492,18 +456,12 @@ class ArmDeployments:
     # -- lookup ------------------------------------------------------------------------------
 
     def lookup(self, refs: Sequence[tuple[WorkerRef, DeploymentRef]]) -> dict[str, CloudInstance]:
-        """Rows of ARM workers the lists did not show. Those in groups this process had not
-        seen are first found in bulk (their groups listed once, then every scan); the rest
-        with a GET of the deployment, and of the VM where the deployment does not decide."""
-        new = {ref.resource_group.lower(): ref.resource_group for _, ref in refs}
-        new = {key: group for key, group in new.items() if self.learn(group)}
+        """Rows of ARM workers the list did not show (it lists every group a row names, so
+        they are few): a GET of the deployment, and of the VM where the deployment does not
+        decide."""
         found: dict[str, CloudInstance] = {}
-        if new:
-            in_new = [(w, r) for w, r in refs if r.resource_group.lower() in new]
-            found = self._bulk(sorted(new.values()), in_new)
-        rest = [(w, r) for w, r in refs if w.worker_id not in found]
-        answers = self._p.pool.map(carry(lambda pair: self._lookup_one(*pair)), rest)
-        for (worker, _), instance in zip(rest, answers, strict=True):
+        answers = self._p.pool.map(carry(lambda pair: self._lookup_one(*pair)), refs)
+        for (worker, _), instance in zip(refs, answers, strict=True):
             if instance is not None:
                 found[worker.worker_id] = instance
         return found
@@ -511,20 +469,19 @@ class ArmDeployments:
     def find_unrecorded(
         self, refs: Sequence[WorkerRef], vm_names: Mapping[str, str]
     ) -> dict[str, CloudInstance]:
-        """Intents whose create answer was lost, with no deployment on their rows nor in this
-        process's memory (a restart), and no VM in the provider's group: their deployments
-        may be in a launch config's own group. Every group of the subscription is listed once
-        for deployments of this wm deployment named after them; found ones are looked up as
+        """Intents whose create answer was lost (no deployment on their rows) and no VM in the
+        provider's group: their deployments may be in any group, the provider's too (one still
+        running, or failed before its VM). Every group of the subscription is listed once for
+        deployments of this wm deployment named after them; found ones are looked up as
         recorded ones. Only unresolved intents pay for this, and they are rare."""
         wanted = {deployment_name(vm_names[r.worker_id]).lower(): r for r in refs}
         groups = self._p.all_pages(
             "ResourceGroups_List", lambda: self._p.clients.resources.resource_groups.list()
         )
-        own = self._p.resource_group.lower()
         pairs: list[tuple[WorkerRef, DeploymentRef]] = []
         for group in groups:
             name = getattr(group, "name", None) or as_mapping(group).get("name")
-            if not name or str(name).lower() == own:
+            if not name:
                 continue
             for deployment in self._list(str(name)):
                 worker = wanted.pop(deployment.ref.name.lower(), None)
@@ -533,19 +490,6 @@ class ArmDeployments:
             if not wanted:
                 break
         return self.lookup(pairs) if pairs else {}
-
-    def _bulk(
-        self, groups: Sequence[str], refs: Sequence[tuple[WorkerRef, DeploymentRef]]
-    ) -> dict[str, CloudInstance]:
-        found = {}
-        for region in sorted({w.region for w, _ in refs}):
-            vms = self._p.list_groups(region, groups)
-            listed = self.instances(region, vms, groups, sweep=False)
-            by_worker = {i.worker_id: i for i in listed if i.worker_id}
-            for worker, _ in refs:
-                if worker.region == region and worker.worker_id in by_worker:
-                    found[worker.worker_id] = by_worker[worker.worker_id]
-        return found
 
     def _lookup_one(self, worker: WorkerRef, ref: DeploymentRef) -> CloudInstance | None:
         made = made_of(worker.provider_data)
@@ -599,7 +543,6 @@ class ArmDeployments:
         """Delete what the worker's deployment made, VM first, then the deployment unless
         it is kept; gone once ARM shows none of it. A deployment still running is left to
         end first (ARM refuses to delete it, and it may still create)."""
-        self.learn(ref.resource_group)
         made = made_of(worker.provider_data)
         if made is not None:
             return self._terminate_recorded(worker, ref, made)

@@ -23,9 +23,10 @@ resource group, and the deployment tag is checked on every VM client-side. `stat
 lists carry power states but no tags (azure-sdk-for-go#18565), and the model list carries tags
 but no power state, so a scan reads both, by pages, and joins them by resource id:
 pages(each resource group) + pages(subscription statuses) calls, never one per VM. The groups
-are the provider's and those ARM-template launch configs deploy into that this process knows
-of (it deployed there, or a row it looked up or deleted names the group); for those, the scan
-also reads the groups' deployments, by pages (wm/providers/azure/arm.py).
+are the provider's and those ARM-template launch configs deploy into, as the scan's records
+say (the pools' launch configs and the unit's rows: `UnitRecords`), never what this process
+happened to deploy or look up; for those, the scan also reads the groups' deployments, by
+pages (wm/providers/azure/arm.py).
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.azure.arm import (
-    ARM_DEPLOYMENT,
     OS_DISK_KEY,
     TORN_DOWN_TYPES,
     VM_TYPE,
     DeploymentRef,
     Made,
+    arm_deployment,
+    deployment_groups,
     deployment_name,
 )
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
@@ -71,6 +73,7 @@ from wm.providers.azure.listing import (
 from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
 from wm.providers.azure.vm_put import PutVm, put_vm
 from wm.providers.base import (
+    NO_RECORDS,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
@@ -79,6 +82,7 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchResult,
     TerminateResult,
+    UnitRecords,
     imported_tc_worker_id,
     made_by_wm,
     owned,
@@ -420,9 +424,15 @@ class AzureProvider:
 
     # -- list --------------------------------------------------------------------------------
 
-    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+    def list_pages(
+        self, region: str, records: UnitRecords = NO_RECORDS
+    ) -> Iterator[list[CloudInstance]]:
         own = self._rg.lower()
-        arm_groups = self._arm.groups()
+        # Where ARM deployments are: from the pools' launch configs and the rows, never from
+        # what this process deployed (a scanner deploys nothing).
+        arm_groups = deployment_groups(
+            self._rg, region, records.launch_configs, (r.provider_data for r in records.rows)
+        )
         groups = [self._rg, *(g for g in arm_groups if g.lower() != own)]
         legacy: list[CloudInstance] = []
         if arm_groups:
@@ -439,8 +449,8 @@ class AzureProvider:
             # One NIC list per resource group for all of them, after the VMs' pages.
             yield self._with_legacy_records(legacy)
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
-        return [i for page in self.list_pages(region) for i in page]
+    def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region, records) for i in page]
 
     def _with_legacy_records(self, instances: Sequence[CloudInstance]) -> list[CloudInstance]:
         """worker-manager's VMs, each recording what worker-manager made for it (its NICs,
@@ -869,12 +879,6 @@ def same_region(location: str | None, region: str) -> bool:
         return value.lower().replace(" ", "")
 
     return norm(location or "") == norm(region)
-
-
-def arm_deployment(launch_config: Mapping[str, Any]) -> bool:
-    """The launch config is in the ARM-template form (worker-manager tests `armDeployment`
-    for JavaScript truthiness: any object, even empty, counts)."""
-    return launch_config.get(ARM_DEPLOYMENT) not in (None, False, 0, "")
 
 
 def _old_style_resources(ref: WorkerRef) -> bool:

@@ -43,6 +43,7 @@ from wm.kinds.gcp import GcpProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.provider_ids import gce_label
 from wm.providers.base import (
+    NO_RECORDS,
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
@@ -53,6 +54,7 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
     TerminateResult,
+    UnitRecords,
     imported_tc_worker_id,
     made_by_wm,
     owned,
@@ -324,7 +326,10 @@ class GcpProvider:
 
     # -- list, look up ---------------------------------------------------------------------------
 
-    def list_pages(self, region: str) -> Iterator[list[CloudInstance]]:
+    def list_pages(
+        self, region: str, records: UnitRecords = NO_RECORDS
+    ) -> Iterator[list[CloudInstance]]:
+        # Where to look is in the config (the region): the records add nothing.
         for items in self._pages(region, self._filter):
             yield [self._cloud_instance(i, region) for i in items if self._owns(i)]
         if self._adopt_legacy:
@@ -336,8 +341,8 @@ class GcpProvider:
                     if (legacy := self._legacy_instance(instance, region)) is not None
                 ]
 
-    def list_instances(self, region: str) -> list[CloudInstance]:
-        return [i for page in self.list_pages(region) for i in page]
+    def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
+        return [i for page in self.list_pages(region, records) for i in page]
 
     def _pages(self, region: str, filter_: str) -> Iterator[list[Any]]:
         """The listing a page at a time: the next page is asked for once the caller is done

@@ -1,5 +1,6 @@
-"""The take-over runbook's steps 1 to 3 through the rootUrl, as an operator follows them (README
-"Moving a deployment onto wm"; issue 38, item 2), and who decides what a client may do there.
+"""The take-over runbook's steps 1 to 4 as an operator follows them, `wm import` reading the
+rootUrl at step 3 (README "Moving a deployment onto wm"; issue 38, item 2), and who decides what
+a client may do there.
 
 A Taskcluster deployment runs in the test (tests/support/fake_tc_deployment.py): its auth
 service's `authenticateHawk`, answering with scopes the test changes, and the ingress routing
@@ -11,7 +12,8 @@ the real `taskcluster` client.
 That client holds what Taskcluster gives it (TC services/auth/src/static-scopes.json): no list
 scopes. Step 3 is then refused, naming the scopes missing and the expression required as
 Taskcluster words them; once the deployment grants them, to that client or to its `anonymous`
-role (which every caller holds), step 3 runs.
+role (which every caller holds), step 3 runs. Step 4's second import reads worker-manager's own
+address: through the rootUrl the moved pool's workers are wm's answer by then.
 """
 
 from __future__ import annotations
@@ -249,6 +251,18 @@ def step_3(deployment: FakeTaskcluster, wm_config: Path, db_url: str) -> None:
     assert operator(deployment.root_url).workerPool("proj/moving")["providerId"] == MOVING
 
 
+def step_4(legacy: LegacyWorkerManager, wm_config: Path, db_url: str) -> None:
+    """worker-manager lets the provider go, having launched one more VM in between; the
+    import again, from worker-manager's own address, takes its worker."""
+    legacy.add_worker("proj/moving", "us-east-1", "i-9", state="requested")
+    legacy.remove_provider(MOVING)
+
+    again = wm_import(wm_config, db_url, "--from", legacy.base_url, "--provider", MOVING)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ("proj/moving/us-east-1/i-9", "requested") in held(db_url)[1]
+
+
 def test_the_runbook_runs_through_the_rootUrl_on_what_the_anonymous_role_grants(
     deployment, legacy, wm_config, wm_web, db_url
 ):
@@ -258,6 +272,7 @@ def test_the_runbook_runs_through_the_rootUrl_on_what_the_anonymous_role_grants(
 
     step_2(deployment, legacy, wm_web)
     step_3(deployment, wm_config, db_url)
+    step_4(legacy, wm_config, db_url)
 
 
 @pytest.mark.parametrize("grant", [grant_the_client, grant_the_anonymous_role])
@@ -286,6 +301,7 @@ def test_step_3_refused_names_the_scopes_missing_until_the_deployment_grants_the
 
     step_2(deployment, legacy, wm_web)
     step_3(deployment, wm_config, db_url)
+    step_4(legacy, wm_config, db_url)
 
 
 def test_behind_a_deployment_the_web_process_refuses_an_operator_token_of_its_own(

@@ -22,7 +22,7 @@ from wm.api.authn import OPERATOR_BEHIND_TASKCLUSTER, Authenticator, AuthService
 from wm.api.legacy import Legacy
 from wm.config import Config
 from wm.db.engine import make_engine
-from wm.errors import WmError
+from wm.errors import ConfigError, WmError
 from wm.telemetry import configure_logging, init_sentry, log
 
 # Connections kept open; the engine may open POOL_MAX_OVERFLOW more (health checks). API
@@ -60,7 +60,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     if not config.env.database_url:
         raise WmError("DATABASE_URL is not set")
     if behind_taskcluster(config) and config.env.operator_token:
-        raise WmError(OPERATOR_BEHIND_TASKCLUSTER)
+        raise ConfigError([OPERATOR_BEHIND_TASKCLUSTER], config.source)
     engine = make_engine(
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )

@@ -314,6 +314,7 @@ def test_behind_a_deployment_the_web_process_refuses_an_operator_token_of_its_ow
     finally:
         web.kill()
 
-    assert code != 0
+    assert code == 2
     said = "".join(web.raw)
-    assert "WM_OPERATOR_TOKEN" in said and "a-token-of-wms-own" not in said
+    assert "WM_OPERATOR_TOKEN (environment): standalone only" in said, said
+    assert "a-token-of-wms-own" not in said

@@ -51,9 +51,9 @@ STANDALONE_ISSUER_KEY = f"issuer:{STANDALONE_ISSUER}"
 OPERATOR_CLIENT = "static/wm-operator"
 OPERATOR_SCOPES = ("worker-manager:*",)
 OPERATOR_BEHIND_TASKCLUSTER = (
-    "WM_OPERATOR_TOKEN is set, but wm runs behind a Taskcluster deployment (TASKCLUSTER_ROOT_URL "
-    "and wm's client are set), whose auth service says who every client is: unset "
-    "WM_OPERATOR_TOKEN and give operators clients of that deployment"
+    "WM_OPERATOR_TOKEN (environment): standalone only; wm runs behind the Taskcluster "
+    "deployment at TASKCLUSTER_ROOT_URL, whose auth service says who every client is: unset it "
+    "and give operators clients of that deployment"
 )
 # Permanent clients known locally never expire by themselves.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)

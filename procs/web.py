@@ -2,8 +2,9 @@
 
 Behind a Taskcluster deployment (TASKCLUSTER_CLIENT_ID, TASKCLUSTER_ACCESS_TOKEN and
 TASKCLUSTER_ROOT_URL set) wm signs workers' credentials with that client and asks the
-deployment's auth service about any credentials it did not issue. Standalone (unset) it signs
-with its own deployment key and knows only its workers and the operator client.
+deployment's auth service about any credentials it did not mint, that client's own included;
+WM_OPERATOR_TOKEN is refused then. Standalone (unset) it signs with its own deployment key and
+knows only its workers and the operator client.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import uvicorn
 
 from procs.providers import build_verifiers
 from wm.api.app import MAX_IN_FLIGHT, create_app
-from wm.api.authn import Authenticator, AuthService, IssuerSource
+from wm.api.authn import OPERATOR_BEHIND_TASKCLUSTER, Authenticator, AuthService, IssuerSource
 from wm.api.legacy import Legacy
 from wm.config import Config
 from wm.db.engine import make_engine
-from wm.errors import WmError
+from wm.errors import ConfigError, WmError
 from wm.sentry import init_sentry
 from wm.telemetry import configure_logging, log
 
@@ -45,6 +46,14 @@ def legacy(config: Config, issuer: IssuerSource) -> Legacy | None:
     return Legacy(config.take_over.legacy_url, issuer.get() if given else None)
 
 
+def behind_taskcluster(config: Config) -> bool:
+    """Whether the deployment's auth service (at TASKCLUSTER_ROOT_URL) says who clients are."""
+    env = config.env
+    return bool(
+        env.taskcluster_client_id and env.taskcluster_access_token and env.taskcluster_root_url
+    )
+
+
 def main(config: Config, *, metrics_port: int | None = None) -> int:
     # /metrics is served by the API itself: metrics_port is not used by this process.
     configure_logging()
@@ -52,6 +61,8 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     init_sentry(env.sentry_dsn, "web", config.provider_kinds(), env.sentry_repeat_window_s)
     if not config.env.database_url:
         raise WmError("DATABASE_URL is not set")
+    if behind_taskcluster(config) and config.env.operator_token:
+        raise ConfigError([OPERATOR_BEHIND_TASKCLUSTER], config.source)
     engine = make_engine(
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )
@@ -60,7 +71,9 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     env = config.env
     issuer = IssuerSource(engine, env.taskcluster_client_id, env.taskcluster_access_token)
     auth_service = None
-    if env.taskcluster_client_id and env.taskcluster_access_token and env.taskcluster_root_url:
+    if behind_taskcluster(config):
+        assert env.taskcluster_root_url and env.taskcluster_client_id
+        assert env.taskcluster_access_token
         auth_service = AuthService(
             env.taskcluster_root_url, env.taskcluster_client_id, env.taskcluster_access_token
         )

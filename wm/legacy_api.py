@@ -25,6 +25,8 @@ from wm.import_plan import IMPORTED_STATES, LegacyPool, LegacyWorker
 
 CLIENT_MAX_RETRIES = 2
 POOL_KEYS = ("providerId", "description", "owner", "emailOnError", "config")
+# TC libraries/api express-error.js: what follows every error message.
+ERROR_TRAILER = "\n\n---\n"
 
 
 class LegacyApiError(WmError):
@@ -87,7 +89,7 @@ class LegacyWorkerManager:
                 code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
                 answer = f"{exc.status_code} {code}" if code else str(exc.status_code)
                 raise LegacyApiError(
-                    f"{url}: worker-manager answered {answer}: {_first_line(exc)}"
+                    f"{url}: worker-manager answered {answer}: {_answered_message(exc)}"
                 ) from exc
             except TaskclusterFailure as exc:
                 raise LegacyApiError(f"{url}: cannot be reached: {_first_line(exc)}") from exc
@@ -97,6 +99,14 @@ class LegacyWorkerManager:
             token = page.get("continuationToken")
             if not token:
                 return
+
+
+def _answered_message(exc: TaskclusterFailure) -> str:
+    """The message an API error answered, whole but for the trailer Taskcluster appends to
+    every one (method, code, status, time): an InsufficientScopes names the scopes missing
+    and the expression required only after its first line."""
+    message = str(exc).split(ERROR_TRAILER, 1)[0].strip()
+    return message or type(exc).__name__
 
 
 def _first_line(exc: Exception) -> str:

@@ -15,6 +15,7 @@ from wm.tc.hawk import (
     Client,
     HawkRequest,
     authenticate,
+    certificate_issuer,
     issuing_client_id,
     request_host_port,
 )
@@ -208,3 +209,19 @@ def test_the_issuer_is_found_without_verifying_anything(now):
     assert issuing_client_id(signed("plain/client", "t")) == "plain/client"
     assert issuing_client_id(HawkRequest("GET", "/x", "h", 80)) is None
     assert issuing_client_id(HawkRequest("GET", "/x", "h", 80, authorization="junk")) is None
+
+
+def test_only_a_named_certificate_names_an_issuer(now):
+    # What wm mints (named temporary credentials) names its issuer; the issuer's permanent
+    # credentials, unnamed temporary ones (the issuer's own id) and no credentials do not.
+    creds = temporary(now)
+    named = ext_of({"certificate": json.loads(creds.certificate)}, urlsafe=True)
+    unnamed = {**json.loads(creds.certificate)}
+    del unnamed["issuer"]
+    assert certificate_issuer(signed(NAME, "wrong", named)) == ISSUER.client_id
+    assert certificate_issuer(signed(ISSUER.client_id, ISSUER.access_token)) is None
+    assert (
+        certificate_issuer(signed(ISSUER.client_id, "t", ext_of({"certificate": unnamed}))) is None
+    )
+    assert certificate_issuer(HawkRequest("GET", "/x", "h", 80)) is None
+    assert certificate_issuer(HawkRequest("GET", "/x", "h", 80, authorization="junk")) is None

@@ -1,14 +1,19 @@
-"""Who signed a request: wm's own credentials checked here, any other by the auth service.
+"""Who signed a request: the credentials wm minted checked here, any other by the auth service.
 
 As worker-manager does (TC `libraries/api/src/middleware/auth.js`), a request is authenticated
-only when its endpoint has scopes, with the auth service's rules (wm/tc/hawk.py). Credentials wm
-issued (a certificate whose issuer is wm's issuer) and the operator client, when
-WM_OPERATOR_TOKEN is set, are checked locally, with no call out; any other credentials, and
-requests without any, go to the deployment's auth service (`authenticateHawk` at
-TASKCLUSTER_ROOT_URL, through the real `taskcluster` client) when wm runs behind Taskcluster,
-so that anonymous requests hold what the deployment's `anonymous` role grants. Standalone there
-is no auth service: other credentials are refused (401) and a request without credentials
-holds only `assume:anonymous`, which grants nothing here.
+only when its endpoint has scopes, with the auth service's rules (wm/tc/hawk.py).
+
+Behind a Taskcluster deployment (an auth service at TASKCLUSTER_ROOT_URL), wm checks locally only
+the temporary credentials it mints for workers: named credentials whose certificate's issuer is
+wm's issuer client, whose access token wm holds. Everything else goes to the deployment's
+`authenticateHawk` (through the real `taskcluster` client), which says who signed and what they
+hold: any client, wm's issuer client signing with its own permanent credentials too (its scopes
+are the deployment's to say, not a fixed list of wm's), and requests without credentials, which
+hold what the deployment's `anonymous` role grants. There is no operator client of wm's own then.
+
+Standalone (no auth service) wm is the only authority: it knows its issuer and, when
+WM_OPERATOR_TOKEN is set, the operator client; other credentials are refused (401) and a request
+without credentials holds only `assume:anonymous`, which grants nothing here.
 
 The issuer: the Taskcluster client wm is given (TASKCLUSTER_CLIENT_ID / _ACCESS_TOKEN), or,
 standalone, `static/wm` with a deployment key kept in Postgres, so that every web replica signs
@@ -38,13 +43,18 @@ from wm.tc.hawk import (
     Client,
     HawkRequest,
     authenticate,
-    issuing_client_id,
+    certificate_issuer,
 )
 
 STANDALONE_ISSUER = "static/wm"
 STANDALONE_ISSUER_KEY = f"issuer:{STANDALONE_ISSUER}"
 OPERATOR_CLIENT = "static/wm-operator"
 OPERATOR_SCOPES = ("worker-manager:*",)
+OPERATOR_BEHIND_TASKCLUSTER = (
+    "WM_OPERATOR_TOKEN (environment): standalone only; wm runs behind the Taskcluster "
+    "deployment at TASKCLUSTER_ROOT_URL, whose auth service says who every client is: unset it "
+    "and give operators clients of that deployment"
+)
 # Permanent clients known locally never expire by themselves.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -144,7 +154,8 @@ def _parse_time(value: object) -> datetime:
 
 
 class Authenticator:
-    """Authenticates requests: locally for wm's own clients, else by the auth service."""
+    """Authenticates requests: locally what wm minted (or everything, standalone), else by the
+    deployment's auth service."""
 
     def __init__(
         self,
@@ -160,21 +171,18 @@ class Authenticator:
         self._clock = clock
 
     def authenticate(self, request: HawkRequest, source_ip: str | None = None) -> Authenticated:
-        if self._auth_service is not None and not self._knows(issuing_client_id(request)):
+        if self._auth_service is not None and not self._minted_here(request):
             return self._auth_service.authenticate(request, source_ip)
         return authenticate(request, self._load_client, now=self._clock())
 
-    def _knows(self, signer: str | None) -> bool:
-        """Whether wm holds the access token that signed a request, so checks it itself.
-
-        The operator client is wm's only when WM_OPERATOR_TOKEN is set: otherwise a
-        `static/wm-operator` of the deployment (nothing stops one being made) would be refused
-        here as unknown instead of being asked about, as any other client is."""
-        if signer == self._issuer.client_id:
-            return True
-        return signer == OPERATOR_CLIENT and self._operator_token is not None
+    def _minted_here(self, request: HawkRequest) -> bool:
+        """Whether the request is signed with temporary credentials wm mints: named, their
+        certificate issued by wm's issuer client. Its permanent credentials are not: signing
+        with them directly, that client holds what the deployment gives it, as any other."""
+        return certificate_issuer(request) == self._issuer.client_id
 
     def _load_client(self, client_id: str) -> Client | None:
+        # Behind Taskcluster only the issuer of a certificate is ever loaded here.
         if client_id == self._issuer.client_id:
             issuer = self._issuer.get()
             return Client(issuer.client_id, issuer.access_token, ISSUER_SCOPES, _NEVER)

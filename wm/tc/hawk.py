@@ -15,7 +15,7 @@ Sources (taskcluster/taskcluster @ 9d59eb59):
 The Hawk MAC and payload hash are computed by `mohawk` (the library the `taskcluster` client
 signs with). Who a client is and what it holds comes from a `ClientLoader`: wm resolves the
 issuer of its own certificates locally; other clients are for the auth service's
-`authenticateHawk` (`issuing_client_id` tells the caller which case a request is).
+`authenticateHawk` (`certificate_issuer` tells the caller which case a request is).
 """
 
 from __future__ import annotations
@@ -131,6 +131,18 @@ def issuing_client_id(request: HawkRequest) -> str | None:
     except (AuthenticationFailed, AttributeError):
         return client_id
     return issuer if isinstance(issuer, str) else client_id
+
+
+def certificate_issuer(request: HawkRequest) -> str | None:
+    """The `issuer` a request's certificate names (named temporary credentials), else None:
+    permanent credentials, unnamed temporary ones, none, or a header that does not parse."""
+    try:
+        client_id, ext = _credentials_in(request)
+        certificate = _parse_ext(ext).get("certificate") if client_id and ext else None
+    except AuthenticationFailed:
+        return None
+    issuer = certificate.get("issuer") if isinstance(certificate, Mapping) else None
+    return issuer if isinstance(issuer, str) and issuer and issuer != client_id else None
 
 
 def authenticate(

@@ -20,7 +20,8 @@ class LegacyWorkerManager:
     address, or the stand-in's own when None) whose workers' credentials the issuer client
     signs. `providers`: providerId -> Taskcluster providerType (aws, google, azure, static).
     `clients`: permanent clients (clientId -> access token and scopes); `issuer_scopes`, when
-    given, makes the issuer client one of them too."""
+    given, makes the issuer client one of them too. `auth_url`: the deployment's auth service
+    (`authenticateHawk`), which then says who every caller but the stand-in's workers is."""
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class LegacyWorkerManager:
         providers: Mapping[str, str],
         clients: Mapping[str, PermanentClient] | None = None,
         issuer_scopes: Iterable[str] | None = None,
+        auth_url: str | None = None,
     ) -> None:
         self.deployment = Deployment(
             root_url=root_url or "",
@@ -38,6 +40,7 @@ class LegacyWorkerManager:
             issuer_access_token=issuer_access_token,
             providers=dict(providers),
             clients=dict(clients or {}),
+            auth_url=auth_url,
         )
         if issuer_scopes is not None:
             # The issuer client calling the API itself (wm's web reads the legacy lists signed

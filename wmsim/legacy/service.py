@@ -154,20 +154,27 @@ class Deployment:
     issued: dict[str, list[Issued]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     calls: list[tuple[str, str | None]] = field(default_factory=list)  # (route name, clientId)
+    # The deployment's auth service (a rootUrl serving `authenticateHawk`): when set, it says
+    # who every caller is and what it holds, the deployment's `anonymous` role for a request
+    # without credentials, as at a real worker-manager; only the workers' credentials this
+    # stand-in issued are still checked here. None: `clients` alone, no anonymous scopes.
+    auth_url: str | None = None
 
     # -- who is calling --------------------------------------------------------------------------
 
     def authenticate(
         self, method: str, url: str, authorization: str | None, body: bytes, content_type: str
     ) -> tuple[str | None, tuple[str, ...]]:
-        """(clientId, scopes) of a request; (None, ()) without credentials."""
+        """(clientId, scopes) of a request; (None, anonymous scopes) without credentials."""
         if not authorization:
-            return None, ()
+            return None, self._ask_auth(method, url, None) if self.auth_url else ()
         try:
             client_id = mohawk.util.parse_authorization_header(authorization)["id"]
         except (mohawk.exc.HawkFail, KeyError) as error:
             message = f"Bad Request: Invalid header syntax: {error}"
             raise ApiError("AuthenticationFailed", message) from None
+        if self.auth_url and client_id not in self.issued:
+            return client_id, self._ask_auth(method, url, authorization)
         candidates: list[tuple[str, tuple[str, ...]]] = []
         permanent = self.clients.get(client_id)
         if permanent is not None:
@@ -195,6 +202,24 @@ class Deployment:
                 continue
             return client_id, scopes
         raise ApiError("AuthenticationFailed", "Unauthorized: Bad mac")
+
+    def _ask_auth(self, method: str, url: str, authorization: str | None) -> tuple[str, ...]:
+        """The scopes the auth service answers for a request (libraries/api
+        remoteAuthentication: the method, the resource and the host and port signed)."""
+        parts = urllib.parse.urlsplit(url)
+        request: dict[str, Any] = {
+            "method": method.lower(),
+            "resource": parts.path + (f"?{parts.query}" if parts.query else ""),
+            "host": parts.hostname or "",
+            "port": parts.port or 80,
+        }
+        if authorization:
+            request["authorization"] = authorization
+        auth = taskcluster.Auth({"rootUrl": self.auth_url, "maxRetries": 0})
+        answer = auth.authenticateHawk(request)
+        if answer.get("status") == "auth-failed":
+            raise ApiError("AuthenticationFailed", str(answer.get("message", "")))
+        return tuple(answer.get("scopes", ()))
 
     @staticmethod
     def authorize(client_id: str | None, scopes: Sequence[str], required: Sequence[str]) -> None:

@@ -43,6 +43,7 @@ from wm.tc.credentials import IssuerCredentials
 
 POOL, PROVIDER, GROUP = "proj/linux", "aws-a", "us-east-1"
 OPERATOR_TOKEN = "operator-token-for-tests"
+ISSUER_CLIENT = "static/taskcluster/worker-manager"
 PREFIX = "/api/worker-manager/v1"
 
 
@@ -67,9 +68,9 @@ def verifier():
     return AcceptsValid()
 
 
-def make_app(engine, verifier, auth_service=None):
+def make_app(engine, verifier, auth_service=None, issuer=None):
     apply_pools(engine, build(), raw()["pools"])
-    issuer = IssuerSource(engine)
+    issuer = issuer or IssuerSource(engine)
     return create_app(
         engine,
         {PROVIDER: verifier, "gcp-a": verifier},
@@ -489,25 +490,31 @@ def test_foreign_credentials_are_checked_by_the_auth_service(engine, verifier):
         asked.append(body)
         if "authorization" not in body:
             return {"status": "no-auth", "scheme": "none", "scopes": [], "expires": _later()}
-        if 'id="tc-admin"' in body["authorization"]:
-            return {
-                "status": "auth-success",
-                "scheme": "hawk",
-                "scopes": ["worker-manager:list-worker-pools"],
-                "clientId": "tc-admin",
-                "expires": _later(),
-            }
+        for client_id in ("tc-admin", ISSUER_CLIENT):
+            if f'id="{client_id}"' in body["authorization"]:
+                return {
+                    "status": "auth-success",
+                    "scheme": "hawk",
+                    "scopes": ["worker-manager:list-worker-pools"],
+                    "clientId": client_id,
+                    "expires": _later(),
+                }
         return {"status": "auth-failed", "message": "Client not found"}
 
     with serving(auth) as auth_url:
-        service = AuthService(auth_url, "static/taskcluster/worker-manager", "token")
-        with serving(make_app(engine, verifier, service)) as base:
+        service = AuthService(auth_url, ISSUER_CLIENT, "token")
+        issuer = IssuerSource(engine, ISSUER_CLIENT, "token")
+        with serving(make_app(engine, verifier, service, issuer)) as base:
             admin = manager(base, {"clientId": "tc-admin", "accessToken": "irrelevant"})
             check("worker-pool-list", admin.listWorkerPools())
             assert refused(lambda: admin.listProviders()) == (403, "InsufficientScopes")
             stranger = manager(base, {"clientId": "stranger", "accessToken": "x"})
             assert refused(lambda: stranger.listWorkerPools()) == (401, "AuthenticationFailed")
             assert refused(lambda: manager(base).listWorkerPools()) == (403, "InsufficientScopes")
+            # wm's own client signing directly holds what the deployment gives it.
+            own = manager(base, {"clientId": ISSUER_CLIENT, "accessToken": "token"})
+            check("worker-pool-list", own.listWorkerPools())
+            assert 'id="static/taskcluster/worker-manager"' in asked[-1]["authorization"]
             # wm's own workers never need the auth service.
             key, tc_id = intent(engine)
             answer = manager(base).registerWorker(register_body(key, tc_id))

@@ -59,16 +59,13 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     configure_logging()
     env = config.env
     init_sentry(env.sentry_dsn, "web", config.provider_kinds(), env.sentry_repeat_window_s)
-    if not config.env.database_url:
+    if not env.database_url:
         raise WmError("DATABASE_URL is not set")
-    if behind_taskcluster(config) and config.env.operator_token:
+    if behind_taskcluster(config) and env.operator_token:
         raise ConfigError([OPERATOR_BEHIND_TASKCLUSTER], config.source)
-    engine = make_engine(
-        config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
-    )
+    engine = make_engine(env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE)
     # Azure's verifier looks VMs up in ARM: those calls draw from the shared budget too.
     verifiers = build_verifiers(config.providers, config.deployment_id, config.root_url, engine)
-    env = config.env
     issuer = IssuerSource(engine, env.taskcluster_client_id, env.taskcluster_access_token)
     auth_service = None
     if behind_taskcluster(config):

@@ -189,6 +189,7 @@ def _supervise(
         children = Children(
             on_lost=lambda _name, code: runtime.fail(code),
             on_exit=lambda pid: forget_child_metrics(metrics_dir, pid),
+            stopping=runtime.stop,
         )
         runtime.children = children
         env = child_environment({"PROMETHEUS_MULTIPROC_DIR": metrics_dir})

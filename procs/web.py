@@ -79,8 +79,6 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         legacy=legacy(config, issuer),
     )
     port = config.env.port or config.web.port
-    mode = "taskcluster" if auth_service else "standalone"
-    log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
     server = QuietExitServer(
         uvicorn.Config(
             app,
@@ -93,6 +91,9 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
+    # Started once a stop signal is handled: from here on a stop is a clean one.
+    mode = "taskcluster" if auth_service else "standalone"
+    log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
     server.run()
     engine.dispose()
     log("process-stopped", process="web", exit_code=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
@@ -67,4 +68,9 @@ def run(
         if name != "provisioner":
             raise UserError("--supervised-by applies to the provisioner only")
         options |= {"supervised_by": supervised_by}
-    sys.exit(module.main(config, **options))
+    code = module.main(config, **options)
+    # Stopped: a stop signal arriving while the interpreter shuts down (the group's, when a
+    # parent passes it on as well) would kill it by the signal and turn a clean exit into -15.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)

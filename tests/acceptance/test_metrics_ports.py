@@ -86,8 +86,8 @@ def test_the_procfiles_processes_share_a_host_each_serving_metrics_on_its_own_po
     processes = {}
     for name in SERVED:
         argv = commands[name]
-        assert argv[:2] == ["wm", "run"], f"{name}: {' '.join(argv)}"
-        processes[name] = three_clouds.start(*argv[2:])
+        assert argv[:3] == ["exec", "wm", "run"], f"{name}: {' '.join(argv)}"
+        processes[name] = three_clouds.start(*argv[3:])
     for name, (offset, sample) in SERVED.items():
         process = processes[name]
         process.wait_for(

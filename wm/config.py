@@ -132,8 +132,8 @@ class TakeOverConfig(Frozen):
 
 class MetricsConfig(Frozen):
     # The first of the provisioner's and scanners' metrics ports (procs/ports.py gives each
-    # process type its own); 0: no metrics server in those processes.
-    port: int = Field(0, ge=0, le=65535)
+    # process type its own, the nine from here on); 0: no metrics server in those processes.
+    port: int = Field(0, ge=0, le=65535 - 8)
 
 
 class Environment(Frozen):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from procs.ports import METRICS_PORTS, metrics_port
+from tests.support.configs import build, raw
+from wm.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -29,3 +31,10 @@ def test_each_process_type_has_a_port_of_its_own_from_the_configured_one(process
 @pytest.mark.parametrize(("base", "process"), [(0, "provisioner"), (0, "scanner"), (9464, "web")])
 def test_no_metrics_server_when_turned_off_or_for_the_web_process(base, process):
     assert metrics_port(base, process) == 0
+
+
+def test_a_configured_port_without_room_for_every_process_types_port_is_refused():
+    assert build(raw(metrics={"port": 65536 - METRICS_PORTS})).metrics.port == 65527
+    with pytest.raises(ConfigError) as caught:
+        build(raw(metrics={"port": 65536 - METRICS_PORTS + 1}))
+    assert [p.split(":")[0] for p in caught.value.problems] == ["metrics.port"]

@@ -270,7 +270,7 @@ def test_the_readme_walkthrough_runs_the_procfile_under_honcho_and_stops_cleanly
                     answers(WEB + "/healthz")
                     and all(h.said(p, '"process-started"') for p in LONG_RUNNING_PROCESSES)
                 ),
-                START_TIMEOUT_S,
+                2 * START_TIMEOUT_S,  # eight Python processes starting at once
                 "every process started and the web process answering",
             )
         else:

@@ -30,6 +30,9 @@ from wm.telemetry import log
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 EXIT_CHILD_LOST = 4  # a child died while the parent was not stopping
+# How long a child's clean stop waits for its parent's own stop before it counts as lost: the
+# group's signal reaches both, and the parent's handler may run a moment after the child exits.
+STOP_NEWS_GRACE_S = 2.0
 METRICS_DIR_PREFIX = "wm-children-metrics-"
 
 
@@ -46,18 +49,42 @@ def die_with_parent(parent_pid: int) -> bool:
 class Child:
     name: str
     popen: subprocess.Popen[bytes]
+    reported: bool = False  # its failure to stop is logged once
+
+
+def stopped_cleanly(code: int) -> bool:
+    """Whether a child's exit code is a clean stop once the parent is stopping: its own exit 0,
+    or death by the stop signal itself. A platform, systemd or a Ctrl-C signals the whole
+    process group, so a child can get that signal as it finishes, when the interpreter no
+    longer handles it."""
+    return code in (0, -signal.SIGTERM, -signal.SIGINT)
+
+
+def stop_exit_code(codes: Sequence[int]) -> int:
+    """The parent's exit code for its children's, once all have stopped: 0 when every one
+    stopped cleanly, else the first failure's (a signal, such as the SIGKILL of one that
+    outlived the grace, is EXIT_CHILD_LOST)."""
+    failed = [code for code in codes if not stopped_cleanly(code)]
+    if not failed:
+        return 0
+    return failed[0] if failed[0] > 0 else EXIT_CHILD_LOST
 
 
 class Children:
     """Spawns the children and watches them: one that exits while the parent is not stopping
     calls `on_lost(name, code)`. `terminate` asks all to stop; `wait` kills what outlives the
-    grace."""
+    grace. `stopping` is the parent's own stop: set when a signal reaches the parent."""
 
-    def __init__(self, on_lost: Callable[[str, int], None], on_exit: Callable[[int], None]):
+    def __init__(
+        self,
+        on_lost: Callable[[str, int], None],
+        on_exit: Callable[[int], None],
+        stopping: threading.Event | None = None,
+    ):
         self._on_lost = on_lost
         self._on_exit = on_exit  # every exit, with the child's pid (its metrics files)
         self._children: list[Child] = []
-        self._stopping = threading.Event()
+        self._stopping = stopping if stopping is not None else threading.Event()
 
     def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
         popen = subprocess.Popen(list(argv), env=dict(env))
@@ -78,8 +105,8 @@ class Children:
                 child.popen.send_signal(signal.SIGTERM)
 
     def wait(self, deadline: float) -> int:
-        """Wait for every child until the monotonic deadline, kill what is left; return the
-        first non-zero exit code among them (0 when all stopped cleanly)."""
+        """Wait for every child until the monotonic deadline, kill what is left; return 0 when
+        all stopped cleanly, else the first failure's exit code."""
         self.terminate()
         for child in self._children:
             try:
@@ -89,21 +116,26 @@ class Children:
                 child.popen.kill()
                 child.popen.wait()
         for child in self._children:
-            if child.popen.returncode:  # which one, and how: a negative code is its signal
+            code = child.popen.returncode
+            if not stopped_cleanly(code) and not child.reported:
+                child.reported = True
+                # Which one, and how: a negative code is the signal it died of.
                 log(
                     "child-failed-to-stop",
                     logging.ERROR,
                     child=child.name,
                     pid=child.popen.pid,
-                    exit_code=child.popen.returncode,
+                    exit_code=code,
                 )
-        codes = [c.popen.returncode for c in self._children]
-        return next((code if code > 0 else EXIT_CHILD_LOST for code in codes if code), 0)
+        return stop_exit_code([c.popen.returncode for c in self._children])
 
     def _watch(self, child: Child) -> None:
         code = child.popen.wait()
         self._on_exit(child.popen.pid)
-        if self._stopping.is_set():
+        # A signal to the whole group may reach the child before the parent's handler has run:
+        # a child that stopped as asked is lost only if its parent goes on running.
+        grace = STOP_NEWS_GRACE_S if stopped_cleanly(code) else 0.0
+        if self._stopping.wait(grace):
             return
         log("child-exited", logging.ERROR, child=child.name, pid=child.popen.pid, exit_code=code)
         self._on_lost(child.name, code if code > 0 else EXIT_CHILD_LOST)

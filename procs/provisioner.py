@@ -23,6 +23,7 @@ from procs.children import (
     die_with_parent,
     forget_child_metrics,
 )
+from procs.ports import serve_metrics
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
 from wm.config import Config, ProviderConfig, RetentionConfig, child_environment
@@ -189,13 +190,16 @@ def _supervise(
         children = Children(
             on_lost=lambda _name, code: runtime.fail(code),
             on_exit=lambda pid: forget_child_metrics(metrics_dir, pid),
+            stopping=runtime.stop,
         )
         runtime.children = children
         env = child_environment({"PROMETHEUS_MULTIPROC_DIR": metrics_dir})
         try:
+            if metrics_port:  # before any child starts: a port in use stops nothing half-run
+                serve_metrics(metrics_port, runtime.name, children_registry(metrics_dir))
             for cloud in clouds:
                 children.spawn(f"provisioner-{cloud}", child_argv(config, cloud), env)
-            return runtime.run(metrics_port, registry=children_registry(metrics_dir))
+            return runtime.run()
         finally:
             children.wait(0.0)  # stopped by now, unless start-up failed: then at once
             close()

@@ -26,10 +26,11 @@ from datetime import datetime, timedelta
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry
 from sqlalchemy import Engine
 
 from procs.children import Children
+from procs.ports import serve_metrics
 from wm.config import Config
 from wm.db.engine import make_engine
 from wm.errors import WmError
@@ -130,7 +131,7 @@ class Runtime:
         """Run until SIGTERM/SIGINT, a job that keeps failing or a lost child or parent; return
         the exit code. Metrics are served from `registry` (a parent's: its children's)."""
         if metrics_port:
-            start_http_server(metrics_port, addr="0.0.0.0", registry=registry)
+            serve_metrics(metrics_port, self.name, registry)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         # What start-up made (the SDKs' modules and models, the providers) lives as long as the

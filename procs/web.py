@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from procs.ports import bind_web
 from procs.providers import build_verifiers
 from wm.api.app import MAX_IN_FLIGHT, create_app
 from wm.api.authn import OPERATOR_BEHIND_TASKCLUSTER, Authenticator, AuthService, IssuerSource
@@ -91,8 +92,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         legacy=legacy(config, issuer),
     )
     port = config.env.port or config.web.port
-    mode = "taskcluster" if auth_service else "standalone"
-    log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
+    sock = bind_web(port)
     server = QuietExitServer(
         uvicorn.Config(
             app,
@@ -105,7 +105,10 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
-    server.run()
+    # Started once a stop signal is handled: from here on a stop is a clean one.
+    mode = "taskcluster" if auth_service else "standalone"
+    log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
+    server.run(sockets=[sock])
     engine.dispose()
     log("process-stopped", process="web", exit_code=0)
     return 0

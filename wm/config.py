@@ -134,7 +134,9 @@ class TakeOverConfig(Frozen):
 
 
 class MetricsConfig(Frozen):
-    port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
+    # The first of the provisioner's and scanners' metrics ports (procs/ports.py gives each
+    # process type its own, the nine from here on); 0: no metrics server in those processes.
+    port: int = Field(0, ge=0, le=65535 - 8)
 
 
 class Environment(Frozen):

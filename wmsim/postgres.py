@@ -17,6 +17,7 @@ import contextlib
 import glob
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -138,6 +139,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def free_port_range(count: int, attempts: int = 50) -> int:
+    """The first of `count` consecutive ports that are free on every address right now (wm's
+    metrics ports: one per process type, from `[metrics] port` on)."""
+    for _ in range(attempts):
+        base = random.randrange(20_000, 60_000 - count)
+        if all(_bindable(port) for port in range(base, base + count)):
+            return base
+    raise OSError(f"no {count} consecutive free ports found in {attempts} attempts")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
 
 
 def start_local_cluster(bin_dir: Path) -> PostgresServer:

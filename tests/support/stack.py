@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -175,8 +176,10 @@ class Stack:
     def sync_pools(self, engine: Engine) -> None:
         apply_pools(engine, self.config(), self.data["pools"])
 
-    def start(self, *args: str) -> WmProcess:
-        process = WmProcess.start(["run", *args], self.path, self.db_url)
+    def start(self, *args: str, new_session: bool = False) -> WmProcess:
+        """`new_session`: the process leads a process group of its own, as a platform runs it
+        (its children in the group too), for tests that signal the whole group."""
+        process = WmProcess.start(["run", *args], self.path, self.db_url, new_session=new_session)
         self.processes.append(process)
         return process
 
@@ -195,9 +198,16 @@ class WmProcess:
 
     @classmethod
     def start(
-        cls, args: list[str], config: Path, db_url: str, env: Mapping[str, str] | None = None
+        cls,
+        args: list[str],
+        config: Path,
+        db_url: str,
+        env: Mapping[str, str] | None = None,
+        *,
+        new_session: bool = False,
     ) -> WmProcess:
-        """`env`: more variables for the process (what a platform would set for it)."""
+        """`env`: more variables for the process (what a platform would set for it);
+        `new_session`: it leads a process group of its own."""
         env = {**simulated_child_environment(config, db_url), **(env or {})}
         popen = subprocess.Popen(
             [sys.executable, "-m", "wm", *args],
@@ -206,6 +216,7 @@ class WmProcess:
             text=True,
             env=env,
             cwd=REPO,
+            start_new_session=new_session,
         )
         process = cls(popen)
         process._reader = threading.Thread(target=process._read, daemon=True)
@@ -264,6 +275,26 @@ class WmProcess:
                 f"still running {timeout_s:g}s after SIGTERM:\n" + "".join(self.raw[-30:])
             ) from None
         return code, time.monotonic() - started
+
+    def stop_group(self, signum: int, timeout_s: float = 15) -> int:
+        """Signal the process's whole group at once (a platform's stop, or Ctrl-C at a
+        terminal); return its exit code."""
+        os.killpg(self.popen.pid, signum)
+        try:
+            return self.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"still running {timeout_s:g}s after {signal.Signals(signum).name}:\n"
+                + "".join(self.raw[-30:])
+            ) from None
+
+    def group_alive(self) -> bool:
+        """Whether any process of its group (its children) is still running."""
+        try:
+            os.killpg(self.popen.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def kill(self) -> None:
         if self.popen.poll() is None:

@@ -21,7 +21,10 @@ def test_the_projects_procfile_has_every_process_type():
         "scanner-azure",
         "web",
     ]
-    assert entries[0].command == "wm db upgrade"
+    assert entries[0].command == "exec wm db upgrade"
+    # /bin/sh runs each entry (honcho, foreman): without `exec`, a shell such as dash stays
+    # in between, dies of the runner's SIGTERM and reports -15 for a process that exited 0.
+    assert all(e.command.startswith("exec wm ") for e in entries)
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
 
+from procs import ports
 from wm.cli.context import CliContext, UserError
 from wm.kinds import KINDS
 
@@ -41,7 +43,8 @@ SCANNED_KINDS = tuple(name for name, d in KINDS.items() if d.launches)
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=None,
-    help="Serve Prometheus metrics on this port (default: the config's metrics.port).",
+    help="Serve Prometheus metrics on this port, 0 for none (default: the config's "
+    "metrics.port plus this process type's slot, README: Metrics).",
 )
 @click.pass_obj
 def run(
@@ -58,7 +61,11 @@ def run(
         raise UserError("--kind and --except apply to the scanner and the provisioner only")
     if kinds and excluded:
         raise UserError("use --kind or --except, not both")
-    port = metrics_port if metrics_port is not None else config.metrics.port
+    port = (
+        metrics_port
+        if metrics_port is not None
+        else ports.metrics_port(config.metrics.port, name, kinds)
+    )
     module = importlib.import_module(f"procs.{name}")
     options = {"metrics_port": port or None}
     if name in ("scanner", "provisioner", "all"):
@@ -67,4 +74,12 @@ def run(
         if name != "provisioner":
             raise UserError("--supervised-by applies to the provisioner only")
         options |= {"supervised_by": supervised_by}
-    sys.exit(module.main(config, **options))
+    try:
+        code = module.main(config, **options)
+    except ports.PortTaken as exc:
+        raise UserError(str(exc)) from None
+    # Stopped: a stop signal arriving while the interpreter shuts down (the group's, when a
+    # parent passes it on as well) would kill it by the signal and turn a clean exit into -15.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)

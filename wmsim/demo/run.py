@@ -1,7 +1,7 @@
 """`wmsim demo`: every Procfile process against the simulated clouds, a workload, a report.
 
 The steps, each a method: write an effective config (the user's, with the simulated clouds on
-free ports, the web process on a free port, no metrics ports that would collide); start the
+free ports, the web process and the processes' metrics ports on free ports); start the
 clouds (`wmsim serve`, a process of its own); run the Procfile's release phase, then every
 other Procfile process, as separate OS processes; drive the workload into the builtin queue
 while simulated workers boot on the VMs the clouds run (each reads its boot data from its VM's
@@ -34,6 +34,7 @@ import yaml
 from rich.console import Console
 from sqlalchemy import Engine
 
+from procs.ports import METRICS_PORTS
 from wm import config as config_module
 from wm.api.authn import OPERATOR_CLIENT
 from wm.config import Config
@@ -59,7 +60,7 @@ from wmsim.demo.supervisor import Supervisor, read_procfile
 from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
 from wmsim.hand_made import KIND as HAND_MADE
-from wmsim.postgres import free_port
+from wmsim.postgres import free_port, free_port_range
 from wmsim.serve import SimEndpoint
 
 CLOUDS_PROCESS = "clouds"
@@ -116,6 +117,7 @@ class Demo:
         self.static_pools: list[StaticPool] = []  # those of hand-made machines
         self.operator_token = secrets.token_urlsafe(24)  # the web process's WM_OPERATOR_TOKEN
         self.rack: Rack | None = None
+        self.metrics_port = 0  # the first of the provisioner's and scanners' metrics ports
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -126,6 +128,7 @@ class Demo:
         entries = read_procfile(spec.procfile)
         raw = tomllib.loads(spec.config_path.read_text())
         web_port = free_port()
+        self.metrics_port = free_port_range(METRICS_PORTS)
         self.root_url = self.web_url = f"http://127.0.0.1:{web_port}"
         self.supervisor = Supervisor(entries, self._environment(web_port), self.logs, Path.cwd())
         with contextlib.ExitStack() as stack:
@@ -143,6 +146,10 @@ class Demo:
                 if entry.name != RELEASE:
                     self.supervisor.start(entry.name)
             self._say("processes: " + ", ".join(e.name for e in entries if e.name != RELEASE))
+            self._say(
+                f"metrics: {self.web_url}/metrics (web), provisioner and scanners on ports "
+                f"from {self.metrics_port} (README: Metrics)"
+            )
             self._wait_for_web()
             engine = make_engine(
                 spec.database_url, application_name="wm-demo", pool_size=DEMO_DB_POOL_SIZE
@@ -258,9 +265,9 @@ class Demo:
             **_read_toml(self.effective_path),
             "providers": providers,
             "web": {**raw.get("web", {}), "port": web_port},
-            # Every process would serve metrics on the same port: the demo reads the clouds'
-            # own request counts and the processes' log lines instead.
-            "metrics": {"port": 0},
+            # Each process type on a port of its own from there (procs/ports.py): free ports,
+            # as a deployment or another demo on this machine may hold the usual ones.
+            "metrics": {**raw.get("metrics", {}), "port": self.metrics_port},
             "demo": self.run_spec.demo.model_dump(mode="json"),
         }
         effective["root_url"] = self.root_url

@@ -139,8 +139,9 @@ class Supervisor:
         command = command or self.entry(name).command
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = (self.log_dir / f"{name}.log").open("a", buffering=1)  # line by line
-        # A simple command replaces the shell, so signals reach the process itself.
-        simple = not any(c in command for c in SHELL_SYNTAX)
+        # A simple command replaces the shell, so signals reach the process itself (the
+        # Procfile's own entries say `exec` already).
+        simple = not any(c in command for c in SHELL_SYNTAX) and not command.startswith("exec ")
         popen = subprocess.Popen(
             ["/bin/sh", "-c", f"exec {command}" if simple else command],
             stdout=subprocess.PIPE,

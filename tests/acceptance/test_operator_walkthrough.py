@@ -13,6 +13,7 @@ process with exit 0 and leave nothing running. Traffic stays on 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shlex
@@ -52,6 +53,10 @@ LONG_RUNNING_PROCESSES = ("web", "provisioner", "scanner-aws", "scanner-gcp", "s
 HONCHO_LINE = re.compile(r"^\S+ (?P<name>[\w-]+)\.\d+\s+\| (?P<text>.*)$")
 HONCHO_STOPPED = re.compile(r"^\S+ system\s+\| (?P<name>[\w-]+)\.\d+ stopped \(rc=(?P<rc>-?\d+)\)")
 HONCHO_STARTED = re.compile(r"^\S+ system\s+\| (?P<name>[\w-]+)\.\d+ started \(pid=(?P<pid>\d+)\)")
+# The fixed ports are the host's: a second run of this test on the machine (another `make
+# test` beside this one) waits for the first to let them go, up to this long.
+PORTS_LOCK = Path("/tmp/wm-readme-walkthrough-ports.lock")
+PORTS_WAIT_S = 900.0
 STOP_TIMEOUT_S = 30.0  # honcho SIGKILLs what is left 5 s after its SIGTERM
 WORK_TIMEOUT_S = 180.0  # launch, boot (EC2 5 s), registration, two tasks of 10 s
 
@@ -224,7 +229,29 @@ def group_gone(pid: int) -> bool:
 
 
 @pytest.fixture
-def background() -> Iterator[list[Background]]:
+def fixed_ports() -> Iterator[None]:
+    """The shipped config's ports for this test alone among the runs on this host."""
+    with PORTS_LOCK.open("a") as lock:
+        deadline = time.monotonic() + PORTS_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"another run held the walkthrough's ports ({PORTS_LOCK}) for "
+                        f"{PORTS_WAIT_S:g} s"
+                    ) from None
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def background(fixed_ports: None) -> Iterator[list[Background]]:
     started: list[Background] = []
     yield started
     for running in reversed(started):  # nothing outlives the test, whatever happened
@@ -232,7 +259,7 @@ def background() -> Iterator[list[Background]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(600 + PORTS_WAIT_S)
 def test_the_readme_walkthrough_runs_the_procfile_under_honcho_and_stops_cleanly(
     tmp_path, db_url, background, monkeypatch
 ):

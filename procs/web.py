@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import signal
+import threading
 from collections.abc import Iterator
 
 import uvicorn
@@ -20,8 +21,9 @@ from wm.api.app import MAX_IN_FLIGHT, create_app
 from wm.api.authn import Authenticator, AuthService, IssuerSource
 from wm.api.legacy import Legacy
 from wm.config import Config
+from wm.db import schema
 from wm.db.engine import make_engine
-from wm.errors import WmError
+from wm.errors import SchemaNotReady, WmError
 from wm.telemetry import configure_logging, init_sentry, log
 
 # Connections kept open; the engine may open POOL_MAX_OVERFLOW more (health checks). API
@@ -53,6 +55,9 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     engine = make_engine(
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )
+    # Started beside `release`, the schema may not be there yet: the server answers at once,
+    # not ready (503) until a watcher finds the schema wm needs; past the wait, it exits.
+    readiness = schema.Readiness()
     # Azure's verifier looks VMs up in ARM: those calls draw from the shared budget too.
     verifiers = build_verifiers(config.providers, config.deployment_id, config.root_url, engine)
     env = config.env
@@ -77,6 +82,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         version=importlib.metadata.version("wm"),
         max_in_flight=WEB_DB_POOL_SIZE,
         legacy=legacy(config, issuer),
+        schema=readiness,
     )
     port = config.env.port or config.web.port
     mode = "taskcluster" if auth_service else "standalone"
@@ -91,10 +97,32 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )
     )
+    stopping = threading.Event()
+    failed: list[SchemaNotReady] = []
+
+    def watch_schema() -> None:
+        try:
+            schema.wait(
+                engine,
+                config.database.schema_wait_s,
+                process="web",
+                stop=stopping,
+                readiness=readiness,
+            )
+        except SchemaNotReady as exc:
+            failed.append(exc)
+            server.should_exit = True
+
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
-    server.run()
+    threading.Thread(target=watch_schema, name="schema-watch", daemon=True).start()
+    try:
+        server.run()
+    finally:
+        stopping.set()
     engine.dispose()
+    if failed:
+        raise failed[0]
     log("process-stopped", process="web", exit_code=0)
     return 0
 

@@ -130,6 +130,12 @@ class TakeOverConfig(Frozen):
         return base_url(value, "http://worker-manager.internal", "a base URL")
 
 
+class DatabaseConfig(Frozen):
+    # How long a process started beside `release` waits for `wm db upgrade` to bring the
+    # schema to the revision it needs, before it exits saying so.
+    schema_wait_s: float = Field(300.0, ge=0)
+
+
 class MetricsConfig(Frozen):
     port: int = Field(0, ge=0, le=65535)  # 0: no metrics server in worker processes
 
@@ -163,6 +169,7 @@ class Config(Frozen):
     retention: RetentionConfig = RetentionConfig()
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
+    database: DatabaseConfig = DatabaseConfig()
     # Set while moving from a live worker-manager: forwarding to it is on (None: off).
     take_over: TakeOverConfig | None = None
     providers: tuple[ProviderConfig, ...] = ()

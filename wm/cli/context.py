@@ -16,8 +16,9 @@ from sqlalchemy.exc import OperationalError
 
 from wm import config as config_module
 from wm.config import Config
+from wm.db import schema as db_schema
 from wm.db.engine import make_engine
-from wm.errors import ConfigError, WmError
+from wm.errors import ConfigError, SchemaNotReady, WmError
 
 USAGE_ERROR_EXIT = 2
 
@@ -37,15 +38,22 @@ class CliContext:
             self._config = config_module.load(self.config_path)
         return self._config
 
-    def engine(self, database_url: str | None = None) -> Engine:
+    def database_url(self) -> str:
+        url = self.config().env.database_url
+        if not url:
+            raise UserError(
+                "DATABASE_URL is not set: point it at a PostgreSQL database "
+                "(`make demo` starts a throwaway one)."
+            )
+        return url
+
+    def engine(self, *, schema: bool = True) -> Engine:
+        """The database, checked to hold the schema this wm needs (unless not `schema`:
+        `wm db upgrade`, which makes it so)."""
         if self._engine is None:
-            url = database_url or self.config().env.database_url
-            if not url:
-                raise UserError(
-                    "DATABASE_URL is not set: point it at a PostgreSQL database "
-                    "(`make demo` starts a throwaway one)."
-                )
-            self._engine = make_engine(url, application_name="wm-cli")
+            self._engine = make_engine(self.database_url(), application_name="wm-cli")
+            if schema:
+                db_schema.require(self._engine)
         return self._engine
 
     def close(self) -> None:
@@ -78,7 +86,7 @@ def run_guarded(command: Callable[..., Any]) -> None:
         for problem in exc.problems:
             click.echo(f"  {problem}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
-    except UserError as exc:
+    except (UserError, SchemaNotReady) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
     except OperationalError as exc:

@@ -9,14 +9,17 @@ import sys
 import tomllib
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from sqlalchemy import text
 
+from wm.cli import cli as wm_cli
 from wm.db import pools as pool_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker
 from wm.legacy_pools import OldLaunchConfig
+from wmsim.cli import cli as wmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WM = [sys.executable, "-m", "wm"]
@@ -261,6 +264,45 @@ def test_without_database_url_commands_say_what_is_missing(example_config):
     done = run_wm("status", config=example_config)
     assert done.returncode == 2
     assert "DATABASE_URL is not set" in done.stderr
+
+
+@pytest.mark.parametrize("process", ["provisioner", "scanner", "web", "all"])
+def test_every_process_without_database_url_says_so_and_exits_2(process, example_config):
+    done = run_wm("run", process, config=example_config)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: DATABASE_URL is not set: point it at a PostgreSQL")
+    assert "Traceback" not in done.stderr
+
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((*path, name))
+        if isinstance(command, click.Group):
+            found += commands(command, (*path, name))
+    return found
+
+
+@pytest.mark.parametrize("root", [wm_cli, wmsim_cli], ids=["wm", "wmsim"])
+def test_every_command_takes_config_after_it_too(root):
+    for path in commands(root):
+        command = root
+        for name in path:
+            command = command.commands[name]
+        assert any("--config" in p.opts for p in command.params), path
+
+
+def test_config_after_the_subcommand_is_the_config_used(example_config, db_url, tmp_path):
+    other = tmp_path / "other.toml"
+    other.write_text('deployment_id = "other-deploy"\n')
+    # Run where ./config.toml exists, with no WM_CONFIG: only --config can name the other one.
+    done = run_wm("config", "check", "--config", str(other))
+    assert done.returncode == 0, done.stderr
+    assert "deployment other-deploy" in done.stdout
+    listed = run_wm("pools", "list", "--json", "--config", str(example_config), db_url=db_url)
+    assert listed.returncode == 0, listed.stderr
+    twice = run_wm("--config", str(example_config), "config", "check", "--config", str(other))
+    assert twice.returncode == 2 and "--config given twice" in twice.stderr
 
 
 def test_every_command_has_help():

@@ -71,6 +71,36 @@ config_option = click.option(
 )
 
 
+def _given_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    # The root group's callback made the context object (its config read lazily), so the
+    # path given after a subcommand is set before anything reads it.
+    if value is None:
+        return
+    holder = ctx.find_root().obj
+    if holder.config_path not in (None, value):
+        raise click.UsageError(f"--config given twice: {holder.config_path} and {value}")
+    holder.config_path = value
+
+
+def config_everywhere(group: click.Group) -> None:
+    """Accept `--config` after every subcommand too (`wm pools list --config x.toml`), as
+    before it: each command and group under `group` gets the option. Call once all commands
+    are added."""
+    for command in group.commands.values():
+        command.params.append(
+            click.Option(
+                ["--config"],
+                type=click.Path(dir_okay=False),
+                default=None,
+                expose_value=False,
+                callback=_given_after,
+                help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
+            )
+        )
+        if isinstance(command, click.Group):
+            config_everywhere(command)
+
+
 def run_guarded(command: Callable[..., Any]) -> None:
     """Run the click group; turn wm's errors into a message naming what is wrong and exit 2."""
     try:

@@ -7,6 +7,7 @@ the file: a key that looks like one is itself an error. No other module reads `o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -338,10 +339,42 @@ def _message(error: Mapping[str, Any]) -> str:
             return f"must match {ctx['pattern']}"
         case "too_short":
             return "must not be empty"
+        case "tuple_type" if isinstance(error.get("input"), str):
+            key = next((p for p in reversed(error["loc"]) if isinstance(p, str)), "key")
+            return f"must be a list, not a string: {key} = [{json.dumps(error['input'])}]"
+        case "tuple_type":
+            return f"must be a list, not {_kind_of(error.get('input'))}"
+        case "int_type":
+            return f"must be an integer, not {_kind_of(error.get('input'))}"
+        case "float_type":
+            return f"must be a number, not {_kind_of(error.get('input'))}"
+        case "bool_type":
+            return f"must be true or false, not {_kind_of(error.get('input'))}"
+        case "string_type":
+            return f"must be a string, not {_kind_of(error.get('input'))}"
+        case "model_type" | "dict_type" | "mapping_type":
+            return f"must be a table, not {_kind_of(error.get('input'))}"
         case "union_tag_invalid" | "literal_error":
             return f"must be one of {ctx.get('expected', ctx.get('expected_tags'))}"
         case _:
             return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _kind_of(value: Any) -> str:
+    """A wrong value as TOML would show it, with its type: what was written, and why no."""
+    match value:
+        case bool():
+            return f"a boolean ({str(value).lower()})"
+        case str():
+            return f"a string ({json.dumps(value)})"
+        case int() | float():
+            return f"a number ({value!r})"
+        case list() | tuple():
+            return "a list"
+        case Mapping():
+            return "a table"
+        case _:
+            return f"a {type(value).__name__}"
 
 
 def format_key_path(loc: list[Any]) -> str:

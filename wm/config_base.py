@@ -8,7 +8,7 @@ to import the other's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,7 +22,19 @@ JITTER_RESERVE_S = 0.5
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A config table: frozen, no unknown keys, and strict: a value of another type is refused
+    naming its key, never coerced (`port = "8080"`, `scan_interval_s = true`). An integer is
+    a number, and a TOML array a tuple."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arrays_as_tuples(cls, data: Any) -> Any:
+        # Strict tuples take tuples only; TOML (and JSON) arrays arrive as lists.
+        if isinstance(data, dict):
+            return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return data
 
 
 class GateConfig(Frozen):

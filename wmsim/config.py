@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import Field, ValidationError, create_model, field_validator
 
 from wm import config as wm_config
 from wm.config import Config
+from wm.config_base import Frozen
 from wm.errors import ConfigError
 from wmsim.cloud import SimCloudConfig
 from wmsim.clouds import CLOUDS
@@ -29,8 +30,8 @@ from wmsim.hand_made import KIND as HAND_MADE_KIND
 SECTIONS = frozenset({"sim", "demo"})
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Frozen(Frozen):
+    """The simulator's tables are as strict as wm's."""
 
 
 # [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), and where

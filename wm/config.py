@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import JITTER_RESERVE_S, BudgetLimit, Frozen
+from wm.config_base import CONFIG_DIR, JITTER_RESERVE_S, PATH_MARKER, BudgetLimit, Frozen
 from wm.config_base import GateConfig as GateConfig  # where callers have always found it
 from wm.errors import ConfigError
 from wm.kinds import KINDS, KindDescription
@@ -291,13 +291,64 @@ def parse(
         data["root_url"] = environ["TASKCLUSTER_ROOT_URL"]
     config = None
     try:
-        config = Config(**data, env=environment_from(environ), source=source)
+        config = Config.model_validate(
+            {**data, "env": environment_from(environ), "source": source},
+            context={CONFIG_DIR: config_dir(source)},
+        )
     except ValidationError as exc:
         problems = [*schema_problems(exc), *problems]
     if problems:
         raise ConfigError(problems, source)
     assert config is not None
     return config
+
+
+def config_dir(source: str) -> str:
+    """Where the files a config names are found: beside it."""
+    return str(Path(source).resolve().parent)
+
+
+def referenced_files(model: BaseModel, where: str = "") -> list[tuple[str, str]]:
+    """Every file the config names (its ConfigPath values), with its key path."""
+    found: list[tuple[str, str]] = []
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        key = f"{where}.{name}" if where else name
+        if _names_files(info.annotation) or any(m is PATH_MARKER for m in info.metadata):
+            found += _paths(value, key)
+        elif isinstance(value, BaseModel):
+            found += referenced_files(value, key)
+        elif isinstance(value, tuple) and all(isinstance(v, BaseModel) for v in value):
+            for index, item in enumerate(value):
+                found += referenced_files(item, f"{key}[{index}]")
+    return found
+
+
+def _names_files(annotation: Any) -> bool:
+    return any(
+        arg is PATH_MARKER or _names_files(arg)
+        for arg in (*get_args(annotation), *getattr(annotation, "__metadata__", ()))
+    )
+
+
+def _paths(value: Any, key: str) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, tuple):
+        return [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return [(f"{key}.{k}", v) for k, v in value.items()]
+    return []
+
+
+def missing_files(config: Config) -> list[str]:
+    """The files the config names that are not there (`wm config check`), each with its key
+    path; a process would fail on each at start or at its first pass."""
+    return [
+        f"{key}: no file {path}"
+        for key, path in referenced_files(config)
+        if not Path(path).is_file()
+    ]
 
 
 def schema_problems(exc: ValidationError, union_tags: frozenset[str] | None = None) -> list[str]:

@@ -108,10 +108,35 @@ def row_counts(engine) -> dict[str, int]:
         return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in TABLES}
 
 
+# The files the example config names, which `wmsim serve` writes beside it.
+SIM_FILES = (
+    "ec2-identity-certificate.pem",
+    "gce-identity-jwks.json",
+    "arm-cert.pem",
+    "arm-identity-root.pem",
+)
+
+
 def test_config_check_accepts_the_example(example_config):
+    (example_config.parent / ".wm-sim").mkdir()
+    for name in SIM_FILES:
+        (example_config.parent / ".wm-sim" / name).write_text("x")
     done = run_wm("config", "check", config=example_config)
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
+
+
+def test_config_check_names_each_file_the_config_names_that_is_not_beside_it(example_config):
+    # Run from the repository, whose own .wm-sim/ may hold these files: only the config's
+    # directory counts.
+    done = run_wm("config", "check", config=example_config)
+    assert done.returncode == 2
+    where = example_config.parent / ".wm-sim"
+    assert f"providers[0].identity_certificate: no file {where}/{SIM_FILES[0]}" in done.stderr
+    assert f"providers[1].identity_jwks: no file {where}/{SIM_FILES[1]}" in done.stderr
+    assert f"providers[2].ca_bundle: no file {where}/{SIM_FILES[2]}" in done.stderr
+    assert f"providers[2].identity_roots[0]: no file {where}/{SIM_FILES[3]}" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -301,3 +301,28 @@ def test_an_integer_is_a_number_and_an_array_a_list():
     data["providers"][0].update(scan_interval_s=10, regions=["us-east-1"])
     provider = build(data).provider("aws-a")
     assert provider.scan_interval_s == 10.0 and provider.regions == ("us-east-1",)
+
+
+def test_files_a_config_names_are_found_beside_it_not_where_the_process_runs(tmp_path, monkeypatch):
+    deployment = tmp_path / "deploy"
+    deployment.mkdir()
+    path = deployment / "config.toml"
+    path.write_text(
+        'deployment_id = "d"\n'
+        "[[providers]]\n"
+        'id = "aws-a"\nkind = "aws"\nregions = ["us-east-1"]\n'
+        'identity_certificate = "certs/ec2.pem"\n'
+        'identity_certificates = {eu-west-1 = "/etc/wm/eu.pem"}\n'
+        "[[providers]]\n"
+        'id = "azure-a"\nkind = "azure"\nsubscription_id = "s"\nresource_group = "rg"\n'
+        'regions = ["eastus"]\nca_bundle = "../arm.pem"\nidentity_roots = ["roots/a.pem"]\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load("../deploy/config.toml", environ={})
+    aws, azure = config.providers
+    assert aws.identity_certificate == str(deployment / "certs" / "ec2.pem")
+    assert aws.identity_certificates == {"eu-west-1": "/etc/wm/eu.pem"}  # absolute: as given
+    assert azure.ca_bundle == str(deployment / ".." / "arm.pem")
+    assert azure.identity_roots == (str(deployment / "roots" / "a.pem"),)

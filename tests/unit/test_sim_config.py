@@ -55,3 +55,10 @@ def test_the_simulators_tables_are_as_strict_as_wms(tmp_path):
         'sim.aws.port: must be an integer, not a string ("5101")',
         "demo.minutes: must be a number, not a boolean (true)",
     ]
+
+
+def test_the_simulators_state_dir_is_beside_the_config_as_the_files_it_names(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    path.write_text('deployment_id = "d"\n')
+    monkeypatch.chdir("/")
+    assert load(path, environ={}).sim.state_dir == str(tmp_path / ".wm-sim")

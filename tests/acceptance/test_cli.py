@@ -227,6 +227,22 @@ def test_definitions_with_problems_in_two_files_list_them_all_and_apply_none(
     assert row_counts(engine)["worker_pools"] == 0
 
 
+def test_apply_warns_of_a_max_capacity_below_the_min_naming_the_pool(
+    example_config, db_url, engine, tmp_path
+):
+    definition = next(yaml.safe_load_all(EXAMPLE_POOLS.read_text()))
+    definition["config"].update(minCapacity=3, maxCapacity=1)
+    path = tmp_path / "pool.yml"
+    path.write_text(yaml.safe_dump(definition))
+    done = run_wm("pools", "apply", str(path), db_url=db_url, config=example_config)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"warning: {definition['workerPoolId']}: config.maxCapacity (1) is below "
+        "config.minCapacity (3): the pool keeps minCapacity (3) running anyway"
+    ) in done.stderr
+    assert [(p.min_capacity, p.max_capacity) for p in pool_store.load_pools(engine)] == [(3, 1)]
+
+
 def test_prune_deletes_the_pools_the_files_no_longer_define(example_config, db_url, tmp_path):
     first = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
     assert first.returncode == 0, first.stderr

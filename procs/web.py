@@ -56,8 +56,9 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         config.env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE
     )
     # Started beside `release`, the schema may not be there yet: the server answers at once,
-    # not ready (503) until a watcher finds the schema wm needs; past the wait, it exits.
-    readiness = schema.Readiness()
+    # not ready (503) until a watcher finds the schema wm needs; past the wait, it exits. One
+    # look first, so that a process whose schema is there is never seen not ready.
+    readiness = schema.Readiness(schema.look(engine))
     # Azure's verifier looks VMs up in ARM: those calls draw from the shared budget too.
     verifiers = build_verifiers(config.providers, config.deployment_id, config.root_url, engine)
     env = config.env
@@ -115,7 +116,8 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
-    threading.Thread(target=watch_schema, name="schema-watch", daemon=True).start()
+    if not readiness.ready:
+        threading.Thread(target=watch_schema, name="schema-watch", daemon=True).start()
     try:
         server.run()
     finally:

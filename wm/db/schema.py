@@ -105,6 +105,15 @@ def require(engine: Engine) -> None:
         raise SchemaNotReady(found)
 
 
+def look(engine: Engine) -> str | None:
+    """What keeps the database from being used now, a database that does not answer
+    included; None when it is ready."""
+    try:
+        return problem(schema_state(engine), where(engine))
+    except OperationalError as exc:
+        return f"cannot reach the database at {where(engine)}: {str(exc.orig).strip()}"
+
+
 def wait(
     engine: Engine,
     timeout_s: float,
@@ -126,10 +135,7 @@ def wait(
     deadline = clock() + timeout_s
     said: str | None = None
     while True:
-        try:
-            found = problem(schema_state(engine), database)
-        except OperationalError as exc:
-            found = f"cannot reach the database at {database}: {str(exc.orig).strip()}"
+        found = look(engine)
         readiness.problem = found
         if found is None:
             if said is not None:

@@ -32,6 +32,7 @@ from sqlalchemy import Engine
 from procs.children import Children
 from procs.ports import serve_metrics
 from wm.config import Config
+from wm.db import schema
 from wm.db.engine import make_engine
 from wm.errors import WmError
 from wm.sentry import init_sentry, report_scope
@@ -75,6 +76,8 @@ class Runtime:
         if not self.config.env.database_url:
             raise WmError("DATABASE_URL is not set")
         self.engine = make_engine(self.config.env.database_url, application_name=f"wm-{self.name}")
+        # Started beside `release`, the schema may not be there yet: wait for it.
+        schema.wait(self.engine, self.config.database.schema_wait_s, process=self.name)
         self._scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30}
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import signal
+import threading
 from collections.abc import Iterator
 
 import uvicorn
@@ -22,8 +23,9 @@ from wm.api.app import MAX_IN_FLIGHT, create_app
 from wm.api.authn import OPERATOR_BEHIND_TASKCLUSTER, Authenticator, AuthService, IssuerSource
 from wm.api.legacy import Legacy
 from wm.config import Config
+from wm.db import schema
 from wm.db.engine import make_engine
-from wm.errors import ConfigError, WmError
+from wm.errors import ConfigError, SchemaNotReady, WmError
 from wm.sentry import init_sentry
 from wm.telemetry import configure_logging, log
 
@@ -65,6 +67,10 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
     if behind_taskcluster(config) and env.operator_token:
         raise ConfigError([OPERATOR_BEHIND_TASKCLUSTER], config.source)
     engine = make_engine(env.database_url, application_name="wm-web", pool_size=WEB_DB_POOL_SIZE)
+    # Started beside `release`, the schema may not be there yet: the server answers at once,
+    # not ready (503) until a watcher finds the schema wm needs; past the wait, it exits. One
+    # look first, so that a process whose schema is there is never seen not ready.
+    readiness = schema.Readiness(schema.look(engine))
     # Azure's verifier looks VMs up in ARM: those calls draw from the shared budget too.
     verifiers = build_verifiers(config.providers, config.deployment_id, config.root_url, engine)
     issuer = IssuerSource(engine, env.taskcluster_client_id, env.taskcluster_access_token)
@@ -90,6 +96,7 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
         version=importlib.metadata.version("wm"),
         max_in_flight=WEB_DB_POOL_SIZE,
         legacy=legacy(config, issuer),
+        schema=readiness,
     )
     port = config.env.port or config.web.port
     sock = bind_web(port)
@@ -103,13 +110,36 @@ def main(config: Config, *, metrics_port: int | None = None) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )
     )
+    stopping = threading.Event()
+    failed: list[SchemaNotReady] = []
+
+    def watch_schema() -> None:
+        try:
+            schema.wait(
+                engine,
+                config.database.schema_wait_s,
+                process="web",
+                stop=stopping,
+                readiness=readiness,
+            )
+        except SchemaNotReady as exc:
+            failed.append(exc)
+            server.should_exit = True
+
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
+    if not readiness.ready:
+        threading.Thread(target=watch_schema, name="schema-watch", daemon=True).start()
     # Started once a stop signal is handled: from here on a stop is a clean one.
     mode = "taskcluster" if auth_service else "standalone"
     log("process-started", process="web", port=port, issuer=issuer.client_id, mode=mode)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stopping.set()
     engine.dispose()
+    if failed:
+        raise failed[0]
     log("process-stopped", process="web", exit_code=0)
     return 0
 

@@ -7,6 +7,7 @@ the file: a key that looks like one is itself an error. No other module reads `o
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -15,13 +16,13 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import JITTER_RESERVE_S, BudgetLimit, Frozen
+from wm.config_base import CONFIG_DIR, JITTER_RESERVE_S, PATH_MARKER, BudgetLimit, Frozen
 from wm.config_base import GateConfig as GateConfig  # where callers have always found it
 from wm.errors import ConfigError
 from wm.kinds import KINDS, KindDescription
@@ -133,6 +134,12 @@ class TakeOverConfig(Frozen):
         return base_url(value, "http://worker-manager.internal", "a base URL")
 
 
+class DatabaseConfig(Frozen):
+    # How long a process started beside `release` waits for `wm db upgrade` to bring the
+    # schema to the revision it needs, before it exits saying so.
+    schema_wait_s: float = Field(300.0, ge=0)
+
+
 class MetricsConfig(Frozen):
     # The first of the provisioner's and scanners' metrics ports (procs/ports.py gives each
     # process type its own, the nine from here on); 0: no metrics server in those processes.
@@ -170,6 +177,7 @@ class Config(Frozen):
     retention: RetentionConfig = RetentionConfig()
     web: WebConfig = WebConfig()
     metrics: MetricsConfig = MetricsConfig()
+    database: DatabaseConfig = DatabaseConfig()
     # Set while moving from a live worker-manager: forwarding to it is on (None: off).
     take_over: TakeOverConfig | None = None
     providers: tuple[ProviderConfig, ...] = ()
@@ -306,13 +314,64 @@ def parse(
         data["root_url"] = environ["TASKCLUSTER_ROOT_URL"]
     config = None
     try:
-        config = Config(**data, env=environment_from(environ), source=source)
+        config = Config.model_validate(
+            {**data, "env": environment_from(environ), "source": source},
+            context={CONFIG_DIR: config_dir(source)},
+        )
     except ValidationError as exc:
         problems = [*schema_problems(exc), *problems]
     if problems:
         raise ConfigError(problems, source)
     assert config is not None
     return config
+
+
+def config_dir(source: str) -> str:
+    """Where the files a config names are found: beside it."""
+    return str(Path(source).resolve().parent)
+
+
+def referenced_files(model: BaseModel, where: str = "") -> list[tuple[str, str]]:
+    """Every file the config names (its ConfigPath values), with its key path."""
+    found: list[tuple[str, str]] = []
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        key = f"{where}.{name}" if where else name
+        if _names_files(info.annotation) or any(m is PATH_MARKER for m in info.metadata):
+            found += _paths(value, key)
+        elif isinstance(value, BaseModel):
+            found += referenced_files(value, key)
+        elif isinstance(value, tuple) and all(isinstance(v, BaseModel) for v in value):
+            for index, item in enumerate(value):
+                found += referenced_files(item, f"{key}[{index}]")
+    return found
+
+
+def _names_files(annotation: Any) -> bool:
+    return any(
+        arg is PATH_MARKER or _names_files(arg)
+        for arg in (*get_args(annotation), *getattr(annotation, "__metadata__", ()))
+    )
+
+
+def _paths(value: Any, key: str) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, tuple):
+        return [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return [(f"{key}.{k}", v) for k, v in value.items()]
+    return []
+
+
+def missing_files(config: Config) -> list[str]:
+    """The files the config names that are not there (`wm config check`), each with its key
+    path; a process would fail on each at start or at its first pass."""
+    return [
+        f"{key}: no file {path}"
+        for key, path in referenced_files(config)
+        if not Path(path).is_file()
+    ]
 
 
 def schema_problems(exc: ValidationError, union_tags: frozenset[str] | None = None) -> list[str]:
@@ -354,10 +413,42 @@ def _message(error: Mapping[str, Any]) -> str:
             return f"must match {ctx['pattern']}"
         case "too_short":
             return "must not be empty"
+        case "tuple_type" if isinstance(error.get("input"), str):
+            key = next((p for p in reversed(error["loc"]) if isinstance(p, str)), "key")
+            return f"must be a list, not a string: {key} = [{json.dumps(error['input'])}]"
+        case "tuple_type":
+            return f"must be a list, not {_kind_of(error.get('input'))}"
+        case "int_type":
+            return f"must be an integer, not {_kind_of(error.get('input'))}"
+        case "float_type":
+            return f"must be a number, not {_kind_of(error.get('input'))}"
+        case "bool_type":
+            return f"must be true or false, not {_kind_of(error.get('input'))}"
+        case "string_type":
+            return f"must be a string, not {_kind_of(error.get('input'))}"
+        case "model_type" | "dict_type" | "mapping_type":
+            return f"must be a table, not {_kind_of(error.get('input'))}"
         case "union_tag_invalid" | "literal_error":
             return f"must be one of {ctx.get('expected', ctx.get('expected_tags'))}"
         case _:
             return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _kind_of(value: Any) -> str:
+    """A wrong value as TOML would show it, with its type: what was written, and why no."""
+    match value:
+        case bool():
+            return f"a boolean ({str(value).lower()})"
+        case str():
+            return f"a string ({json.dumps(value)})"
+        case int() | float():
+            return f"a number ({value!r})"
+        case list() | tuple():
+            return "a list"
+        case Mapping():
+            return "a table"
+        case _:
+            return f"a {type(value).__name__}"
 
 
 def format_key_path(loc: list[Any]) -> str:

@@ -8,12 +8,41 @@ to import the other's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Literal
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from wm.calls import CallClass
 from wm.provider_ids import PROVIDER_ID_PATTERN
+
+# The validation context's key for the directory of the config file being read.
+CONFIG_DIR = "config_dir"
+
+
+def _against_config_dir(value: str, info: ValidationInfo) -> str:
+    base = (info.context or {}).get(CONFIG_DIR)
+    if base is None or Path(value).is_absolute():
+        return value
+    return str(Path(base) / value)
+
+
+class _PathMarker:
+    """Marks a config value that names a file (wm.config.referenced_files finds them)."""
+
+
+PATH_MARKER = _PathMarker()
+# A file a config names: relative to the config file's directory, as an operator reads it,
+# not to wherever the process was started.
+ConfigPath = Annotated[str, AfterValidator(_against_config_dir), PATH_MARKER]
 
 # The shared budget's buckets hold this many seconds of refill less than the cloud's: calls
 # reach the cloud a little earlier or later than they took their tokens, and a bucket run at
@@ -22,7 +51,19 @@ JITTER_RESERVE_S = 0.5
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A config table: frozen, no unknown keys, and strict: a value of another type is refused
+    naming its key, never coerced (`port = "8080"`, `scan_interval_s = true`). An integer is
+    a number, and a TOML array a tuple."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arrays_as_tuples(cls, data: Any) -> Any:
+        # Strict tuples take tuples only; TOML (and JSON) arrays arrive as lists.
+        if isinstance(data, dict):
+            return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return data
 
 
 class GateConfig(Frozen):

@@ -134,3 +134,7 @@ class UnclassedOperation(Exception):
 
 class QueueUnavailable(WmError):
     """The queue source could not be read."""
+
+
+class SchemaNotReady(WmError):
+    """The database's schema is not the one this wm needs (`wm db upgrade` makes it so)."""

@@ -10,7 +10,8 @@ them are reported at once.
 Exactly as strict as Taskcluster, no stricter. Where that needed deciding:
 - Formats are ajv-formats 2.1.1's, which worker-manager's validator uses: `owner` is an
   email by its regex, `created`/`lastModified` date-times by its check.
-- No `maxCapacity >= minCapacity` check: worker-manager has none (src/api.js).
+- No `maxCapacity >= minCapacity` check: worker-manager has none (src/api.js), and its
+  estimator then keeps minCapacity running; wm does the same, with a warning naming both.
 - EC2 `launchConfig`: the schema's `not: {required: [IamInstanceProfile, UserData, MinCount,
   MaxCount]}` refuses only a launch config holding all four, so each alone loads.
   worker-manager overrides UserData, MinCount and MaxCount silently; wm does too, and also
@@ -205,6 +206,13 @@ def _definition(worker_pool_id: str, body: Mapping[str, Any], kind: str) -> Pool
         launch_configs: tuple[LaunchConfigDefinition, ...] = (_hand_made_launch_config(config),)
     else:
         launch_configs = _launch_configs(worker_pool_id, kind, config, warnings)
+    min_capacity = _lenient(config.get("minCapacity"), INTEGER_MIN_0, 0)
+    max_capacity = _lenient(config.get("maxCapacity"), INTEGER_MIN_0, 0)
+    if kind != NULL_PROVIDER and KINDS[kind].launches and max_capacity < min_capacity:
+        warnings.append(
+            f"config.maxCapacity ({max_capacity}) is below config.minCapacity ({min_capacity}): "
+            f"the pool keeps minCapacity ({min_capacity}) running anyway, as worker-manager does"
+        )
     return PoolDefinition(
         worker_pool_id=worker_pool_id,
         provider_id=body["providerId"],
@@ -212,8 +220,8 @@ def _definition(worker_pool_id: str, body: Mapping[str, Any], kind: str) -> Pool
         owner=body["owner"],
         email_on_error=body["emailOnError"],
         config=config,
-        min_capacity=_lenient(config.get("minCapacity"), INTEGER_MIN_0, 0),
-        max_capacity=_lenient(config.get("maxCapacity"), INTEGER_MIN_0, 0),
+        min_capacity=min_capacity,
+        max_capacity=max_capacity,
         scaling_ratio=float(
             _lenient(config.get("scalingRatio"), {"type": "number"}, DEFAULT_SCALING_RATIO)
         ),

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from wm.config_base import Frozen
 
 if TYPE_CHECKING:
     from wmsim.bootdata import CloudMetadata
 
 
-class SimCloudConfig(BaseModel):
+class SimCloudConfig(Frozen):
     """Behaviour of one simulated cloud: a `[sim.aws]`, `[sim.gcp]` or `[sim.azure]` table."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     port: int = Field(0, ge=0, le=65535)  # 0: any free port
     latency_ms: float = Field(0.0, ge=0)  # mean per-call latency

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import Field, ValidationError, create_model, field_validator
 
 from wm import config as wm_config
 from wm.config import Config
+from wm.config_base import CONFIG_DIR, ConfigPath, Frozen
 from wm.errors import ConfigError
 from wmsim.cloud import SimCloudConfig
 from wmsim.clouds import CLOUDS
@@ -29,8 +30,8 @@ from wmsim.hand_made import KIND as HAND_MADE_KIND
 SECTIONS = frozenset({"sim", "demo"})
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Frozen(Frozen):
+    """The simulator's tables are as strict as wm's."""
 
 
 # [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), and where
@@ -39,7 +40,8 @@ SimConfig = create_model(
     "SimConfig",
     __base__=_Frozen,
     **{kind: (SimCloudConfig, SimCloudConfig()) for kind in CLOUDS},
-    state_dir=(str, ".wm-sim"),
+    # Beside the config file, as the paths its providers name (which point into it).
+    state_dir=(ConfigPath, Field(".wm-sim", validate_default=True)),
 )
 
 
@@ -108,7 +110,10 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     problems: list[str] = []
     sections = config = None
     try:
-        sections = _Sections(**{key: raw[key] for key in SECTIONS if key in raw})
+        sections = _Sections.model_validate(
+            {"sim": {}, **{key: raw[key] for key in SECTIONS if key in raw}},
+            context={CONFIG_DIR: wm_config.config_dir(str(file))},
+        )
     except ValidationError as exc:
         problems += wm_config.schema_problems(exc, union_tags=frozenset())
     try:

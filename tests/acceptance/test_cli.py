@@ -9,14 +9,17 @@ import sys
 import tomllib
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from sqlalchemy import text
 
+from wm.cli import cli as wm_cli
 from wm.db import pools as pool_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker
 from wm.legacy_pools import OldLaunchConfig
+from wmsim.cli import cli as wmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WM = [sys.executable, "-m", "wm"]
@@ -105,10 +108,35 @@ def row_counts(engine) -> dict[str, int]:
         return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in TABLES}
 
 
+# The files the example config names, which `wmsim serve` writes beside it.
+SIM_FILES = (
+    "ec2-identity-certificate.pem",
+    "gce-identity-jwks.json",
+    "arm-cert.pem",
+    "arm-identity-root.pem",
+)
+
+
 def test_config_check_accepts_the_example(example_config):
+    (example_config.parent / ".wm-sim").mkdir()
+    for name in SIM_FILES:
+        (example_config.parent / ".wm-sim" / name).write_text("x")
     done = run_wm("config", "check", config=example_config)
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
+
+
+def test_config_check_names_each_file_the_config_names_that_is_not_beside_it(example_config):
+    # Run from the repository, whose own .wm-sim/ may hold these files: only the config's
+    # directory counts.
+    done = run_wm("config", "check", config=example_config)
+    assert done.returncode == 2
+    where = example_config.parent / ".wm-sim"
+    assert f"providers[0].identity_certificate: no file {where}/{SIM_FILES[0]}" in done.stderr
+    assert f"providers[1].identity_jwks: no file {where}/{SIM_FILES[1]}" in done.stderr
+    assert f"providers[2].ca_bundle: no file {where}/{SIM_FILES[2]}" in done.stderr
+    assert f"providers[2].identity_roots[0]: no file {where}/{SIM_FILES[3]}" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -199,6 +227,22 @@ def test_definitions_with_problems_in_two_files_list_them_all_and_apply_none(
     assert row_counts(engine)["worker_pools"] == 0
 
 
+def test_apply_warns_of_a_max_capacity_below_the_min_naming_the_pool(
+    example_config, db_url, engine, tmp_path
+):
+    definition = next(yaml.safe_load_all(EXAMPLE_POOLS.read_text()))
+    definition["config"].update(minCapacity=3, maxCapacity=1)
+    path = tmp_path / "pool.yml"
+    path.write_text(yaml.safe_dump(definition))
+    done = run_wm("pools", "apply", str(path), db_url=db_url, config=example_config)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"warning: {definition['workerPoolId']}: config.maxCapacity (1) is below "
+        "config.minCapacity (3): the pool keeps minCapacity (3) running anyway"
+    ) in done.stderr
+    assert [(p.min_capacity, p.max_capacity) for p in pool_store.load_pools(engine)] == [(3, 1)]
+
+
 def test_prune_deletes_the_pools_the_files_no_longer_define(example_config, db_url, tmp_path):
     first = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
     assert first.returncode == 0, first.stderr
@@ -261,6 +305,45 @@ def test_without_database_url_commands_say_what_is_missing(example_config):
     done = run_wm("status", config=example_config)
     assert done.returncode == 2
     assert "DATABASE_URL is not set" in done.stderr
+
+
+@pytest.mark.parametrize("process", ["provisioner", "scanner", "web", "all"])
+def test_every_process_without_database_url_says_so_and_exits_2(process, example_config):
+    done = run_wm("run", process, config=example_config)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: DATABASE_URL is not set: point it at a PostgreSQL")
+    assert "Traceback" not in done.stderr
+
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((*path, name))
+        if isinstance(command, click.Group):
+            found += commands(command, (*path, name))
+    return found
+
+
+@pytest.mark.parametrize("root", [wm_cli, wmsim_cli], ids=["wm", "wmsim"])
+def test_every_command_takes_config_after_it_too(root):
+    for path in commands(root):
+        command = root
+        for name in path:
+            command = command.commands[name]
+        assert any("--config" in p.opts for p in command.params), path
+
+
+def test_config_after_the_subcommand_is_the_config_used(example_config, db_url, tmp_path):
+    other = tmp_path / "other.toml"
+    other.write_text('deployment_id = "other-deploy"\n')
+    # Run where ./config.toml exists, with no WM_CONFIG: only --config can name the other one.
+    done = run_wm("config", "check", "--config", str(other))
+    assert done.returncode == 0, done.stderr
+    assert "deployment other-deploy" in done.stdout
+    listed = run_wm("pools", "list", "--json", "--config", str(example_config), db_url=db_url)
+    assert listed.returncode == 0, listed.stderr
+    twice = run_wm("--config", str(example_config), "config", "check", "--config", str(other))
+    assert twice.returncode == 2 and "--config given twice" in twice.stderr
 
 
 def test_every_command_has_help():

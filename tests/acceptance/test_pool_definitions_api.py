@@ -244,3 +244,34 @@ def test_a_worker_whose_launch_config_was_dropped_is_told_to_terminate(api, kind
 
     assert before == {"terminate": False, "reason": "none"}
     assert after == {"terminate": True, "reason": "launch config archived"}
+
+
+def test_a_max_capacity_below_the_min_is_accepted_as_worker_manager_does_and_logged(api):
+    pool_id = "defs/min-over-max"
+    body = definition(api, pool_id, "aws")
+    body["config"].update(minCapacity=3, maxCapacity=1)
+    operator = api.client(OPERATOR)
+
+    created = operator.createWorkerPool(pool_id, copy.deepcopy(body))
+    body["config"].update(minCapacity=4)
+    updated = operator.updateWorkerPool(pool_id, copy.deepcopy(body))
+
+    # The answers are worker-manager's, nothing added; the web process's log says it.
+    check("worker-pool-full", created)
+    check("worker-pool-full", updated)
+    expected = [
+        (
+            pool_id,
+            [
+                f"config.maxCapacity (1) is below config.minCapacity ({n}): the pool keeps "
+                f"minCapacity ({n}) running anyway, as worker-manager does"
+            ],
+        )
+        for n in (3, 4)
+    ]
+
+    def warned() -> list[tuple[str, list[str]]]:
+        events = api.web.events("worker-pool-warnings")
+        return [(e["pool"], e["warnings"]) for e in events if e["pool"] == pool_id]
+
+    api.web.wait_for(lambda: warned() == expected, 30, "both warnings in the log")

@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 from pydantic import ValidationError
 
@@ -273,3 +275,66 @@ def test_a_static_provider_with_cloud_settings_is_refused_naming_them():
     (problem,) = problems_of(data)
 
     assert problem.startswith("providers[3]: regions, budgets: a static provider has no cloud")
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda d: d.update(web={"port": "8080"}),
+            'web.port: must be an integer, not a string ("8080")',
+        ),
+        (
+            lambda d: d["providers"][0].update(scan_interval_s=True),
+            "providers[0].scan_interval_s: must be a number, not a boolean (true)",
+        ),
+        (
+            lambda d: d["providers"][2].update(regions="eastus"),
+            'providers[2].regions: must be a list, not a string: regions = ["eastus"]',
+        ),
+        (
+            lambda d: d["providers"][0].update(shared_budget="yes"),
+            'providers[0].shared_budget: must be true or false, not a string ("yes")',
+        ),
+        (
+            lambda d: d["providers"][1].update(project=7),
+            "providers[1].project: must be a string, not a number (7)",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_never_coerced(edit, expected):
+    data = copy.deepcopy(BASE)
+    edit(data)
+    assert expected in problems_of(data)
+
+
+def test_an_integer_is_a_number_and_an_array_a_list():
+    data = copy.deepcopy(BASE)
+    data["providers"][0].update(scan_interval_s=10, regions=["us-east-1"])
+    provider = build(data).provider("aws-a")
+    assert provider.scan_interval_s == 10.0 and provider.regions == ("us-east-1",)
+
+
+def test_files_a_config_names_are_found_beside_it_not_where_the_process_runs(tmp_path, monkeypatch):
+    deployment = tmp_path / "deploy"
+    deployment.mkdir()
+    path = deployment / "config.toml"
+    path.write_text(
+        'deployment_id = "d"\n'
+        "[[providers]]\n"
+        'id = "aws-a"\nkind = "aws"\nregions = ["us-east-1"]\n'
+        'identity_certificate = "certs/ec2.pem"\n'
+        'identity_certificates = {eu-west-1 = "/etc/wm/eu.pem"}\n'
+        "[[providers]]\n"
+        'id = "azure-a"\nkind = "azure"\nsubscription_id = "s"\nresource_group = "rg"\n'
+        'regions = ["eastus"]\nca_bundle = "../arm.pem"\nidentity_roots = ["roots/a.pem"]\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load("../deploy/config.toml", environ={})
+    aws, azure = config.providers
+    assert aws.identity_certificate == str(deployment / "certs" / "ec2.pem")
+    assert aws.identity_certificates == {"eu-west-1": "/etc/wm/eu.pem"}  # absolute: as given
+    assert azure.ca_bundle == str(deployment / ".." / "arm.pem")
+    assert azure.identity_roots == (str(deployment / "roots" / "a.pem"),)

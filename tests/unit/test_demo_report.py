@@ -235,3 +235,44 @@ def test_a_hand_made_machine_that_never_registered_makes_the_run_unhealthy():
     )
 
     assert "hand-made machines never registered: mac-01" in report["problems"]
+
+
+def test_a_static_pools_machines_waiting_for_work_is_not_its_slowest_stage():
+    # Scenario: a rack machine registers at once and waits 90 s for its first task (nobody
+    # launched it for one); its delete decision takes 3 s to be carried out.
+    mac = replace(
+        worker("wm-id-1", "mac", 0.5),
+        first_claimed_at=T0 + timedelta(seconds=90),
+        stopping_at=T0 + timedelta(seconds=100),
+        delete_called_at=T0 + timedelta(seconds=103),
+    )
+    ec2 = replace(mac, worker_id="w1", pool_id="ec2")  # the same times on a cloud pool
+    base = facts()
+
+    report = build(facts(pool_clouds={**base.pool_clouds, "mac": "static"}, workers=[mac, ec2]))
+
+    assert report["pools"]["mac"]["slowest_stage"]["stage"] == "decided_to_delete"
+    assert report["pools"]["ec2"]["slowest_stage"]["stage"] == "registered_to_claim"
+
+
+def test_report_png_legends_sit_outside_every_panel_they_could_hide(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from wmsim.demo.plot import draw, write_png
+
+    report = build(facts())
+    figure = draw(report)
+    try:
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legends = [*figure.legends, *(ax.get_legend() for ax in figure.axes)]
+        boxes = [legend.get_window_extent(renderer) for legend in legends if legend]
+        panels = [ax.get_window_extent(renderer) for ax in figure.axes if ax.axison]
+        panels.append(figure._suptitle.get_window_extent(renderer))  # the run's verdict
+        assert boxes and panels
+        for box in boxes:
+            assert not any(box.overlaps(panel) for panel in panels), box
+    finally:
+        plt.close(figure)
+    write_png(report, tmp_path / "report.png")
+    assert (tmp_path / "report.png").stat().st_size > 0

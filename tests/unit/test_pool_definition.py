@@ -1073,3 +1073,13 @@ def test_mutated_definitions_get_taskclusters_verdict():
             disagreements.append(f"{name}: wm {'accepts' if accepted else 'refuses'}; {errors[:2]}")
     assert disagreements == []
     assert len(_mutants()) > 2000
+
+
+def test_a_max_capacity_below_the_min_is_accepted_with_a_warning_naming_both():
+    definition = parse(body("aws", config(aws_lc(), minCapacity=9, maxCapacity=2)))
+    assert (definition.min_capacity, definition.max_capacity) == (9, 2)
+    assert definition.warnings == (
+        "config.maxCapacity (2) is below config.minCapacity (9): the pool keeps minCapacity "
+        "(9) running anyway, as worker-manager does",
+    )
+    assert parse(body("aws", config(aws_lc(), minCapacity=2, maxCapacity=2))).warnings == ()

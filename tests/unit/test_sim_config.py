@@ -41,3 +41,24 @@ def test_problems_in_both_packages_sections_are_listed_at_once(tmp_path):
     assert "sim.aws.port: must be <= 65535" in problems
     assert "sim.aws.boot: unknown key" in problems
     assert any(p.startswith("demo.task_s: must be [shortest, longest]") for p in problems)
+
+
+def test_the_simulators_tables_are_as_strict_as_wms(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(
+        'deployment_id = "d"\n[sim.aws]\nport = "5101"\n[demo]\ntask_s = [5, 20.0]\n'
+        "minutes = true\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load(path, environ={})
+    assert caught.value.problems == [
+        'sim.aws.port: must be an integer, not a string ("5101")',
+        "demo.minutes: must be a number, not a boolean (true)",
+    ]
+
+
+def test_the_simulators_state_dir_is_beside_the_config_as_the_files_it_names(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    path.write_text('deployment_id = "d"\n')
+    monkeypatch.chdir("/")
+    assert load(path, environ={}).sim.state_dir == str(tmp_path / ".wm-sim")

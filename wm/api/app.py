@@ -43,6 +43,7 @@ from wm.api.guard import Guard, KeepEscapedSlashes
 from wm.api.legacy import Legacy
 from wm.api.models import SCHEMA_ERROR
 from wm.api.routers import errors, health, pools, providers, workers
+from wm.db.schema import Readiness
 from wm.identity import IdentityVerifier
 from wm.tc.errors import TaskclusterError
 from wm.telemetry import log
@@ -85,6 +86,7 @@ def create_app(
     max_in_flight: int = MAX_IN_FLIGHT,
     body_timeout_s: float = BODY_TIMEOUT_S,
     legacy: Legacy | None = None,
+    schema: Readiness | None = None,
 ) -> FastAPI:
     """The web process's application: its context, its error answers and its routers."""
     app = FastAPI(
@@ -105,6 +107,7 @@ def create_app(
         issuer=issuer,
         version=version,
         legacy=legacy,
+        schema=schema or Readiness(problem=None),
     )
     app.add_middleware(KeepEscapedSlashes, prefix=PREFIX)
     if legacy is not None:  # a take-over: what is not wm's goes to the legacy worker-manager
@@ -118,6 +121,7 @@ def create_app(
         retry_after_s=RETRY_AFTER_S,
         body_timeout_s=body_timeout_s,
         exempt_paths=EXEMPT_FROM_SHEDDING,
+        ready=lambda: app.state.api.schema.ready,
     )
     app.router.route_class = TaskclusterRoute
     app.add_exception_handler(RequestValidationError, invalid)

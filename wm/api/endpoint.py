@@ -31,6 +31,7 @@ from wm.api.legacy import Legacy
 from wm.api.models import NAME_PATTERN, POOL_ID_PATTERN
 from wm.api.queries import check_query
 from wm.db import api_reads
+from wm.db.schema import Readiness
 from wm.identity import IdentityVerifier
 from wm.model import WorkerRecord
 from wm.tc.authorize import authorize
@@ -84,6 +85,8 @@ class ApiContext:
     # The legacy worker-manager while taking over from it ([take_over]): the merged lists read
     # its side. None: no take-over, every list is wm's alone.
     legacy: Legacy | None = None
+    # Whether the database's schema is the one wm needs (procs/web.py's watcher sets it).
+    schema: Readiness = field(default_factory=lambda: Readiness(problem=None))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@
   passes it: 413 either way. A body must also arrive within `body_timeout_s` (408 otherwise):
   a client that sends its headers and then trickles or stalls would hold a place in flight for
   ever, and a handful of them would shed every genuine worker.
+- Not ready, not served: until the database's schema is the one wm needs (a process started
+  beside `release`), API requests are answered 503 with Retry-After, as when the database is
+  down; the health routes say why.
 - Nothing unexpected escapes: an error no handler answered becomes a 500, logged by
   its type and place only (never its message, which may quote a request) and sent to Sentry.
 
@@ -71,8 +74,10 @@ class Guard:
         retry_after_s: int,
         body_timeout_s: float,
         exempt_paths: Collection[str],
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.app = app
+        self.ready = ready
         self.body_timeout_s = body_timeout_s
         self.max_in_flight = max_in_flight
         self.body_limit = body_limit
@@ -94,6 +99,18 @@ class Guard:
             return
         if scope["path"] in self.exempt_paths:
             await self._handle(scope, receive, send, limit)
+            return
+        if not self.ready():
+            # The schema is not there yet (a web process started beside `release`): what
+            # would fail on a missing table is asked to come back, as when the database is down.
+            await self._answer(
+                send,
+                503,
+                "ServiceUnavailable",
+                "the database's schema is not ready yet; retry shortly",
+                headers=[(b"retry-after", str(self.retry_after_s).encode())],
+            )
+            API_REQUESTS.labels(UNMATCHED, "503").inc()
             return
         if self.in_flight >= self.max_in_flight:
             await self._answer(

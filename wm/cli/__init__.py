@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from wm.cli.context import CliContext, config_option, run_guarded
+from wm.cli.context import CliContext, config_everywhere, config_option, run_guarded
 from wm.cli.db import db
 from wm.cli.pools import config_group, pools
 from wm.cli.run import run
@@ -25,6 +25,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 for command in (db, config_group, pools, import_command, workers, tasks, status, run):
     cli.add_command(command)
+config_everywhere(cli)
 
 
 def main() -> None:

@@ -16,8 +16,9 @@ from sqlalchemy.exc import OperationalError
 
 from wm import config as config_module
 from wm.config import Config
+from wm.db import schema as db_schema
 from wm.db.engine import make_engine
-from wm.errors import ConfigError, WmError
+from wm.errors import ConfigError, SchemaNotReady, WmError
 
 USAGE_ERROR_EXIT = 2
 
@@ -37,15 +38,22 @@ class CliContext:
             self._config = config_module.load(self.config_path)
         return self._config
 
-    def engine(self, database_url: str | None = None) -> Engine:
+    def database_url(self) -> str:
+        url = self.config().env.database_url
+        if not url:
+            raise UserError(
+                "DATABASE_URL is not set: point it at a PostgreSQL database "
+                "(`make demo` starts a throwaway one)."
+            )
+        return url
+
+    def engine(self, *, schema: bool = True) -> Engine:
+        """The database, checked to hold the schema this wm needs (unless not `schema`:
+        `wm db upgrade`, which makes it so)."""
         if self._engine is None:
-            url = database_url or self.config().env.database_url
-            if not url:
-                raise UserError(
-                    "DATABASE_URL is not set: point it at a PostgreSQL database "
-                    "(`make demo` starts a throwaway one)."
-                )
-            self._engine = make_engine(url, application_name="wm-cli")
+            self._engine = make_engine(self.database_url(), application_name="wm-cli")
+            if schema:
+                db_schema.require(self._engine)
         return self._engine
 
     def close(self) -> None:
@@ -63,6 +71,36 @@ config_option = click.option(
 )
 
 
+def _given_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    # The root group's callback made the context object (its config read lazily), so the
+    # path given after a subcommand is set before anything reads it.
+    if value is None:
+        return
+    holder = ctx.find_root().obj
+    if holder.config_path not in (None, value):
+        raise click.UsageError(f"--config given twice: {holder.config_path} and {value}")
+    holder.config_path = value
+
+
+def config_everywhere(group: click.Group) -> None:
+    """Accept `--config` after every subcommand too (`wm pools list --config x.toml`), as
+    before it: each command and group under `group` gets the option. Call once all commands
+    are added."""
+    for command in group.commands.values():
+        command.params.append(
+            click.Option(
+                ["--config"],
+                type=click.Path(dir_okay=False),
+                default=None,
+                expose_value=False,
+                callback=_given_after,
+                help="Path of config.toml (default: $WM_CONFIG, else ./config.toml).",
+            )
+        )
+        if isinstance(command, click.Group):
+            config_everywhere(command)
+
+
 def run_guarded(command: Callable[..., Any]) -> None:
     """Run the click group; turn wm's errors into a message naming what is wrong and exit 2."""
     try:
@@ -78,7 +116,7 @@ def run_guarded(command: Callable[..., Any]) -> None:
         for problem in exc.problems:
             click.echo(f"  {problem}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
-    except UserError as exc:
+    except (UserError, SchemaNotReady) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(USAGE_ERROR_EXIT)
     except OperationalError as exc:

@@ -17,7 +17,7 @@ def db() -> None:
 @click.pass_obj
 def upgrade(obj: CliContext) -> None:
     """Migrate the database to the newest schema (safe to run again: a no-op)."""
-    before, after = migrate.upgrade(obj.engine())
+    before, after = migrate.upgrade(obj.engine(schema=False))
     if before == after:
         click.echo(f"database already at revision {after}")
     else:

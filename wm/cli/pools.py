@@ -11,7 +11,7 @@ import yaml
 
 from wm import legacy_pools
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
-from wm.config import POOLS_MOVED, read_toml
+from wm.config import POOLS_MOVED, missing_files, read_toml
 from wm.db import pool_errors
 from wm.db import pools as pool_store
 from wm.errors import ConfigError
@@ -34,11 +34,15 @@ def config_group() -> None:
 @json_option
 @click.pass_obj
 def check(obj: CliContext, as_json: bool) -> None:
-    """Load and validate the config; list every problem with its key path (exit 2 if any).
+    """Load and validate the config, and check that the files it names are there; list
+    every problem with its key path (exit 2 if any).
 
     Touches nothing: no database connection is made.
     """
     config = obj.config()
+    missing = missing_files(config)
+    if missing:
+        raise ConfigError(missing, config.source)
     summary = {
         "source": config.source,
         "deployment_id": config.deployment_id,

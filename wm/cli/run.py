@@ -57,6 +57,7 @@ def run(
 ) -> None:
     """Run a wm process until SIGTERM: provisioner, scanner, web, or all of them in one."""
     config = obj.config()
+    obj.database_url()  # every process needs one: said here, the same for each
     if (kinds or excluded) and name not in ("scanner", "provisioner", "all"):
         raise UserError("--kind and --except apply to the scanner and the provisioner only")
     if kinds and excluded:

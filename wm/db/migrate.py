@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
-def _alembic_config() -> AlembicConfig:
+def alembic_config() -> AlembicConfig:
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
@@ -22,7 +22,7 @@ def _alembic_config() -> AlembicConfig:
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Migrate to `revision`; return (before, after). Running it again is a no-op."""
     before = current_revision(engine)
-    config = _alembic_config()
+    config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
@@ -35,4 +35,4 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.json_check import Schema
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import INTEGER_MIN_1, OBJECT, STRING, closed, worker_manager
@@ -49,8 +49,8 @@ class AwsProviderConfig(ProviderConfigBase):
     kind: Literal["aws"]
     # PEM files of AWS's public certificates for instance identity documents, by region; a
     # region without one falls back to `identity_certificate`, then to the packaged ones.
-    identity_certificates: Mapping[str, str] = Field(default_factory=dict)
-    identity_certificate: str | None = None
+    identity_certificates: Mapping[str, ConfigPath] = Field(default_factory=dict)
+    identity_certificate: ConfigPath | None = None
 
 
 LAUNCH_CONFIG: Schema = closed(

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.json_check import Schema, check, js_truthy
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription
 from wm.kinds.schema_parts import (
@@ -64,12 +64,12 @@ class AzureProviderConfig(ProviderConfigBase):
     kind: Literal["azure"]
     subscription_id: Annotated[str, Field(min_length=1)]
     resource_group: Annotated[str, Field(min_length=1)]  # holds this deployment's VMs
-    ca_bundle: str | None = None  # PEM file to trust (the simulated cloud's certificate)
+    ca_bundle: ConfigPath | None = None  # PEM file to trust (the simulated cloud's certificate)
     authority: str | None = None  # Entra ID authority host; the endpoint when simulated
     # PEM files adding to the Microsoft roots and intermediates wm ships for attested data:
     # self-signed certificates become trusted roots, the others intermediates (a private CA, the
     # simulated ARM). Empty for real Azure.
-    identity_roots: tuple[str, ...] = ()
+    identity_roots: tuple[ConfigPath, ...] = ()
 
     @model_validator(mode="before")
     @classmethod

@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ProviderConfigBase
+from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.json_check import Schema
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import ARRAY, INTEGER_MIN_1, OBJECT, STRING, worker_manager
@@ -41,7 +41,8 @@ class GcpProviderConfig(ProviderConfigBase):
     kind: Literal["gcp"]
     project: Annotated[str, Field(min_length=1)]
     operation_poll_s: float = Field(1.0, gt=0)  # between zone operation polls
-    identity_jwks: str | None = None  # JWKS file trusted for identity tokens; else Google's keys
+    # JWKS file trusted for identity tokens; else Google's keys.
+    identity_jwks: ConfigPath | None = None
     # The service account every worker VM runs as: without one a VM cannot fetch an identity
     # token. The email goes on the instance; the numeric unique id is what tokens carry as
     # `sub`, and is checked (a token of any other account in the project is refused).

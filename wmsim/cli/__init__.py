@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from wm.cli.context import config_option, run_guarded
+from wm.cli.context import config_everywhere, config_option, run_guarded
 from wmsim.cli.context import SimContext
 from wmsim.cli.demo import demo
 from wmsim.cli.serve import serve
@@ -22,6 +22,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 for command in (serve, demo):
     cli.add_command(command)
+config_everywhere(cli)
 
 
 def main() -> None:

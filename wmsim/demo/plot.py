@@ -2,7 +2,9 @@
 
 One panel per pool: capacity by state (requested, running, stopping) stacked, pending and
 claimed tasks as lines. Below them, per cloud: how long tasks waited and workers took to
-register, and what one scan cost.
+register, and what one scan cost. Legends sit outside the panels, never over what they plot:
+the pools' one legend (every pool panel draws the same series) at the foot, the clouds'
+beside their panel.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ def colour(cloud: str) -> str | None:
 
 
 def write_png(report: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    figure = draw(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def draw(report: dict[str, Any]) -> Any:
+    """The report's figure (a matplotlib Figure; the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,14 +45,22 @@ def write_png(report: dict[str, Any], path: Path) -> None:
     pools = list(report["timeline"]["pools"])
     columns = 2
     pool_rows = max(1, math.ceil(len(pools) / columns))
+    # Constrained layout makes room for the legends outside the panels.
     figure, axes = plt.subplots(
-        pool_rows + 1, columns, figsize=(13, 3.2 * (pool_rows + 1)), squeeze=False
+        pool_rows + 1,
+        columns,
+        figsize=(13, 3.4 * (pool_rows + 1)),
+        squeeze=False,
+        layout="constrained",
     )
     times = report["timeline"]["t_s"]
     for index, pool in enumerate(pools):
         _pool_panel(axes[index // columns][index % columns], pool, report, times)
     for index in range(len(pools), pool_rows * columns):
         axes[index // columns][index % columns].axis("off")
+    if pools:
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
     _latency_panel(axes[pool_rows][0], report)
     _scan_panel(axes[pool_rows][1], report)
     run = report["run"]
@@ -58,10 +78,7 @@ def write_png(report: dict[str, Any], path: Path) -> None:
         + f" ({verdict})",
         fontsize=12,
     )
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+    return figure
 
 
 def _pool_panel(ax: Any, pool: str, report: dict[str, Any], times: list[float]) -> None:
@@ -83,7 +100,6 @@ def _pool_panel(ax: Any, pool: str, report: dict[str, Any], times: list[float]) 
         title += f"\nslowest stage: {slowest['label']}, p95 {_fmt(slowest['p95_s'])} s"
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("seconds")
-    ax.legend(fontsize=7, loc="upper right")
     ax.margins(x=0)
 
 
@@ -104,7 +120,7 @@ def _latency_panel(ax: Any, report: dict[str, Any]) -> None:
     ax.set_xticklabels([label for _, label in measures], fontsize=8)
     ax.set_ylabel("seconds")
     ax.set_title("waiting: task submitted to claimed, launch to registered", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def _scan_panel(ax: Any, report: dict[str, Any]) -> None:

@@ -46,15 +46,24 @@ async def version_info(call: Public) -> JSONResponse:
 
 @router.get("/__heartbeat__", name="heartbeat")
 async def heartbeat(call: Public) -> JSONResponse:
+    if not call.api.schema.ready:
+        return not_ready(call.api)
     await run(ping_database, call.api.engine)
     return JSONResponse({})
 
 
 @own.get("/healthz")
-def healthz(api: Annotated[ApiContext, Depends(api_context)]) -> dict[str, str]:
-    """200 when the database answers."""
+def healthz(api: Annotated[ApiContext, Depends(api_context)]) -> JSONResponse:
+    """200 when the database answers with the schema wm needs; 503 saying why until then."""
+    if not api.schema.ready:
+        return not_ready(api)
     ping_database(api.engine)
-    return {"status": "ok"}
+    return JSONResponse({"status": "ok"})
+
+
+def not_ready(api: ApiContext) -> JSONResponse:
+    # The process's schema watcher's last finding: no query here.
+    return JSONResponse({"status": "not ready", "problem": api.schema.problem}, status_code=503)
 
 
 @own.get("/metrics")

@@ -76,8 +76,15 @@ class Runtime:
         if not self.config.env.database_url:
             raise WmError("DATABASE_URL is not set")
         self.engine = make_engine(self.config.env.database_url, application_name=f"wm-{self.name}")
-        # Started beside `release`, the schema may not be there yet: wait for it.
-        schema.wait(self.engine, self.config.database.schema_wait_s, process=self.name)
+        # A stop signal is a clean stop from here on, a wait for the schema included.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        # Started beside `release`, the schema may not be there yet: wait for it (or a stop).
+        if not schema.wait(
+            self.engine, self.config.database.schema_wait_s, process=self.name, stop=self.stop
+        ):
+            log("process-stopped", process=self.name, exit_code=0, abandoned=[])
+            raise SystemExit(0)  # stopped before it started: nothing of its own to stop
         self._scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30}
         )
@@ -135,8 +142,6 @@ class Runtime:
         the exit code. Metrics are served from `registry` (a parent's: its children's)."""
         if metrics_port:
             serve_metrics(metrics_port, self.name, registry)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
         # What start-up made (the SDKs' modules and models, the providers) lives as long as the
         # process: kept out of the collector's full collections, which otherwise walked all of
         # it, a 0.17 s pause of every thread in a provisioner every half minute or so.

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import pytest
 
+from procs.ports import METRICS_PORTS, metrics_port
 from tests.support.stack import (
     FAST_GATE,
     START_TIMEOUT_S,
@@ -24,7 +25,7 @@ from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wmsim.postgres import free_port
+from wmsim.postgres import free_port_range
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"]
 
@@ -184,9 +185,10 @@ def test_scanner_kinds_take_providers_named_as_taskcluster_allows(
     aws = aws_provider(sim_ec2, "Aws_Trusted", scan_interval_s=0.5)
     gcp = gcp_provider(sim_gce, "Fxci_Level3-GCP", scan_interval_s=0.5)
     azure = azure_provider(sim_arm, "azure_trusted", scan_interval_s=0.5)
-    port = free_port()
-    stack = Stack.write(tmp_path, db_url, [aws, gcp, azure], [], metrics={"port": port})
+    base = free_port_range(METRICS_PORTS)
+    stack = Stack.write(tmp_path, db_url, [aws, gcp, azure], [], metrics={"port": base})
     stacks.append(stack)
+    port = metrics_port(base, "scanner", ("gcp", "azure"))  # the port of a scanner of clouds
 
     process = stack.start("scanner", "--kind", "gcp", "--kind", "azure")
     wanted = {("Fxci_Level3-GCP", "us-central1-a"), ("azure_trusted", "eastus")}
@@ -221,7 +223,8 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
     root_url = "https://tc.example.test"
     sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, "eastus")
     make_subnet(sim_arm, AZURE_SUBNET, "eastus")
-    port = free_port()
+    base = free_port_range(METRICS_PORTS)
+    port = metrics_port(base, "scanner")
     azure = azure_provider(sim_arm, "azure2", scan_interval_s=0.5, adopt_legacy=True)
     stack = Stack.write(
         tmp_path,
@@ -229,7 +232,7 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
         [azure],
         [pool("proj/win", azure)],
         root_url=root_url,
-        metrics={"port": port},
+        metrics={"port": base},
     )
     stacks.append(stack)
     stack.sync_pools(engine)

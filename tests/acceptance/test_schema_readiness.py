@@ -5,6 +5,7 @@ saying not ready (503) until then, and exit 2 saying why if it never comes."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -127,6 +128,19 @@ def test_a_process_started_before_release_waits_for_the_schema_then_runs(tmp_pat
         assert "schema-ready" in log.read_text()
         assert provisioner.poll() is None
         assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_process_stopped_while_it_waits_for_the_schema_stops_cleanly(
+    signum, tmp_path, empty_db_url
+):
+    config = write_config(tmp_path)
+    log = tmp_path / "scanner.log"
+    with process(["run", "scanner"], environment(empty_db_url, config), log) as scanner:
+        until(lambda: "waiting-for-schema" in log.read_text(), "the scanner says it waits")
+        scanner.send_signal(signum)
+        assert scanner.wait(60) == 0, log.read_text()
+    assert "Traceback" not in log.read_text()
 
 
 def test_a_process_whose_schema_never_comes_exits_2_saying_why(tmp_path, empty_db_url):

@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.sim_gce",
     "tests.fixtures.sim_arm",
     "tests.fixtures.identity",
+    "tests.fixtures.stacks",
 ]
 
 

@@ -11,10 +11,8 @@ otherwise a group's history fills up to ARM's 800 and the pool stops launching t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 
 from tests.support.stack import AZURE_SUBSCRIPTION, START_TIMEOUT_S, Stack, azure_provider
@@ -47,14 +45,6 @@ POOLS: dict[str, str | None] = {
 }
 INTERVALS = {"provision_s": 0.3, "missing_grace_s": 0.5, "orphan_grace_s": 1.0}
 SETTLE_S = 120.0  # two processes starting on a busy machine, a deployment, a few scans
-
-
-@pytest.fixture
-def stacks() -> Iterator[list[Stack]]:
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
 
 
 def publish(sim: SimArm) -> None:

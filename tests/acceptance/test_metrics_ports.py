@@ -34,14 +34,6 @@ SERVED = {
 
 
 @pytest.fixture
-def stacks():
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
-
-
-@pytest.fixture
 def three_clouds(tmp_path, db_url, engine, sim_ec2, sim_gce, sim_arm, stacks) -> Stack:
     often = {"scan_interval_s": 2.0}
     aws, gcp = aws_provider(sim_ec2, **often), gcp_provider(sim_gce, **often)

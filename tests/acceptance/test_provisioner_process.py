@@ -7,7 +7,6 @@ import signal
 import time
 import urllib.request
 
-import pytest
 from sqlalchemy import text
 
 from tests.support.stack import (
@@ -33,14 +32,6 @@ def live(sim) -> list:
 
 def passes(process, provider: str) -> int:
     return sum(1 for e in process.events("provision-pass") if e["provider"] == provider)
-
-
-@pytest.fixture
-def stacks():
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
 
 
 def test_a_burst_of_fifty_tasks_launches_exactly_fifty_workers_over_many_passes(

@@ -7,8 +7,6 @@ import time
 import urllib.request
 from collections import defaultdict
 
-import pytest
-
 from procs.ports import METRICS_PORTS, metrics_port
 from tests.support.stack import (
     FAST_GATE,
@@ -28,14 +26,6 @@ from wm.queues.builtin import BuiltinQueue
 from wmsim.postgres import free_port_range
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"]
-
-
-@pytest.fixture
-def stacks():
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
 
 
 def scans(process) -> list[dict]:

@@ -28,14 +28,6 @@ FAST = {"provision_s": 0.3}
 
 
 @pytest.fixture
-def stacks():
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
-
-
-@pytest.fixture
 def three_clouds(tmp_path, db_url, engine, sim_ec2, sim_gce, sim_arm, stacks) -> Stack:
     aws, gcp, azure = aws_provider(sim_ec2), gcp_provider(sim_gce), azure_provider(sim_arm)
     pools = [pool("proj/a", aws), pool("proj/g", gcp), pool("proj/z", azure)]

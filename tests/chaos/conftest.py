@@ -3,12 +3,9 @@ figures each scenario measured, printed at the end of the run (see tests/chaos/s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.chaos.scene import CHAOS_FIGURES_KEY, FIGURES, Clouds, Figures
-from tests.support.stack import Stack
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.gcp.gce import SimGce
@@ -17,15 +14,6 @@ from wmsim.gcp.gce import SimGce
 @pytest.fixture
 def clouds(sim_ec2: SimEc2, sim_gce: SimGce, sim_arm: SimArm) -> Clouds:
     return Clouds(sim_ec2, sim_gce, sim_arm)
-
-
-@pytest.fixture
-def stacks() -> Iterator[list[Stack]]:
-    """Stacks whose processes are killed at the end of the test, whatever happened."""
-    made: list[Stack] = []
-    yield made
-    for stack in made:
-        stack.stop_all()
 
 
 @pytest.fixture

@@ -20,6 +20,9 @@ from wm.tc.hawk import (
     Client,
     HawkRequest,
     authenticate,
+    certificate_issuer,
+    issuing_client_id,
+    request_host_port,
 )
 
 FAR = datetime(2100, 1, 1, tzinfo=UTC)
@@ -392,3 +395,89 @@ def test_a_replayed_nonce_is_refused_when_the_caller_tracks_them(now):
     request = header_request(ISSUER.client_id, ISSUER.access_token)
     with pytest.raises(AuthenticationFailed, match=r"^Unauthorized: Invalid nonce$"):
         authenticate(request, load, now=now, seen_nonce=lambda *_: True)
+
+
+# --- what ext may hold, as JavaScript reads it --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scenario", "ext"),
+    [
+        ("ext that is JSON but not an object", "[]"),
+        ("a null certificate", {"certificate": None}),
+        ("a false certificate", {"certificate": False}),
+        ("a zero certificate", {"certificate": 0}),
+        ("an empty-string certificate", {"certificate": ""}),
+        ("null authorizedScopes", {"authorizedScopes": None}),
+        ("empty-string authorizedScopes", {"authorizedScopes": ""}),
+    ],
+)
+def test_falsy_ext_parts_are_as_good_as_absent(scenario, ext, now):
+    text = base64.b64encode(ext.encode()).decode() if isinstance(ext, str) else ext_of(ext)
+    who = authenticate(
+        header_request(ISSUER.client_id, ISSUER.access_token, ext=text), load, now=now
+    )
+    assert (who.client_id, who.scopes, who.issuer) == (ISSUER.client_id, WITH_ANONYMOUS, None)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "certificate", "reason"),
+    [
+        ("an empty list", [], "ext.certificate must be a JSON object"),
+        ("an empty object", {}, "ext.certificate.version must be 1"),
+    ],
+)
+def test_an_empty_certificate_is_still_checked(scenario, certificate, reason, now):
+    request = header_request(NAME, "t", ext=ext_of({"certificate": certificate}))
+    with pytest.raises(AuthenticationFailed) as refused:
+        authenticate(request, lambda _id: ISSUER, now=now)
+    assert str(refused.value) == reason, scenario
+
+
+def test_a_certificate_with_an_empty_issuer_is_the_signers_own(now):
+    # `if (ext.certificate.issuer)`: an empty issuer names the signer itself.
+    creds = worker_credentials(
+        IssuerCredentials(ISSUER.client_id, ISSUER.access_token),
+        provider_id="aws",
+        worker_pool_id="p/c",
+        worker_group="g",
+        worker_id="w",
+        expires=now + timedelta(days=1),
+        now=now,
+    )
+    certificate = {**json.loads(creds.certificate), "issuer": ""}
+    request = header_request(NAME, "t", ext=ext_of({"certificate": certificate}))
+    with pytest.raises(AuthenticationFailed, match=f"Client with clientId '{NAME}' not found"):
+        authenticate(request, load, now=now)
+
+
+def test_an_invalid_host_header_is_refused():
+    with pytest.raises(AuthenticationFailed, match=r"^Invalid Host header$"):
+        request_host_port("wm.example:80:80")
+
+
+def test_the_issuer_of_a_bewit_is_read_without_verifying_it(now):
+    _, ext = certificate_ext(now)
+    named = bewit_request(NAME, "wrong", now + timedelta(minutes=5), ext=ext)
+    plain = bewit_request(ISSUER.client_id, "wrong", now + timedelta(minutes=5))
+    assert (issuing_client_id(named), certificate_issuer(named)) == (
+        ISSUER.client_id,
+        ISSUER.client_id,
+    )
+    assert (issuing_client_id(plain), certificate_issuer(plain)) == (ISSUER.client_id, None)
+    for junk in (HawkRequest("GET", "/x?bewit=", HOST, PORT), raw_bewit("a", "1", "m")):
+        assert (issuing_client_id(junk), certificate_issuer(junk)) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "ext", "issuer"),
+    [
+        ("ext that does not parse", "bm90IGpzb24", "worker/x"),
+        ("a certificate that is not an object", ext_of({"certificate": "c"}), "worker/x"),
+        ("an issuer that is not a string", ext_of({"certificate": {"issuer": 7}}), "worker/x"),
+        ("an issuer", ext_of({"certificate": {"issuer": "wm/i"}}), "wm/i"),
+    ],
+)
+def test_the_signer_is_the_client_unless_a_certificate_names_an_issuer(scenario, ext, issuer):
+    request = header_request("worker/x", "t", ext=ext)
+    assert issuing_client_id(request) == issuer, scenario

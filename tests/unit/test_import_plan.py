@@ -346,12 +346,18 @@ def test_the_summary_says_per_pool_what_changes_and_counts_workers():
 
 
 def test_every_bad_pool_is_named_and_the_good_ones_still_parse():
-    bad_schema = pool("proj/a", "legacy-aws", {"launchConfig": {"ImageId": "a"}})
-    bad_region = pool("proj/b", "legacy-aws", lc("b", region="eu-west-1"))
-    good = pool("proj/c", "legacy-aws", lc("c"))
-    parsed, problems = parse_legacy_pools([bad_schema, bad_region, good], PROVIDERS)
-    assert [d.worker_pool_id for d in parsed] == ["proj/c"]
-    assert {p.split(":")[0] for p in problems} == {"pool proj/a", "pool proj/b"}
+    # Each kind of problem both before and after the other, and a good pool last.
+    region_a = pool("proj/a", "legacy-aws", lc("a", region="eu-west-1"))
+    schema_b = pool("proj/b", "legacy-aws", {"launchConfig": {"ImageId": "b"}})
+    region_c = pool("proj/c", "legacy-aws", lc("c", region="eu-west-1"))
+    good = pool("proj/d", "legacy-aws", lc("d"))
+    parsed, problems = parse_legacy_pools([region_a, schema_b, region_c, good], PROVIDERS)
+    assert [d.worker_pool_id for d in parsed] == ["proj/d"]
+    assert sorted({p.split(":")[0] for p in problems}) == [
+        "pool proj/a",
+        "pool proj/b",
+        "pool proj/c",
+    ]
 
 
 def test_workers_left_out_or_unresolved_do_not_end_the_plan():

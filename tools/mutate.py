@@ -35,7 +35,19 @@ KILLED_CODES = {1, 3}  # pytest: a test failed, or pytest failed inside (mutmut 
 TIMEOUT_CODES = {-24, 24, 152, 255, 36}  # a mutant that loops forever is caught too
 NO_TESTS = 33  # no selected test calls the function (it may run only at import)
 SURVIVED = 0
-KINDS_TESTS = {"test_provider_kinds", "test_pool_definition", "test_azure_arm_rules"}
+# The kinds' tests are by subject, not by module: a kind's mutant that no test calls after
+# import is rerun against all of them.
+KINDS_TESTS = {
+    "test_provider_kinds",
+    "test_pool_definition",
+    "test_azure_arm_rules",
+    "test_boot_data",
+    "test_legacy_tags",
+    "test_azure_states",
+    "test_call_classes",
+    "test_config",
+    "test_kind_parts",
+}
 
 
 @dataclass
@@ -64,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     if not args.report:
-        (MUTANTS / "fresh-verdicts.json").unlink(missing_ok=True)
+        _forget_fresh_verdicts(args.mutants)
         subprocess.run(
             [_bin("mutmut"), "run", "--max-children", str(args.jobs), *args.mutants],
             cwd=ROOT,
@@ -110,6 +122,20 @@ def _exit_codes() -> dict[str, int | None]:
     return codes
 
 
+def _forget_fresh_verdicts(patterns: list[str]) -> None:
+    """Those of the mutants about to be tested again (all of them without patterns)."""
+    fresh = MUTANTS / "fresh-verdicts.json"
+    if not patterns or not fresh.exists():
+        fresh.unlink(missing_ok=True)
+        return
+    kept = {
+        mutant: code
+        for mutant, code in json.loads(fresh.read_text()).items()
+        if not any(fnmatch(mutant, p) for p in patterns)
+    }
+    fresh.write_text(json.dumps(kept, indent=1, sort_keys=True))
+
+
 def _save_fresh_verdicts(codes: Mapping[str, int | None]) -> None:
     (MUTANTS / "fresh-verdicts.json").write_text(json.dumps(codes, indent=1, sort_keys=True))
 
@@ -122,18 +148,7 @@ def _fresh_run(
     tests = sorted(tests_of.get(function, ())) or _own_tests(mutant, selection)
     env = os.environ | {"MUTANT_UNDER_TEST": mutant, "PY_IGNORE_IMPORTMISMATCH": "1"}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-x",
-            "-q",
-            "-p",
-            "no:xdist",
-            "-p",
-            "no:cacheprovider",
-            *tests,
-        ],
+        [sys.executable, "-m", "pytest", "-x", *pytest_args, *tests],
         cwd=MUTANTS,
         env=env | {"PYTHONPATH": str(MUTANTS)},
         stdout=subprocess.DEVNULL,

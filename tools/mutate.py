@@ -77,12 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     if not args.report:
         _forget_fresh_verdicts(args.mutants)
-        subprocess.run(
-            [_bin("mutmut"), "run", "--max-children", str(args.jobs), *args.mutants],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,  # its progress line is rewritten thousands of times
-            check=True,
-        )
+        MUTANTS.mkdir(exist_ok=True)
+        log = MUTANTS / "mutmut-run.log"  # its progress line is rewritten thousands of times
+        with log.open("w") as out:
+            ran = subprocess.run(
+                [_bin("mutmut"), "run", "--max-children", str(args.jobs), *args.mutants],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        if ran.returncode != 0:
+            print(log.read_text(errors="replace")[-4000:].replace("\r", "\n"))
+            print(f"mutmut failed (exit {ran.returncode}): {log}")
+            return 2
     codes = _exit_codes()
     stats = json.loads((MUTANTS / "mutmut-stats.json").read_text())
     tests_of = stats["tests_by_mangled_function_name"]

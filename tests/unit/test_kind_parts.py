@@ -210,6 +210,18 @@ def test_ec2_tags_are_worker_managers_in_its_order():
             },
         ),
         (
+            "no owner, a launch config id GCE takes as it is",
+            "lc_1",
+            None,
+            {
+                "created-by": "taskcluster-wm-gcp-1",
+                "managed-by": "taskcluster",
+                "worker-pool-id": "proj-linux",
+                "owner": "",
+                "launch-config-id": "lc_1",
+            },
+        ),
+        (
             "a launch config id GCE would refuse",
             "LC/1",
             "",
@@ -224,8 +236,9 @@ def test_ec2_tags_are_worker_managers_in_its_order():
     ],
 )
 def test_gce_labels_in_full(scenario, launch_config_id, owner, labels):
+    given = {} if owner is None else {"owner": owner}
     got = gcp.gce_labels(
-        pool_id="proj/linux", provider_id="gcp_1", launch_config_id=launch_config_id, owner=owner
+        pool_id="proj/linux", provider_id="gcp_1", launch_config_id=launch_config_id, **given
     )
     assert got == labels, scenario
 

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test chaos bench lint format install clean
+.PHONY: demo test chaos bench mutate lint format install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,17 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.registration
 	$(BIN)/python -m bench.check
 
+# Mutation testing of the pure decision modules (tools/mutate.py, README "Mutation testing"):
+# the score per module and every surviving mutant. Minutes, so not part of `make test`.
+MUTATE_STAMP := $(VENV)/.mutate-stamp
+
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[mutate]'
+	touch $(MUTATE_STAMP)
+
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python tools/mutate.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
@@ -48,4 +59,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache mutants

@@ -46,6 +46,11 @@ BASE = dict(
             0,
         ),
         (
+            "stopping capacity is not launched for again, below max",
+            {"pending": 5, "stopping": 2},
+            5,
+        ),
+        (
             "ratio 0 launches only the minimum",
             {"pending": 100, "scaling_ratio": 0.0, "min_capacity": 2},
             2,
@@ -70,6 +75,8 @@ def test_a_second_pass_over_the_same_demand_launches_nothing():
         (24, 20, False),  # within 25 % of max
         (25, 10, False),  # far in share, but too few to matter
         (26, 10, True),
+        (30, 24, False),  # exactly 25 % above max is not yet far
+        (31, 24, True),
         (0, 0, False),
     ],
 )

@@ -15,6 +15,7 @@ from wm.import_plan import (
     UNCHANGED,
     LegacyPool,
     LegacyWorker,
+    PoolSummary,
     ProviderFacts,
     WorkersPlan,
     chosen_pools,
@@ -342,3 +343,129 @@ def test_the_summary_says_per_pool_what_changes_and_counts_workers():
     ]
     again = pool_summaries(changed, held_pools, plan_apply(changed, held_pools, held_lcs), plan)
     assert [(s.pool_id, s.verdict) for s in again] == [("proj/a", CHANGED)]
+
+
+def test_every_bad_pool_is_named_and_the_good_ones_still_parse():
+    # Each kind of problem both before and after the other, and a good pool last.
+    region_a = pool("proj/a", "legacy-aws", lc("a", region="eu-west-1"))
+    schema_b = pool("proj/b", "legacy-aws", {"launchConfig": {"ImageId": "b"}})
+    region_c = pool("proj/c", "legacy-aws", lc("c", region="eu-west-1"))
+    good = pool("proj/d", "legacy-aws", lc("d"))
+    parsed, problems = parse_legacy_pools([region_a, schema_b, region_c, good], PROVIDERS)
+    assert [d.worker_pool_id for d in parsed] == ["proj/d"]
+    assert sorted({p.split(":")[0] for p in problems}) == [
+        "pool proj/a",
+        "pool proj/b",
+        "pool proj/c",
+    ]
+
+
+def test_workers_left_out_or_unresolved_do_not_end_the_plan():
+    # Sorted by pool, group and id: each worker that is skipped comes before one to adopt.
+    defs = definitions(pool(POOL, "legacy-aws", lc("a", lc_id="lc-a")), pool("proj/rack", "hand"))
+    workers = [
+        worker("i-1", state="stopped"),
+        worker("i-2", lc_id="lc-gone"),
+        worker("i-3", lc_id="lc-gone"),
+        worker("i-4"),
+        worker("box-1", group="rack", lc_id=None, pool_id="proj/rack", provider="hand"),
+        worker("box-2", group="rack", lc_id=None, pool_id="proj/rack", provider="hand"),
+    ]
+    plan = plan_workers(ROOT, workers, defs, PROVIDERS, set())
+    assert [w.tc_worker_id for w in plan.adopt] == ["i-4"]
+    assert [w.worker_id for w in plan.left] == ["box-1", "box-2"]
+    assert [p.split(":")[0] for p in plan.problems] == [
+        f"worker {POOL}/us-east-1/i-2",
+        f"worker {POOL}/us-east-1/i-3",
+    ]
+
+
+def test_a_config_without_providers_says_none_are_configured():
+    assert provider_problems(["aws"], {}) == [
+        "--provider aws: wm's config has no provider 'aws' (configured: none)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "launch_configs", "listed"),
+    [
+        ("the pool has others", [lc("b", lc_id="lc-b"), lc("c", lc_id="lc-c")], "lc-b, lc-c"),
+        ("the pool has none left", [], "none"),
+    ],
+)
+def test_an_archived_launch_config_is_named_with_what_the_pool_has(
+    scenario, launch_configs, listed
+):
+    defs = definitions(pool(POOL, "legacy-aws", *launch_configs))
+    plan = plan_workers(ROOT, [worker(lc_id="lc-a")], defs, PROVIDERS, set())
+    assert plan.problems == (
+        f"worker {POOL}/us-east-1/i-1: its launchConfigId 'lc-a' is not one of the pool's "
+        f"launch configs ({listed}); worker-manager archived it, and wm cannot know what it "
+        "launched",
+    ), scenario
+
+
+def test_a_worker_without_launch_config_and_none_in_its_group_is_named():
+    defs = definitions(pool(POOL, "legacy-aws", lc("b", region="us-west-2", lc_id="lc-b")))
+    plan = plan_workers(ROOT, [worker(lc_id=None)], defs, PROVIDERS, set())
+    assert plan.problems == (
+        f"worker {POOL}/us-east-1/i-1: no launchConfigId given and the pool has no launch "
+        "config in that worker group; import it after it stops",
+    )
+
+
+def test_the_one_launch_config_of_a_group_takes_its_worker_whatever_its_capacity():
+    defs = definitions(pool(POOL, "legacy-aws", lc("a", lc_id="lc-a", capacity=1)))
+    (row,) = plan_workers(ROOT, [worker(lc_id=None, capacity=4)], defs, PROVIDERS, set()).adopt
+    assert (row.launch_config_id, row.worker_group, row.capacity) == ("lc-a", "us-east-1", 4)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "legacy_state", "expires"),
+    [
+        (
+            "running: registration + the reregistration timeout (4 days)",
+            "running",
+            MODIFIED + timedelta(days=4),
+        ),
+        ("requested: launch + the registration timeout", "requested", CREATED + timedelta(hours=1)),
+    ],
+)
+def test_a_worker_without_an_expiry_gets_its_deadline_from_the_pool(
+    scenario, legacy_state, expires
+):
+    defs = definitions(
+        pool(POOL, "legacy-aws", lc("a", lc_id="lc-a"), lifecycle={"registrationTimeout": 3600})
+    )
+    legacy = LegacyWorker(**{**worker(state=legacy_state).__dict__, "expires": None})
+    (row,) = plan_workers(ROOT, [legacy], defs, PROVIDERS, set()).adopt
+    assert row.expires == expires, scenario
+
+
+def test_the_summary_counts_each_state_and_names_every_static_worker_left():
+    summaries = [
+        PoolSummary(
+            "proj/a",
+            "legacy-aws",
+            CHANGED,
+            new_workers={"requested": 1, "running": 2},
+            known_workers={"running": 3},
+        ),
+        PoolSummary("proj/rack", "hand", UNCHANGED, left_workers=("rack/b1", "rack/b2")),
+    ]
+    assert summary_lines(summaries) == [
+        "pool proj/a (legacy-aws): changed; workers new: requested 1, running 2; already known: "
+        "running 3",
+        "pool proj/rack (hand): unchanged; workers new: none; already known: none; static "
+        "workers left: 2 (rack/b1, rack/b2): worker-manager keeps their staticSecret; make each "
+        "again with createWorker",
+        "2 pools: 0 new, 1 changed, 1 unchanged; workers: 3 new, 3 already known, 2 static left",
+    ]
+
+
+def test_the_summary_counts_the_workers_of_each_state_in_a_pool():
+    defs = definitions(pool(POOL, "legacy-aws", lc("a", lc_id="lc-a")))
+    workers = [worker("i-1"), worker("i-2"), worker("i-3", state="requested")]
+    plan = plan_workers(ROOT, workers, defs, PROVIDERS, set())
+    (summary,) = pool_summaries(defs, [], plan_apply(defs, [], []), plan)
+    assert summary.new_workers == {"requested": 1, "running": 2}

@@ -40,6 +40,43 @@ def split(to_add, *options):
         ("capacity per worker rounds up", 5, [option("a", per_worker=2)], {"a": 3}),
         ("every config full: nothing", 5, [option("a", max_capacity=1, current=1)], {}),
         (
+            "room for less than one worker is no room",
+            4,
+            [option("a", per_worker=4, max_capacity=10, current=7), option("b")],
+            {"b": 4},
+        ),
+        (
+            "room for exactly one worker takes it",
+            4,
+            [option("a", per_worker=4, max_capacity=10, current=6), option("b", 0.001)],
+            {"a": 1},
+        ),
+        ("a config of max capacity 1 takes one worker", 3, [option("a", max_capacity=1)], {"a": 1}),
+        (
+            "a config of max capacity 0 takes none",
+            3,
+            [option("a", max_capacity=0), option("b")],
+            {"b": 3},
+        ),
+        (
+            "a config of max capacity 1 next to an unlimited one",
+            4,
+            [option("a", 10, max_capacity=1), option("b")],
+            {"a": 1, "b": 3},
+        ),
+        (
+            "a bigger config weighs more while both are empty",
+            6,
+            [option("a", max_capacity=100), option("b", max_capacity=4)],
+            {"a": 4, "b": 2},
+        ),
+        (
+            "equal weight: the one with more room left gets the next worker",
+            1,
+            [option("a", max_capacity=10, current=5), option("b", max_capacity=10, current=2)],
+            {"b": 1},
+        ),
+        (
             "errors make a config weigh less",
             10,
             [option("a", errors=3), option("b")],

@@ -66,10 +66,16 @@ GCE = {
         ("no taskcluster item", GCE, {}, None),
         ("a broken taskcluster item", GCE, {"taskcluster": "{"}, None),
         ("not managed by taskcluster", {**GCE, "managed-by": "x"}, gce_metadata(), None),
+        ("a pool id that is not a string", GCE, gce_metadata(workerPoolId=7), None),
+        ("an empty pool id", GCE, gce_metadata(workerPoolId=""), None),
     ],
 )
 def test_gce_labels_and_metadata(scenario, labels, metadata, pool):
     assert gcp.legacy_pool(labels, metadata, "fxci-level1-gcp", ROOT) == pool, scenario
+
+
+def test_a_gce_root_url_configured_with_a_trailing_slash_is_the_same_deployment():
+    assert gcp.legacy_pool(GCE, gce_metadata(), "fxci-level1-gcp", ROOT + "/") == "proj/linux_big"
 
 
 def test_gce_created_by_is_escaped_and_not_lowercased_as_worker_manager_writes_it():
@@ -96,10 +102,15 @@ AZURE = {
         ("another creator", {**AZURE, "created-by": "taskcluster-wm-azure_trusted"}, None),
         ("another deployment", {**AZURE, "root-url": "https://other.example"}, None),
         ("not managed by taskcluster", {**AZURE, "managed-by": "x"}, None),
+        ("root URL with a trailing slash", {**AZURE, "root-url": ROOT + "/"}, "proj/win_2022"),
     ],
 )
 def test_azure_tags(scenario, tags, pool):
     assert azure.legacy_pool(tags, "azure2", ROOT) == pool, scenario
+
+
+def test_an_azure_root_url_configured_with_a_trailing_slash_is_the_same_deployment():
+    assert azure.legacy_pool(AZURE, "azure2", ROOT + "/") == "proj/win_2022"
 
 
 @pytest.mark.parametrize(

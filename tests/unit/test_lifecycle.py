@@ -128,3 +128,42 @@ def test_the_newest_within_reach_give_the_same_advice_on_random_fleets():
         newest = sorted(workers, key=lambda w: (w.created, w.worker_id), reverse=True)
         reach = advice_reach(total, zeros, target)
         assert scale_down_newest(newest[:reach], total, target) == scale_down(workers, target)
+
+
+def test_each_deadline_passes_only_after_its_instant():
+    at_deadline = dict(expires=NOW)
+    booting = row("booting", **at_deadline)
+    registered = row("registered", state=WorkerState.RUNNING, last_active=NOW, **at_deadline)
+    idle_since = NOW - timedelta(seconds=POOL.queue_inactivity_timeout_s)
+    idle = row(
+        "idle", state=WorkerState.RUNNING, expires=NOW + timedelta(days=1), last_active=idle_since
+    )
+    assert reasons(booting, registered, idle) == []
+
+
+@pytest.mark.parametrize(
+    ("scenario", "registered_ago", "active_ago", "overdue_"),
+    [
+        ("registered lately, never claimed a task", 60, None, False),
+        ("registered long ago, never claimed a task", 3 * 3600, None, True),
+        ("registered long ago, claimed a task lately", 3 * 3600, 60, False),
+    ],
+)
+def test_inactivity_counts_from_the_last_task_else_from_registration(
+    scenario, registered_ago, active_ago, overdue_
+):
+    worker = row(
+        "w",
+        state=WorkerState.RUNNING,
+        created=NOW - timedelta(days=1),
+        expires=NOW + timedelta(days=1),
+        registered_at=NOW - timedelta(seconds=registered_ago),
+        last_active=None if active_ago is None else NOW - timedelta(seconds=active_ago),
+    )
+    assert reasons(worker) == ([("w", QUEUE_INACTIVITY)] if overdue_ else []), scenario
+
+
+def test_a_worker_of_an_unknown_pool_does_not_hide_the_rest():
+    stranger = row("a-stranger", pool="nope", expires=NOW - timedelta(days=1))
+    late = row("b-late", expires=NOW - timedelta(seconds=1))
+    assert reasons(stranger, late) == [("b-late", REGISTRATION_TIMEOUT)]

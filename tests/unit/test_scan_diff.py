@@ -3,7 +3,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
-from wm.scan_diff import diff
+from wm.scan_diff import MISSING_GRACE, ORPHAN_GRACE, diff
+from wm.worker_transitions import LOST, SEEN, STARTED
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 OLD = NOW - timedelta(hours=1)
@@ -205,3 +206,111 @@ def test_the_intent_grace_holds_back_only_intents():
     launched = row(created=NOW - timedelta(minutes=1), cloud_id="c1")
     found = run([], [launched], missing_grace=timedelta(0), intent_grace=GRACE)
     assert found.missing == (launched,)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "first"),
+    [
+        ("a legacy VM with no row", vm("p/r/i-9", U, "i-9", legacy=True)),
+        ("a legacy VM the cloud already ended", vm("p/r/i-9", X, "i-9", legacy=True)),
+        ("a VM with no row, past the orphan grace", vm("w-x", U, "c-x", launched_at=OLD)),
+        ("a VM with no row, within the orphan grace", vm("w-x", U, "c-x", launched_at=NOW)),
+    ],
+)
+def test_a_vm_without_a_row_listed_first_leaves_the_rest_of_the_listing_read(scenario, first):
+    result = run([first, vm("w1", X, "c1", reason="died")], [row("w1", U, cloud_id="c1")])
+    assert result.seen == ("w1",), scenario
+    assert [(c.worker_id, c.to_state) for c in result.changes] == [("w1", S)], scenario
+
+
+@pytest.mark.parametrize(
+    ("scenario", "instance", "rows", "unadopted", "orphans"),
+    [
+        ("a live legacy VM with no row is reported, not deleted", U, [], ["i-9"], []),
+        ("one a legacy manager already ended is no news", X, [], [], []),
+        ("one whose imported row is done is reported again", U, [row("p/r/i-9", X)], ["i-9"], []),
+    ],
+)
+def test_legacy_vms_are_never_orphans(scenario, instance, rows, unadopted, orphans):
+    legacy_vm = vm("p/r/i-9", instance, "i-9", legacy=True, launched_at=OLD)
+    result = run([legacy_vm], rows)
+    assert [i.cloud_id for i in result.unadopted] == unadopted, scenario
+    assert [i.cloud_id for i in result.orphans] == orphans, scenario
+
+
+def test_the_graces_given_are_the_ones_applied():
+    vm_two_minutes_old = vm("w-x", U, "c-x", launched_at=NOW - timedelta(minutes=2))
+    row_ten_seconds_old = row("w-new", cloud_id="c-new", created=NOW - timedelta(seconds=10))
+    by_default = run([vm_two_minutes_old], [row_ten_seconds_old])
+    assert (by_default.orphans, by_default.missing) == ((), ())
+    shorter = run(
+        [vm_two_minutes_old],
+        [row_ten_seconds_old],
+        orphan_grace=timedelta(minutes=1),
+        missing_grace=timedelta(seconds=5),
+    )
+    assert ([o.cloud_id for o in shorter.orphans], shorter.missing) == (
+        ["c-x"],
+        (row_ten_seconds_old,),
+    )
+
+
+def test_each_grace_ends_at_its_instant():
+    orphan = vm("w-x", U, "c-x", launched_at=NOW - ORPHAN_GRACE)
+    fresh = row("w-new", cloud_id="c-new", created=NOW - MISSING_GRACE)
+    result = run([orphan], [fresh])
+    assert ([o.cloud_id for o in result.orphans], result.missing) == (["c-x"], (fresh,))
+
+
+def test_an_intent_is_looked_up_once_the_intent_grace_has_passed_exactly():
+    intent = row(created=NOW - GRACE, cloud_id=None)
+    found = run(
+        [],
+        [intent],
+        missing_grace=timedelta(0),
+        intent_grace=GRACE,
+        intents_free_since={"w1": NOW - GRACE},
+    )
+    assert (found.missing, found.in_flight) == ((intent,), ())
+
+
+def test_a_vm_known_only_by_its_cloud_id_matches_its_row():
+    result = run([vm(None, X, "c1", reason="died")], [row("w1", U, cloud_id="c1")])
+    assert result.seen == ("w1",)
+    assert [(c.worker_id, c.transition) for c in result.changes] == [("w1", LOST)]
+
+
+def test_a_pool_not_in_the_registration_map_requires_registration():
+    result = diff([vm(state=U)], [row(state=R)], now=NOW, requires_registration={})
+    assert result.changes == ()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "known", "listed", "learns"),
+    [
+        ("the row learns the workerId the cloud shows", None, "tc-1", True),
+        ("a workerId the row has already is no change", "tc-1", "tc-1", False),
+        ("the cloud showing none is no change", None, None, False),
+    ],
+)
+def test_a_row_learns_its_taskcluster_worker_id_from_the_list(scenario, known, listed, learns):
+    result = run([vm(state=R, tc_worker_id=listed)], [row(state=R, tc_worker_id=known)])
+    changes = [(c.transition, c.to_state, c.tc_worker_id, c.reason) for c in result.changes]
+    assert changes == ([(SEEN, R, "tc-1", None)] if learns else []), scenario
+
+
+def test_a_change_says_which_transition_makes_it_and_only_a_loss_keeps_the_reason():
+    result = run(
+        [vm("w1", U, "c1", reason="ignored"), vm("w2", X, "c2", reason="evicted")],
+        [row("w1", R, cloud_id="c1"), row("w2", U, cloud_id="c2")],
+        registration=False,
+    )
+    assert [(c.worker_id, c.transition, c.reason) for c in result.changes] == [
+        ("w1", STARTED, None),
+        ("w2", LOST, "evicted"),
+    ]
+
+
+def test_the_row_first_seen_running_is_the_one_reported():
+    booted = row("w1", R, cloud_id="c1")
+    assert run([vm("w1", U, "c1")], [booted]).cloud_running == (booted,)

@@ -4,6 +4,7 @@ provider each names, and the decision for a pool or provider wm has and one it h
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -375,3 +376,28 @@ def test_every_pools_error_stats_add_up_key_by_key():
         "code": {"a": 2, "b": 3},
         "title": {"t": 3},
     }
+
+
+def test_a_body_field_that_is_not_a_non_empty_string_names_nothing():
+    for body in (
+        b'{"workerPoolId": 7, "providerId": ""}',
+        b'{"workerPoolId": "", "providerId": [1]}',
+    ):
+        about = subject("POST", "/worker/register", {}, body)
+        assert (about.pool_id, about.provider_id) == (None, None), body
+
+
+@pytest.mark.parametrize("inner", ["", "a", "ab", "abc", "abcd", "a/b+c=d", None])
+def test_a_merged_token_is_compact_url_safe_base64_of_any_length(inner):
+    token = MergedToken(Side.LEGACY, inner)
+    text = encode_token(token)
+    assert not text.endswith("=") and "+" not in text and "/" not in text
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    assert raw == json.dumps({"s": "legacy", "t": inner}, separators=(",", ":")).encode()
+    assert decode_token(text) == token
+
+
+def test_error_stats_that_are_not_counts_are_left_out_not_added():
+    mine = {"flagged": True, "total": 2, "daily": {"d1": "n/a", "d2": 1, "d3": False}}
+    theirs = {"total": 1, "daily": {"d2": 2}}
+    assert sum_error_stats(mine, theirs) == {"total": 3, "daily": {"d2": 3}}

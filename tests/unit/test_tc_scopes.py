@@ -23,6 +23,9 @@ SATISFACTION = [
     ("a trailing star covers the bare prefix", ["a:*"], "a:", True),
     ("a star alone covers everything", ["*"], "anything", True),
     ("a star in the middle is a literal", ["a:*:c"], "a:b:c", False),
+    ("a star keeps all of the prefix before it", ["a:b*"], "a:c", False),
+    ("a star after a prefix covers what extends it", ["a:b*"], "a:bcd", True),
+    ("a star after a prefix covers the prefix itself", ["a:b*"], "a:b", True),
     ("a required star needs a star", ["a:b"], "a:*", False),
     ("a prefix without star is not enough", ["a:b"], "a:bc", False),
     ("no scopes at all", [], "a", False),
@@ -89,6 +92,8 @@ def test_satisfaction_agrees_with_the_taskcluster_client(scenario, held, require
         ("both missing", [], {"AllOf": ["a", "b"]}, {"AllOf": ["a", "b"]}),
         ("an AnyOf with one branch held", ["b"], {"AnyOf": ["a", "b"]}, None),
         ("an AnyOf with none held", [], {"AnyOf": ["a", "b"]}, {"AnyOf": ["a", "b"]}),
+        ("a one-branch AnyOf collapses to its branch", [], {"AnyOf": ["a"]}, "a"),
+        ("a one-scope AllOf collapses to its scope", [], {"AllOf": ["a"]}, "a"),
         ("a star covers", ["a:*"], "a:b", None),
         ("a plain scope missing", [], "a:b", "a:b"),
         (
@@ -138,6 +143,41 @@ def test_render(template, params, rendered):
 def test_render_refuses(template, params):
     with pytest.raises(ScopeTemplateError):
         render(template, params)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "template", "params", "message"),
+    [
+        (
+            "a parameter missing",
+            "x:<a>",
+            {},
+            "Scope expression template expected parameter 'a' to be a string or number",
+        ),
+        (
+            "an if template",
+            {"if": "a", "then": "x"},
+            {"a": True},
+            "'if'/'for' templates are not used by worker-manager",
+        ),
+        (
+            "a for template",
+            {"for": "s", "in": "ss", "each": "x:<s>"},
+            {"ss": ["a"]},
+            "'if'/'for' templates are not used by worker-manager",
+        ),
+        ("a bare if", {"if": "a"}, {}, "'if' templates are not used by worker-manager"),
+        ("a bare for", {"for": "a"}, {}, "'for' templates are not used by worker-manager"),
+        ("an unknown operator", {"OneOf": ["a"]}, {}, "not a scope expression: {'OneOf': ['a']}"),
+        ("operands not a list", {"AllOf": "a"}, {}, "not a scope expression: {'AllOf': 'a'}"),
+        ("two operators", {"AllOf": [], "AnyOf": []}, {}, "not a scope expression: "),
+        ("not an expression at all", 7, {}, "not a scope expression: 7"),
+    ],
+)
+def test_what_a_refused_template_says(scenario, template, params, message):
+    with pytest.raises(ScopeTemplateError) as refused:
+        render(template, params)
+    assert str(refused.value).startswith(message), scenario
 
 
 @pytest.mark.parametrize(

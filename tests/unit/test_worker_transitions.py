@@ -165,3 +165,25 @@ def test_registration_decides_whether_a_running_vm_starts_its_row(
 def test_a_stopped_rows_vm_is_no_sighting():
     with pytest.raises(KeyError):
         scan_sighting(X, U, True)
+
+
+@pytest.mark.parametrize(
+    ("transition", "state", "message"),
+    [
+        (REGISTER, X, "worker transition register is not allowed from a stopped row"),
+        (DELETED, U, "worker transition deleted is not allowed from a running row"),
+        (REFUSE, None, "worker transition refuse is not allowed from no row"),
+    ],
+    ids=str,
+)
+def test_a_refused_transition_says_which_and_from_where(transition, state, message):
+    with pytest.raises(TransitionRefused) as refused:
+        transition.target(state)
+    assert str(refused.value) == message
+    assert (refused.value.transition, refused.value.state) == (transition, state)
+    assert isinstance(refused.value, ValueError)  # the writer's callers catch it as bad input
+
+
+def test_a_transition_reads_as_its_name_and_says_why():
+    assert [str(t) for t in (CREATE, SEEN, EXPIRE)] == ["create", "seen", "expire"]
+    assert all(t.why for t in TRANSITIONS)

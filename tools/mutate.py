@@ -200,8 +200,11 @@ def _scores(
     scores: dict[str, ModuleScore] = {}
     for mutant, code in sorted(codes.items()):
         module = _module_of(mutant)
-        path = module.replace(".", "/") + ".py"
-        if not any(fnmatch(path, p) for p in patterns):
+        # mutmut names a package's __init__.py mutants after the package (wm.kinds.x_...).
+        base = module.replace(".", "/")
+        if not any(
+            fnmatch(path, p) for path in (f"{base}.py", f"{base}/__init__.py") for p in patterns
+        ):
             continue
         score = scores.setdefault(module, ModuleScore(module))
         if code in KILLED_CODES or code in TIMEOUT_CODES:

@@ -322,6 +322,14 @@ def test_a_pool_id_is_unescaped_and_its_slash_kept_in_one_segment():
     assert params == {"workerPoolId": "proj-a/win", "workerGroup": "westus", "workerId": "vm-1"}
 
 
+def test_a_pool_id_with_a_plain_slash_is_one_pool_too():
+    # worker-manager's `{*workerPoolId}` takes it so, and a pool id always has one slash.
+    matched = match("GET", "/workers/proj-a/win/westus/vm-1/should-terminate")
+
+    assert matched is not None
+    assert matched[1] == {"workerPoolId": "proj-a/win", "workerGroup": "westus", "workerId": "vm-1"}
+
+
 @pytest.mark.parametrize(
     ("exists", "provider", "wms"),
     [(True, "azure2", True), (True, None, True), (True, "aws", False), (False, None, False)],

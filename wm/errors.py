@@ -18,6 +18,10 @@ class ConfigError(WmError):
         super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
+class PortTaken(WmError):
+    """A port a process must listen on is held by another process on this host."""
+
+
 class ErrorCategory(StrEnum):
     """What a caller can do about a cloud error."""
 

@@ -7,7 +7,6 @@ import time
 import urllib.request
 from collections import defaultdict
 
-from procs.ports import METRICS_PORTS, metrics_port
 from tests.support.stack import (
     FAST_GATE,
     START_TIMEOUT_S,
@@ -19,6 +18,7 @@ from tests.support.stack import (
 )
 from wm.db import tasks
 from wm.db.workers import list_workers
+from wm.metrics_ports import METRICS_PORTS, metrics_port
 from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.provisioner import Provisioner

@@ -238,6 +238,7 @@ LAYERS = (
             "wm.registration_policy",  # registerWorker's refusals and expected identity
             "wm.static_workers",  # createWorker and updateWorker of workers no cloud launches
             "wm.take_over",  # what `wm import` names and marks: imported workers' keys
+            "wm.metrics_ports",  # each process type's default metrics port
             "wm.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
             "wm.take_over_routes",  # which side answers each request during a take-over
             # Worker pool definitions: the schemas as data, definition files.

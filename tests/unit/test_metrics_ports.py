@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from procs.ports import METRICS_PORTS, metrics_port
 from tests.support.configs import build, raw
 from wm.errors import ConfigError
+from wm.metrics_ports import METRICS_PORTS, metrics_port
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from wm.api.routers.workers import SCALE_DOWN_REASON
+from wmsim.agent import Refusal
 from wmsim.demo.take_over_report import (
     AgentLife,
     Comparison,
@@ -77,6 +78,22 @@ def test_a_move_that_held_has_no_problem():
                 ]
             },
             "1 imported workers refused at re-registration",
+        ),
+        (
+            {
+                "agents": [
+                    AgentLife(
+                        "aws",
+                        "linux",
+                        "i-1",
+                        ["registered", "reregister-refused:InputError"],
+                        [],
+                        [Refusal("reregisterWorker", 400, "InputError", "bad secret", (0, 400))],
+                    )
+                ]
+            },
+            "reregisterWorker of aws worker i-1 (linux) answered 400 InputError: bad secret "
+            "(tries: [0, 400])",
         ),
         (
             {

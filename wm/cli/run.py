@@ -8,9 +8,10 @@ import sys
 
 import click
 
-from procs import ports
 from wm.cli.context import CliContext, UserError
+from wm.errors import PortTaken
 from wm.kinds import KINDS
+from wm.metrics_ports import metrics_port as default_metrics_port
 
 PROCESSES = ("provisioner", "scanner", "web", "all")
 # The kinds a scanner can scan: a kind that launches nothing has no cloud to list.
@@ -65,7 +66,7 @@ def run(
     port = (
         metrics_port
         if metrics_port is not None
-        else ports.metrics_port(config.metrics.port, name, kinds)
+        else default_metrics_port(config.metrics.port, name, kinds)
     )
     module = importlib.import_module(f"procs.{name}")
     options = {"metrics_port": port or None}
@@ -77,7 +78,7 @@ def run(
         options |= {"supervised_by": supervised_by}
     try:
         code = module.main(config, **options)
-    except ports.PortTaken as exc:
+    except PortTaken as exc:
         raise UserError(str(exc)) from None
     # Stopped: a stop signal arriving while the interpreter shuts down (the group's, when a
     # parent passes it on as well) would kill it by the signal and turn a clean exit into -15.

@@ -34,7 +34,6 @@ import yaml
 from rich.console import Console
 from sqlalchemy import Engine
 
-from procs.ports import METRICS_PORTS
 from wm import config as config_module
 from wm.api.authn import OPERATOR_CLIENT
 from wm.config import Config
@@ -43,6 +42,7 @@ from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
 from wm.db.workers import list_workers
 from wm.errors import WmError
+from wm.metrics_ports import METRICS_PORTS
 from wm.model import WorkerState
 from wm.pool_definition import parse_definition_documents
 from wm.providers.base import TAG_DEPLOYMENT

@@ -559,7 +559,16 @@ class TakeOverDemo(Demo):
                 else len(agent.events)
             )
             pool_id = agent.queue_worker_id.rsplit("/", 2)[0]
-            lives.append(AgentLife(key[0], pool_id, key[1], agent.events[:n], agent.events[n:]))
+            lives.append(
+                AgentLife(
+                    key[0],
+                    pool_id,
+                    key[1],
+                    agent.events[:n],
+                    agent.events[n:],
+                    tuple(agent.refusals),
+                )
+            )
         forwarded = Counter(
             name
             for name, client in self.legacy.manager.deployment.calls[self.calls_at_move :]

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wm.api.routers.workers import SCALE_DOWN_REASON
+from wmsim.agent import Refusal
 
 REFUSED = ("register-refused:", "reregister-refused:")
 TOLD_TO_TERMINATE = "told-to-terminate:"
 # wm scaling an idle worker down (its pool has more capacity than its queue needs) is wm
 # managing the pool, as worker-manager would, not the worker refused for having moved.
 SCALED_DOWN = TOLD_TO_TERMINATE + SCALE_DOWN_REASON
+MAX_REFUSALS_LISTED = 20
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class AgentLife:
     worker_id: str
     before: Sequence[str]  # its events up to the move
     after: Sequence[str]  # its events after it
+    refusals: Sequence[Refusal] = ()  # each call refused, with the answer's words
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,16 @@ def _count(agents: Iterable[AgentLife], prefixes: tuple[str, ...], *, after: boo
             e.startswith(prefixes) and e != SCALED_DOWN
             for e in (a.after if after else [*a.before, *a.after])
         )
+    )
+
+
+def _counted(agent: AgentLife, refusal: Refusal, moved: str) -> bool:
+    """A refusal the figures count: any of a worker that stayed with the legacy, a moved
+    worker's re-registration after the move."""
+    if agent.provider_id != moved:
+        return True
+    return refusal.call == "reregisterWorker" and any(
+        e.startswith("reregister-refused:") for e in agent.after
     )
 
 
@@ -157,6 +170,24 @@ def figures(facts: TakeOverFacts) -> dict[str, Any]:
             if not c.equal
         ],
         "import_runs": list(facts.import_runs),
+        # the refusals counted above: which worker, which call, what it was answered and how
+        # its tries went
+        "refusals": [
+            {
+                "provider": a.provider_id,
+                "pool": a.pool_id,
+                "worker": a.worker_id,
+                "call": r.call,
+                "status": r.status,
+                "code": r.code,
+                "message": r.message,
+                "attempts": list(r.attempts),
+                "credentials_left_s": r.credentials_left_s,
+            }
+            for a in facts.agents
+            for r in a.refusals
+            if _counted(a, r, facts.provider_id)
+        ][:MAX_REFUSALS_LISTED],
     }
 
 
@@ -181,6 +212,11 @@ def problems(take_over: Mapping[str, Any]) -> list[str]:
     ):
         if t[key]:
             found.append(f"take-over: {t[key]} {words}")
+    for r in t["refusals"]:
+        found.append(
+            f"take-over: {r['call']} of {r['provider']} worker {r['worker']} ({r['pool']}) "
+            f"answered {r['status']} {r['code']}: {r['message']} (tries: {r['attempts']})"
+        )
     if t["moved_at_s"] is not None and not t["forwarded_requests"]:
         found.append("take-over: no request reached the legacy through wm's forwarding")
     if t["moved_at_s"] is not None and not t["forwarded_answers_sampled"]:

@@ -129,10 +129,10 @@ CLOUDS = {
     ),
     # ARM lists per resource group, every region at once, then the subscription's power
     # states: each scan pages through all 66 VMs twice (two pages of 50 each time). A look-up
-    # is a GET; the rows, adopted intents, recorded no VM data, so the two not found are also
-    # searched for among deployments (ResourceGroups_List, then each group's deployments, the
-    # provider's own among them: a deployment there may not have made its VM yet).
-    # A deletion is a GET (is it still ours?) and the DELETE.
+    # is a GET, and nothing more: the rows have the cloud ids their VMs were seen with, so no
+    # deployment can still be making them (only an intent whose create was never answered is
+    # searched for among every group's deployments). A deletion is a GET (is it still ours?)
+    # and the DELETE.
     "azure": TwoRegions(
         "sim_arm",
         "azure_provider",
@@ -140,7 +140,7 @@ CLOUDS = {
         60,
         azure_vms,
         AZURE_PAGE,
-        calls=(2 + 2 + 2 + 1 + 2, 2 + 2 + 2 * 2),
+        calls=(2 + 2 + 2, 2 + 2 + 2 * 2),
         lists={"VirtualMachines_List": 2 * 2, "VirtualMachines_ListAll": 2 * 2},
     ),
 }

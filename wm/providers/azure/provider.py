@@ -574,7 +574,13 @@ class AzureProvider:
         for ref, instance in zip(plain, answers, strict=True):
             if instance is not None:
                 found[ref.worker_id] = instance
-        unrecorded = [r for r in plain if r.worker_id not in found and not r.provider_data]
+        # Intents whose create was never answered (no cloud id): an ARM deployment may be
+        # making their VM in any group. A row with a cloud id had its VM, and that is gone.
+        unrecorded = [
+            r
+            for r in plain
+            if r.worker_id not in found and r.cloud_id is None and not r.provider_data
+        ]
         if unrecorded:
             names = {r.worker_id: ref_vm_name(r) for r in unrecorded}
             found.update(self._arm.find_unrecorded(unrecorded, names))

@@ -66,6 +66,7 @@ class Runtime:
     _running: set[str] = field(default_factory=set)
     _woken: set[str] = field(default_factory=set)  # woken while running: run again right after
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _running_jobs: bool = False  # run() has begun: a stop goes through the shutdown
 
     def __post_init__(self) -> None:
         configure_logging()
@@ -79,6 +80,7 @@ class Runtime:
         # A stop signal is a clean stop from here on, a wait for the schema included.
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
+        log("process-starting", process=self.name, pid=os.getpid())
         # Started beside `release`, the schema may not be there yet: wait for it (or a stop).
         if not schema.wait(
             self.engine, self.config.database.schema_wait_s, process=self.name, stop=self.stop
@@ -140,6 +142,7 @@ class Runtime:
     def run(self, metrics_port: int | None = None, registry: CollectorRegistry = REGISTRY) -> int:
         """Run until SIGTERM/SIGINT, a job that keeps failing or a lost child or parent; return
         the exit code. Metrics are served from `registry` (a parent's: its children's)."""
+        self._running_jobs = True
         if metrics_port:
             serve_metrics(metrics_port, self.name, registry)
         # What start-up made (the SDKs' modules and models, the providers) lives as long as the
@@ -174,6 +177,14 @@ class Runtime:
     def _on_signal(self, signum: int, _frame: object) -> None:
         log("process-stopping", process=self.name, signal=signal.Signals(signum).name)
         self.stop.set()
+        if not self._running_jobs and self.children is None:
+            # Stopped while it starts (importing a cloud's SDK takes a busy machine seconds):
+            # no pass has run, nothing of its own is under way, and a platform's grace may
+            # end before the start would. A transaction a start-up step has open is rolled
+            # back with its connection.
+            log("process-stopped", process=self.name, exit_code=0, abandoned=[])
+            sys.stdout.flush()
+            os._exit(0)
 
     def _on_overrun(self, event: JobExecutionEvent) -> None:
         log("pass-skipped-overrun", logging.WARNING, process=self.name, job=event.job_id)

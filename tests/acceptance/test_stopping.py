@@ -77,3 +77,19 @@ def test_a_scanner_and_the_web_process_stopped_through_their_group_exit_0(
         process = three_clouds.start(*args, new_session=True)
         process.wait_for(process.started, START_TIMEOUT_S, "its start")
         stop_cleanly(process, signum)
+
+
+@pytest.mark.parametrize("signum", SIGNALS)
+def test_a_process_stopped_while_it_starts_exits_0_without_starting_its_jobs(three_clouds, signum):
+    # Scenario: a GCE scanner is stopped while it starts. Building its provider imports the
+    # SDK, seconds on a busy machine: longer than a platform's grace, were it let finish.
+    process = three_clouds.start("scanner", "--kind", "gcp", new_session=True)
+    process.wait_for(lambda: bool(process.events("process-starting")), START_TIMEOUT_S, "its start")
+
+    code = process.stop_group(signum)
+
+    tail = "".join(process.raw[-30:])
+    assert code == 0, tail
+    assert process.events("process-started") == [], "it finished its start before it stopped"
+    assert [e["exit_code"] for e in process.events("process-stopped")] == [0], tail
+    assert errors(process) == [], tail

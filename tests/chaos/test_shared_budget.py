@@ -20,6 +20,7 @@ from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import sizes, wait_until
 from tests.support.stack import START_TIMEOUT_S, Stack, aws_provider, pool
 from wm.db import tasks
+from wm.db.workers import list_workers
 from wm.providers.base import TAG_POOL
 from wmsim.behaviour import Outcome
 
@@ -78,6 +79,13 @@ def test_three_processes_sharing_an_account_launch_at_the_bucket_rate_without_th
         ),
         size.expected_s + 20,
         f"{demand} instances launched",
+    )
+    # ... and recorded: an answer of 250 instances takes a busy machine seconds to carry back,
+    # parse and write, and a process stopped before then leaves intents for its next pass.
+    wait_until(
+        lambda: sum(1 for r in list_workers(engine) if r.cloud_id) >= demand,
+        START_TIMEOUT_S,
+        f"{demand} instances recorded on their rows",
     )
     for process in processes:
         assert process.popen.poll() is None

@@ -69,19 +69,19 @@ from bench.common import (
     run_sides,
     sync_pools,
 )
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerRef, WorkerState
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import parse_pool_definition
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import parse_pool_definition
 from wm.providers import build_provider
-from wm.provisioner import Provisioner, new_worker_id
+from wm.provisioning.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.azure.arm import SimArm, default_subnet_id
 from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.behaviour import Behaviour

@@ -78,13 +78,13 @@ from bench.common import (
     task_latencies,
     wrap_app,
 )
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db import workers
 from wm.db.notify import start_listener
 from wm.providers import build_provider
 from wm.providers.base import Provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm

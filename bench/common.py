@@ -32,17 +32,17 @@ from sqlalchemy import Engine
 from sqlalchemy import event as sa_event
 
 from procs.runtime import RERUN_DELAY_S
-from wm import config as config_module
-from wm.config import Config
+from wm.config import loader as config_module
+from wm.config.loader import Config
 from wm.db import migrate
 from wm.db import pools as pool_store
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.errors import WmError
-from wm.legacy_pools import OldPool, OldProvider, convert
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import PoolDefinition, parse_pool_definition
+from wm.ops.telemetry import JsonLineFormatter
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.config_tables import OldPool, OldProvider, convert
+from wm.pools.definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
-from wm.telemetry import JsonLineFormatter
 from wmsim.azure.arm import default_subnet_id
 from wmsim.gcp.gce import service_account_id
 from wmsim.postgres import PostgresServer, find_or_start

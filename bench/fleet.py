@@ -46,7 +46,7 @@ from bench.common import (
     rounded,
     wrap_app,
 )
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import scans, worker_writes
 from wm.db.worker_writes import RowChange, insert_intents, record_launches
 from wm.db.workers import LaunchOutcome, NewWorker, list_workers
@@ -64,8 +64,8 @@ from wm.providers.base import (
     Provider,
 )
 from wm.providers.gcp import provider as gcp
-from wm.scanner import Scanner
-from wm.worker_transitions import STARTED
+from wm.scanning.scanner import Scanner
+from wm.workers.transitions import STARTED
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
 from wmsim.azure.arm import SimArm, example_launch_config

@@ -78,11 +78,11 @@ from bench.fleet import (
     units,
     write_rows,
 )
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db.workers import PoolCapacity
 from wm.providers.base import Provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.demo.workload import split
 from wmsim.postgres import PostgresServer, find_or_start

@@ -6,8 +6,8 @@ GCE 3 %; bench/fleet.py): rows in a fresh database and VMs in the simulated clou
 of their own), a `--missing-share` of the rows without their VM. Every cloud call then takes
 `--latency-ms` (default 50 ms). One scan round is measured per side:
 
-- wm: the real `wm.scanner.Scanner` scanning every (provider, region) once, all units at once,
-  as the scanner processes' per-region jobs do;
+- wm: the real `wm.scanning.scanner.Scanner` scanning every (provider, region) once, all units
+  at once, as the scanner processes' per-region jobs do;
 - baseline: `bench.baselines.old_scanner`, one loop over every worker with one cloud call and
   one database write per worker, two workers at a time.
 

@@ -33,7 +33,7 @@ from bench.fleet import (
     write_rows,
 )
 from bench.scan import UNUSED_DB_URL, missing_rows
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.postgres import find_or_start
 
 

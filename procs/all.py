@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from procs import provisioner, scanner
 from procs.runtime import Runtime
-from wm.config import Config
+from wm.config.loader import Config
 
 
 def main(

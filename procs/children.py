@@ -26,7 +26,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, multiprocess
 
-from wm.telemetry import log
+from wm.ops.telemetry import log
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 EXIT_CHILD_LOST = 4  # a child died while the parent was not stopping

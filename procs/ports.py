@@ -1,5 +1,5 @@
 """Binding the ports wm's processes listen on, with an error that says what to change (which
-port each serves metrics on: wm/metrics_ports.py)."""
+port each serves metrics on: wm/ops/metrics_ports.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The providers and identity verifiers of a process: each cloud account's calls also draw
 from its API budget, shared through Postgres with every other process and replica
-(wm/budget.py)."""
+(wm/providers/budget.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Engine
 
-from wm.budget import SharedBudget
 from wm.calls import ACCOUNT_WIDE
-from wm.config import DEFAULT_ROOT_URL, Config, ProviderConfig
-from wm.identity import IdentityVerifier
+from wm.config.loader import DEFAULT_ROOT_URL, Config, ProviderConfig
 from wm.kinds import describe
 from wm.providers import build_provider, build_verifier
 from wm.providers.base import Provider
+from wm.providers.budget import SharedBudget
+from wm.workers.identity import IdentityVerifier
 
 
 def launching_providers(

@@ -26,15 +26,15 @@ from procs.children import (
 from procs.ports import serve_metrics
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
-from wm.config import Config, ProviderConfig, RetentionConfig, child_environment
+from wm.config.loader import Config, ProviderConfig, RetentionConfig, child_environment
 from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
 from wm.kinds import KINDS, describe
-from wm.provisioner import Provisioner
+from wm.ops.telemetry import log
+from wm.provisioning.provisioner import Provisioner
 from wm.queues import build_queue
-from wm.telemetry import log
 
 # Worker-manager expires errors once a day; hourly keeps each DELETE small. Every replica runs
 # it: a second DELETE finds nothing left to delete.

@@ -31,12 +31,12 @@ from sqlalchemy import Engine
 
 from procs.children import Children
 from procs.ports import serve_metrics
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import schema
 from wm.db.engine import make_engine
 from wm.errors import WmError
-from wm.sentry import init_sentry, report_scope
-from wm.telemetry import configure_logging, log
+from wm.ops.sentry import init_sentry, report_scope
+from wm.ops.telemetry import configure_logging, log
 
 SHUTDOWN_GRACE_S = 8.0  # SIGTERM to exit, within the platform's 10 s
 MAX_CONSECUTIVE_FAILURES = 20

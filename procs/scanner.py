@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import pool_errors, worker_writes
 from wm.db import pools as pool_store
 from wm.queues import build_queue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 
 HOUSEKEEPING_INTERVAL_S = 600.0
 # A region whose scan started less than this share of its interval ago is left to the replica

@@ -21,13 +21,13 @@ from procs.ports import bind_web
 from procs.providers import build_verifiers
 from wm.api.app import MAX_IN_FLIGHT, create_app
 from wm.api.authn import OPERATOR_BEHIND_TASKCLUSTER, Authenticator, AuthService, IssuerSource
-from wm.api.legacy import Legacy
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import schema
 from wm.db.engine import make_engine
 from wm.errors import ConfigError, SchemaNotReady, WmError
-from wm.sentry import init_sentry
-from wm.telemetry import configure_logging, log
+from wm.ops.sentry import init_sentry
+from wm.ops.telemetry import configure_logging, log
+from wm.take_over.legacy_forwarder import LegacyForwarder
 
 # Connections kept open; the engine may open POOL_MAX_OVERFLOW more (health checks). API
 # requests in flight are bounded by the same number (more are shed with 429), so a request in
@@ -39,14 +39,14 @@ WEB_DB_POOL_SIZE = MAX_IN_FLIGHT
 SHUTDOWN_GRACE_S = 5
 
 
-def legacy(config: Config, issuer: IssuerSource) -> Legacy | None:
+def legacy(config: Config, issuer: IssuerSource) -> LegacyForwarder | None:
     """The legacy worker-manager during a take-over; its side of the merged lists is read
     with wm's Taskcluster client when it has one (the deployment's worker-manager client)."""
     if config.take_over is None:
         return None
     env = config.env
     given = env.taskcluster_client_id and env.taskcluster_access_token
-    return Legacy(config.take_over.legacy_url, issuer.get() if given else None)
+    return LegacyForwarder(config.take_over.legacy_url, issuer.get() if given else None)
 
 
 def behind_taskcluster(config: Config) -> bool:

@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="report the last run only")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (2)")
     parser.add_argument(
-        "mutants", nargs="*", help="only these, e.g. 'wm.scan_diff.*' (retested even if known)"
+        "mutants",
+        nargs="*",
+        help="only these, e.g. 'wm.scanning.scan_diff.*' (retested even if known)",
     )
     args = parser.parse_args(argv)
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
@@ -170,11 +172,14 @@ def _fresh_run(
 
 def _own_tests(mutant: str, selection: list[str]) -> list[str]:
     """A module's own test files, for a function no test calls after import."""
-    module = _module_of(mutant)  # wm.tc.scopes -> test_tc_scopes.py
+    module = _module_of(mutant)
     if module.startswith("wm.kinds."):
         return [t for t in selection if Path(t).stem in KINDS_TESTS]
-    stem = module.removeprefix("wm.").replace(".", "_")
-    own = [t for t in selection if re.fullmatch(f"test_{stem}(_.*)?", Path(t).stem)]
+    # By the module's own name, after words of its room or subject: wm.tc.scopes ->
+    # test_tc_scopes.py, wm.take_over.routes -> test_take_over_routes.py,
+    # wm.workers.transitions -> test_worker_transitions.py, wm.tc.hawk -> test_tc_hawk*.py.
+    name = module.rpartition(".")[2]
+    own = [t for t in selection if re.fullmatch(f"test_(\\w+_)?{name}(_.*)?", Path(t).stem)]
     return own or selection
 
 

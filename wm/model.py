@@ -12,7 +12,7 @@ from typing import Any
 
 
 class WorkerState(StrEnum):
-    """A worker row's state. What moves a row between them is wm/worker_transitions.py's
+    """A worker row's state. What moves a row between them is wm/workers/transitions.py's
     table, and only wm/db/worker_writes.py writes them."""
 
     REQUESTED = "requested"  # row written; the cloud may not have the instance yet, or it boots
@@ -67,7 +67,7 @@ class CloudInstance:
     # the deployment is deleted. The scan writes it, then tells the provider (`recorded`).
     record: Mapping[str, Any] = field(default_factory=dict)
     # Made by the legacy worker-manager of a provider taking it over (its tags, not wm's):
-    # matched to the row `wm import` wrote (worker_id is wm.take_over.imported_worker_id), and
+    # matched to the row `wm import` wrote (worker_id is wm.take_over.marks.imported_worker_id), and
     # without one never deleted as an orphan, only reported until a later import takes it.
     legacy: bool = False
 

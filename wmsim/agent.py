@@ -41,8 +41,8 @@ from taskcluster.exceptions import (
 )
 
 from wm.model import Task
+from wm.ops.telemetry import log
 from wm.queues.builtin import BuiltinQueue
-from wm.telemetry import log
 from wmsim.bootdata import BootData, CloudMetadata, MetadataError
 
 CLIENT_MAX_RETRIES = 0  # the agent's own loop retries (see the module docstring)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field
 
-from wm.config_base import Frozen
+from wm.config.base import Frozen
 
 if TYPE_CHECKING:
     from wmsim.bootdata import CloudMetadata

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, create_model, field_validator
 
-from wm import config as wm_config
-from wm.config import Config
-from wm.config_base import CONFIG_DIR, ConfigPath, Frozen
+from wm.config import loader as wm_config
+from wm.config.base import CONFIG_DIR, ConfigPath, Frozen
+from wm.config.loader import Config
 from wm.errors import ConfigError
 from wmsim.cloud import SimCloudConfig
 from wmsim.clouds import CLOUDS

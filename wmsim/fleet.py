@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from wm.config import Config, ProviderConfig
+from wm.config.loader import Config, ProviderConfig
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers.base import TAG_PROVIDER
@@ -36,7 +36,7 @@ def vm_metadata(provider: ProviderConfig, cloud_id: str) -> CloudMetadata:
 
 def vm_provider(kind: str, tags: Mapping[str, str]) -> str | None:
     """The provider id a VM's tags (labels) name: as written on EC2 and Azure, read back from
-    its escaped form on GCE (wm/provider_ids.py); None where no provider tag is."""
+    its escaped form on GCE (wm/config/provider_ids.py); None where no provider tag is."""
     value = tags.get(TAG_PROVIDER)
     return None if value is None else sim_cloud(kind).provider_tag(value)
 

@@ -18,13 +18,13 @@ import time
 from bench.baselines.single_loop import LOOP_KEY, single_loop_pass
 from bench.common import JOIN_TIMEOUT_S, PassLoops
 from procs.providers import build_providers
-from wm import config as config_module
+from wm.config import loader as config_module
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.notify import start_listener
-from wm.provisioner import Provisioner
+from wm.ops.telemetry import configure_logging, log
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.telemetry import configure_logging, log
 
 STOP_POLL_S = 0.2
 

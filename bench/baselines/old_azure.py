@@ -53,7 +53,7 @@ from wm.providers.azure.provider import (
 )
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import provider_gate
-from wm.worker_transitions import STARTED
+from wm.workers.transitions import STARTED
 
 OLD_SCANNER_CONCURRENCY = 2
 ADMIN_PASSWORD_PREFIX = "Wm-9old-"

@@ -5,8 +5,8 @@ What it reproduces (DESIGN.md: "Provisioning and scanning ran out of sync, so th
 launched workers for demand that was already covered"):
 
 - Two loops. The provisioner runs every interval, one pass per provider; it reads pending tasks
-  from the same queue and plans with wm's own code (`wm.provisioner.plan_pool`: the same
-  estimator, launch config choice and batches), and it launches through the same provider
+  from the same queue and plans with wm's own code (`wm.provisioning.provisioner.plan_pool`:
+  the same estimator, launch config choice and batches), and it launches through the same provider
   adapters, so both sides meet the same clouds, gates and rate limits. As the old provisioner,
   it is not woken by new tasks: its passes run on the interval alone.
 - The capacity it hands the estimator is the scanner's record, never its own launches. The
@@ -50,10 +50,10 @@ from wm.db import pools as pool_store
 from wm.db.workers import PoolCapacity
 from wm.errors import CloudError
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerState
+from wm.ops.telemetry import log
 from wm.providers.base import LaunchBatch, LaunchResult, Provider
-from wm.provisioner import CREATE_CONCURRENCY, PoolPassReport, plan_pool
+from wm.provisioning.provisioner import CREATE_CONCURRENCY, PoolPassReport, plan_pool
 from wm.queues import QueueSource
-from wm.telemetry import log
 
 NO_RECENT_ERRORS: Mapping[tuple[str, str], int] = {}  # the old design had no error weighting
 

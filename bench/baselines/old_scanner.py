@@ -36,9 +36,9 @@ from wm.db import scans, worker_writes
 from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.model import WorkerRecord, WorkerState
+from wm.ops.telemetry import log
 from wm.providers.base import Provider
-from wm.telemetry import log
-from wm.worker_transitions import GONE, scan_sighting
+from wm.workers.transitions import GONE, scan_sighting
 
 OLD_SCANNER_CONCURRENCY = 2
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from wm.provisioner import Provisioner
-from wm.telemetry import log
+from wm.ops.telemetry import log
+from wm.provisioning.provisioner import Provisioner
 
 LOOP_KEY = "all-providers"  # the single loop's name among the pass loops
 

@@ -20,8 +20,8 @@ from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import parse_pool_definition
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import parse_pool_definition
 from wm.providers.azure import arm
 from wmsim.azure.arm import SimArm, default_subnet_id
 from wmsim.azure.templates import WORKER_TEMPLATE

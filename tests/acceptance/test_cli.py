@@ -18,7 +18,7 @@ from wm.cli import cli as wm_cli
 from wm.db import pools as pool_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker
-from wm.legacy_pools import OldLaunchConfig
+from wm.pools.config_tables import OldLaunchConfig
 from wmsim.cli import cli as wmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]

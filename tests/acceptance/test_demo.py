@@ -14,7 +14,7 @@ import pytest
 import tomli_w
 import yaml
 
-from wm.legacy_pools import OldProvider, convert
+from wm.pools.config_tables import OldProvider, convert
 from wmsim.azure.arm import default_subnet_id
 from wmsim.config import simulated_child_environment
 from wmsim.gcp.gce import service_account_id

@@ -2,7 +2,7 @@
 
 wm runs behind a Taskcluster deployment (tests/support/fake_tc_deployment.py) whose
 worker-manager client, the issuer of every worker's credentials, is the client wm is given. An
-imported worker's row (wm.take_over: `importedFrom`, no secret: worker-manager gave it one wm
+imported worker's row (wm.take_over.marks: `importedFrom`, no secret: worker-manager gave it one wm
 never saw) is written by the import's writer (`adopt_workers`), and the worker holds credentials
 minted as worker-manager mints them (`taskcluster.createTemporaryCredentials` with the issuer's
 token). Every call goes through the real `taskcluster` client.
@@ -25,7 +25,7 @@ from tests.support.tc_client import refused
 from tests.support.tc_schemas import check
 from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.take_over import imported_worker_id
+from wm.take_over.marks import imported_worker_id
 from wmsim.fleet import proof_fetcher
 
 ISSUER = "static/taskcluster/worker-manager"

@@ -19,7 +19,7 @@ from tests.support.stack import (
     gcp_provider,
     pool,
 )
-from wm.metrics_ports import METRICS_PORTS
+from wm.ops.metrics_ports import METRICS_PORTS
 from wmsim.config import simulated_child_environment
 from wmsim.demo.supervisor import read_procfile
 from wmsim.postgres import free_port, free_port_range

@@ -33,7 +33,7 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.support.stack import REPO, START_TIMEOUT_S
-from wm import config as config_module
+from wm.config import loader as config_module
 from wm.db.engine import make_engine
 from wm.db.tasks import count_by_state
 from wm.db.workers import list_workers

@@ -57,14 +57,14 @@ from tests.support.real_pools import (
     write_definitions,
 )
 from tests.support.stack import REPO
-from wm import config as config_module
+from wm.config import loader as config_module
 from wm.db import tasks
 from wm.db.engine import make_engine
 from wm.db.pools import load_launch_configs, load_pools
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.config import simulated_child_environment
@@ -94,7 +94,7 @@ def pools_apply(config: Path, db_url: str, *args: str) -> subprocess.CompletedPr
 
 def launch_config_count(documents: list[dict[str, Any]]) -> int:
     """The launch configs wm stores for these pools: each static pool has one, holding its
-    workerConfig for its hand-made workers (wm.pool_definition.HAND_MADE_LAUNCH_CONFIG_ID)."""
+    workerConfig for its hand-made workers (wm.pools.definition.HAND_MADE_LAUNCH_CONFIG_ID)."""
     return sum(
         1 if d["workerPoolId"] in STATIC_POOLS else len(d["config"].get("launchConfigs") or [])
         for d in documents

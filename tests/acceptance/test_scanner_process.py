@@ -18,10 +18,10 @@ from tests.support.stack import (
 )
 from wm.db import tasks
 from wm.db.workers import list_workers
-from wm.metrics_ports import METRICS_PORTS, metrics_port
 from wm.model import WorkerState
+from wm.ops.metrics_ports import METRICS_PORTS, metrics_port
 from wm.providers import build_provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.postgres import free_port_range
 
@@ -208,7 +208,7 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
     from wm.db import pools as pool_store
     from wm.db import worker_writes
     from wm.db.scans import db_now
-    from wm.take_over import IMPORTED_FROM, imported_worker_id
+    from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 
     root_url = "https://tc.example.test"
     sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, "eastus")

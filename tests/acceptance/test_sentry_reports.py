@@ -243,8 +243,8 @@ import sys
 
 import sentry_sdk
 
-from wm.sentry import init_sentry
-from wm.telemetry import configure_logging, log
+from wm.ops.sentry import init_sentry
+from wm.ops.telemetry import configure_logging, log
 
 configure_logging()
 init_sentry(sys.argv[1], "web")

@@ -29,7 +29,7 @@ from tests.support.api_stack import (
 )
 from wm.db.engine import make_engine
 from wm.model import WorkerState
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 
 SCANNER_APP = "chaos-scanner"
 LOCK_WAIT_S = 20.0  # how long a statement may take to show up as waiting for a lock

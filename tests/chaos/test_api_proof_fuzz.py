@@ -30,10 +30,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from tests.support.api_stack import ApiStack, module_api
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import WorkerRecord
 from wm.providers import build_verifier
 from wm.providers.azure.names import vm_name
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 from wmsim.gcp.gce import IDENTITY_KEY_NAME
 from wmsim.trust import signing_key
 
@@ -58,7 +58,7 @@ def api(pg_server, template_db, sim_arm_server, tmp_path_factory) -> Iterator[Ap
 
 
 def expected(api: ApiStack, worker: WorkerRecord) -> ExpectedIdentity:
-    """What the API builds for this worker (wm/registration_policy.py `decide`)."""
+    """What the API builds for this worker (wm/workers/registration_policy.py `decide`)."""
     config = api.stack.config()
     return ExpectedIdentity(
         deployment_id=config.deployment_id,

@@ -267,8 +267,8 @@ SENTRY_PROBE = """
 import sys
 import logging
 import sentry_sdk
-from wm.sentry import init_sentry
-from wm.telemetry import log
+from wm.ops.sentry import init_sentry
+from wm.ops.telemetry import log
 
 init_sentry(sys.argv[1], "web")
 

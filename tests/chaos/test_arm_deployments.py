@@ -43,8 +43,8 @@ from wm.db import tasks, worker_writes
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import parse_pool_definition
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
 from wmsim.azure.arm import SimArm, default_subnet_id

@@ -34,9 +34,9 @@ from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.providers.azure.provider import OLD_DISK_NAMES, OLD_NIC_NAMES, OLD_PUBLIC_IP_NAMES
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 
 POOL = "proj/byhand"
 

@@ -31,9 +31,9 @@ from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 
 TIMEOUT_S = 0.5
 ATTEMPTS = 2

@@ -49,9 +49,9 @@ from wm.db.workers import capacity_by_pool, list_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.providers import build_provider
 from wm.providers.base import TAG_BATCH, TAG_DEPLOYMENT, TAG_WORKER, Provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.behaviour import SimVm
 
 POOL = "proj/lost"

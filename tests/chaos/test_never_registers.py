@@ -23,9 +23,9 @@ from wm.db import tasks
 from wm.db.pool_errors import list_errors
 from wm.db.pools import load_launch_configs
 from wm.db.workers import list_workers
-from wm.launch_choice import error_factor
-from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.model import WorkerState
+from wm.provisioning.launch_choice import error_factor
+from wm.workers.lifecycle import REGISTRATION_TIMEOUT
 
 TIMEOUT_S = 1.0  # the registration timeout: half an hour in a real fleet
 INTERVAL_S = 0.25  # provisioning and scan interval

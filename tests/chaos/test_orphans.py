@@ -31,7 +31,7 @@ from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 
 GRACE_S = 3.0  # orphan grace period
 INTERVALS = {"provision_s": 0.3, "orphan_grace_s": GRACE_S}

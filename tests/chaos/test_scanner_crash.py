@@ -24,7 +24,7 @@ from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 
 INTERVAL_S = 1.0

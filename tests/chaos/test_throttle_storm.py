@@ -25,10 +25,10 @@ from tests.chaos.leaks import assert_no_leaks
 from tests.chaos.scene import CREATE_OPERATION, KINDS, PROVIDER_IDS, provider_config, sizes
 from tests.support.stack import FAST_GATE, Stack, pool
 from wm import kinds
-from wm.budget import SHRINK_HOLD
 from wm.calls import CallClass
 from wm.db import tasks
 from wm.db.budgets import SHRINK_FLOOR
+from wm.providers.budget import SHRINK_HOLD
 
 GATE = {
     **FAST_GATE,

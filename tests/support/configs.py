@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from wm.config import Config, parse
+from wm.config.loader import Config, parse
 
 BASE: dict[str, Any] = {
     "deployment_id": "test-deploy",

@@ -1,6 +1,6 @@
 """Pools for tests: written in the short old `[[pools]]` form, applied as the Taskcluster
-definitions `wm pools convert` makes of them (wm.legacy_pools), so most scenarios stay one line
-and the converter is exercised by every one of them.
+definitions `wm pools convert` makes of them (wm.pools.config_tables), so most scenarios stay
+one line and the converter is exercised by every one of them.
 
 A pool dict is {id, provider, max_capacity, launch_configs: [{region, machine_type, image, ...}],
 ...}. `requires_registration = false` in the old form is now the provider's `workers_register`:
@@ -14,30 +14,30 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from wm import legacy_pools
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import pools as pool_store
-from wm.pool_apply import ApplyPlan
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import PoolDefinition, parse_pool_definition
+from wm.pools import config_tables
+from wm.pools.apply_plan import ApplyPlan
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import PoolDefinition, parse_pool_definition
 from wmsim.azure.arm import default_subnet_id
 
 OWNER = "wm-tests@example.com"
 
 
-def old_providers(config: Config) -> dict[str, legacy_pools.OldProvider]:
+def old_providers(config: Config) -> dict[str, config_tables.OldProvider]:
     found = {}
     for provider in config.providers:
         subnet = None
         if provider.kind == "azure":
             subnet = default_subnet_id(provider.subscription_id, provider.resource_group)
-        found[provider.id] = legacy_pools.OldProvider(provider.kind, subnet)
+        found[provider.id] = config_tables.OldProvider(provider.kind, subnet)
     return found
 
 
 def documents(config: Config, pools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The pools as definition documents ({workerPoolId, providerId, ..., config})."""
-    conversion = legacy_pools.convert([dict(p) for p in pools], old_providers(config), owner=OWNER)
+    conversion = config_tables.convert([dict(p) for p in pools], old_providers(config), owner=OWNER)
     assert not conversion.problems, conversion.problems
     return [dict(d) for d in conversion.documents]
 

@@ -7,7 +7,7 @@ as it was defined and `Launched`, what the launch was for (the pool, the deploym
 worker's row), and returns the create as the simulated cloud records it.
 
 wm's own additions, the same on every cloud: the ownership tags/labels `wm-deployment`,
-`wm-provider` (on GCE escaped as wm/provider_ids.py says), `wm-pool`, `wm-launch-config`,
+`wm-provider` (on GCE escaped as wm/config/provider_ids.py says), `wm-pool`, `wm-launch-config`,
 `wm-worker` and (EC2, GCE) `wm-batch`, by which its scanner finds its VMs and recovers an
 unanswered create.
 """
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wm.provider_ids import gce_label
+from wm.config.provider_ids import gce_label
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,

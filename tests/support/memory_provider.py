@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-from wm.config import GateConfig
+from wm.config.loader import GateConfig
 from wm.errors import CloudError, ErrorCategory
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (

@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tests.support.definitions import apply_pools
-from wm import config as config_module
-from wm.config import Config
+from wm.config import loader as config_module
+from wm.config.loader import Config
 from wmsim.config import simulated_child_environment
 from wmsim.gcp.gce import service_account_id
 

@@ -49,7 +49,7 @@ from tests.support.stack import (
 from wm.db import tasks as task_store
 from wm.db.workers import list_workers
 from wm.model import WorkerState
-from wm.take_over import IMPORTED_FROM, imported_worker_id
+from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.agent import AgentSettings, WorkerAgent
 from wmsim.fleet import Fleet, vm_provider
 from wmsim.gcp.gce import service_account_id

@@ -44,11 +44,11 @@ from tests.support.stack import (
     azure_provider,
     gcp_provider,
 )
-from wm.config import Config
+from wm.config.loader import Config
 from wm.db import tasks
 from wm.db.engine import make_engine
 from wm.providers import build_provider
-from wm.provisioner import PoolPassReport, Provisioner
+from wm.provisioning.provisioner import PoolPassReport, Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.config import simulated_child_environment
 from wmsim.postgres import free_port
@@ -263,7 +263,7 @@ class Deployment:
     base_url: str  # the web process's (only the API deployment runs one)
 
     def config(self) -> Config:
-        from wm import config as config_module
+        from wm.config import loader as config_module
 
         return config_module.load(self.config_path, environ={"DATABASE_URL": self.db_url})
 

@@ -13,7 +13,7 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from wm.json_check import is_date_time
+from wm.pools.json_check import is_date_time
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "fixtures" / "tc_schemas"
 

@@ -13,7 +13,7 @@ from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import azure as boot
 from wm.kinds.azure import ARM_INJECTED_PARAMETERS
 from wm.model import CloudInstance, WorkerState
-from wm.pool_definition import DefinitionInvalid, parse_pool_definition
+from wm.pools.definition import DefinitionInvalid, parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.azure.names import vm_name
 from wm.providers.base import (

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.support.configs import BASE, build, raw
-from wm.config import load, parse
+from wm.config.loader import load, parse
 from wm.errors import ConfigError
 from wm.kinds import KINDS
 

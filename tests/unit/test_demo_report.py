@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import Task, WorkerRecord, WorkerState
-from wm.stages import percentile
+from wm.workers.stages import percentile
 from wmsim.demo.report import PoolSample, RunFacts, Sample, ScanSample, build, peak_ratio
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -1,13 +1,14 @@
-"""What a Sentry event says (wm/error_reports.py) and how often a repeat is sent (wm/repeats.py)."""
+"""What a Sentry event says (wm/ops/error_reports.py) and how often a repeat is sent
+(wm/ops/repeats.py)."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from wm.error_reports import describe
 from wm.errors import CloudError, ErrorCategory
-from wm.repeats import Admission, RepeatLimiter
+from wm.ops.error_reports import describe
+from wm.ops.repeats import Admission, RepeatLimiter
 
 KINDS = {"aws-prod": "aws", "gcp-prod": "gcp"}
 SCAN_SCOPE = {"process": "scanner-aws", "job": "scan:aws-prod:us-east-1", "provider": "aws-prod"}

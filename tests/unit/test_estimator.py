@@ -1,6 +1,6 @@
 import pytest
 
-from wm.estimator import estimate, far_above_max, target_capacity
+from wm.provisioning.estimator import estimate, far_above_max, target_capacity
 
 BASE = dict(
     pending=0,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
-from wm.config import BudgetLimit, GateConfig
+from wm.config.loader import BudgetLimit, GateConfig
 from wm.errors import CloudError, ErrorCategory, UnclassedOperation
 from wm.providers.gate import Gate, TokenBucket
 

@@ -18,13 +18,13 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds.aws import AwsProviderConfig
 from wm.kinds.azure import AzureProviderConfig
 from wm.providers import build_verifier, pkcs7
 from wm.providers.azure import identity as azure_identity
 from wm.providers.data import aws_identity_certificates, azure_certificates
 from wm.providers.identity_fetch import Fetched, FetchRefused
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real_proofs"
 CA_CERTS = Path(azure_certificates.__file__).parent / "azure_ca_certs"
@@ -153,7 +153,7 @@ def test_tampered_aws_proofs_are_refused_each_for_its_reason(
 @pytest.mark.parametrize(
     ("scenario", "changes", "reason"),
     [
-        # wm.take_over: the legacy worker-manager's API shows none of the VM's details.
+        # wm.take_over.marks: the legacy worker-manager's API shows none of the VM's details.
         ("imported, not yet adopted", {"provider_data": {"importedFrom": "https://tc"}}, None),
         # A scan adopted it since and recorded what the cloud shows: checked again.
         (

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.providers.aws.identity import AwsIdentityVerifier
 from wm.providers.azure import identity as azure_identity
 from wm.providers.gcp import identity as gcp_identity
 from wm.providers.identity_fetch import Fetched
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 
 EXPECTED = ExpectedIdentity(
     deployment_id="d",

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from wm.import_plan import (
+from wm.model import WorkerState
+from wm.pools.apply_plan import plan_apply
+from wm.take_over.import_plan import (
     CHANGED,
     NEW,
     UNCHANGED,
@@ -25,9 +27,7 @@ from wm.import_plan import (
     provider_problems,
     summary_lines,
 )
-from wm.model import WorkerState
-from wm.pool_apply import plan_apply
-from wm.take_over import IMPORTED_FROM
+from wm.take_over.marks import IMPORTED_FROM
 
 ROOT = "https://tc.example.com"
 PROVIDERS = {

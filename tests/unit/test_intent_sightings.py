@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from wm.intent_sightings import IntentSightings
+from wm.provisioning.intent_sightings import IntentSightings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from wm.launch_choice import ERROR_WEIGHT_FLOOR, LaunchOption, choose, error_factor
+from wm.provisioning.launch_choice import ERROR_WEIGHT_FLOOR, LaunchOption, choose, error_factor
 
 
 def option(lc_id, weight=1.0, per_worker=1, max_capacity=None, current=0, errors=0):

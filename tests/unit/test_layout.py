@@ -39,7 +39,7 @@ def test_sql_lives_only_in_the_db_layer():
     assert offenders == []
 
 
-# The one writer of worker rows (wm/worker_transitions.py has the transitions it makes).
+# The one writer of worker rows (wm/workers/transitions.py has the transitions it makes).
 WORKER_WRITER = "wm/db/worker_writes.py"
 WORKER_WRITES_SQL = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+workers\b", re.I)
 WORKER_STATE_NAMES = {"requested", "running", "stopping", "stopped"}
@@ -184,7 +184,7 @@ def test_nothing_a_deployment_runs_imports_the_simulator():
 def test_only_the_config_modules_read_the_environment():
     offenders = []
     for path in python_files("wm", "procs", "wmsim"):
-        if path.as_posix().endswith(("wm/config.py", "wmsim/config.py")):
+        if path.as_posix().endswith(("wm/config/loader.py", "wmsim/config.py")):
             continue
         if re.search(r"os\.environ|os\.getenv", path.read_text()):
             offenders.append(str(path))
@@ -192,14 +192,23 @@ def test_only_the_config_modules_read_the_environment():
 
 
 # wm's layers, lowest first: a module imports only from its own layer or the layers below.
-# Each entry is a unit (a module or a package); the longest matching name wins. Units of a
-# layer marked `peers_apart` import nothing from each other: the cloud providers do not reach
-# into the shared budget, nor the queues into the providers. wmsim is not part of wm.
+# Each entry is a unit: a module or a package (the longest matching name wins), or a tuple of
+# names that are one unit together. Units of a layer marked `peers_apart` import nothing from
+# each other: the cloud providers do not reach into the shared budget, nor the queues into the
+# providers. A room (ROOMS) spans layers: each of its modules is placed by its own name, and
+# the room's package, a docstring that imports nothing, sits at the bottom. wmsim is not part
+# of wm.
 class Layer(NamedTuple):
     name: str
     peers_apart: bool
-    units: tuple[str, ...]
+    units: tuple[str | tuple[str, ...], ...]
 
+
+# wm/'s top level, which is its architecture: a folder per job, and the few modules every room
+# uses at the bottom.
+ROOMS = ("wm.pools", "wm.provisioning", "wm.scanning", "wm.workers", "wm.take_over", "wm.ops")
+PACKAGES = (*ROOMS, "wm.config", "wm.api", "wm.cli", "wm.db", "wm.tc", "wm.queues", "wm.kinds")
+TOP_LEVEL = (*PACKAGES, "wm.providers", "wm.model", "wm.errors", "wm.calls", "wm.__main__")
 
 LAYERS = (
     Layer(
@@ -207,69 +216,113 @@ LAYERS = (
         False,
         (
             "wm",
+            *ROOMS,
             "wm.model",
             "wm.errors",
-            "wm.config",
-            "wm.config_base",
+            "wm.config",  # the loader, the base the kinds share, provider ids
             "wm.calls",
-            "wm.provider_ids",
             # What each provider kind is (pure descriptions, one table) and the schema checker
             # their launch config schemas are written for.
             "wm.kinds",
-            "wm.json_check",
+            "wm.pools.json_check",
         ),
     ),
     Layer(
         "pure",
         False,
         (
-            "wm.estimator",
-            "wm.scan_diff",
-            "wm.worker_transitions",  # every change of a worker row, one table
-            "wm.intent_sightings",
-            "wm.pass_news",  # a pass told of demand that came while its creates are out
-            "wm.launch_choice",
-            "wm.lifecycle",
-            "wm.stages",
-            "wm.pool_definition",
-            "wm.pool_apply",
-            "wm.legacy_pools",
-            "wm.identity",
-            "wm.registration_policy",  # registerWorker's refusals and expected identity
-            "wm.static_workers",  # createWorker and updateWorker of workers no cloud launches
-            "wm.take_over",  # what `wm import` names and marks: imported workers' keys
-            "wm.metrics_ports",  # each process type's default metrics port
-            "wm.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
-            "wm.take_over_routes",  # which side answers each request during a take-over
+            "wm.provisioning.estimator",
+            "wm.scanning.scan_diff",
+            "wm.workers.transitions",  # every change of a worker row, one table
+            "wm.provisioning.intent_sightings",
+            "wm.provisioning.pass_news",  # demand that came while a pass's creates are out
+            "wm.provisioning.launch_choice",
+            "wm.workers.lifecycle",
+            "wm.workers.stages",
+            "wm.pools.apply_plan",
+            "wm.pools.config_tables",
+            "wm.workers.identity",
+            "wm.workers.registration_policy",  # registerWorker's refusals and expected identity
+            "wm.workers.static_workers",  # createWorker and updateWorker of hand-made workers
+            "wm.take_over.marks",  # what `wm import` names and marks: imported workers' keys
+            "wm.ops.metrics_ports",  # each process type's default metrics port
+            "wm.take_over.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
+            "wm.take_over.routes",  # which side answers each request during a take-over
             # Worker pool definitions: the schemas as data, definition files.
-            "wm.pool_schemas",
-            "wm.pool_files",
-            "wm.pool_definition",
+            "wm.pools.schemas",
+            "wm.pools.files",
+            "wm.pools.definition",
             "wm.tc",  # Taskcluster's scopes, credentials, Hawk and errors: pure, no I/O
-            "wm.repeats",  # how often one failure is reported to Sentry
+            "wm.ops.repeats",  # how often one failure is reported to Sentry
         ),
     ),
     # Above the pure decisions, which return data and leave the logging to their callers.
-    Layer("telemetry", False, ("wm.telemetry",)),
+    Layer("telemetry", False, ("wm.ops.telemetry",)),
     Layer("storage", False, ("wm.db",)),
     # Sentry events: their tags and fingerprints know cloud and database errors.
-    Layer("error reports", False, ("wm.error_reports", "wm.sentry")),
+    Layer("error reports", False, ("wm.ops.error_reports", "wm.ops.sentry")),
     # What the API and the CLI both do: applying pool definitions, one transaction.
-    Layer("use cases", False, ("wm.pool_changes", "wm.legacy_import")),
-    Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget", "wm.legacy_api")),
-    Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
-    Layer("top", False, ("procs", "wm.cli", "wm.__main__")),
+    Layer("use cases", False, ("wm.pools.changes", "wm.take_over.importer")),
+    Layer(
+        "adapters",
+        True,
+        ("wm.providers", "wm.queues", "wm.providers.budget", "wm.take_over.legacy_client"),
+    ),
+    Layer(
+        "passes",
+        True,
+        (
+            "wm.provisioning.provisioner",
+            "wm.scanning.scanner",
+            # The web process: the API, and during a take-over its forwarding to the legacy
+            # worker-manager and the lists merged from both sides.
+            (
+                "wm.api",
+                "wm.take_over.forwarding",
+                "wm.take_over.legacy_forwarder",
+                "wm.take_over.merged",
+            ),
+        ),
+    ),
+    Layer("top", False, ("procs", "wm.cli", "wm.take_over.cli", "wm.__main__")),
 )
 
 
 def _unit(module: str) -> tuple[int, bool, str] | None:
+    """The module's layer, whether its peers stay apart, and its unit (by its first name)."""
     best = None
     for rank, layer in enumerate(LAYERS):
         for unit in layer.units:
-            inside = module.startswith(unit + ".") and unit != "wm"  # the package, not all of wm
-            if (module == unit or inside) and (best is None or len(unit) > len(best[2])):
-                best = (rank, layer.peers_apart, unit)
-    return best
+            names = unit if isinstance(unit, tuple) else (unit,)
+            for name in names:
+                # "wm" and a room are their package alone, not all of wm or of the room.
+                inside = module.startswith(name + ".") and name not in ("wm", *ROOMS)
+                if (module == name or inside) and (best is None or len(name) > best[3]):
+                    best = (rank, layer.peers_apart, names[0], len(name))
+    return best[:3] if best else None
+
+
+def test_wm_top_level_is_its_rooms_and_the_bottom_modules():
+    # The folder listing is the architecture: a job's every file is in its room, and a module
+    # at the top is one every room uses. A new one belongs in a room (or in TOP_LEVEL, said why).
+    found = []
+    for entry in (REPO / "wm").iterdir():
+        if entry.name == "__pycache__" or entry.name == "__init__.py":
+            continue
+        package = entry.is_dir() and (entry / "__init__.py").is_file()
+        found.append(f"wm.{entry.stem}" if package or entry.suffix == ".py" else entry.name)
+    assert sorted(found) == sorted(TOP_LEVEL)
+
+
+def test_every_package_says_what_it_is_for():
+    undocumented = [
+        name
+        for name in (*PACKAGES, "wm.providers")
+        if not ast.get_docstring(
+            ast.parse((REPO / name.replace(".", "/") / "__init__.py").read_text())
+        )
+    ]
+    assert undocumented == []
 
 
 def _module_name(path: Path) -> str:
@@ -290,7 +343,7 @@ def _imports(source: str, module: str, is_package: bool = False):
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             yield node.lineno, base
-            # `from wm import scan_diff` imports the module wm.scan_diff.
+            # `from wm.scanning import scan_diff` imports the module wm.scanning.scan_diff.
             for alias in node.names:
                 yield node.lineno, f"{base}.{alias.name}"
 
@@ -321,7 +374,7 @@ def test_dependencies_only_point_down():
 
 
 # What the pure decisions never touch: they return data, and their callers log and count.
-PURE_FORBIDDEN = ("logging", "prometheus_client", "wm.telemetry")
+PURE_FORBIDDEN = ("logging", "prometheus_client", "wm.ops.telemetry")
 
 
 def test_the_pure_decisions_neither_log_nor_keep_metrics():
@@ -342,11 +395,23 @@ def test_the_pure_decisions_neither_log_nor_keep_metrics():
 
 
 def test_the_layer_check_sees_lazy_imports_and_keeps_peers_apart():
-    source = "def build():\n    from wm.budget import SharedBudget\n    return SharedBudget\n"
+    source = (
+        "def build():\n    from wm.providers.budget import SharedBudget\n    return SharedBudget\n"
+    )
     imported = [name for _, name in _imports(source, "wm.providers")]
-    assert "wm.budget" in imported
-    providers, budget = _unit("wm.providers.aws"), _unit("wm.budget")
+    assert "wm.providers.budget" in imported
+    providers, budget = _unit("wm.providers.aws"), _unit("wm.providers.budget")
     assert providers and budget and providers[0] == budget[0] and budget[1]
+
+
+def test_a_room_spans_layers_and_a_unit_may_span_rooms():
+    # A room's package is a docstring at the bottom, not a catch-all for its modules; the web
+    # process's take-over parts are one unit with the API, though they live in another room.
+    assert _unit("wm.pools") == (0, False, "wm.pools")
+    changes, definition = _unit("wm.pools.changes"), _unit("wm.pools.definition")
+    assert changes and definition and changes[0] > definition[0]
+    assert _unit("wm.pools.unlisted") is None
+    assert _unit("wm.take_over.forwarding") == _unit("wm.api.app") == _unit("wm.api")
 
 
 # -- import cycles ---------------------------------------------------------------------------
@@ -441,7 +506,7 @@ KIND_HOMES = ("wm/kinds/",)
 # Modules that may still name kinds, each with why.
 KIND_LITERALS_ALLOWED = {
     # The old `[[pools]]` format knew exactly aws, gcp and azure: a new kind has no old form.
-    "wm/legacy_pools.py",
+    "wm/pools/config_tables.py",
 }
 
 

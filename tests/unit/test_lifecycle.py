@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.unit.test_scan_diff import row
-from wm.lifecycle import (
+from wm.model import PoolRecord, WorkerState
+from wm.workers.lifecycle import (
     QUEUE_INACTIVITY,
     REGISTRATION_TIMEOUT,
     REREGISTRATION_TIMEOUT,
@@ -14,7 +15,6 @@ from wm.lifecycle import (
     scale_down,
     scale_down_newest,
 )
-from wm.model import PoolRecord, WorkerState
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 POOL = PoolRecord(

@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.configs import build, raw
 from wm.errors import ConfigError
-from wm.metrics_ports import METRICS_PORTS, metrics_port
+from wm.ops.metrics_ports import METRICS_PORTS, metrics_port
 
 
 @pytest.mark.parametrize(

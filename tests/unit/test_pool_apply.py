@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from wm.pool_apply import plan_apply, plan_delete, pool_record, same_definition
-from wm.pool_definition import PoolDefinition, parse_pool_definition
+from wm.pools.apply_plan import plan_apply, plan_delete, pool_record, same_definition
+from wm.pools.definition import PoolDefinition, parse_pool_definition
 
 PROVIDERS = {"aws-a": "aws", "aws-b": "aws"}
 POOL = "proj/linux"

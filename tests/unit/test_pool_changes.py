@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from wm.pool_apply import plan_apply
-from wm.pool_changes import (
+from wm.pools.apply_plan import plan_apply
+from wm.pools.changes import (
     ApplyDefinitions,
     ApplyRefused,
     CreatePool,
@@ -18,7 +18,7 @@ from wm.pool_changes import (
     UpdatePool,
     plan_change,
 )
-from wm.pool_definition import PoolDefinition, parse_pool_definition
+from wm.pools.definition import PoolDefinition, parse_pool_definition
 
 PROVIDERS = {"aws-a": "aws", "aws-b": "aws"}
 POOL, OTHER = "proj/linux", "proj/other"

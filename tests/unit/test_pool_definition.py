@@ -14,9 +14,8 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from wm.json_check import is_date_time, is_email
 from wm.kinds.azure import ARM_INJECTED_PARAMETERS
-from wm.pool_definition import (
+from wm.pools.definition import (
     NULL_PROVIDER,
     DefinitionInvalid,
     UnknownProvider,
@@ -25,6 +24,7 @@ from wm.pool_definition import (
     parse_definition_documents,
     parse_pool_definition,
 )
+from wm.pools.json_check import is_date_time, is_email
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROVIDERS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "static": "static"}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from wm.provider_ids import (
+from wm.config.provider_ids import (
     GCE_LABEL_VALUE_MAX_CHARS,
     from_gce_label,
     gce_label,

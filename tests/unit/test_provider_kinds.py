@@ -15,15 +15,15 @@ from typing import Any, get_args, get_origin
 import pytest
 
 from wm.calls import CallClass
-from wm.config import ProviderConfig
-from wm.config_base import BudgetLimit, ProviderConfigBase
-from wm.json_check import check
+from wm.config.base import BudgetLimit, ProviderConfigBase
+from wm.config.loader import ProviderConfig
 from wm.kinds import KINDS, BootFacts, KindDescription, describe
 from wm.kinds.gcp import GcpProviderConfig
-from wm.pool_definition import DefinitionInvalid, parse_pool_definition
-from wm.pool_schemas import CONFIG_SCHEMAS
+from wm.pools.definition import DefinitionInvalid, parse_pool_definition
+from wm.pools.json_check import check
+from wm.pools.schemas import CONFIG_SCHEMAS
 
-# The keywords wm.json_check interprets (its module docstring): a schema using any other would
+# The keywords wm.pools.json_check interprets (its module docstring): a schema using any other would
 # be checked as if the keyword were not there.
 SCHEMA_KEYWORDS = frozenset(
     {
@@ -65,7 +65,7 @@ SDK_ROOTS = ("boto3", "botocore", "google.cloud", "google.api_core", "azure")
 
 
 def schema_problems(schema: Any, path: str = "schema") -> list[str]:
-    """Keywords wm.json_check does not know, anywhere in a schema."""
+    """Keywords wm.pools.json_check does not know, anywhere in a schema."""
     if not isinstance(schema, Mapping):
         return [f"{path}: not a schema object"]
     problems = [f"{path}.{key}: unknown keyword" for key in schema if key not in SCHEMA_KEYWORDS]

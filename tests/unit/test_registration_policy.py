@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wm.identity import ExpectedIdentity
 from wm.model import WorkerRecord, WorkerState
-from wm.registration_policy import (
+from wm.workers.identity import ExpectedIdentity
+from wm.workers.registration_policy import (
     Deployment,
     Refusal,
     RegistrationRequest,
@@ -247,7 +247,7 @@ def test_a_refused_proof_is_answered_in_its_kinds_words(kind, message):
     assert proof_rejected(kind) == Refusal("InputError", message)
 
 
-# -- an imported worker (wm.take_over): made by a legacy worker-manager, moved to wm ---------
+# -- an imported worker (wm.take_over.marks): made by a legacy worker-manager, moved to wm ---------
 
 ISSUER = "static/taskcluster/worker-manager"
 IMPORTED = replace(

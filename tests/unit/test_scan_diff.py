@@ -3,8 +3,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
-from wm.scan_diff import MISSING_GRACE, ORPHAN_GRACE, diff
-from wm.worker_transitions import LOST, SEEN, STARTED
+from wm.scanning.scan_diff import MISSING_GRACE, ORPHAN_GRACE, diff
+from wm.workers.transitions import LOST, SEEN, STARTED
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 OLD = NOW - timedelta(hours=1)

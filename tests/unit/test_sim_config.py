@@ -4,7 +4,7 @@ import pytest
 import tomli_w
 
 from tests.support.configs import raw
-from wm.config import extension_sections
+from wm.config.loader import extension_sections
 from wm.errors import ConfigError
 from wmsim.config import SECTIONS, load
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import WorkerRecord, WorkerState
-from wm.stages import STAGE_NAMES, durations, ended_between, slowest, summarise
+from wm.workers.stages import STAGE_NAMES, durations, ended_between, slowest, summarise
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.providers.static import make_verifier
-from wm.static_workers import (
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
+from wm.workers.static_workers import (
     EXPIRES_PAST,
     NO_SECRET,
     NOT_SUPPORTED,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wm.take_over_routes import (
+from wm.take_over.routes import (
     ENDPOINTS,
     START,
     MergedToken,

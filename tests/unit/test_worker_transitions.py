@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wm.model import WorkerState
-from wm.worker_transitions import (
+from wm.workers.transitions import (
     ACCEPT,
     ADOPT_REQUESTED,
     ADOPT_RUNNING,

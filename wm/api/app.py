@@ -38,15 +38,15 @@ from wm.api.errors import (
     database_down_response,
     error_response,
 )
-from wm.api.forwarding import Forwarding
 from wm.api.guard import Guard, KeepEscapedSlashes
-from wm.api.legacy import Legacy
 from wm.api.models import SCHEMA_ERROR
 from wm.api.routers import errors, health, pools, providers, workers
 from wm.db.schema import Readiness
-from wm.identity import IdentityVerifier
+from wm.ops.telemetry import log
+from wm.take_over.forwarding import Forwarding
+from wm.take_over.legacy_forwarder import LegacyForwarder
 from wm.tc.errors import TaskclusterError
-from wm.telemetry import log
+from wm.workers.identity import IdentityVerifier
 
 MAX_BODY_BYTES = 64 * 1024
 # body-parser's '10mb' (TC libraries/api/src/api.js), for pool definitions: see body_limit.
@@ -85,7 +85,7 @@ def create_app(
     version: str = "0",
     max_in_flight: int = MAX_IN_FLIGHT,
     body_timeout_s: float = BODY_TIMEOUT_S,
-    legacy: Legacy | None = None,
+    legacy: LegacyForwarder | None = None,
     schema: Readiness | None = None,
 ) -> FastAPI:
     """The web process's application: its context, its error answers and its routers."""
@@ -203,7 +203,7 @@ _HTTP_CODES = {405: "MethodNotAllowed", 408: "RequestTimeout", 429: "TooManyRequ
 
 def _describe(errors: Any) -> str:
     """The fields that failed and why, never their values (they may hold proofs or secrets):
-    a body's schema problems as wm.json_check names them, anything else as pydantic does."""
+    a body's schema problems as wm.pools.json_check names them, anything else as pydantic does."""
     lines = []
     for error in errors:
         if error["type"] == SCHEMA_ERROR:

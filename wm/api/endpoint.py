@@ -27,18 +27,18 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from wm.api.authn import Authenticator, IssuerSource
 from wm.api.errors import error_response
-from wm.api.legacy import Legacy
 from wm.api.models import NAME_PATTERN, POOL_ID_PATTERN
 from wm.api.queries import check_query
 from wm.db import api_reads
 from wm.db.schema import Readiness
-from wm.identity import IdentityVerifier
 from wm.model import WorkerRecord
+from wm.take_over.legacy_forwarder import LegacyForwarder
 from wm.tc.authorize import authorize
 from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated, AuthenticationFailed, HawkRequest, request_host_port
 from wm.tc.scopes import can_render_from
+from wm.workers.identity import IdentityVerifier
 
 PREFIX = "/api/worker-manager/v1"
 # Request bodies that hold proofs or secrets are never echoed in an error's requestInfo.
@@ -84,7 +84,7 @@ class ApiContext:
     started: float = field(default_factory=time.monotonic)  # for ping's uptime
     # The legacy worker-manager while taking over from it ([take_over]): the merged lists read
     # its side. None: no take-over, every list is wm's alone.
-    legacy: Legacy | None = None
+    legacy: LegacyForwarder | None = None
     # Whether the database's schema is the one wm needs (procs/web.py's watcher sets it).
     schema: Readiness = field(default_factory=lambda: Readiness(problem=None))
 

@@ -37,7 +37,7 @@ from prometheus_client import Counter
 from starlette.exceptions import HTTPException
 
 from wm.api.errors import error_json
-from wm.telemetry import log
+from wm.ops.telemetry import log
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -3,7 +3,7 @@
 Field names, patterns and limits follow TC `services/worker-manager/schemas/v1/*.yml` (rendered
 in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59). A request body is first
 checked against its endpoint's schema exactly as Taskcluster checks it (wm.api.request_schemas,
-by wm.json_check: no type coercion, every problem named by its key path), and only a body that
+by wm.pools.json_check: no type coercion, every problem named by its key path), and only a body that
 passes is read into its model, whose fields are then plain types; a refusal is an
 `InputValidationError`. Response models refuse properties they do not declare. Secrets and
 proofs are left out of the models' reprs, so no traceback or error report shows one.
@@ -31,7 +31,7 @@ from wm.api.request_schemas import (
     UPDATE_BODY,
     WORKER_BODY,
 )
-from wm.json_check import Schema, check
+from wm.pools.json_check import Schema, check
 from wm.tc.errors import js_time
 
 # Taskcluster's identifier patterns (worker-full.yml, worker-pool-full.yml).
@@ -191,7 +191,7 @@ class ReportWorkerErrorRequest(_Request):
 
 class WorkerPoolDefinitionRequest(_Request):
     """create-worker-pool-request.yml: a worker pool definition. `config` is checked against
-    its provider's schema by wm.pool_definition once the provider is known."""
+    its provider's schema by wm.pools.definition once the provider is known."""
 
     SCHEMA = CREATE_BODY
 

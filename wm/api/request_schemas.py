@@ -1,5 +1,5 @@
 """Taskcluster's schemas for the bodies of worker-manager's API requests, as data for
-wm.json_check, by endpoint.
+wm.pools.json_check, by endpoint.
 
 Taskcluster checks every request body against its endpoint's schema before the handler runs
 (TC `libraries/api/src/middleware/schema.js`; `libraries/validate`: ajv 8, draft-06 schemas,
@@ -10,7 +10,7 @@ so nothing is coerced: "yes" is no boolean, "5" no integer, a number no date-tim
 Transcribed from services/worker-manager/schemas/v1/register-worker-request.yml,
 reregister-worker-request.yml, report-worker-error-request.yml and create-worker-request.yml
 (rendered in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59); the pool
-definition bodies are wm.pool_schemas' CREATE_BODY and UPDATE_BODY.
+definition bodies are wm.pools.schemas' CREATE_BODY and UPDATE_BODY.
 tests/unit/test_api_request_bodies.py compares the verdicts with the published schemas
 (tests/fixtures/tc_schemas).
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wm.json_check import Schema
-from wm.pool_schemas import CREATE_BODY, IDENTIFIER, POOL_ID, UPDATE_BODY
+from wm.pools.json_check import Schema
+from wm.pools.schemas import CREATE_BODY, IDENTIFIER, POOL_ID, UPDATE_BODY
 
 REPORT_TEXT_MAX_CHARS = 128  # a report's kind and title
 REPORT_DESCRIPTION_MAX_CHARS = 10240

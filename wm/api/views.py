@@ -31,8 +31,8 @@ from wm.db.api_reads import LaunchConfigRow, PoolView, StateCounts
 from wm.db.error_stats import ErrorCounts
 from wm.kinds import KINDS
 from wm.model import PoolError, WorkerRecord, WorkerState
-from wm.pool_apply import plain_json
-from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID, NULL_PROVIDER
+from wm.pools.apply_plan import plain_json
+from wm.pools.definition import HAND_MADE_LAUNCH_CONFIG_ID, NULL_PROVIDER
 from wm.tc.errors import js_time
 
 UNKNOWN_LAUNCH_CONFIG = "unknown"  # workerPoolStats' name for workers without one

@@ -9,9 +9,9 @@ from wm.cli.db import db
 from wm.cli.pools import config_group, pools
 from wm.cli.run import run
 from wm.cli.status import status
-from wm.cli.take_over import import_command
 from wm.cli.tasks import tasks
 from wm.cli.workers import workers
+from wm.take_over.cli import import_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

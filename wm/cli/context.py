@@ -14,8 +14,8 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
-from wm import config as config_module
-from wm.config import Config
+from wm.config import loader as config_module
+from wm.config.loader import Config
 from wm.db import schema as db_schema
 from wm.db.engine import make_engine
 from wm.errors import ConfigError, SchemaNotReady, WmError

@@ -9,15 +9,15 @@ from pathlib import Path
 import click
 import yaml
 
-from wm import legacy_pools
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
-from wm.config import POOLS_MOVED, missing_files, read_toml
+from wm.config.loader import POOLS_MOVED, missing_files, read_toml
 from wm.db import pool_errors
 from wm.db import pools as pool_store
 from wm.errors import ConfigError
-from wm.pool_apply import unscanned_worker_groups
-from wm.pool_changes import ApplyDefinitions, ApplyRefused, apply_change
-from wm.pool_definition import (
+from wm.pools import config_tables
+from wm.pools.apply_plan import unscanned_worker_groups
+from wm.pools.changes import ApplyDefinitions, ApplyRefused, apply_change
+from wm.pools.definition import (
     DefinitionInvalid,
     PoolDefinition,
     parse_definition_documents,
@@ -159,14 +159,14 @@ def convert(obj: CliContext, owner: str, out: str | None) -> None:
     Launch configs keep their ids, so `wm pools apply` of the result adopts the existing
     workers. Then remove [[pools]] from config.toml (and what the notes name).
     """
-    from wm.config import config_path
+    from wm.config.loader import config_path
 
     source = config_path(obj.config_path)
     raw = read_toml(source)
     if "pools" not in raw:
         raise UserError(f"{source}: has no [[pools]] tables to convert")
-    conversion = legacy_pools.convert(
-        raw["pools"], legacy_pools.old_providers(raw.get("providers", [])), owner=owner
+    conversion = config_tables.convert(
+        raw["pools"], config_tables.old_providers(raw.get("providers", [])), owner=owner
     )
     if conversion.problems:
         raise ConfigError(list(conversion.problems), str(source))

@@ -11,7 +11,7 @@ import click
 from wm.cli.context import CliContext, UserError
 from wm.errors import PortTaken
 from wm.kinds import KINDS
-from wm.metrics_ports import metrics_port as default_metrics_port
+from wm.ops.metrics_ports import metrics_port as default_metrics_port
 
 PROCESSES = ("provisioner", "scanner", "web", "all")
 # The kinds a scanner can scan: a kind that launches nothing has no cloud to list.

@@ -6,11 +6,11 @@ from collections import defaultdict
 
 import click
 
-from wm import stages
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
 from wm.db.pools import pool_statuses
 from wm.db.stages import STAGES_WINDOW, recent_workers
 from wm.model import WorkerRecord
+from wm.workers import stages
 
 
 @click.command()

@@ -18,8 +18,8 @@ from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
 from wm.db.workers import worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
-from wm.pool_definition import HAND_MADE_LAUNCH_CONFIG_ID
-from wm.registration_policy import RegistrationTarget
+from wm.pools.definition import HAND_MADE_LAUNCH_CONFIG_ID
+from wm.workers.registration_policy import RegistrationTarget
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from wm.db.tables import pg_locks, scan_units, worker_pools
 from wm.db.worker_writes import insert_intent_rows
 from wm.db.workers import NewWorker
 from wm.model import WorkerRecord
-from wm.telemetry import CLAIMS_BUSY, log
+from wm.ops.telemetry import CLAIMS_BUSY, log
 
 POOL_CLAIM_NAMESPACE = "wm:pool-claim:"  # keeps these advisory lock keys apart from others'
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Engine
 
-from wm.telemetry import log
+from wm.ops.telemetry import log
 
 POLL_S = 1.0
 RECONNECT_S = 2.0

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Interval, any_, bindparam, func, select
 
-from wm.config import RetentionConfig
+from wm.config.loader import RetentionConfig
 from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import worker_pool_errors, workers

@@ -21,7 +21,7 @@ from wm.db.tables import (
     workers,
 )
 from wm.model import LaunchConfigRecord, PoolRecord, PoolStatus, WorkerState
-from wm.pool_apply import ApplyPlan, plain_json
+from wm.pools.apply_plan import ApplyPlan, plain_json
 
 ERRORS_WINDOW = timedelta(hours=1)
 # pg_advisory_xact_lock key that serialises every change of pool definitions.
@@ -149,7 +149,7 @@ class HeldDefinitions:
 def definitions_transaction(engine: Engine) -> Iterator[HeldDefinitions]:
     """One transaction, all or nothing, for planning and applying a change of definitions.
 
-    Appliers (the API, `wm pools apply`: wm/pool_changes.py) queue on one transaction lock, so
+    Appliers (the API, `wm pools apply`: wm/pools/changes.py) queue on one transaction lock, so
     two of them never plan from the same state; what is not applied is not written.
     """
     with engine.begin() as conn:

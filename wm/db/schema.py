@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from wm.db import migrate
 from wm.errors import SchemaNotReady
-from wm.telemetry import log
+from wm.ops.telemetry import log
 
 POLL_S = 1.0
 NOT_CHECKED = "the database's schema has not been checked yet"

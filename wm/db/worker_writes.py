@@ -1,6 +1,6 @@
 """The one writer of worker rows: every INSERT, UPDATE and DELETE on `workers` is here.
 
-Each function makes one transition of wm/worker_transitions.py (or, for a batch, one per row),
+Each function makes one transition of wm/workers/transitions.py (or, for a batch, one per row),
 refuses a transition from a state the table does not allow (`TransitionRefused`: nothing is
 written), and guards the table's from-states in its WHERE clause too, so that a row another
 process moved meanwhile is left alone rather than moved where the table does not lead. Rows
@@ -48,8 +48,8 @@ from wm.db.engine import one_statement
 from wm.db.tables import launch_configs, worker_pools, workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
 from wm.model import WorkerRecord, WorkerState
-from wm.take_over import IMPORTED_FROM
-from wm.worker_transitions import (
+from wm.take_over.marks import IMPORTED_FROM
+from wm.workers.transitions import (
     ACCEPT,
     ADOPTIONS,
     ADVISE_STOP,
@@ -364,7 +364,7 @@ def reregister_imported(
     engine: Engine, worker_id: str, new_hash: str, timeout_s: float
 ) -> datetime | None:
     """REREGISTER of a worker imported from a legacy worker-manager, on its own credentials
-    (wm.registration_policy.reregisters_on_its_credentials): its first secret from wm, only
+    (wm.workers.registration_policy.reregisters_on_its_credentials): its first secret from wm, only
     while it holds none and its row says it was imported (None: refused). From then on the
     secret guard of `reregister` applies to it as to any other."""
     renewed_until = func.now() + timedelta(seconds=timeout_s)
@@ -415,14 +415,14 @@ def note_task_claimed(conn: Connection, worker_id: str) -> None:
     )
 
 
-# --- workers a legacy worker-manager launched (`wm import`, wm/take_over.py) ----------------------
+# --- workers a legacy worker-manager launched (`wm import`, wm/take_over/marks.py) ----------------
 
 
 @dataclass(frozen=True)
 class AdoptedWorker:
     """A worker as the legacy worker-manager's API showed it, under wm's key for it."""
 
-    worker_id: str  # wm.take_over.imported_worker_id
+    worker_id: str  # wm.take_over.marks.imported_worker_id
     pool_id: str
     worker_group: str
     tc_worker_id: str
@@ -434,7 +434,7 @@ class AdoptedWorker:
     last_modified: datetime
     expires: datetime | None
     registered_at: datetime | None  # when it registered with worker-manager, if it did
-    provider_data: Mapping[str, Any]  # wm.take_over.IMPORTED_FROM and what the import learnt
+    provider_data: Mapping[str, Any]  # wm.take_over.marks.IMPORTED_FROM and what the import learnt
 
 
 def adopt_workers(conn: Connection, adopted: Sequence[AdoptedWorker]) -> list[WorkerRecord]:
@@ -760,7 +760,7 @@ def record_provider_data(
 @dataclass(frozen=True, slots=True)  # a fleet's first scan stamps one a row
 class Stamped:
     """A row a stamp was written on, as far as its stages go: its pool, and every point a
-    stage is read from (wm/stages.py's POINTS), as they are now. Not the whole row: a scan
+    stage is read from (wm/workers/stages.py's POINTS), as they are now. Not the whole row: a scan
     stamps every VM it first sees running, and only observes their stages."""
 
     worker_id: str

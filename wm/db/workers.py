@@ -197,7 +197,7 @@ class RunningTotals:
 
 @dataclass(frozen=True)
 class NewestWorker:
-    """A running worker, as scale-down advice reads it (wm.lifecycle.Running)."""
+    """A running worker, as scale-down advice reads it (wm.workers.lifecycle.Running)."""
 
     worker_id: str
     capacity: int

@@ -9,10 +9,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
-from wm.json_check import Schema
+from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import INTEGER_MIN_1, OBJECT, STRING, closed, worker_manager
+from wm.pools.json_check import Schema
 
 # EC2's published defaults, per account and region ("Request throttling for the Amazon EC2
 # API": the request and resource token bucket tables). RunInstances and TerminateInstances are
@@ -165,7 +165,7 @@ DESCRIPTION = KindDescription(
 )
 
 
-# -- taking over a live worker-manager (wm/take_over.py) -----------------------------------------
+# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
 
 
 def legacy_created_by(provider_id: str) -> str:

@@ -13,8 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
-from wm.json_check import Schema, check, js_truthy
+from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription
 from wm.kinds.schema_parts import (
     BOOLEAN,
@@ -26,6 +25,7 @@ from wm.kinds.schema_parts import (
     holds,
     worker_manager,
 )
+from wm.pools.json_check import Schema, check, js_truthy
 
 # Azure's published defaults, per subscription. Resource Manager's buckets ("Understand how
 # Azure Resource Manager throttles requests": writes, deletes and reads per principal and
@@ -372,7 +372,7 @@ DESCRIPTION = KindDescription(
 )
 
 
-# -- taking over a live worker-manager (wm/take_over.py) -----------------------------------------
+# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
 
 
 def legacy_pool(tags: Mapping[str, str], provider_id: str, root_url: str) -> str | None:

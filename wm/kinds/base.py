@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ProviderConfigBase
-from wm.json_check import Schema
+from wm.config.base import BudgetLimit, ProviderConfigBase
+from wm.pools.json_check import Schema
 
 MANAGED_BY = "taskcluster"  # the managed-by tag or label worker-manager puts on what it makes
 

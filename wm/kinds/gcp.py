@@ -12,11 +12,11 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ConfigPath, ProviderConfigBase
-from wm.json_check import Schema
+from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
+from wm.config.provider_ids import gce_label_problem
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import ARRAY, INTEGER_MIN_1, OBJECT, STRING, worker_manager
-from wm.provider_ids import gce_label_problem
+from wm.pools.json_check import Schema
 
 # GCE's published defaults, per project ("Compute Engine rate quotas": 1,500 requests a minute
 # in each quota group; writes, gets and lists are groups apart). A quota is a window of a
@@ -189,7 +189,7 @@ DESCRIPTION = KindDescription(
 )
 
 
-# -- taking over a live worker-manager (wm/take_over.py) -----------------------------------------
+# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
 
 _LEGACY_UNSAFE = re.compile(r"[^a-zA-Z0-9-]")
 

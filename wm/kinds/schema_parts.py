@@ -1,6 +1,6 @@
 """The building blocks of Taskcluster's worker pool schemas (services/worker-manager/schemas/
-constants.yml and the lc-* entries), as data for wm.json_check: each kind's launch config
-schema (wm/kinds/<kind>.py) and the pool and request schemas (wm.pool_schemas) are made of
+constants.yml and the lc-* entries), as data for wm.pools.json_check: each kind's launch config
+schema (wm/kinds/<kind>.py) and the pool and request schemas (wm.pools.schemas) are made of
 them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wm.json_check import Schema
+from wm.pools.json_check import Schema
 
 ID_MAX_CHARS = 38
 MAX_REREGISTRATION_TIMEOUT_S = 2592000  # 30 days: credentials live no longer

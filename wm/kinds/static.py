@@ -12,10 +12,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import model_validator
 
 from wm.calls import CallClass
-from wm.config_base import BudgetLimit, ProviderConfigBase
-from wm.json_check import Schema
+from wm.config.base import BudgetLimit, ProviderConfigBase
 from wm.kinds.base import BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import MAX_REREGISTRATION_TIMEOUT_S, OBJECT, closed
+from wm.pools.json_check import Schema
 
 # Keys of a provider table that only a cloud account has: a static provider calls no cloud.
 CLOUD_KEYS = (

@@ -1,7 +1,9 @@
 """Cloud providers: one package per provider kind, wm.providers.<kind>, each exposing
 `make(config, deployment_id, root_url) -> Provider` (the contract in base.py) and
 `make_verifier(config, deployment_id, audience, *, budget, now) -> IdentityVerifier`. The
-pieces every kind shares sit beside them: base, gate, meter, pkcs7, identity_fetch, data."""
+pieces every kind shares sit beside them: base, gate, meter, pkcs7, identity_fetch, data; and
+budget.py, one API budget per cloud account shared through Postgres, which procs/ wires to the
+providers' gates (no provider imports it)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,15 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from wm.config import DEFAULT_ROOT_URL, ProviderConfig
+from wm.config.loader import DEFAULT_ROOT_URL, ProviderConfig
 from wm.kinds import describe
 from wm.providers.base import Provider
 
 if TYPE_CHECKING:
     import threading
 
-    from wm.identity import Clock, IdentityVerifier
     from wm.providers.gate import Budget
+    from wm.workers.identity import Clock, IdentityVerifier
 
 
 def kind_package(kind: str) -> ModuleType:

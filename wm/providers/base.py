@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 # Tag (label) keys written on every cloud resource. GCE labels allow [a-z0-9_-] only.
 TAG_DEPLOYMENT = "wm-deployment"
-# The provider id: verbatim on EC2 and Azure, on GCE as wm.provider_ids.gce_label writes it.
+# The provider id: verbatim on EC2 and Azure, on GCE as wm.config.provider_ids.gce_label writes it.
 TAG_PROVIDER = "wm-provider"
 TAG_POOL = "wm-pool"
 TAG_WORKER = "wm-worker"
@@ -67,7 +67,7 @@ def made_by_wm(tags: Mapping[str, str]) -> bool:
 
 def imported_tc_worker_id(worker_id: str) -> str:
     """worker-manager's workerId inside an imported worker's wm id (the last part of
-    wm.take_over.imported_worker_id: neither it nor the worker group holds a `/`)."""
+    wm.take_over.marks.imported_worker_id: neither it nor the worker group holds a `/`)."""
     return worker_id.rsplit("/", 1)[-1]
 
 

@@ -26,11 +26,11 @@ from functools import partial
 from typing import Protocol, TypeVar
 
 from wm.calls import ACCOUNT_WIDE, CallClass, Draw
-from wm.config import BudgetLimit, GateConfig
-from wm.config_base import ProviderConfigBase
+from wm.config.base import ProviderConfigBase
+from wm.config.loader import BudgetLimit, GateConfig
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory, UnclassedOperation
+from wm.ops.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 from wm.providers.meter import count_call
-from wm.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 
 T = TypeVar("T")
 # Threads beyond `concurrency` so that calls abandoned at their timeout (still blocked in the
@@ -106,7 +106,8 @@ Classifier = Callable[[BaseException], CloudError]
 
 
 class Budget(Protocol):
-    """An API budget shared by every process that calls the same cloud account (wm/budget.py)."""
+    """An API budget shared by every process that calls the same cloud account
+    (wm/providers/budget.py)."""
 
     def take(self, draws: Sequence[Draw]) -> float:
         """Spend the draws; return the seconds to wait before the call may leave."""

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client import Counter
 
-from wm.identity import IdentityRejected
-from wm.telemetry import log
+from wm.ops.telemetry import log
+from wm.workers.identity import IdentityRejected
 
 FETCH_TIMEOUT_S = 5.0
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")

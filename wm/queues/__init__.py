@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from wm.config import Config
+from wm.config.loader import Config
 from wm.queues.base import QueueCounts, QueueSource
 
 __all__ = ["QueueCounts", "QueueSource", "build_queue"]

@@ -13,7 +13,7 @@ from typing import Any
 import taskcluster
 from taskcluster.exceptions import TaskclusterFailure, TaskclusterRestFailure
 
-from wm.config import Config
+from wm.config.loader import Config
 from wm.errors import QueueUnavailable
 from wm.queues.base import QueueCounts
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wm.legacy_pools import SPOT_EC2
+from wm.pools.config_tables import SPOT_EC2
 from wmsim.aws.bootdata import Ec2Metadata
 from wmsim.bootdata import CloudMetadata
 from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig

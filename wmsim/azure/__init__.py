@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wm.legacy_pools import SPOT_AZURE
+from wm.pools.config_tables import SPOT_AZURE
 from wmsim.azure.bootdata import AzureMetadata
 from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.bootdata import CloudMetadata

@@ -77,7 +77,7 @@ from urllib.parse import quote, unquote
 
 from werkzeug.wrappers import Request, Response
 
-from wm.legacy_pools import SPOT_AZURE
+from wm.pools.config_tables import SPOT_AZURE
 from wmsim import metadata
 from wmsim.azure import attested
 from wmsim.azure import imds as imds_azure

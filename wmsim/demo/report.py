@@ -9,11 +9,11 @@ cloud_api_calls (every request the simulated cloud counted), preemptions, preemp
 (tasks a lost worker gave back), replacements (workers launched while such a task waited) and
 replace_p50_s / _p95_s (from a task's return to the queue until it ran again),
 leaked_vms and crashed_processes. Percentiles are nearest-rank; a figure with no data is null.
-Beside them: latency by stage per cloud, and each pool's slowest stage (wm/stages.py); a static
-pool's machines wait for work from the moment they register (nobody launched them for a task),
-so "registered -> first task claimed" is not a candidate there: it is idling, not latency. The
-hand-made machines of static pools (no cloud) have the same figures under `hand_made`, with
-each machine: its state, whether it registered, and the tasks it completed.
+Beside them: latency by stage per cloud, and each pool's slowest stage (wm/workers/stages.py);
+a static pool's machines wait for work from the moment they register (nobody launched them for a
+task), so "registered -> first task claimed" is not a candidate there: it is idling, not
+latency. The hand-made machines of static pools (no cloud) have the same figures under
+`hand_made`, with each machine: its state, whether it registered, and the tasks it completed.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from wm import stages
 from wm.model import Task, WorkerRecord
-from wm.stages import percentile
+from wm.workers import stages
+from wm.workers.stages import percentile
 from wmsim.clouds import CLOUDS as SIM_CLOUDS
 from wmsim.hand_made import KIND as HAND_MADE
 

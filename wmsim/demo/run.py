@@ -34,19 +34,19 @@ import yaml
 from rich.console import Console
 from sqlalchemy import Engine
 
-from wm import config as config_module
 from wm.api.authn import OPERATOR_CLIENT
-from wm.config import Config
+from wm.config import loader as config_module
+from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
 from wm.db.workers import list_workers
 from wm.errors import WmError
-from wm.metrics_ports import METRICS_PORTS
 from wm.model import WorkerState
-from wm.pool_definition import parse_definition_documents
+from wm.ops.metrics_ports import METRICS_PORTS
+from wm.ops.telemetry import JsonLineFormatter
+from wm.pools.definition import parse_definition_documents
 from wm.providers.base import TAG_DEPLOYMENT
-from wm.telemetry import JsonLineFormatter
 from wmsim.agent import AgentSettings
 from wmsim.clouds import CLOUDS
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment

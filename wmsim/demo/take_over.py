@@ -37,8 +37,8 @@ import taskcluster.exceptions
 import yaml
 from sqlalchemy import Engine
 
-from wm import config as config_module
-from wm.config import Config
+from wm.config import loader as config_module
+from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
 from wm.db.pools import pool_statuses
@@ -46,9 +46,9 @@ from wm.db.workers import list_workers
 from wm.errors import WmError
 from wm.kinds import KINDS
 from wm.model import WorkerState
-from wm.pool_definition import parse_definition_documents
+from wm.pools.definition import parse_definition_documents
 from wm.queues.builtin import BuiltinQueue
-from wm.take_over import imported_from
+from wm.take_over.marks import imported_from
 from wmsim.agent import AgentSettings, WorkerAgent
 from wmsim.clouds import CLOUDS
 from wmsim.control import LIVE_VM_STATES

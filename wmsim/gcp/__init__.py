@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from wm.config.provider_ids import from_gce_label
 from wm.kinds.gcp import GcpProviderConfig
-from wm.legacy_pools import SPOT_GCE
-from wm.provider_ids import from_gce_label
+from wm.pools.config_tables import SPOT_GCE
 from wmsim.bootdata import CloudMetadata
 from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig
 from wmsim.gcp.bootdata import GceMetadata
@@ -76,7 +76,7 @@ CLOUD = SimCloud(
     on_spot=_on_spot,
     colour="#34a853",
     demo_share=0.03,
-    provider_tag=from_gce_label,  # labels hold it escaped (wm/provider_ids.py)
+    provider_tag=from_gce_label,  # labels hold it escaped (wm/config/provider_ids.py)
     legacy_launch=_legacy_launch,
     legacy_terminate=_legacy_terminate,
 )

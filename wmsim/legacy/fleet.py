@@ -3,7 +3,7 @@ every running VM the stand-in made, as its image would boot it. The agent learns
 and identity proof from the VM's metadata service on its simulated cloud
 (`<sim endpoint>/_vm/<workerId>/`) and talks to the rootUrl written in its user data.
 
-The builtin queue knows each such worker by `wm.take_over.imported_worker_id(pool, group,
+The builtin queue knows each such worker by `wm.take_over.marks.imported_worker_id(pool, group,
 workerId)`: the name wm gives the worker's row when it imports it, so that after the move wm's
 row and the agent's claims agree. An agent lives as long as its VM runs, whoever then manages
 it (the stand-in, or wm after the take-over).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from wm.queues.builtin import BuiltinQueue
-from wm.take_over import imported_worker_id
+from wm.take_over.marks import imported_worker_id
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
 from wmsim.clouds import sim_cloud
 from wmsim.legacy.manager import LegacyWorkerManager

@@ -29,7 +29,6 @@ from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
 from tests.support.tc_client import expired_worker_credentials, refused
 from tests.support.tc_schemas import check
-from wm import stages
 from wm.api.app import create_app
 from wm.api.authn import OPERATOR_CLIENT, Authenticator, AuthService, IssuerSource
 from wm.api.routers.errors import WORKER_REPORTS_PER_HOUR
@@ -37,9 +36,10 @@ from wm.db import pools as pool_store
 from wm.db.pool_errors import list_errors
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
-from wm.identity import IdentityRejected
 from wm.model import WorkerState
 from wm.tc.credentials import IssuerCredentials
+from wm.workers import stages
+from wm.workers.identity import IdentityRejected
 
 POOL, PROVIDER, GROUP = "proj/linux", "aws-a", "us-east-1"
 OPERATOR_TOKEN = "operator-token-for-tests"

@@ -38,10 +38,9 @@ from wm.db import pools as pool_store
 from wm.db import tasks, worker_writes
 from wm.db.pool_errors import list_errors
 from wm.db.workers import list_workers
-from wm.identity import ExpectedIdentity
 from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import parse_pool_definition
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.azure import identity as azure_identity
 from wm.providers.azure.provider import AzureProvider
@@ -57,9 +56,10 @@ from wm.providers.base import (
     TerminateResult,
     UnitRecords,
 )
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
+from wm.workers.identity import ExpectedIdentity
 from wmsim.azure.arm import SimArm
 from wmsim.azure.templates import WORKER_TEMPLATE
 

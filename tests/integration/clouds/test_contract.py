@@ -12,7 +12,7 @@ import pytest
 from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent
-from wm.provisioner import new_worker_id
+from wm.provisioning.provisioner import new_worker_id
 from wmsim.aws import ec2
 from wmsim.azure import arm
 from wmsim.gcp import gce

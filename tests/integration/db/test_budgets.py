@@ -10,12 +10,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, text
 
-from wm.budget import ALLOWANCE_SHARE, SharedBudget
 from wm.calls import CallClass, Draw
-from wm.config import BudgetLimit, GateConfig
+from wm.config.loader import BudgetLimit, GateConfig
 from wm.db import budgets as store
 from wm.db.budgets import BucketKey
 from wm.errors import CloudError, ErrorCategory
+from wm.providers.budget import ALLOWANCE_SHARE, SharedBudget
 from wm.providers.gate import Gate
 
 KEY = BucketKey("123456789012", "us-east-1", "describe")

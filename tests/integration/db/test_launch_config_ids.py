@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from wm.db.engine import make_engine
-from wm.pool_definition import derive_launch_config_id, jsonb_text
+from wm.pools.definition import derive_launch_config_id, jsonb_text
 
 POOL = "proj/pool"
 TC_POOLS = Path(__file__).resolve().parents[2] / "fixtures" / "tc_pools"

@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
-from wm import lifecycle
 from wm.db import pools as pool_store
 from wm.db.workers import list_workers
-from wm.import_plan import LegacyPool, LegacyWorker, ProviderFacts
-from wm.legacy_import import Imported, ImportRefused, import_fleet
 from wm.model import WorkerState
-from wm.pool_changes import ApplyDefinitions, apply_change
-from wm.pool_definition import parse_pool_definition
-from wm.take_over import IMPORTED_FROM
+from wm.pools.changes import ApplyDefinitions, apply_change
+from wm.pools.definition import parse_pool_definition
+from wm.take_over.import_plan import LegacyPool, LegacyWorker, ProviderFacts
+from wm.take_over.importer import Imported, ImportRefused, import_fleet
+from wm.take_over.marks import IMPORTED_FROM
+from wm.workers import lifecycle
 
 ROOT = "https://tc.example.com"
 PROVIDERS = {"legacy-aws": ProviderFacts("aws", adopt_legacy=True, regions=("us-east-1",))}

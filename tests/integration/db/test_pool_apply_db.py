@@ -6,8 +6,8 @@ from sqlalchemy.exc import IntegrityError
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools, definitions
 from wm.db import pools as store
-from wm.pool_apply import ApplyPlan, plan_apply
-from wm.pool_changes import ApplyDefinitions, ApplyRefused, apply_change
+from wm.pools.apply_plan import ApplyPlan, plan_apply
+from wm.pools.changes import ApplyDefinitions, ApplyRefused, apply_change
 
 
 def apply(engine, data, *, prune: bool = True):

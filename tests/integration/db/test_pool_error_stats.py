@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, func, select, text
 
 from procs.provisioner import expire_errors
 from tests.support.configs import build, raw
-from wm.config import RetentionConfig
+from wm.config.loader import RetentionConfig
 from wm.db.error_stats import error_counts
 from wm.db.tables import worker_pool_errors
 

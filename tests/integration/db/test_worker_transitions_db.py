@@ -22,7 +22,7 @@ from wm.db.tables import workers
 from wm.db.worker_writes import AdoptedWorker, HandMadeWorker, RowChange
 from wm.db.workers import LaunchOutcome, NewWorker
 from wm.model import WorkerState
-from wm.worker_transitions import (
+from wm.workers.transitions import (
     ACCEPT,
     ADOPT_REQUESTED,
     ADOPT_RUNNING,
@@ -393,7 +393,7 @@ def test_a_scan_change_over_the_rows_it_read_returns_them_as_they_are_now(
 
 
 def test_a_stamped_row_carries_every_point_a_stage_is_read_from():
-    from wm.stages import POINTS
+    from wm.workers.stages import POINTS
 
     fields = {f for names in POINTS.values() for f in names}
     assert fields <= set(writer.Stamped.__slots__)

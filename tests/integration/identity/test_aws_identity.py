@@ -13,11 +13,11 @@ import pytest
 from tests.fixtures.identity import expected_identity, http_get_json, over_the_wire
 from tests.fixtures.sim_ec2 import EC2_DEPLOYMENT, EC2_REGION, aws_config
 from wm.errors import ConfigError
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
 from wm.providers.aws.provider import AwsProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 from wmsim.aws.ec2 import SimEc2, example_launch_config, sign_identity_document
 from wmsim.trust import new_rsa_key, pem, self_signed
 

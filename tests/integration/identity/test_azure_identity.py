@@ -35,7 +35,6 @@ from wm.calls import ACCOUNT_WIDE, CallClass
 from wm.db import budgets
 from wm.db.budgets import BucketKey
 from wm.errors import ConfigError
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds import KINDS
 from wm.model import LaunchSpec
 from wm.providers import build_verifier, pkcs7
@@ -44,6 +43,7 @@ from wm.providers.azure.names import vm_name
 from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.identity_fetch import Fetched, FetchRefused
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 from wmsim.azure import attested
 from wmsim.azure.arm import SimArm, example_launch_config
 

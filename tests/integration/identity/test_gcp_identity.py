@@ -29,12 +29,12 @@ from tests.fixtures.sim_gce import (
     gcp_config,
 )
 from wm.errors import ConfigError
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.model import LaunchSpec, WorkerRef
 from wm.providers import build_verifier
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import identity as gcp_identity
 from wm.providers.gcp.provider import GcpProvider
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
 from wmsim.gcp.gce import SimGce, example_launch_config, identity_jwks, service_account_id
 from wmsim.trust import new_rsa_key
 

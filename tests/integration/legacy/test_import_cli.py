@@ -29,8 +29,8 @@ from wm.db import pools as pool_store
 from wm.db import tasks as task_store
 from wm.db.workers import list_workers
 from wm.kinds import KINDS
-from wm.pool_definition import derive_launch_config_id
-from wm.take_over import IMPORTED_FROM, imported_worker_id
+from wm.pools.definition import derive_launch_config_id
+from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.agent import AgentSettings
 from wmsim.legacy.manager import LegacyWorkerManager
 from wmsim.legacy.service import PermanentClient

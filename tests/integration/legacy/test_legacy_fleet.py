@@ -16,7 +16,7 @@ from tests.support.legacy_deployment import ISSUER, LEGACY_PROVIDERS, legacy_poo
 from tests.support.tc_client import refused
 from tests.support.tc_schemas import check
 from wm.db import tasks as task_store
-from wm.take_over import imported_worker_id
+from wm.take_over.marks import imported_worker_id
 from wmsim.agent import AgentSettings
 from wmsim.clouds import sim_cloud
 from wmsim.legacy.stack import LegacyStack

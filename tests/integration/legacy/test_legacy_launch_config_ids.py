@@ -1,6 +1,6 @@
 """The stand-in derives a launch config's id as worker-manager's database does (Postgres
 computing `'lc-' || left(md5(pool || (config - 'workerManager')::text), 20)`), and wm's own
-reimplementation of that formula (wm/pool_definition.py) gives the same ids: the import keeps
+reimplementation of that formula (wm/pools/definition.py) gives the same ids: the import keeps
 the ids of workers the stand-in launched from definitions that name none."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.support.real_pools import definitions
-from wm.pool_definition import derive_launch_config_id
+from wm.pools.definition import derive_launch_config_id
 from wmsim.legacy.store import launch_config_id
 
 LAUNCH_CONFIGS = [

@@ -32,17 +32,17 @@ from tests.support.definitions import documents
 from tests.support.tc_client import refused
 from wm.api.app import create_app
 from wm.api.authn import OPERATOR_CLIENT, Authenticator, IssuerSource
-from wm.config import Config, ProviderConfig
+from wm.config.loader import Config, ProviderConfig
+from wm.config.provider_ids import gce_label
 from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerRecord, WorkerState
-from wm.provider_ids import gce_label
 from wm.providers import build_provider, build_verifier
 from wm.providers.base import TAG_PROVIDER, Provider
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.bootdata import BootData, MetadataError
 from wmsim.fleet import vm_metadata, vm_provider
 from wmsim.postgres import free_port

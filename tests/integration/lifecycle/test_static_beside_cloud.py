@@ -27,7 +27,7 @@ from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider, build_verifier
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings
 from wmsim.demo.rack import Rack, StaticPool

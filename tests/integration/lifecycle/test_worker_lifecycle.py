@@ -27,9 +27,9 @@ from wm.db import tasks
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.providers import build_provider, build_verifier
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.agent import AgentSettings
 from wmsim.fleet import Fleet
 from wmsim.postgres import free_port

@@ -14,15 +14,15 @@ from sqlalchemy import event, text
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
 from tests.support.memory_provider import MemoryProvider, quota_error
-from wm import stages
 from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
 from wm.db.workers import list_workers
 from wm.errors import CloudError
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
+from wm.workers import stages
 
 POOL = "proj/linux"
 
@@ -488,7 +488,7 @@ def test_launch_latencies_in_the_metrics_are_the_rows_stages(engine, aws):
 
     provisioner(engine, aws).run_pass("aws-a")
 
-    # Outcome: what /metrics observed is what wm/stages.py computes from the rows (which
+    # Outcome: what /metrics observed is what wm/workers/stages.py computes from the rows (which
     # `wm status` summarises): every intent's wait, and the acceptance of every launched one.
     rows = list_workers(engine, pool_id=POOL)
     for stage, (count, total) in before.items():

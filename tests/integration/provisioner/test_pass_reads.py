@@ -18,15 +18,16 @@ from sqlalchemy import Engine, event, text
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
 from tests.support.memory_provider import MemoryProvider
-from wm import estimator, lifecycle
 from wm.db import pools as pool_store
 from wm.db import tasks
 from wm.db.engine import create_database, drop_database, make_engine, with_database
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
 from wm.model import WorkerState
-from wm.provisioner import Provisioner
+from wm.provisioning import estimator
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wm.workers import lifecycle
 from wmsim.postgres import PostgresServer
 
 POOL = "proj/linux"

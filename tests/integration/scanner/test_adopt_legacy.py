@@ -30,10 +30,10 @@ from wm.db.scans import db_now
 from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.db.workers import list_workers
 from wm.model import WorkerState
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner
-from wm.take_over import IMPORTED_FROM, imported_worker_id
+from wm.scanning.scanner import Scanner
+from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.cloud import LegacyVm
 
 POOL = "proj/scan"  # test_scan's configure()

@@ -11,7 +11,7 @@ from tests.integration.scanner.test_scan import IMAGES, configure, scanner_for
 from wm.db import tasks
 from wm.db.workers import list_workers, recent_preemption_counts
 from wm.model import WorkerState
-from wm.provisioner import Provisioner
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 
 CLOUDS = {

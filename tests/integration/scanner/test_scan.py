@@ -23,13 +23,12 @@ from tests.fixtures.sim_gce import (
 )
 from tests.support.configs import build
 from tests.support.definitions import apply_pools
-from wm.config import RetentionConfig
+from wm.config.loader import RetentionConfig
 from wm.db import pool_errors, tasks, worker_writes
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError, list_errors, record_errors
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
-from wm.lifecycle import REGISTRATION_TIMEOUT
 from wm.model import WorkerState
 from wm.providers.base import (
     TAG_DEPLOYMENT,
@@ -39,9 +38,10 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wm.provisioner import Provisioner, new_worker_id
+from wm.provisioning.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
-from wm.scanner import Scanner, ScanOverran
+from wm.scanning.scanner import Scanner, ScanOverran
+from wm.workers.lifecycle import REGISTRATION_TIMEOUT
 from wmsim.gcp.gce import service_account_id
 
 IMAGES = {

@@ -29,7 +29,7 @@ from wm.api.paging import page_from_query, paginate
 from wm.api.views import error_id_from_slug, error_stats_since, error_stats_view, error_view
 from wm.db import api_reads, error_stats, pool_errors
 from wm.db.pool_errors import NewPoolError
-from wm.take_over_routes import sum_error_stats
+from wm.take_over.routes import sum_error_stats
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 

@@ -19,7 +19,6 @@ from wm.api.endpoint import (
     require_pool,
     run,
 )
-from wm.api.merged import answer, merged_page, pools_theirs
 from wm.api.models import (
     UpdateWorkerPoolRequest,
     WorkerPool,
@@ -32,8 +31,9 @@ from wm.api.models import (
 from wm.api.paging import page_from_query, paginate
 from wm.api.views import launch_config_stats, launch_config_view, pool_stats, pool_view
 from wm.db import api_reads
-from wm.pool_apply import unscanned_worker_groups
-from wm.pool_changes import (
+from wm.ops.telemetry import log
+from wm.pools.apply_plan import unscanned_worker_groups
+from wm.pools.changes import (
     ApplyRefused,
     Change,
     CreatePool,
@@ -41,14 +41,14 @@ from wm.pool_changes import (
     UpdatePool,
     apply_change,
 )
-from wm.pool_definition import (
+from wm.pools.definition import (
     NULL_PROVIDER,
     DefinitionInvalid,
     PoolDefinition,
     parse_pool_definition,
 )
+from wm.take_over.merged import answer, merged_page, pools_theirs
 from wm.tc.errors import TaskclusterError
-from wm.telemetry import log
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 
@@ -102,7 +102,7 @@ def pool_answer(api: ApiContext, pool_id: str) -> WorkerPool:
 
 
 async def change_pool(call: Call, event: str, pool_id: str, change: Change) -> JSONResponse:
-    """Apply the change (wm/pool_changes.py), then answer the pool as it now is."""
+    """Apply the change (wm/pools/changes.py), then answer the pool as it now is."""
     registers = call.api.workers_register
     outcome = await run(lambda: apply_change(call.api.engine, change, workers_register=registers))
     if isinstance(outcome, ApplyRefused):

@@ -9,9 +9,9 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from wm.api.endpoint import PREFIX, Call, TaskclusterRoute, endpoint, reply
-from wm.api.merged import answer, merged_page, providers_theirs
 from wm.api.models import ProviderList
 from wm.api.views import provider_list
+from wm.take_over.merged import answer, merged_page, providers_theirs
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 

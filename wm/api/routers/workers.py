@@ -40,11 +40,15 @@ from wm.api.paging import page_from_query, paginate
 from wm.api.views import worker_view
 from wm.db import api_reads, worker_writes
 from wm.db.worker_writes import HandMadeWorker
-from wm.identity import ExpectedIdentity, IdentityRejected
 from wm.kinds import KINDS
 from wm.model import WorkerState
-from wm.pool_definition import DEFAULT_REREGISTRATION_TIMEOUT_S, HAND_MADE_LAUNCH_CONFIG_ID
-from wm.registration_policy import (
+from wm.ops.telemetry import log
+from wm.pools.definition import DEFAULT_REREGISTRATION_TIMEOUT_S, HAND_MADE_LAUNCH_CONFIG_ID
+from wm.tc.credentials import new_worker_secret, worker_credentials
+from wm.tc.errors import TaskclusterError
+from wm.tc.hawk import Authenticated
+from wm.workers.identity import ExpectedIdentity, IdentityRejected
+from wm.workers.registration_policy import (
     NOT_REQUESTED,
     NOT_RUNNING,
     Deployment,
@@ -56,7 +60,7 @@ from wm.registration_policy import (
     proof_rejected,
     reregisters_on_its_credentials,
 )
-from wm.static_workers import (
+from wm.workers.static_workers import (
     ALREADY_EXISTS,
     SECRET_HASH_KEY,
     HandMade,
@@ -64,12 +68,8 @@ from wm.static_workers import (
     decide_update,
     hand_made_worker_id,
 )
-from wm.static_workers import Refusal as HandMadeRefusal
-from wm.static_workers import secret_hash as static_secret_hash
-from wm.tc.credentials import new_worker_secret, worker_credentials
-from wm.tc.errors import TaskclusterError
-from wm.tc.hawk import Authenticated
-from wm.telemetry import log
+from wm.workers.static_workers import Refusal as HandMadeRefusal
+from wm.workers.static_workers import secret_hash as static_secret_hash
 
 router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
 

@@ -28,7 +28,11 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from wm.errors import ConfigError
-from wm.identity import (
+from wm.kinds.aws import AwsProviderConfig
+from wm.ops.telemetry import IDENTITY_SIGNATURE_CHECKS
+from wm.providers.data import aws_identity_certificates
+from wm.take_over.marks import imported_from
+from wm.workers.identity import (
     CLOCK_SKEW_S,
     Clock,
     ExpectedIdentity,
@@ -39,10 +43,6 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
-from wm.kinds.aws import AwsProviderConfig
-from wm.providers.data import aws_identity_certificates
-from wm.take_over import imported_from
-from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 DOCUMENT_MAX_CHARS = 8 * 1024  # real documents are about 500 bytes
 SIGNATURE_MAX_CHARS = 1024  # base64 of a 4096-bit signature is 684
@@ -114,7 +114,7 @@ def check_claims(document: Mapping[str, Any], expected: ExpectedIdentity, now: d
     imported = imported_from(expected.provider_data) is not None
     for field, key in RECORDED.items():
         if imported and key not in expected.provider_data:
-            # Imported from a legacy worker-manager (wm.take_over), whose API shows none of
+            # Imported from a legacy worker-manager (wm.take_over.marks), whose API shows none of
             # these, and not yet adopted by a scan: the signed instance id it registered under
             # with worker-manager and its region are what wm knows of it.
             continue

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from wm.calls import CallClass, Draw
-from wm.config import DEFAULT_ROOT_URL
+from wm.config.loader import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
@@ -48,7 +48,7 @@ from wm.providers.base import (
     owned,
 )
 from wm.providers.gate import provider_gate
-from wm.take_over import imported_from, imported_worker_id
+from wm.take_over.marks import imported_from, imported_worker_id
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)

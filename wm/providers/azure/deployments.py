@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds import azure as azure_kind
 from wm.model import CloudInstance, WorkerRef
+from wm.ops.telemetry import log
 from wm.providers.azure.arm import (
     ACTIVE_CODES,
     ARM_DEPLOYMENT,
@@ -64,7 +65,6 @@ from wm.providers.azure.names import computer_name, vm_name
 from wm.providers.base import TAG_WORKER, LaunchBatch, LaunchResult, TerminateResult
 from wm.providers.gate import Gate
 from wm.providers.meter import carry
-from wm.telemetry import log
 
 
 class Deleted(StrEnum):

@@ -49,7 +49,12 @@ from cryptography.x509 import verification
 from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID, NameOID
 
 from wm.errors import CloudError, ConfigError, ErrorCategory
-from wm.identity import (
+from wm.kinds.azure import AzureProviderConfig
+from wm.ops.telemetry import IDENTITY_SIGNATURE_CHECKS
+from wm.providers import identity_fetch, pkcs7
+from wm.providers.azure.provider import AzureClients, make_gate
+from wm.providers.data import azure_certificates
+from wm.workers.identity import (
     CLOCK_SKEW_S,
     Clock,
     ExpectedIdentity,
@@ -59,11 +64,6 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
-from wm.kinds.azure import AzureProviderConfig
-from wm.providers import identity_fetch, pkcs7
-from wm.providers.azure.provider import AzureClients, make_gate
-from wm.providers.data import azure_certificates
-from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 if TYPE_CHECKING:
     from wm.providers.gate import Budget

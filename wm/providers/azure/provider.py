@@ -45,11 +45,12 @@ from functools import partial
 from typing import Any
 
 from wm.calls import CallClass
-from wm.config import DEFAULT_ROOT_URL
+from wm.config.loader import DEFAULT_ROOT_URL
 from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
 from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.ops.telemetry import log
 from wm.providers.azure.arm import (
     OS_DISK_KEY,
     TORN_DOWN_TYPES,
@@ -89,8 +90,7 @@ from wm.providers.base import (
 )
 from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
-from wm.take_over import imported_from, imported_worker_id
-from wm.telemetry import log
+from wm.take_over.marks import imported_from, imported_worker_id
 
 CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
 POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never waits

@@ -34,7 +34,11 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from wm.errors import ConfigError
-from wm.identity import (
+from wm.kinds.gcp import GcpProviderConfig
+from wm.ops.telemetry import IDENTITY_SIGNATURE_CHECKS
+from wm.providers import identity_fetch
+from wm.take_over.marks import imported_from
+from wm.workers.identity import (
     Clock,
     ExpectedIdentity,
     IdentityRejected,
@@ -44,10 +48,6 @@ from wm.identity import (
     require_not_before_request,
     utc_now,
 )
-from wm.kinds.gcp import GcpProviderConfig
-from wm.providers import identity_fetch
-from wm.take_over import imported_from
-from wm.telemetry import IDENTITY_SIGNATURE_CHECKS
 
 GOOGLE_ISSUER = "https://accounts.google.com"
 GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs"
@@ -203,7 +203,7 @@ def check_claims(
     require_equal(engine.get("instance_id"), expected.cloud_id, "instance id")
     if imported_from(recorded) is None:
         # An imported worker's VM was named by the legacy worker-manager, not after wm's key
-        # for it (wm.take_over): its signed instance id, project and zone identify it.
+        # for it (wm.take_over.marks): its signed instance id, project and zone identify it.
         require_equal(engine.get("instance_name"), expected.worker_id, "instance name")
     require_equal(engine.get("zone"), expected.region, "zone")
     # Recorded at create by provider.py; rows from before that carry only the cloud id.

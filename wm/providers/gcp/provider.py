@@ -35,13 +35,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 from wm.calls import CallClass
-from wm.config import DEFAULT_ROOT_URL
+from wm.config.loader import DEFAULT_ROOT_URL
+from wm.config.provider_ids import gce_label
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import gcp as gcp_kind
 from wm.kinds.base import MANAGED_BY
 from wm.kinds.gcp import GcpProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
-from wm.provider_ids import gce_label
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
@@ -61,7 +61,7 @@ from wm.providers.base import (
 )
 from wm.providers.gate import provider_gate
 from wm.providers.meter import carry
-from wm.take_over import imported_from, imported_worker_id
+from wm.take_over.marks import imported_from, imported_worker_id
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -174,7 +174,7 @@ class GcpProvider:
         self._compute = compute_v1
         self._project = config.project
         self._deployment = _label_value(deployment_id)
-        # The provider id as labels hold it: escaped, injective (wm/provider_ids.py).
+        # The provider id as labels hold it: escaped, injective (wm/config/provider_ids.py).
         self._provider_label = gce_label(config.id)
         self._instances = instances
         self.gate = provider_gate(config, classify, CALL_CLASSES)

@@ -1,6 +1,6 @@
 """The static kind's registration proof: `{staticSecret}`, the secret createWorker (or
 updateWorker) gave the worker, compared in constant time with the hash stored then. The
-secret itself is never stored (wm.static_workers)."""
+secret itself is never stored (wm.workers.static_workers)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from wm.identity import ExpectedIdentity, IdentityRejected, proof_strings
-from wm.static_workers import SECRET_HASH_KEY, secret_hash
+from wm.workers.identity import ExpectedIdentity, IdentityRejected, proof_strings
+from wm.workers.static_workers import SECRET_HASH_KEY, secret_hash
 
 SECRET_CHARS = 44  # create-worker-request.yml: ^[a-zA-Z0-9_-]{44}$
 # worker-manager's static registerWorker has its own words for a proof without a secret (say, a

@@ -1,0 +1,174 @@
+"""registerWorker's policy: whether the worker a registration names may register, and if so
+what its cloud's identity proof must show. Pure: the route reads the target, verifies the proof
+with the provider's verifier and writes the registration around `decide`.
+
+The refusals, their order and their words are worker-manager's (TC `services/worker-manager/
+src/api.js` registerWorker, taskcluster/taskcluster @ 9d59eb59). The worker's state is judged
+before its proof, so a replayed proof costs no signature check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wm.kinds import KINDS
+from wm.model import WorkerRecord, WorkerState
+from wm.take_over.marks import imported_from
+from wm.tc.credentials import worker_client_id
+from wm.workers.identity import ExpectedIdentity
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A registration refused, as Taskcluster answers it."""
+
+    code: str  # Taskcluster's error code: ResourceNotFound (404) or InputError (400)
+    message: str  # worker-manager's words, shown to the worker as they are
+
+
+POOL_MISSING = Refusal("ResourceNotFound", "Worker pool does not exist")
+PROVIDER_MISSING = Refusal("ResourceNotFound", "Provider does not exist")
+WORKER_MISSING = Refusal("ResourceNotFound", "Worker not found")
+PROVIDER_NOT_USED = Refusal("InputError", "Worker pool does not use this provider")
+EXPIRED = Refusal("InputError", "Worker has expired")
+OTHER_PROVIDER = Refusal("InputError", "Worker does not belong to this provider")
+# Also the answer when the registration's write finds the worker no longer requested: a
+# concurrent registration won, or its deadline passed meanwhile.
+NOT_REQUESTED = Refusal("InputError", "This worker is either stopped or running")
+# A worker no cloud launches (a static provider's) registers while running, as often as it
+# restarts (static.js registerWorker's words); also the answer when its write finds it
+# stopped meanwhile.
+NOT_RUNNING = Refusal("InputError", "worker is not running")
+
+# registerWorker's answer to a refused proof of no known kind; each kind's own words are its
+# description's proof_rejected.
+PROOF_REJECTED_OTHERWISE = "Invalid proof"
+
+
+@dataclass(frozen=True)
+class RegistrationRequest:
+    """What a registration claims: Taskcluster's names of the worker and its provider."""
+
+    pool_id: str  # workerPoolId
+    provider_id: str  # providerId
+    worker_group: str  # workerGroup
+    worker_id: str  # workerId: the cloud's name of the worker
+
+
+@dataclass(frozen=True)
+class RegistrationTarget:
+    """The pool and worker a registration names, as the database holds them (one read)."""
+
+    pool_exists: bool
+    worker: WorkerRecord | None  # None: no such worker in the pool (or no launch config)
+    pool_provider_id: str | None = None  # None: the pool was deleted
+    previous_provider_ids: tuple[str, ...] = ()  # providers the pool moved away from
+    reregistration_timeout_s: float = 0.0
+    worker_config: Mapping[str, Any] = field(default_factory=dict)  # its launch config's
+    expired: bool = False  # past its registration deadline, by the database's clock
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the deployment adds to every registration."""
+
+    deployment_id: str
+    audience: str  # the root URL: GCE tokens are minted for it
+    verifiable_providers: Collection[str]  # providers with an identity proof verifier
+    provider_kinds: Mapping[str, str] = field(default_factory=dict)  # provider id -> its kind
+
+
+def decide(
+    target: RegistrationTarget, request: RegistrationRequest, deployment: Deployment
+) -> Refusal | ExpectedIdentity:
+    """The refusal to answer, or the identity the worker's proof must show."""
+    if not target.pool_exists:
+        return POOL_MISSING
+    if request.provider_id not in deployment.verifiable_providers:
+        return PROVIDER_MISSING
+    worker = target.worker
+    if worker is None:
+        return WORKER_MISSING
+    allowed = {target.pool_provider_id, *target.previous_provider_ids} - {None}
+    if request.provider_id not in allowed:
+        return PROVIDER_NOT_USED
+    if target.expired:
+        return EXPIRED
+    if worker.provider_id != request.provider_id:
+        return OTHER_PROVIDER
+    if launched(deployment.provider_kinds, request.provider_id):
+        if worker.state != WorkerState.REQUESTED:
+            return NOT_REQUESTED
+    elif worker.state != WorkerState.RUNNING:
+        return NOT_RUNNING
+    cloud_id = worker.cloud_id
+    if cloud_id is None and imported_from(worker.provider_data) is not None:
+        # An imported worker that booted but had not registered before the move, whose VM no
+        # scan has adopted yet: worker-manager named it by its cloud's id (EC2 instance id,
+        # GCE numeric instance id), which is the cloud id wm's proofs check.
+        cloud_id = worker.tc_worker_id
+    return ExpectedIdentity(
+        deployment_id=deployment.deployment_id,
+        provider_id=request.provider_id,
+        pool_id=request.pool_id,
+        worker_id=worker.worker_id,
+        region=worker.worker_group,
+        cloud_id=cloud_id,
+        tc_worker_id=worker.tc_worker_id,
+        audience=deployment.audience,
+        provider_data=worker.provider_data,
+        requested_at=worker.created,
+    )
+
+
+def launched(provider_kinds: Mapping[str, str], provider_id: str) -> bool:
+    """Whether the provider's workers are launched by a cloud (registered once, from
+    requested) rather than made by createWorker (registered while running: static). A
+    provider the config no longer names is taken for a cloud's: its scanner would finish a
+    removal."""
+    description = KINDS.get(provider_kinds.get(provider_id) or "")
+    return description is None or description.launches
+
+
+def proof_rejected(kind: str | None) -> Refusal:
+    """The one answer to every refused proof of a provider kind: the same whatever was wrong,
+    so a forger learns nothing from it."""
+    description = KINDS.get(kind or "")
+    message = description.proof_rejected if description else PROOF_REJECTED_OTHERWISE
+    return Refusal("InputError", message)
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signed a reregisterWorker request, as wm's authenticator established it."""
+
+    client_id: str | None  # the credentials' name (None: unsigned)
+    issuer: str | None  # the issuer whose certificate wm checked itself (None: none, or not here)
+
+
+def reregisters_on_its_credentials(
+    worker: WorkerRecord | None, signer: Signer | None, issuer_client_id: str
+) -> bool:
+    """Whether a reregisterWorker whose secret wm cannot check is accepted: the worker was
+    imported from a legacy worker-manager (which gave it a secret wm never saw), it runs, and
+    the request is signed with that very worker's temporary credentials, issued by the
+    deployment's worker-manager client, whose certificate wm verified itself. Anyone else (an
+    operator, another worker, a client of the auth service, even one named like the worker)
+    and any worker wm launched is refused as today. The route asks only once the secret failed,
+    and the writer requires the row to hold no secret yet: once renewed here, the worker
+    reregisters with wm's secret like any other."""
+    if worker is None or signer is None or imported_from(worker.provider_data) is None:
+        return False
+    if worker.state != WorkerState.RUNNING or worker.tc_worker_id is None:
+        return False
+    if signer.issuer is None or signer.issuer != issuer_client_id:
+        return False
+    own = worker_client_id(
+        provider_id=worker.provider_id,
+        worker_pool_id=worker.pool_id,
+        worker_group=worker.worker_group,
+        worker_id=worker.tc_worker_id,
+    )
+    return signer.client_id == own

@@ -220,6 +220,13 @@ def miss_line(verdict: Verdict) -> str:
     )
 
 
+def bound_cell(bound: Bound) -> str:
+    """A bound as bench/README.md's "CI figures" table writes it."""
+    if bound.limit is None:
+        return f"{bound.relation} {bound.against}"
+    return f"{bound.relation} {bound.limit:g}"
+
+
 def misses(verdicts: Sequence[Verdict]) -> list[str]:
     return [miss_line(v) for v in verdicts if not v.met]
 

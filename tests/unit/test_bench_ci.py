@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from bench.ci import BOUNDS, Bound, Measured, judge, misses, verdict_table
+from pathlib import Path
+
+from bench.ci import BOUNDS, Bound, Measured, bound_cell, judge, misses, verdict_table
+
+README = Path(__file__).resolve().parents[2] / "bench" / "README.md"
+CI_HEADING = "## CI figures"
 
 TABLE = {
     "scan_api_calls": Bound("==", None, "expected_wm_calls of the fleet"),
@@ -116,3 +121,17 @@ def test_every_bound_of_the_real_table_is_a_known_relation_with_a_limit_or_a_bas
     for name, bound in BOUNDS.items():
         assert bound.relation in ("<=", "=="), name
         assert (bound.limit is None) == bool(bound.against), name
+
+
+def test_the_readme_table_of_ci_figures_says_what_the_bounds_table_says():
+    lines = README.read_text().splitlines()
+    start = lines.index(CI_HEADING)
+    rows = {}
+    for line in lines[start + 1 :]:
+        if line.startswith("## "):
+            break
+        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] not in ("figure", "---"):
+            rows[cells[0]] = cells[1]
+
+    assert rows == {name: bound_cell(bound) for name, bound in BOUNDS.items()}

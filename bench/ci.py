@@ -16,7 +16,7 @@ process of their own, every cloud answering at once:
   `expected_wm_calls` of that fleet, its statements, the rows it stopped. Then the same fleet's
   rows in a fresh database scanned again one unit after the other under tracemalloc: the peak
   of memory allocated over what was allocated before, per worker of the fleet (one unit at a
-  time, so the peak does not depend on how threads interleave).
+  time, so the peak does not depend on how the units' scans interleave).
 - pools: `bench.scale.measure_pools` at 10 and 100 pools: a launch pass (a task in every pool)
   and the steady pass right after: statements of each, cloud calls per VM launched.
 - burst: BURST_TASKS tasks at once in the production mix, wm's provisioner passes woken by the
@@ -43,7 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import scale
-from bench.burst import Clouds, SimHost, WmSide, bench_config, sampling, split_tasks
+from bench.burst import (
+    TASK_DURATION_S,
+    Clouds,
+    SimHost,
+    WmSide,
+    bench_config,
+    sampling,
+    split_tasks,
+)
 from bench.check import RELATIONS
 from bench.common import (
     RESULTS_DIR,
@@ -348,7 +356,7 @@ def burst_figures(server: PostgresServer) -> list[Measured]:
         wait_for(lambda: all(loops.passes[p] for p in providers), BURST_DEADLINE_S)
         with sampling(clouds, side.counted_capacity) as peaks:
             for pool_id, count in demand.items():
-                task_store.submit_tasks(engine, pool_id, count, 60.0)
+                task_store.submit_tasks(engine, pool_id, count, TASK_DURATION_S)
             wait_for(lambda: clouds.live_capacity() >= total, BURST_DEADLINE_S)
             after = dict(loops.passes)
             wait_for(

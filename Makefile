@@ -18,11 +18,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/wmsim demo
 
+# bench.ci: the benchmarks' counts and bytes (cloud calls, statements, capacity, memory) held
+# to their bounds in bench/ci.py, before the suite (bench/README.md, "CI figures").
 # Two workers (pytest-xdist): most tests wait on processes, sims and Postgres, so two at once
 # halve the wall time on a 2-core machine; each worker starts a Postgres of its own.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m bench.ci
 	$(BIN)/pytest -n 2
 
 # The chaos scenarios' long form: bigger sizes and repetitions; every test is bounded in time.

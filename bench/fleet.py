@@ -143,9 +143,13 @@ class PoolFleet:
     missing_ids: tuple[str, ...]  # a row, but the VM is gone
 
 
-def plan_fleet(config: Config, workers: int, missing: int) -> list[PoolFleet]:
-    """Rows per pool in the mix; worker ids are fixed by the pool and the position."""
-    shares = {pool_id: share for pool_id, _, share in POOL_MIX}
+def plan_fleet(
+    config: Config, workers: int, missing: int, shares: Mapping[str, float] | None = None
+) -> list[PoolFleet]:
+    """Rows per pool in the mix (or in `shares` of POOL_MIX's pools); worker ids are fixed by
+    the pool and the position."""
+    if shares is None:
+        shares = {pool_id: share for pool_id, _, share in POOL_MIX}
     per_pool = split(workers, shares)
     missing_per_pool = split(missing, shares)
     fleets = []

@@ -46,12 +46,13 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Engine
 
+from wm.creates_in_flight import CREATE_CONCURRENCY
 from wm.db import pools as pool_store
 from wm.db.workers import PoolCapacity
 from wm.errors import CloudError
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerState
 from wm.providers.base import LaunchBatch, LaunchResult, Provider
-from wm.provisioner import CREATE_CONCURRENCY, PoolPassReport, plan_pool
+from wm.provisioner import PoolPassReport, plan_pool
 from wm.queues import QueueSource
 from wm.telemetry import log
 

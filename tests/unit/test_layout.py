@@ -257,6 +257,8 @@ LAYERS = (
     # What the API and the CLI both do: applying pool definitions, one transaction.
     Layer("use cases", False, ("wm.pool_changes", "wm.legacy_import")),
     Layer("adapters", True, ("wm.providers", "wm.queues", "wm.budget", "wm.legacy_api")),
+    # What a pass is made of beside its steps: its creates while they are out.
+    Layer("pass parts", False, ("wm.creates_in_flight",)),
     Layer("passes", True, ("wm.provisioner", "wm.scanner", "wm.api")),
     Layer("top", False, ("procs", "wm.cli", "wm.__main__")),
 )

@@ -74,7 +74,7 @@ from bench.fleet import (
 )
 from wm.db import tasks as task_store
 from wm.providers import build_provider
-from wm.scanner import Scanner
+from wm.scanning.scanner import Scanner
 from wmsim.postgres import PostgresServer, find_or_start
 
 # -- the rounds' sizes ----------------------------------------------------------------------------

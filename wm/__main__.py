@@ -1,3 +1,3 @@
-from wm.cli import main
+from wm.cli.main import main
 
 main()

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from wm.cli import cli as wm_cli
+from wm.cli.main import cli as wm_cli
 from wm.db import pools as pool_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker

@@ -268,6 +268,8 @@ LAYERS = (
         True,
         ("wm.providers", "wm.queues", "wm.providers.budget", "wm.take_over.legacy_client"),
     ),
+    # What a pass is made of beside its steps: its creates while they are out.
+    Layer("pass parts", False, ("wm.provisioning.creates_in_flight",)),
     Layer(
         "passes",
         True,

@@ -3,7 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
-from wm.scanning.scan_diff import MISSING_GRACE, ORPHAN_GRACE, diff
+from wm.scanning.scan_diff import MISSING_GRACE, ORPHAN_GRACE, RowIndex, diff
 from wm.workers.transitions import LOST, SEEN, STARTED
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -314,3 +314,22 @@ def test_a_change_says_which_transition_makes_it_and_only_a_loss_keeps_the_reaso
 def test_the_row_first_seen_running_is_the_one_reported():
     booted = row("w1", R, cloud_id="c1")
     assert run([vm("w1", U, "c1")], [booted]).cloud_running == (booted,)
+
+
+def test_a_diff_once_applied_lets_go_of_its_changes_and_stamps_the_rows_as_they_are_now():
+    read = row(state=R)
+    found = run([vm(state=U, launched_at=OLD)], [read], registration=False)
+    assert found.changes and found.cloud_running == (read,)
+    now_running = row(state=U, version=read.version + 1)
+
+    applied = found.applied({"w1": now_running})
+
+    assert applied.changes == ()
+    assert applied.cloud_running == (now_running,)
+    assert (applied.seen, applied.missing, applied.orphans) == (found.seen, (), ())
+
+
+def test_an_index_built_again_holds_the_rows_as_they_are_now():
+    read, now = row(state=R), row(state=U, cloud_id="c2")
+    index = RowIndex.of([read]).now_holding([now])
+    assert (index.by_worker, index.by_cloud) == ({"w1": now}, {"c2": now})

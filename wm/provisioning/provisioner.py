@@ -15,8 +15,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -32,17 +31,12 @@ from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.ops.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log, observe_stages
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.provisioning import estimator, launch_choice
+from wm.provisioning.creates_in_flight import creates_in_flight
 from wm.provisioning.intent_sightings import IntentSightings
 from wm.provisioning.pass_news import PassNews
 from wm.queues import QueueCounts, QueueSource
 from wm.workers import lifecycle, stages
 
-# Batches of one pass in flight at once. The gate bounds the calls (its concurrency, the
-# cloud's buckets); this only has to keep a burst's batches from queueing behind one another.
-CREATE_CONCURRENCY = 8
-# Between two plannings of a pass whose creates are in flight: a stream of news (a NOTIFY per
-# submission) costs at most one planning's statements this often.
-LATE_ROUND_MIN_GAP_S = 0.05
 WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
 
 
@@ -208,15 +202,23 @@ class Provisioner:
         configs: dict[str, list[LaunchConfigRecord]],
         recovered: dict[str, int],
     ) -> list[PoolPassReport]:
+        """Read and plan, send; while the creates are out, plan again on news and send that
+        too; then record what every create came to."""
         if not pools:
             return []
-        self._news[provider.id].take()  # what came before this pass's first read is in it
+        news = self._news[provider.id]
+        news.take()  # what came before this pass's first read is in it
         rounds = [self._plan_round(claim, provider, pools, configs)]
-        results = self._create(
-            provider,
-            rounds[0].batches(),
-            lambda: self._late_round(claim, provider, pools, configs, rounds),
-        )
+        results: dict[str, LaunchResult] = {}
+        if rounds[0].batches():
+            with creates_in_flight(functools.partial(self._send, provider), news) as out:
+                out.send(rounds[0].batches())
+                while out.news_while_out(self.stop):
+                    late = self._plan_late(claim, provider, pools, configs)
+                    if late is not None:
+                        rounds.append(late)
+                        out.send(late.batches())
+            results = out.results()
         batches = [b for r in rounds for b in r.batches()]
         outcomes, new_errors = judge_results(provider.id, batches, results)
         accepted = worker_writes.record_launches(self.engine, outcomes)
@@ -239,14 +241,20 @@ class Provisioner:
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
+        # Each pool's shortfall, estimated once (None: the estimate failed, and planning the
+        # pool says why).
+        short = {
+            p.pool_id: _shortfall_or_none(p, demand[p.pool_id], capacity[p.pool_id]) for p in pools
+        }
         # Only a pool that launches chooses among its launch configs: a pass with nothing to
         # launch (most passes) reads no errors.
-        launching = [
-            p.pool_id
-            for p in pools
-            if configs[p.pool_id] and _may_launch(p, demand[p.pool_id], capacity[p.pool_id])
-        ]
-        errors = self._recent_errors(launching)
+        errors = self._recent_errors(
+            [
+                pool_id
+                for pool_id, to_add in short.items()
+                if configs[pool_id] and (to_add is None or to_add > 0)
+            ]
+        )
         plans = []
         for pool in pools:
             try:
@@ -258,6 +266,7 @@ class Provisioner:
                         capacity[pool.pool_id],
                         errors,
                         batch_max=provider.create_batch_max,
+                        to_add=short[pool.pool_id],
                     )
                 )
                 _warn_far_above_max(pool, capacity[pool.pool_id])
@@ -279,27 +288,22 @@ class Provisioner:
         _observe_stages(provider.id, committed, "pending_to_requested")
         return _Round(demand, capacity, plans)
 
-    def _late_round(
+    def _plan_late(
         self,
         claim: claims.PoolClaims,
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
-        rounds: list[_Round],
-    ) -> list[LaunchBatch] | None:
-        """Plan again, under the same claim, if news came while the creates are in flight: the
-        new batches (None: no news). What is in flight counts as requested capacity. A late
-        planning that fails is reported and sends nothing; the creates in flight are still
-        waited for and recorded, and the next pass plans again."""
-        if self.stop.is_set() or not self._news[provider.id].take():
-            return None
+    ) -> _Round | None:
+        """Plan again, under the same claim, for news that came while the creates are out:
+        what is out counts as requested capacity. A late planning that fails is reported and
+        sends nothing (None); the creates out are still waited for and recorded, and the next
+        pass plans again."""
         try:
-            late = self._plan_round(claim, provider, pools, configs)
+            return self._plan_round(claim, provider, pools, configs)
         except Exception:
             log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
-            return []
-        rounds.append(late)
-        return late.batches()
+            return None
 
     def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
         """Recent errors and pre-emptions per (pool, launch config): both make a launch config
@@ -351,50 +355,11 @@ class Provisioner:
         # Only the changes are written: no write, no row lock, while the advice stands.
         worker_writes.advise_scale_down(self.engine, flag, unflag)
 
-    def _create(
-        self,
-        provider: Provider,
-        batches: list[LaunchBatch],
-        late_batches: Callable[[], list[LaunchBatch] | None],
-    ) -> dict[str, LaunchResult]:
-        """Send the batches; until every create has ended, send what `late_batches` plans on
-        news (at most every LATE_ROUND_MIN_GAP_S)."""
-        if not batches:
-            return {}
-
-        def create(batch: LaunchBatch) -> list[LaunchResult]:
-            if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
-                error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
-                return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
-            return _create_batch(provider, batch)
-
-        futures: list[Future[list[LaunchResult]]] = []
-        with (
-            self._news[provider.id].listening() as changed,
-            ThreadPoolExecutor(CREATE_CONCURRENCY) as pool,
-        ):
-
-            def send(more: list[LaunchBatch]) -> None:
-                for batch in more:
-                    future = pool.submit(create, batch)
-                    future.add_done_callback(lambda _: changed.set())
-                    futures.append(future)
-
-            send(batches)
-            planned_at = time.monotonic()
-            while not all(f.done() for f in futures):
-                since = time.monotonic() - planned_at
-                if since < LATE_ROUND_MIN_GAP_S:
-                    changed.wait(LATE_ROUND_MIN_GAP_S - since)
-                else:
-                    late = late_batches()
-                    if late is not None:
-                        planned_at = time.monotonic()
-                        send(late)
-                        continue
-                    changed.wait()
-                changed.clear()  # what set it is looked at again at the loop's top
-        return {r.worker_id: r for f in futures for r in f.result()}
+    def _send(self, provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:
+        if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
+            error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
+            return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+        return _create_batch(provider, batch)
 
 
 @dataclass(frozen=True)
@@ -454,10 +419,12 @@ def plan_pool(
     errors: Mapping[tuple[str, str], int],
     *,
     batch_max: int,
+    to_add: int | None = None,
 ) -> PoolPlan:
-    """Estimate, choose launch configs and name the new workers: no I/O. `batch_max`: workers
-    per create call (the provider's)."""
-    to_add = shortfall(pool, demand, capacity)
+    """Estimate (unless `to_add` is the estimate already), choose launch configs and name the
+    new workers: no I/O. `batch_max`: workers per create call (the provider's)."""
+    if to_add is None:
+        to_add = shortfall(pool, demand, capacity)
     report = PoolPassReport(
         pool_id=pool.pool_id,
         pending=demand.pending,
@@ -507,11 +474,13 @@ def shortfall(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> 
     )
 
 
-def _may_launch(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> bool:
+def _shortfall_or_none(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> int | None:
+    """The pool's shortfall; None where estimating fails (planning the pool estimates again
+    and reports why)."""
     try:
-        return shortfall(pool, demand, capacity) > 0
-    except Exception:  # planning the pool will fail and say why (plan_pool's caller)
-        return True
+        return shortfall(pool, demand, capacity)
+    except Exception:
+        return None
 
 
 def new_worker_id() -> str:

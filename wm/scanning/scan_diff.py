@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
@@ -65,6 +65,15 @@ class ScanDiff:
     in_flight: tuple[str, ...] = ()  # open intents, not listed, whose create may be in flight
     unadopted: tuple[CloudInstance, ...] = ()  # a legacy worker-manager's, with no row
 
+    def applied(self, rows: Mapping[str, WorkerRecord]) -> ScanDiff:
+        """Once its changes are written: without them (a fleet's first scan changes every
+        row), and its rows to stamp as they are now (`rows`: by worker id)."""
+        return replace(
+            self,
+            changes=(),
+            cloud_running=tuple(rows[r.worker_id] for r in self.cloud_running),
+        )
+
 
 @dataclass(frozen=True)
 class RowIndex:
@@ -73,6 +82,12 @@ class RowIndex:
     by_worker: Mapping[str, WorkerRecord]
     by_batch: Mapping[tuple[str | None, int | None], WorkerRecord]
     by_cloud: Mapping[str, WorkerRecord]
+
+    def now_holding(self, rows: Iterable[WorkerRecord]) -> RowIndex:
+        """The index of `rows`, the unit's rows as a scan's writes left them: built anew rather
+        than beside this one, so each row is held once, as it is now, not beside the row as
+        read (a fleet's first scan changes every row of its unit: issue 28's memory)."""
+        return RowIndex.of(rows)
 
     @classmethod
     def of(cls, rows: Iterable[WorkerRecord]) -> RowIndex:

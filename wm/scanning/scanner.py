@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -196,13 +196,25 @@ class _Listing:
     first_seen: dict[str, datetime] = field(default_factory=dict)
     held: _Held = field(default_factory=_Held)
 
-    def let_go_of_decisions(self) -> None:
-        """Once the scan's diff holds what the pages decided (rows they matched, changes, rows
-        to delete or stamp), the listing need not hold it too."""
+    def hand_over(self, left: scan_diff.Unlisted) -> scan_diff.ScanDiff:
+        """The scan's diff: what the pages decided, and `left` (the rows they did not show).
+        The listing lets go of the decisions it hands over (rows matched, changes, rows to
+        delete or stamp): the diff holds them now, and a fleet's are many."""
+        found = scan_diff.ScanDiff(
+            changes=tuple(self.changes),
+            seen=tuple(sorted(self.matched)),
+            missing=left.missing,
+            to_terminate=tuple(self.to_terminate),
+            orphans=tuple(self.orphans),
+            cloud_running=tuple(self.cloud_running),
+            in_flight=left.in_flight,
+            unadopted=tuple(self.unadopted),
+        )
         self.matched = set()
         self.changes = []
         self.to_terminate = []
         self.cloud_running = []
+        return found
 
     def add(self, seen: scan_diff.Sightings) -> None:
         self.pages += 1
@@ -241,62 +253,31 @@ class ScanPass:
     def _scan(self, calls: CallMeter) -> ScanReport:
         provider, region = self.provider, self.region
         started = time.monotonic()
-        limit_s = self.scanner.max_scan_s.get(provider.id, float("inf"))
-
-        def safe_point(step: str) -> None:
-            # Each step leaves the database consistent: stopping here loses nothing.
-            if self.scanner.stop.is_set():
-                raise ScanStopped(step)
-            if time.monotonic() - started > limit_s:
-                log(
-                    "scan-abandoned",
-                    logging.WARNING,
-                    provider=provider.id,
-                    region=region,
-                    before=step,
-                    limit_s=limit_s,
-                )
-                raise ScanOverran(f"{provider.id} {region}: stopped before {step}")
-
-        # The rows first, once (they are wm's, and what the listing did not show is known only
-        # from them); then the listing, a page at a time, never held whole.
+        safe_point = self._safe_points(started)
+        # 1. The rows, once (they are wm's, and what the listing does not show is known only
+        # from them), the pools, and the passes running now.
         rows = scans.live_workers(self.engine, provider.id, region)
         index = scan_diff.RowIndex.of(rows)
         pools = {p.pool_id: p for p in pool_store.load_pools(self.engine)}
-        # Pools whose provisioning pass runs now: their intents' creates may be in flight.
-        intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
-        in_flight = claims.held_pool_claims(self.engine, sorted(intent_pools))
-        # Read after the claims: a claim seen free was given up before `now`.
-        now = scans.db_now(self.engine)
+        in_flight = self._pools_in_flight(rows)
+        now = scans.db_now(self.engine)  # after the claims: one seen free was free by `now`
+        # 2. The listing, a page at a time, never held whole; then what it did not show.
         listing = self._read_listing(index, pools, now)
-        intents = [r for r in rows if r.unresolved_intent]
-        free_since = self.scanner.intent_sightings.note(
-            (provider.id, region),
-            free=[r.worker_id for r in intents if r.pool_id not in in_flight],
-            held=[r.worker_id for r in intents if r.pool_id in in_flight],
-            now=now,
-        )
-        del intents
+        free_since = self._intents_free_since(rows, in_flight, now)
         found = self._diff(listing, rows, now, in_flight, free_since)
-        listing.let_go_of_decisions()  # `found` holds them now
         self._report_unadopted(found.unadopted, pools)
-
+        # 3. What the listing says, written: states, checks, records, first sightings.
         changed = self._apply(found.changes, index.by_worker)
-        # Each changed row held once, as it is now, not beside the row as read: a fleet's
-        # first scan changes every row of its unit (issue 28: its memory).
         rows = [self.changed_rows.get(r.worker_id, r) for r in rows]
-        index = scan_diff.RowIndex.of(rows)
-        found = replace(
-            found,
-            changes=(),
-            cloud_running=tuple(index.by_worker[r.worker_id] for r in found.cloud_running),
-        )
+        index = index.now_holding(rows)
+        found = found.applied(index.by_worker)
         worker_writes.mark_checked(self.engine, found.seen)
         self._record(listing.records, index.by_worker)
         self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
         # observed once, by whichever replica scans next.
         _observe_window(provider.id, rows, self.claim.previous_start, self.claim.started)
+        # 4. What the listing did not show, looked up; deadlines; deletions.
         safe_point("look-ups")
         gone, found_stopping = self._look_up(found.missing, pools, now)
         stopping = [*found.to_terminate, *found_stopping]
@@ -323,6 +304,45 @@ class ScanPass:
             unadopted=len(found.unadopted),
             pages=listing.pages,
             held_max=listing.held.most,
+        )
+
+    def _safe_points(self, started: float) -> Callable[[str], None]:
+        """A check before each step that calls the cloud: each leaves the database consistent,
+        so a scan stopped or overrunning there loses nothing."""
+        provider, region = self.provider, self.region
+        limit_s = self.scanner.max_scan_s.get(provider.id, float("inf"))
+
+        def safe_point(step: str) -> None:
+            if self.scanner.stop.is_set():
+                raise ScanStopped(step)
+            if time.monotonic() - started > limit_s:
+                log(
+                    "scan-abandoned",
+                    logging.WARNING,
+                    provider=provider.id,
+                    region=region,
+                    before=step,
+                    limit_s=limit_s,
+                )
+                raise ScanOverran(f"{provider.id} {region}: stopped before {step}")
+
+        return safe_point
+
+    def _pools_in_flight(self, rows: Sequence[WorkerRecord]) -> set[str]:
+        """Pools of open intents whose provisioning pass runs now: their creates may be out."""
+        intent_pools = {r.pool_id for r in rows if r.unresolved_intent}
+        return claims.held_pool_claims(self.engine, sorted(intent_pools))
+
+    def _intents_free_since(
+        self, rows: Sequence[WorkerRecord], in_flight: set[str], now: datetime
+    ) -> Mapping[str, datetime]:
+        """Since when no pass has held each open intent's pool (intent recovery's grace)."""
+        intents = [r for r in rows if r.unresolved_intent]
+        return self.scanner.intent_sightings.note(
+            (self.provider.id, self.region),
+            free=[r.worker_id for r in intents if r.pool_id not in in_flight],
+            held=[r.worker_id for r in intents if r.pool_id in in_flight],
+            now=now,
         )
 
     def _read_listing(
@@ -385,16 +405,7 @@ class ScanPass:
             in_flight_pools=in_flight_pools,
             intents_free_since=intents_free_since,
         )
-        return scan_diff.ScanDiff(
-            changes=tuple(listing.changes),
-            seen=tuple(sorted(listing.matched)),
-            missing=left.missing,
-            to_terminate=tuple(listing.to_terminate),
-            orphans=tuple(listing.orphans),
-            cloud_running=tuple(listing.cloud_running),
-            in_flight=left.in_flight,
-            unadopted=tuple(listing.unadopted),
-        )
+        return listing.hand_over(left)
 
     def _report_unadopted(
         self, unadopted: Sequence[CloudInstance], pools: Mapping[str, PoolRecord]

@@ -48,7 +48,7 @@ from bench.common import (
 )
 from wm.config.loader import Config
 from wm.db import scans, worker_writes
-from wm.db.worker_writes import RowChange, insert_intents, record_launches
+from wm.db.worker_writes import insert_intents, record_launches
 from wm.db.workers import LaunchOutcome, NewWorker, list_workers
 from wm.model import WorkerRef, WorkerState
 from wm.providers import build_provider
@@ -65,7 +65,7 @@ from wm.providers.base import (
 )
 from wm.providers.gcp import provider as gcp
 from wm.scanning.scanner import Scanner
-from wm.workers.transitions import STARTED
+from wm.workers.transitions import STARTED, RowChange
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
 from wmsim.azure.arm import SimArm, example_launch_config

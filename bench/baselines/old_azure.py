@@ -39,7 +39,6 @@ from sqlalchemy import Engine
 
 from wm.calls import CallClass
 from wm.db import scans, worker_writes
-from wm.db.worker_writes import RowChange
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerState
@@ -53,7 +52,7 @@ from wm.providers.azure.provider import (
 )
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import provider_gate
-from wm.workers.transitions import STARTED
+from wm.workers.transitions import STARTED, RowChange
 
 OLD_SCANNER_CONCURRENCY = 2
 ADMIN_PASSWORD_PREFIX = "Wm-9old-"

@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from wm.db import scans, worker_writes
-from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.model import WorkerRecord, WorkerState
 from wm.ops.telemetry import log
 from wm.providers.base import Provider
-from wm.workers.transitions import GONE, scan_sighting
+from wm.workers.transitions import GONE, RowChange, scan_sighting
 
 OLD_SCANNER_CONCURRENCY = 2
 

@@ -39,6 +39,7 @@ from wm.workers.transitions import (
     WITHDRAW,
     WITHDRAW_ADVICE,
     Outcome,
+    RowChange,
     Transition,
     TransitionRefused,
     scan_sighting,
@@ -187,3 +188,23 @@ def test_a_refused_transition_says_which_and_from_where(transition, state, messa
 def test_a_transition_reads_as_its_name_and_says_why():
     assert [str(t) for t in (CREATE, SEEN, EXPIRE)] == ["create", "seen", "expire"]
     assert all(t.why for t in TRANSITIONS)
+
+
+@pytest.mark.parametrize(
+    ("from_state", "transition", "to_state"),
+    [
+        (WorkerState.REQUESTED, STARTED, WorkerState.RUNNING),
+        (WorkerState.RUNNING, LOST, WorkerState.STOPPING),
+        (WorkerState.REQUESTED, SEEN, WorkerState.REQUESTED),
+        (WorkerState.RUNNING, SEEN, WorkerState.RUNNING),
+    ],
+)
+def test_a_row_change_goes_where_the_table_leads_its_transition(from_state, transition, to_state):
+    change = RowChange("w1", 3, from_state, transition, cloud_id="c1")
+    assert change.to_state is to_state
+
+
+def test_a_row_change_the_table_does_not_allow_is_refused_naming_both():
+    change = RowChange("w1", 3, WorkerState.STOPPED, STARTED)
+    with pytest.raises(TransitionRefused, match="started is not allowed from a stopped row"):
+        _ = change.to_state

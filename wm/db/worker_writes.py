@@ -73,8 +73,8 @@ from wm.workers.transitions import (
     WITHDRAW,
     WITHDRAW_ADVICE,
     Outcome,
+    RowChange,
     Transition,
-    TransitionRefused,
 )
 
 
@@ -606,28 +606,6 @@ def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:
 # --- the scanner --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
-class RowChange:
-    """One row's transition, if the row is still as it was read (its version and state)."""
-
-    worker_id: str
-    version: int
-    from_state: WorkerState  # the state it was read in
-    transition: Transition  # a scan's: SEEN, STARTED, LOST, DEADLINE, GONE or DELETED
-    cloud_id: str | None = None
-    reason: str | None = None
-    preempted: bool = False  # stamp preempted_at: the cloud took the VM back
-    tc_worker_id: str | None = None  # Taskcluster's workerId, when the row learns its VM's
-
-    @property
-    def state(self) -> WorkerState:
-        """Where the table leads it (TransitionRefused if nowhere)."""
-        target = self.transition.target(self.from_state)
-        if target is None:
-            raise TransitionRefused(self.transition, self.from_state)  # no scan deletes rows
-        return target
-
-
 def apply_changes(
     engine: Engine,
     changes: Sequence[RowChange],
@@ -643,7 +621,7 @@ def apply_changes(
     its provider data decoded twice."""
     if not changes:
         return []
-    targets = [c.state for c in changes]  # checks every change before anything is written
+    targets = [c.to_state for c in changes]  # checks every change before anything is written
     # One array a column, unnested: a statement of 10,000 changes compiles as one of 1 (a
     # VALUES list would be compiled anew with 8 bound parameters a change, most of a scan's
     # CPU in SQLAlchemy's compiler).

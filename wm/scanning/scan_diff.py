@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from wm.model import CloudInstance, WorkerRecord, WorkerState
-from wm.workers.transitions import LOST, Transition, scan_sighting
+from wm.workers.transitions import LOST, RowChange, scan_sighting
 
 # Listing lags creation: a fresh row the lists never showed may not show yet. A row a scan has
 # seen before has no such excuse, however young (a VM deleted by hand a minute after launch).
@@ -42,21 +42,9 @@ ORPHAN_GRACE = timedelta(minutes=5)  # a VM whose row is being written must not 
 U, S, X = WorkerState.RUNNING, WorkerState.STOPPING, WorkerState.STOPPED
 
 
-@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
-class StateChange:
-    worker_id: str
-    from_state: WorkerState  # the update applies only if the row is still in this state
-    to_state: WorkerState
-    transition: Transition  # of wm/workers/transitions.py: what takes it there
-    cloud_id: str | None = None
-    reason: str | None = None
-    preempted: bool = False  # the cloud took it back: its tasks go back to the queue
-    tc_worker_id: str | None = None  # the VM's Taskcluster workerId, as the cloud showed it
-
-
 @dataclass(frozen=True)
 class ScanDiff:
-    changes: tuple[StateChange, ...]
+    changes: tuple[RowChange, ...]
     seen: tuple[str, ...]  # worker ids to mark checked
     missing: tuple[WorkerRecord, ...]
     to_terminate: tuple[WorkerRecord, ...]  # rows whose cloud resources must be deleted
@@ -104,7 +92,7 @@ class Sightings:
     """What some listed instances (a page of a listing) change: `ScanDiff` without what only
     the whole listing tells (the rows it did not show)."""
 
-    changes: tuple[StateChange, ...]
+    changes: tuple[RowChange, ...]
     matched: tuple[str, ...]  # worker ids of the rows these instances matched
     to_terminate: tuple[WorkerRecord, ...]
     orphans: tuple[CloudInstance, ...]
@@ -179,7 +167,7 @@ def sight(
     orphan, a legacy VM with no row."""
     by_worker, by_batch, by_cloud = rows.by_worker, rows.by_batch, rows.by_cloud
     matched: list[str] = []
-    changes: list[StateChange] = []
+    changes: list[RowChange] = []
     to_terminate: list[WorkerRecord] = []
     orphans: list[CloudInstance] = []
     unadopted: list[CloudInstance] = []
@@ -214,10 +202,10 @@ def sight(
         if target != row.state or learns_ids:
             lost = transition is LOST
             changes.append(
-                StateChange(
+                RowChange(
                     row.worker_id,
+                    row.version,
                     row.state,
-                    target,
                     transition,
                     instance.cloud_id,
                     instance.reason if lost else None,

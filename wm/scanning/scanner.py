@@ -30,7 +30,6 @@ from sqlalchemy import Engine
 from wm.db import claims, pool_errors, scans, worker_writes
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError
-from wm.db.worker_writes import RowChange
 from wm.errors import CloudError
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
 from wm.ops.telemetry import (
@@ -46,7 +45,7 @@ from wm.provisioning.intent_sightings import IntentSightings
 from wm.queues import QueueSource
 from wm.scanning import scan_diff
 from wm.workers import lifecycle, stages
-from wm.workers.transitions import DEADLINE, DELETED, GONE
+from wm.workers.transitions import DEADLINE, DELETED, GONE, RowChange
 
 GONE_FROM_CLOUD = "gone-from-cloud"
 # Stages whose end another process writes (the web process, a worker's claim): the scan that
@@ -186,7 +185,7 @@ class _Listing:
     listed: int = 0
     pages: int = 0
     matched: set[str] = field(default_factory=set)
-    changes: list[scan_diff.StateChange] = field(default_factory=list)
+    changes: list[RowChange] = field(default_factory=list)
     to_terminate: list[WorkerRecord] = field(default_factory=list)
     orphans: list[CloudInstance] = field(default_factory=list)
     cloud_running: list[WorkerRecord] = field(default_factory=list)
@@ -436,26 +435,10 @@ class ScanPass:
 
     def _apply(
         self,
-        changes: Sequence[scan_diff.StateChange],
+        changes: Sequence[RowChange],
         rows: Mapping[str, WorkerRecord],
     ) -> list[str]:
-        changed = self._change(
-            [
-                RowChange(
-                    c.worker_id,
-                    rows[c.worker_id].version,
-                    c.from_state,
-                    c.transition,
-                    c.cloud_id,
-                    c.reason,
-                    c.preempted,
-                    c.tc_worker_id,
-                )
-                for c in changes
-            ],
-            rows,
-        )
-        return [w.worker_id for w in changed]
+        return [w.worker_id for w in self._change(changes, rows)]
 
     def _change(
         self, changes: Sequence[RowChange], read: Mapping[str, WorkerRecord]
@@ -470,7 +453,7 @@ class ScanPass:
         failed = {
             c.worker_id
             for c in changes
-            if c.state == WorkerState.STOPPING and failed_launch(c.reason)
+            if c.to_state == WorkerState.STOPPING and failed_launch(c.reason)
         }
         pool_errors.record_errors(
             self.engine, launch_errors([w for w in changed if w.worker_id in failed])

@@ -80,6 +80,29 @@ class TransitionRefused(ValueError):
         super().__init__(f"worker transition {transition.name} is not allowed from {where}")
 
 
+@dataclass(frozen=True, slots=True)  # a first scan of a fleet makes one a row
+class RowChange:
+    """One row's transition, if the row is still as it was read (its version and state): what a
+    scan decides (wm/scanning/scan_diff.py) and what the writer applies (wm/db/worker_writes.py)."""
+
+    worker_id: str
+    version: int
+    from_state: WorkerState  # the state it was read in
+    transition: Transition  # a scan's: SEEN, STARTED, LOST, DEADLINE, GONE or DELETED
+    cloud_id: str | None = None
+    reason: str | None = None
+    preempted: bool = False  # stamp preempted_at: the cloud took the VM back
+    tc_worker_id: str | None = None  # Taskcluster's workerId, when the row learns its VM's
+
+    @property
+    def to_state(self) -> WorkerState:
+        """Where the table leads it (TransitionRefused if nowhere: no scan deletes rows)."""
+        target = self.transition.target(self.from_state)
+        if target is None:
+            raise TransitionRefused(self.transition, self.from_state)
+        return target
+
+
 def _t(
     name: str,
     from_states: AbstractSet[WorkerState],

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from wm.db import worker_writes as writer
 from wm.db.tables import workers
-from wm.db.worker_writes import AdoptedWorker, HandMadeWorker, RowChange
+from wm.db.worker_writes import AdoptedWorker, HandMadeWorker
 from wm.db.workers import LaunchOutcome, NewWorker
 from wm.model import WorkerState
 from wm.workers.transitions import (
@@ -55,6 +55,7 @@ from wm.workers.transitions import (
     WITHDRAW,
     WITHDRAW_ADVICE,
     Outcome,
+    RowChange,
     Transition,
     TransitionRefused,
 )

@@ -233,6 +233,8 @@ LAYERS = (
         (
             "wm.provisioning.estimator",
             "wm.scanning.scan_diff",
+            "wm.scanning.listing",  # what a scan keeps of its listing, page by page
+            "wm.scanning.report",
             "wm.workers.transitions",  # every change of a worker row, one table
             "wm.provisioning.intent_sightings",
             "wm.provisioning.pass_news",  # demand that came while a pass's creates are out
@@ -268,8 +270,13 @@ LAYERS = (
         True,
         ("wm.providers", "wm.queues", "wm.providers.budget", "wm.take_over.legacy_client"),
     ),
-    # What a pass is made of beside its steps: its creates while they are out.
-    Layer("pass parts", False, ("wm.provisioning.creates_in_flight",)),
+    # What a pass is made of beside its steps: its creates while they are out, the pool
+    # errors a scan files.
+    Layer(
+        "pass parts",
+        False,
+        ("wm.provisioning.creates_in_flight", "wm.scanning.scan_errors"),
+    ),
     Layer(
         "passes",
         True,

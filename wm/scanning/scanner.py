@@ -19,17 +19,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Engine
 
 from wm.db import claims, pool_errors, scans, worker_writes
 from wm.db import pools as pool_store
-from wm.db.pool_errors import NewPoolError
 from wm.errors import CloudError
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
 from wm.ops.telemetry import (
@@ -44,6 +41,15 @@ from wm.providers.meter import CallMeter, metered
 from wm.provisioning.intent_sightings import IntentSightings
 from wm.queues import QueueSource
 from wm.scanning import scan_diff
+from wm.scanning.listing import Listing, launch_configs_of
+from wm.scanning.report import ScanOverran, ScanReport, ScanStopped
+from wm.scanning.scan_errors import (
+    UNADOPTED_KEY,
+    failed_launch,
+    launch_errors,
+    registration_errors,
+    unadopted_error,
+)
 from wm.workers import lifecycle, stages
 from wm.workers.transitions import DEADLINE, DELETED, GONE, RowChange
 
@@ -53,43 +59,6 @@ GONE_FROM_CLOUD = "gone-from-cloud"
 WINDOW_STAGES = ("running_to_registered", "registered_to_claim")
 RUNNING_STAGES = ("accepted_to_running",)  # observed when a scan first sees the cloud run it
 ORPHAN = "orphan"
-LEGACY_UNADOPTED_KIND = "legacy-vm-unadopted"  # pool error kind
-UNADOPTED_KEY = "cloudId"  # its extra key naming the VM: one error per VM
-ERROR_EXAMPLES = 5  # worker ids named in one pool error
-# Stop reasons of workers whose launch the cloud accepted and then failed.
-LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
-
-
-@dataclass(frozen=True)
-class ScanReport:
-    """What one scan did: its own figures, never its provider's other scans'."""
-
-    provider: str
-    region: str
-    listed: int
-    changed: int
-    missing: int  # rows the list did not show
-    looked_up: int  # of those, how many a look-up answered for (0 when the call failed)
-    terminated: int
-    orphans: int
-    preempted: int  # workers this scan found pre-empted
-    api_calls: int  # SDK calls this scan made (retries included), wherever they ran
-    duration_s: float
-    # VMs a legacy worker-manager made for this provider with no row: reported, never deleted
-    # (also the wm_legacy_vms_unadopted gauge and a legacy-vm-unadopted log line each).
-    unadopted: int = 0
-    pages: int = 0  # pages of the listing read
-    # Listed instances held at once, at most: a page, and those the scan acts on after the
-    # listing (orphans, legacy VMs with no row, records to write), never the whole listing.
-    held_max: int = 0
-
-
-class ScanOverran(Exception):
-    """The scan ran past the provider's maximum scan time and stopped at a safe point."""
-
-
-class ScanStopped(Exception):
-    """The process is stopping: the scan stopped at a safe point (not a failure)."""
 
 
 @dataclass
@@ -154,75 +123,6 @@ class Scanner:
         each was first seen; one no longer listed is forgotten."""
         with self._lock:
             self._first_seen[(provider_id, region)] = dict(seen)
-
-
-class _Held:
-    """How many listed instances a scan held at once, at most: counted as each page arrives,
-    each instance until the last reference to it goes (CPython frees it then), so a listing
-    kept whole anywhere, by the scan or by its provider, shows."""
-
-    def __init__(self) -> None:
-        # id of the weak reference -> the reference (an instance's own hash may not exist)
-        self.alive: dict[int, weakref.ref[CloudInstance]] = {}
-        self.most = 0
-
-    def arrived(self, page: Sequence[CloudInstance]) -> None:
-        alive = self.alive
-
-        def gone(ref: weakref.ref[CloudInstance]) -> None:
-            alive.pop(id(ref), None)
-
-        for instance in page:
-            ref = weakref.ref(instance, gone)
-            alive[id(ref)] = ref
-        self.most = max(self.most, len(alive))
-
-
-@dataclass
-class _Listing:
-    """What a scan keeps of its unit's listing once each page is let go of."""
-
-    listed: int = 0
-    pages: int = 0
-    matched: set[str] = field(default_factory=set)
-    changes: list[RowChange] = field(default_factory=list)
-    to_terminate: list[WorkerRecord] = field(default_factory=list)
-    orphans: list[CloudInstance] = field(default_factory=list)
-    cloud_running: list[WorkerRecord] = field(default_factory=list)
-    unadopted: list[CloudInstance] = field(default_factory=list)
-    # Listed instances asking their rows to keep data the rows do not hold yet.
-    records: list[CloudInstance] = field(default_factory=list)
-    first_seen: dict[str, datetime] = field(default_factory=dict)
-    held: _Held = field(default_factory=_Held)
-
-    def hand_over(self, left: scan_diff.Unlisted) -> scan_diff.ScanDiff:
-        """The scan's diff: what the pages decided, and `left` (the rows they did not show).
-        The listing lets go of the decisions it hands over (rows matched, changes, rows to
-        delete or stamp): the diff holds them now, and a fleet's are many."""
-        found = scan_diff.ScanDiff(
-            changes=tuple(self.changes),
-            seen=tuple(sorted(self.matched)),
-            missing=left.missing,
-            to_terminate=tuple(self.to_terminate),
-            orphans=tuple(self.orphans),
-            cloud_running=tuple(self.cloud_running),
-            in_flight=left.in_flight,
-            unadopted=tuple(self.unadopted),
-        )
-        self.matched = set()
-        self.changes = []
-        self.to_terminate = []
-        self.cloud_running = []
-        return found
-
-    def add(self, seen: scan_diff.Sightings) -> None:
-        self.pages += 1
-        self.matched.update(seen.matched)
-        self.changes += seen.changes
-        self.to_terminate += seen.to_terminate
-        self.orphans += seen.orphans
-        self.cloud_running += seen.cloud_running
-        self.unadopted += seen.unadopted
 
 
 @dataclass
@@ -346,7 +246,7 @@ class ScanPass:
 
     def _read_listing(
         self, rows: scan_diff.RowIndex, pools: Mapping[str, PoolRecord], now: datetime
-    ) -> _Listing:
+    ) -> Listing:
         """The unit's listing, page by page: what each page's instances change is decided as
         it comes (scan_diff.sight) and the page let go of before the next is asked for; what
         is kept is those decisions, the ids of the rows seen, and the few instances the scan
@@ -354,7 +254,7 @@ class ScanPass:
         provider, region = self.provider, self.region
         requires_registration = {p.pool_id: p.requires_registration for p in pools.values()}
         known = self.scanner.known_first_seen(provider.id, region)
-        listing = _Listing()
+        listing = Listing()
         # Where to look beyond the provider's config is what the database holds, never what
         # this process did: it launched nothing (the provisioner is another process).
         records = UnitRecords(
@@ -386,7 +286,7 @@ class ScanPass:
 
     def _diff(
         self,
-        listing: _Listing,
+        listing: Listing,
         rows: Sequence[WorkerRecord],
         now: datetime,
         in_flight_pools: set[str],
@@ -467,7 +367,7 @@ class ScanPass:
         return changed
 
     def _asked_to_record(
-        self, page: Sequence[CloudInstance], by_id: Mapping[str, WorkerRecord], listing: _Listing
+        self, page: Sequence[CloudInstance], by_id: Mapping[str, WorkerRecord], listing: Listing
     ) -> None:
         """What a page asks live rows to keep (`CloudInstance.record`): kept for `_record` to
         write where a row does not hold it yet; where it does, the provider is told at once,
@@ -681,17 +581,6 @@ class ScanPass:
         return sum(1 for _, r in acted if r.error is None)
 
 
-def launch_configs_of(provider_id: str, pools: Iterable[PoolRecord]) -> list[Mapping[str, Any]]:
-    """The launch configs of the pools a provider launches for, as their definitions hold them."""
-    found: list[Mapping[str, Any]] = []
-    for pool in pools:
-        if pool.provider_id != provider_id or pool.removed:
-            continue
-        configs = pool.config.get("launchConfigs")
-        found += [c for c in configs or () if isinstance(c, Mapping)]
-    return found
-
-
 def _observe(
     provider_id: str, rows: Sequence[WorkerRecord | worker_writes.Stamped], names: Sequence[str]
 ) -> None:
@@ -709,86 +598,6 @@ def _observe_window(
         observe_stages(
             row.pool_id, provider_id, stages.ended_between(row, after, until, WINDOW_STAGES)
         )
-
-
-def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
-    """One pool error per launch config whose workers missed their registration deadline:
-    an image that boots but never registers shows in `wm pools errors`, and the provisioner
-    weighs its launch config less, as it does after launch failures."""
-    by_config: dict[tuple[str, str], list[WorkerRecord]] = {}
-    for worker in workers:
-        by_config.setdefault((worker.pool_id, worker.launch_config_id), []).append(worker)
-    return [
-        NewPoolError(
-            pool_id=pool_id,
-            kind=lifecycle.REGISTRATION_TIMEOUT,
-            title="workers did not register in time",
-            description=(
-                f"{len(late)} worker(s) were not registered (or, where the pool needs no "
-                "registration, not running) by their registration deadline and were "
-                "terminated: does the image boot, start the worker and reach wm's API?"
-            ),
-            provider_id=late[0].provider_id,
-            launch_config_id=launch_config_id,
-            extra=_error_extra(late),
-        )
-        for (pool_id, launch_config_id), late in sorted(by_config.items())
-    ]
-
-
-def _error_extra(workers: Sequence[WorkerRecord]) -> dict[str, object]:
-    """What a pool error about these workers (one launch config's, one region's) carries."""
-    return {
-        "workers": len(workers),
-        "examples": [w.worker_id for w in workers[:ERROR_EXAMPLES]],
-        "region": workers[0].worker_group,
-    }
-
-
-def unadopted_error(provider_id: str, instance: CloudInstance) -> NewPoolError:
-    """A legacy worker-manager's VM of this provider that wm has no row for: not deleted."""
-    return NewPoolError(
-        pool_id=instance.pool_id or "",
-        kind=LEGACY_UNADOPTED_KIND,
-        title="a VM of worker-manager's has no worker in wm",
-        description=(
-            f"{instance.tc_worker_id} ({instance.cloud_id}) carries the legacy worker-manager's "
-            "tags of this provider but no imported worker: wm leaves it running. Run `wm "
-            "import` again to take it over, or delete it by hand."
-        ),
-        provider_id=provider_id,
-        # Not workerId/workerGroup: those mark a worker's own reports (reportWorkerError).
-        extra={
-            "legacyWorkerId": instance.tc_worker_id,
-            "region": instance.region,
-            UNADOPTED_KEY: instance.cloud_id,
-        },
-    )
-
-
-def failed_launch(reason: str | None) -> bool:
-    return (reason or "").startswith(LAUNCH_FAILURE_REASONS)
-
-
-def launch_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
-    """One pool error per launch config and reason whose workers the cloud failed to launch
-    after accepting them; weighed, like every launch error, against the launch config."""
-    by_config: dict[tuple[str, str, str], list[WorkerRecord]] = {}
-    for worker in workers:
-        key = (worker.pool_id, worker.launch_config_id, worker.stop_reason or "")
-        by_config.setdefault(key, []).append(worker)
-    return [
-        NewPoolError(
-            pool_id=pool_id,
-            kind="launch-failed",
-            title=f"launch failed: {reason.split(':', 1)[0]}",
-            description=reason,
-            provider_id=failed[0].provider_id,
-            launch_config_id=launch_config_id,
-            extra=_error_extra(failed),
-        )
-        for (pool_id, launch_config_id, reason), failed in sorted(by_config.items())
-    ]
 
 
 def _terminate_all(provider: Provider, refs: Sequence[WorkerRef]) -> list[TerminateResult]:

@@ -40,7 +40,8 @@ from wm.providers.base import (
 )
 from wm.provisioning.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
-from wm.scanning.scanner import Scanner, ScanOverran
+from wm.scanning.report import ScanOverran
+from wm.scanning.scanner import Scanner
 from wm.workers.lifecycle import REGISTRATION_TIMEOUT
 from wmsim.gcp.gce import service_account_id
 

@@ -27,7 +27,8 @@ from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker, list_workers
 from wm.model import CloudInstance, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
-from wm.scanning.scanner import Scanner, ScanReport
+from wm.scanning.report import ScanReport
+from wm.scanning.scanner import Scanner
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 AZURE_PAGE = 50  # the simulated ARM's pages, made small so that a short list takes two

@@ -54,7 +54,7 @@ from wm.model import WorkerRef, WorkerState
 from wm.providers import build_provider
 from wm.providers.aws import provider as aws
 from wm.providers.azure.names import vm_name
-from wm.providers.azure.provider import vm_body
+from wm.providers.azure.vm_body import vm_body
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,

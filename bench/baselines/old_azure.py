@@ -42,14 +42,12 @@ from wm.db import scans, worker_writes
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerState
+from wm.providers.azure.clients import AzureClients
+from wm.providers.azure.errors import classify
 from wm.providers.azure.names import vm_name
-from wm.providers.azure.provider import (
-    CALL_CLASSES,
-    AzureClients,
-    classify,
-    read_statuses,
-    vm_body,
-)
+from wm.providers.azure.provider import CALL_CLASSES
+from wm.providers.azure.states import read_statuses
+from wm.providers.azure.vm_body import vm_body
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.providers.gate import provider_gate
 from wm.workers.transitions import STARTED, RowChange

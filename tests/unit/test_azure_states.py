@@ -7,14 +7,13 @@ from azure.mgmt.compute.models import VirtualMachine
 
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
+from wm.providers.azure.errors import classify, retry_after_s
 from wm.providers.azure.names import vm_name
-from wm.providers.azure.provider import (
+from wm.providers.azure.states import (
     REASON_SPOT_EVICTED,
-    _view_statuses,
-    classify,
     read_statuses,
-    retry_after_s,
     stop_reason,
+    view_statuses,
     worker_state,
 )
 from wmsim.azure.arm import image_reference
@@ -134,6 +133,6 @@ def test_an_instance_view_reads_the_same_as_a_model_or_as_the_raw_json():
     raw = {"statuses": [{"code": "ProvisioningState/succeeded"}, {"code": "PowerState/running"}]}
     model = VirtualMachine({"location": "eastus", "properties": {"instanceView": raw}})
     expected = ("succeeded", "running", None)
-    assert read_statuses(_view_statuses(model.properties.instance_view)) == expected
-    assert read_statuses(_view_statuses(raw)) == expected
-    assert _view_statuses(None) is None
+    assert read_statuses(view_statuses(model.properties.instance_view)) == expected
+    assert read_statuses(view_statuses(raw)) == expected
+    assert view_statuses(None) is None

@@ -29,7 +29,9 @@ from tests.fixtures.sim_arm import (
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.azure.names import vm_name
-from wm.providers.azure.provider import REASON_SPOT_EVICTED, AzureProvider, vm_body
+from wm.providers.azure.provider import AzureProvider
+from wm.providers.azure.states import REASON_SPOT_EVICTED
+from wm.providers.azure.vm_body import vm_body
 from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,

@@ -21,6 +21,7 @@ from tests.fixtures.sim_arm import (
 )
 from tests.integration.clouds.test_azure import batch, launch_config
 from tests.support.legacy_vms import legacy_vm
+from wm.providers.azure.errors import classify
 from wm.providers.azure.listing import (
     fetch_json_page,
     json_fields,
@@ -28,7 +29,8 @@ from wm.providers.azure.listing import (
     model_fields,
     vm_list_request,
 )
-from wm.providers.azure.provider import AzureProvider, classify, read_statuses
+from wm.providers.azure.provider import AzureProvider
+from wm.providers.azure.states import read_statuses
 from wmsim.azure.arm import SimArm
 
 ANSWERS = Path(__file__).parents[2] / "fixtures" / "azure_lists"

@@ -12,8 +12,9 @@ from azure.core.exceptions import HttpResponseError
 
 from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION, compute_client
 from tests.integration.clouds.test_azure import preloaded_body
+from wm.providers.azure.errors import classify
 from wm.providers.azure.names import computer_name
-from wm.providers.azure.provider import AzureProvider, classify
+from wm.providers.azure.provider import AzureProvider
 from wm.providers.azure.vm_put import put_vm
 from wmsim.azure.arm import SimArm
 

@@ -1,10 +1,14 @@
 """What the azure kind does: `make` builds the provider (provider.py: VMs in the resource
-form, one PUT each; arm.py and deployments.py: launch configs in the ARM-template form, one
-deployment each, its rules and its calls; names.py: the names both forms give a worker's
-resources), `make_verifier` the verifier of its workers' attested data (identity.py).
-Imports point one way: identity -> provider -> deployments -> arm (names below them). The SDK is
-imported when a provider builds its clients, never on import: a process for another cloud
-never loads it."""
+form, one PUT each, and what the provider composes: clients.py its SDK clients, errors.py its
+errors' categories, vm_body.py and vm_put.py a VM's PUT, listing.py and states.py what ARM's
+lists say, legacy_vms.py the take-over of worker-manager's VMs; arm.py and deployments.py:
+launch configs in the ARM-template form, one deployment each, its rules and its calls;
+names.py: the names both forms give a worker's resources), `make_verifier` the verifier of its
+workers' attested data (identity.py).
+Imports point one way: identity -> provider (and clients) -> the rest; below the provider,
+legacy_vms -> states -> arm and listing, deployments -> arm and names, vm_put -> listing, vm_body
+-> names. The SDK is imported when a provider builds its clients, never on import: a process
+for another cloud never loads it."""
 
 from wm.providers.azure.identity import make_verifier
 from wm.providers.azure.provider import make

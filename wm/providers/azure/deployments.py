@@ -93,7 +93,7 @@ class ArmHost(Protocol):
     resource_group: str
     gate: Gate
     pool: Executor
-    clients: Any  # provider.AzureClients: the SDK clients, built lazily
+    clients: Any  # clients.AzureClients: the SDK clients, built lazily
 
     def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]: ...
 

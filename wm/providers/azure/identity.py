@@ -52,7 +52,8 @@ from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.ops.telemetry import IDENTITY_SIGNATURE_CHECKS
 from wm.providers import identity_fetch, pkcs7
-from wm.providers.azure.provider import AzureClients, make_gate
+from wm.providers.azure.clients import AzureClients
+from wm.providers.azure.provider import make_gate
 from wm.providers.data import azure_certificates
 from wm.workers.identity import (
     CLOCK_SKEW_S,

@@ -1,6 +1,6 @@
 """The names wm gives a worker's Azure resources, derived from its worker id (pure): the same
 id always gives the same names, which makes a repeated PUT update instead of duplicate. Both
-the resource form (provider.py) and the ARM form (arm.py) name their VMs so."""
+the resource form (vm_body.py, provider.py) and the ARM form (arm.py) name their VMs so."""
 
 from __future__ import annotations
 

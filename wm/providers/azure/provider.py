@@ -1,17 +1,12 @@
 """Azure provider: one VM PUT creates a worker, one VM DELETE removes it.
 
-The VM body is the Taskcluster launch config (resource form) verbatim, plus exactly what
-worker-manager overrides (services/worker-manager/src/providers/azure/index.js
-`#provisionSequentialWorker`): computer name, admin credentials, boot data, disk names, the
-network interface on the launch config's `subnetId`, and its tags on every resource. Where
-worker-manager creates a public IP, a NIC and then the VM, each on a later pass, wm puts the
-NIC inline (`networkInterfaceConfigurations`), a public IP only where `workerManager.publicIp`,
-and `deleteOption: Delete` on NIC, IP and every disk, so ARM deletes them with the VM. Names
-are derived from the worker id, which makes the PUT idempotent: a second PUT of the same name
-updates the VM instead of making another one. Launch configs in the ARM-template form
-(`armDeployment`) are launched as one template deployment per worker (wm/providers/azure/arm.py);
-this module lists, looks up and deletes their VMs with the rest, in every resource group they
-are deployed into.
+The provider is the common interface (create, list, lookup, terminate) and what it composes:
+the SDK clients (clients.py), the gate classed by ARM's buckets (`CALL_CLASSES`, errors.py's
+`classify`), the VM's PUT body (vm_body.py, sent by vm_put.py), the states read from ARM's lists
+(listing.py, states.py), the take-over of worker-manager's VMs (legacy_vms.py), and the
+ARM-template form: launch configs with `armDeployment` are launched as one template deployment
+per worker (deployments.py, its rules arm.py); this module lists, looks up and deletes their VMs
+with the rest, in every resource group they are deployed into.
 
 Long-running operations are never awaited: every `begin_*` call uses `polling=False`, because
 an `LROPoller` started with polling on spawns a background thread that keeps polling ARM until
@@ -31,47 +26,41 @@ pages (wm/providers/azure/arm.py).
 
 from __future__ import annotations
 
-import copy
-import email.utils
-import secrets
-import string
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
 from typing import Any
 
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
-from wm.errors import CloudError, ConfigError, ErrorCategory, UnknownCloudState
+from wm.errors import CloudError, ConfigError, ErrorCategory
 from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.ops.telemetry import log
 from wm.providers.azure.arm import (
-    OS_DISK_KEY,
     TORN_DOWN_TYPES,
     VM_TYPE,
-    DeploymentRef,
-    Made,
     arm_deployment,
     deployment_groups,
-    deployment_name,
+    same_region,
 )
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
+from wm.providers.azure.clients import CALL_CONCURRENCY, AzureClients
 from wm.providers.azure.deployments import ArmDeployments
+from wm.providers.azure.errors import classify
+from wm.providers.azure.legacy_vms import legacy_listed, legacy_pool, with_legacy_records
 from wm.providers.azure.listing import (
-    VmFields,
     fetch_json_page,
     json_fields,
     json_statuses,
     model_fields,
     vm_list_request,
 )
-from wm.providers.azure.names import VM_NAME_PREFIX, computer_name, vm_name
+from wm.providers.azure.names import vm_name
+from wm.providers.azure.states import VM_ID, Listed, joined, model_of, view_statuses
+from wm.providers.azure.vm_body import admin_password, admin_username, vm_body
 from wm.providers.azure.vm_put import PutVm, put_vm
 from wm.providers.base import (
     NO_RECORDS,
@@ -85,81 +74,19 @@ from wm.providers.base import (
     TerminateResult,
     UnitRecords,
     imported_tc_worker_id,
-    made_by_wm,
     owned,
 )
 from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
-from wm.take_over.marks import imported_from, imported_worker_id
+from wm.take_over.marks import imported_from
 
-CALL_CONCURRENCY = 16  # SDK calls one provider method keeps in flight (the gate bounds it too)
-POLLING_INTERVAL_S = 1.0  # only for a poller someone waits on; wm itself never waits
-NETWORK_API_VERSION = "2020-11-01"  # the oldest that accepts networkInterfaceConfigurations
-ADMIN_USERNAME_CHARS = 20  # Windows' limit; worker-manager draws 20 random characters too
-MESSAGE_MAX_CHARS = 500
-DEFAULT_ENDPOINT = "https://management.azure.com"
-# Fixed fake credentials of the simulated ARM; they grant nothing anywhere else.
-SIMULATED_TENANT_ID = "00000000-0000-0000-0000-000000000001"
-SIMULATED_CLIENT_ID = "00000000-0000-0000-0000-000000000002"
-SIMULATED_CLIENT_SECRET = "simulated-client-secret"
 # provider_data keys of workers created the old multi-step way (a str or a list of names).
 OLD_NIC_NAMES = "nic_names"
 OLD_PUBLIC_IP_NAMES = "public_ip_names"
 OLD_DISK_NAMES = "disk_names"
-VM_ID = "vmId"
 GONE_LEAVING_RESOURCES = "vm-gone-resources-left"  # stop reason: the VM went, its NIC etc. did not
-REASON_SPOT_EVICTED = "spot-eviction"
-# A legacy VM's listing: the ids of the NICs and disks it points at (never kept on a row).
-LEGACY_HELD = "legacyHeld"
-
-# Provisioning state -> worker state; None means the power state decides.
-PROVISIONING_STATES: dict[str, WorkerState | None] = {
-    "creating": WorkerState.REQUESTED,
-    "updating": None,
-    "migrating": None,
-    "succeeded": None,
-    "deleting": WorkerState.STOPPING,
-    # A VM whose provisioning failed will never run; it still holds resources, and the scan
-    # terminates stopped VMs it still lists.
-    "failed": WorkerState.STOPPED,
-}
-POWER_STATES: dict[str, WorkerState] = {
-    "starting": WorkerState.REQUESTED,
-    "running": WorkerState.RUNNING,
-    "stopping": WorkerState.STOPPING,
-    "deallocating": WorkerState.STOPPING,
-    # Stopped or deallocated VMs keep their disks (and a Spot VM its quota) until deleted; wm
-    # never stops VMs itself, so these died out of band and the scan terminates them.
-    "stopped": WorkerState.STOPPED,
-    "deallocated": WorkerState.STOPPED,
-}
-QUOTA_CODES = frozenset(
-    {
-        "quotaexceeded",
-        "skunotavailable",
-        "allocationfailed",
-        "zonalallocationfailed",
-        "overconstrainedallocationrequest",
-        "overconstrainedzonalallocationrequest",
-    }
-)
-# 409s that clear by themselves (another operation on the resource is still running).
-RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableerror", "conflict"})
-NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
 # A NIC or IP still attached to something being deleted: try again on the next pass.
 IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
-
-# How a launch config's keys reach the VM PUT (worker-manager passes the launch config to the
-# SDK's VirtualMachine model, which puts each key where ARM wants it):
-WM_ONLY_KEYS = ("capacityPerInstance", "workerConfig", "workerManager")  # never sent
-# The VM resource's own fields, beside `properties` (`location` and `tags` are set apart).
-RESOURCE_KEYS = ("plan", "identity", "zones", "extendedLocation", "placement")
-# Read by worker-manager, unknown to the VM model (so the SDK drops them): `subnetId` goes to
-# the NIC; the deprecated top-level `ignoreFailedProvisioningStates` is worker-manager's.
-NOT_VM_KEYS = ("location", "tags", "subnetId", "ignoreFailedProvisioningStates")
-# Replaced by the NIC wm defines inline.
-NETWORK_OVERRIDDEN = ("networkInterfaces", "networkInterfaceConfigurations", "networkApiVersion")
-
 
 # Which of Azure's buckets each operation draws from: Resource Manager's, and for VMs Compute's
 # own policy too.
@@ -199,120 +126,6 @@ def make_gate(config: AzureProviderConfig) -> Gate:
     """The gate of one Azure provider's calls, classed by ARM's buckets; whoever calls ARM
     for this provider (its scans and passes, the web process's look-ups) uses one of these."""
     return provider_gate(config, classify, CALL_CLASSES)
-
-
-class AzureClients:
-    """The SDK clients of one provider, built in one place; network only when needed."""
-
-    def __init__(self, config: AzureProviderConfig) -> None:
-        import requests
-        from azure.mgmt.compute import ComputeManagementClient
-        from requests.adapters import HTTPAdapter
-        from urllib3.util.retry import Retry
-
-        self._config = config
-        # One pooled session for every thread; retries off, so the gate is the only policy.
-        self._session = requests.Session()
-        adapter = HTTPAdapter(
-            pool_maxsize=CALL_CONCURRENCY + config.gate.concurrency,
-            max_retries=Retry(total=False, redirect=False, raise_on_status=False),
-        )
-        self._session.mount("https://", adapter)
-        self._session.mount("http://", adapter)
-        self.credential = _credential(config)
-        self.compute = ComputeManagementClient(
-            self.credential, config.subscription_id, **self._client_options()
-        )
-        self._network: Any = None
-        self._deployments: Any = None
-        self._resources: Any = None
-        self._lock = threading.Lock()
-
-    @property
-    def network(self) -> Any:
-        with self._lock:
-            if self._network is None:
-                from azure.mgmt.network import NetworkManagementClient
-
-                self._network = NetworkManagementClient(
-                    self.credential, self._config.subscription_id, **self._client_options()
-                )
-            return self._network
-
-    @property
-    def deployments(self) -> Any:
-        """Template deployments and their operations (ARM-template launch configs only)."""
-        with self._lock:
-            if self._deployments is None:
-                from azure.mgmt.resource.deployments import DeploymentsMgmtClient
-
-                self._deployments = DeploymentsMgmtClient(
-                    self.credential, self._config.subscription_id, **self._client_options()
-                )
-            return self._deployments
-
-    @property
-    def resources(self) -> Any:
-        """Resource groups (an ARM-template launch config's own group is made if missing)."""
-        with self._lock:
-            if self._resources is None:
-                from azure.mgmt.resource.resources import ResourceManagementClient
-
-                self._resources = ResourceManagementClient(
-                    self.credential, self._config.subscription_id, **self._client_options()
-                )
-            return self._resources
-
-    def _client_options(self) -> dict[str, Any]:
-        from azure.core.pipeline.transport import RequestsTransport
-
-        config = self._config
-        transport = RequestsTransport(
-            session=self._session,
-            session_owner=False,
-            connection_timeout=config.gate.timeout_s,
-            read_timeout=config.gate.timeout_s,
-            connection_verify=config.ca_bundle or True,
-        )
-        options: dict[str, Any] = {
-            "base_url": config.endpoint or DEFAULT_ENDPOINT,
-            "retry_total": 0,
-            "polling_interval": POLLING_INTERVAL_S,
-            "transport": transport,
-        }
-        if config.endpoint:
-            options["credential_scopes"] = [config.endpoint.rstrip("/") + "/.default"]
-        return options
-
-    def close(self) -> None:
-        self.compute.close()
-        for client in (self._network, self._deployments, self._resources):
-            if client is not None:
-                client.close()
-        self.credential.close()
-        self._session.close()
-
-
-def _credential(config: AzureProviderConfig) -> Any:
-    timeouts = {"connection_timeout": config.gate.timeout_s, "read_timeout": config.gate.timeout_s}
-    if config.credentials == "simulated":
-        # The real Entra ID client-credentials path, against the simulated cloud's endpoints.
-        from azure.identity import ClientSecretCredential
-
-        return ClientSecretCredential(
-            SIMULATED_TENANT_ID,
-            SIMULATED_CLIENT_ID,
-            SIMULATED_CLIENT_SECRET,
-            authority=config.authority or config.endpoint,
-            disable_instance_discovery=True,
-            connection_verify=config.ca_bundle or True,
-            retry_total=0,
-            **timeouts,
-        )
-    from azure.identity import DefaultAzureCredential
-
-    extra = {"authority": config.authority} if config.authority else {}
-    return DefaultAzureCredential(**extra, **timeouts)
 
 
 class AzureProvider:
@@ -417,8 +230,8 @@ class AzureProvider:
             location=location,
             worker_id=worker_id,
             tags=tags,
-            admin_username=_admin_username(),
-            admin_password=_admin_password(),
+            admin_username=admin_username(),
+            admin_password=admin_password(),
             custom_data=custom_data,
         )
 
@@ -447,48 +260,10 @@ class AzureProvider:
                 legacy += [v for v in page if v.legacy]
         if legacy:
             # One NIC list per resource group for all of them, after the VMs' pages.
-            yield self._with_legacy_records(legacy)
+            yield with_legacy_records(self, legacy)
 
     def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         return [i for page in self.list_pages(region, records) for i in page]
-
-    def _with_legacy_records(self, instances: Sequence[CloudInstance]) -> list[CloudInstance]:
-        """worker-manager's VMs, each recording what worker-manager made for it (its NICs,
-        their public IPs, its disks; and where its ARM deployment would be), for its row to
-        keep: the teardown deletes from that record, as for a finished ARM deployment of
-        wm's. One NIC list per resource group holding any."""
-        if not instances:
-            return []
-        groups = {}
-        for instance in instances:
-            parsed = _parse_resource_id(instance.cloud_id)
-            if parsed is not None:
-                groups.setdefault(parsed.resource_group.lower(), parsed.resource_group)
-        public_ips: dict[str, list[str]] = {}
-        for group in groups.values():
-            nics = self.all_pages(
-                "NetworkInterfaces_List",
-                lambda g=group: self._clients.network.network_interfaces.list(g),
-            )
-            for nic in nics:
-                public_ips[str(nic.id).lower()] = [
-                    ip
-                    for c in nic.ip_configurations or []
-                    if (ip := _id_of(getattr(c, "public_ip_address", None)))
-                ]
-        out = []
-        for instance in instances:
-            parsed = _parse_resource_id(instance.cloud_id)
-            held = instance.provider_data.get(LEGACY_HELD) or []
-            ips = [ip for i in held for ip in public_ips.get(str(i).lower(), [])]
-            record: dict[str, Any] = {**Made("Succeeded", (instance.cloud_id, *held, *ips)).data()}
-            if parsed is not None:
-                # worker-manager's deployment of an ARM worker, deleted with it if still there.
-                ref = DeploymentRef(parsed.resource_group, deployment_name(parsed.name))
-                record.update(ref.data())
-            data = {k: v for k, v in instance.provider_data.items() if k != LEGACY_HELD}
-            out.append(replace(instance, provider_data=data, record=record))
-        return out
 
     def list_groups(self, region: str, groups: Sequence[str]) -> list[CloudInstance]:
         """This deployment's VMs of one region in these resource groups."""
@@ -498,18 +273,18 @@ class AzureProvider:
         """This deployment's VMs of one region in these resource groups: a paged list per
         group (tags), then the subscription's status list (power states), joined by id, a page
         of statuses at a time. Both lists are read as JSON for the fields wm reads (listing.py),
-        and of the models' pages only what the join needs is kept (`_Listed`)."""
+        and of the models' pages only what the join needs is kept (`Listed`)."""
         subscription = self.subscription_id
 
         def list_group(group: str) -> Callable[[], Any]:
             return lambda: vm_list_request(subscription, group)
 
-        listed: dict[str, _Listed] = {}
+        listed: dict[str, Listed] = {}
         for group in groups:
             for page in self.json_pages("VirtualMachines_List", list_group(group)):
                 for vm in map(json_fields, page):
                     if self.owns(vm) and same_region(vm.location, region):
-                        listed[vm.id.lower()] = _model_of(vm, region)
+                        listed[vm.id.lower()] = model_of(vm, region)
                 del page
         if self.adopt_legacy:
             # worker-manager's VMs, in whatever group of the subscription its launch configs
@@ -518,8 +293,9 @@ class AzureProvider:
                 "VirtualMachines_ListAll", lambda: vm_list_request(subscription, None)
             ):
                 for vm in map(json_fields, page):
-                    if self.legacy_pool(vm) is not None and same_region(vm.location, region):
-                        listed[vm.id.lower()] = self._legacy(vm, region)
+                    pool = self.legacy_pool(vm)
+                    if pool is not None and same_region(vm.location, region):
+                        listed[vm.id.lower()] = legacy_listed(vm, region, pool)
                 del page
         if not listed:
             return
@@ -534,7 +310,7 @@ class AzureProvider:
                 if (key := vm["id"].lower()) in listed and vm.get("properties") is not None
             }
             del page
-            yield [self._joined(listed.pop(key), found) for key, found in statuses.items()]
+            yield [joined(self.id, listed.pop(key), found) for key, found in statuses.items()]
 
     def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]:
         return [item for page in self.pages(operation, make_pager) for item in page]
@@ -719,11 +495,10 @@ class AzureProvider:
 
     def legacy_pool(self, vm: Any) -> str | None:
         """With adopt_legacy, the pool of a VM the legacy worker-manager made for this provider
-        of this deployment (its tags; wm's own carry them too, and wm's tags besides)."""
-        tags = vm.tags or {}
-        if not self.adopt_legacy or made_by_wm(tags):
+        of this deployment (legacy_vms.py)."""
+        if not self.adopt_legacy:
             return None
-        return azure_kind.legacy_pool(tags, self.id, self.root_url)
+        return legacy_pool(vm.tags or {}, self.id, self.root_url)
 
     def may_delete(self, vm: Any) -> bool:
         """A VM a worker's teardown may delete: this deployment's, or an adopted one's."""
@@ -731,42 +506,15 @@ class AzureProvider:
 
     def _any_instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance | None:
         """The VM as the scan sees it: wm's, a legacy worker-manager's under its import key
-        (holding the ids of what it points at, for `_with_legacy_records`), or None."""
+        (holding the ids of what it points at, for legacy_vms' `with_legacy_records`), or None."""
         fields = model_fields(vm)
         if self.owns(fields):
-            listed = _model_of(fields, region)
-        elif self.legacy_pool(fields) is not None:
-            listed = self._legacy(fields, region)
+            listed = model_of(fields, region)
+        elif (pool := self.legacy_pool(fields)) is not None:
+            listed = legacy_listed(fields, region, pool)
         else:
             return None
-        return self._joined(listed, _view_statuses(instance_view))
-
-    def _legacy(self, vm: VmFields, region: str) -> _Listed:
-        """A legacy worker-manager's VM (`legacy_pool` is not None), under its import key,
-        holding the ids of what it points at (its NICs and disks)."""
-        pool = self.legacy_pool(vm)
-        listed = _model_of(vm, region)
-        tags = vm.tags
-        held = [*vm.nic_ids, *([vm.os_disk_id] if vm.os_disk_id else []), *vm.data_disk_ids]
-        instance = replace(
-            listed.instance,
-            worker_id=imported_worker_id(pool, tags.get("worker-group") or region, vm.name),
-            pool_id=pool,
-            launch_config_id=tags.get("launch-config-id"),
-            provider_data={**listed.instance.provider_data, LEGACY_HELD: held},
-            legacy=True,
-        )
-        return replace(listed, instance=instance)
-
-    def _joined(self, listed: _Listed, statuses: Iterable[Any] | None) -> CloudInstance:
-        """The listed VM with its state, read from its instance view's statuses."""
-        provisioning, power, failure = read_statuses(statuses)
-        provisioning = provisioning or listed.provisioning_state
-        state = worker_state(self.id, provisioning, power)
-        reason = stop_reason(state, power, failure, listed.spot)
-        return replace(
-            listed.instance, state=state, reason=reason, preempted=reason == REASON_SPOT_EVICTED
-        )
+        return joined(self.id, listed, view_statuses(instance_view))
 
     def owns_tags(self, tags: Mapping[str, str]) -> bool:
         """Whether a resource with these tags is this deployment's and this provider's."""
@@ -785,36 +533,6 @@ class AzureProvider:
 # -- pure helpers ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Listed:
-    """A listed VM model as a scan keeps it until its status comes: the instance it is, short
-    of its state, and what that state is read from besides the instance view."""
-
-    instance: CloudInstance  # state, reason and preempted come from the instance view
-    provisioning_state: str
-    spot: bool
-
-
-def _model_of(vm: VmFields, region: str) -> _Listed:
-    tags = vm.tags
-    data = {VM_ID: vm.vm_id} if vm.vm_id else {}
-    # The managed OS disk a VM made from its image (one it attached is not its own).
-    if vm.os_disk_id and vm.os_disk_create_option.lower() == "fromimage":
-        data[OS_DISK_KEY] = vm.os_disk_id
-    instance = CloudInstance(
-        worker_id=tags.get(TAG_WORKER),
-        cloud_id=vm.id,
-        region=region,
-        state=WorkerState.REQUESTED,
-        pool_id=tags.get(TAG_POOL),
-        launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
-        launched_at=vm.time_created,
-        provider_data=data,
-        tc_worker_id=vm.name,
-    )
-    return _Listed(instance, vm.provisioning_state, vm.priority.lower() == "spot")
-
-
 def fetch_page(make_pager: Callable[[], Any], token: str | None) -> tuple[list[Any], str | None]:
     """One page (one HTTP call) of an ARM list from its continuation token.
 
@@ -826,65 +544,6 @@ def fetch_page(make_pager: Callable[[], Any], token: str | None) -> tuple[list[A
     if page is None:
         return [], None
     return list(page), pages.continuation_token
-
-
-def worker_state(provider_id: str, provisioning: str, power: str | None) -> WorkerState:
-    key = provisioning.lower()
-    if key not in PROVISIONING_STATES:
-        raise UnknownCloudState(provider_id, f"ProvisioningState/{provisioning}")
-    state = PROVISIONING_STATES[key]
-    if state is not None:
-        return state
-    if power is None or power.lower() not in POWER_STATES:
-        raise UnknownCloudState(provider_id, f"ProvisioningState/{provisioning} PowerState/{power}")
-    return POWER_STATES[power.lower()]
-
-
-def _view_statuses(instance_view: Any) -> Iterable[Any] | None:
-    """An instance view's statuses. The SDK's models deserialize a field when it is first read,
-    and once, on lookups run in parallel in a fresh process, handed back the raw JSON instead
-    (bench.scale's old scanner: `'dict' object has no attribute 'statuses'`): read both."""
-    if instance_view is None:
-        return None
-    if isinstance(instance_view, Mapping):
-        return instance_view.get("statuses") or []
-    return instance_view.statuses
-
-
-def read_statuses(statuses: Iterable[Any] | None) -> tuple[str | None, str | None, str | None]:
-    """(provisioning state, power state, failure code) from instance-view statuses."""
-    provisioning = power = failure = None
-    for status in statuses or ():
-        code = str(status.get("code") if isinstance(status, Mapping) else status.code or "")
-        kind, _, rest = code.partition("/")
-        if kind == "ProvisioningState":
-            provisioning, _, failure_code = rest.partition("/")
-            failure = failure_code or None
-        elif kind == "PowerState":
-            power = rest
-    return provisioning, power, failure
-
-
-def stop_reason(
-    state: WorkerState, power: str | None, failure: str | None, spot: bool
-) -> str | None:
-    # ARM shows no eviction status: an evicted Spot VM (Deallocate policy) is just
-    # deallocated. wm never deallocates VMs, so a deallocated Spot VM was evicted.
-    if failure:
-        return f"ProvisioningState/failed/{failure}"
-    if state is WorkerState.STOPPED or (power or "").lower() == "deallocating":
-        if spot and (power or "").lower() in ("deallocated", "deallocating"):
-            return REASON_SPOT_EVICTED
-        if power:
-            return f"PowerState/{power}"
-    return None
-
-
-def same_region(location: str | None, region: str) -> bool:
-    def norm(value: str) -> str:
-        return value.lower().replace(" ", "")
-
-    return norm(location or "") == norm(region)
 
 
 def _old_style_resources(ref: WorkerRef) -> bool:
@@ -910,121 +569,9 @@ def ref_group(ref: WorkerRef, default: str) -> str:
     return parsed.resource_group if parsed is not None else default
 
 
-def vm_body(
-    *,
-    launch_config: Mapping[str, Any],
-    location: str,
-    worker_id: str,
-    tags: Mapping[str, Any],
-    admin_username: str,
-    admin_password: str,
-    custom_data: str | None = None,
-) -> dict[str, Any]:
-    """The VM PUT body of a launch config in Taskcluster's resource form: its VM fields
-    verbatim, plus worker-manager's overrides and wm's inline NIC (see the module docstring).
-
-    `custom_data` is worker-manager's boot data; None leaves it out (VMs made by hand).
-    """
-    config = copy.deepcopy(dict(launch_config))
-    skipped = {*WM_ONLY_KEYS, *RESOURCE_KEYS, *NOT_VM_KEYS}
-    properties = {key: value for key, value in config.items() if key not in skipped}
-    properties["osProfile"] = {
-        **_mapping(config.get("osProfile")),
-        "computerName": computer_name(worker_id),
-        **({"customData": custom_data} if custom_data is not None else {}),
-        "adminUsername": admin_username,
-        "adminPassword": admin_password,
-    }
-    properties["storageProfile"] = storage_profile(config.get("storageProfile"), worker_id)
-    properties["networkProfile"] = network_profile(config, worker_id, tags)
-    resource = {key: config[key] for key in RESOURCE_KEYS if key in config}
-    return {**resource, "location": location, "tags": dict(tags), "properties": properties}
-
-
-def storage_profile(storage: Any, worker_id: str) -> dict[str, Any]:
-    """The launch config's storageProfile with its disks named as worker-manager names them
-    (`disk-<vm name suffix>-os`, then `-1`, `-2`... for data disks, as users may not name
-    disks) and each deleted with the VM, since wm never deletes disks one by one."""
-    profile = dict(_mapping(storage))
-    suffix = vm_name(worker_id).removeprefix(VM_NAME_PREFIX)
-    profile["osDisk"] = {
-        **_mapping(profile.get("osDisk")),
-        "name": f"disk-{suffix}-os",
-        "deleteOption": "Delete",
-    }
-    profile["dataDisks"] = [
-        {**_mapping(disk), "name": f"disk-{suffix}-{number}", "deleteOption": "Delete"}
-        for number, disk in enumerate(profile.get("dataDisks") or [], start=1)
-    ]
-    return profile
-
-
-def network_profile(
-    launch_config: Mapping[str, Any], worker_id: str, tags: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The VM's one NIC, inline, on the launch config's subnet, with a public IP only where
-    `workerManager.publicIp` (Static, Standard, as worker-manager makes it)."""
-    ip_config: dict[str, Any] = {"primary": True}
-    subnet_id = launch_config.get("subnetId")
-    if subnet_id:
-        ip_config["subnet"] = {"id": subnet_id}
-    if _mapping(launch_config.get("workerManager")).get("publicIp"):
-        ip_config["publicIPAddressConfiguration"] = {
-            "name": vm_name(worker_id, "pip-"),
-            "sku": {"name": "Standard"},
-            "tags": dict(tags),
-            "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
-        }
-    nic_config = {
-        "name": vm_name(worker_id, "nic-"),
-        "tags": dict(tags),
-        "properties": {
-            "primary": True,
-            "deleteOption": "Delete",
-            "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}],
-        },
-    }
-    network = _mapping(launch_config.get("networkProfile"))
-    kept = {key: value for key, value in network.items() if key not in NETWORK_OVERRIDDEN}
-    return {
-        **kept,
-        "networkApiVersion": NETWORK_API_VERSION,
-        "networkInterfaceConfigurations": [nic_config],
-    }
-
-
-def _admin_username() -> str:
-    # Like worker-manager: a fresh random name per create, never used (a user who needs to log
-    # in resets it). A letter first, since Linux user names may not start with a digit.
-    alphabet = string.ascii_lowercase + string.digits
-    rest = "".join(secrets.choice(alphabet) for _ in range(ADMIN_USERNAME_CHARS - 1))
-    return secrets.choice(string.ascii_lowercase) + rest
-
-
-def _admin_password() -> str:
-    # Workers are never logged into; ARM still wants a credential. A fresh random one per PUT,
-    # never stored or logged; the fixed prefix meets ARM's complexity rules.
-    return "Wm-9" + secrets.token_urlsafe(24)
-
-
 def _vm_data(vm: Any) -> dict[str, Any]:
     vm_id = vm.properties.vm_id if vm.properties is not None else None
     return {VM_ID: vm_id} if vm_id else {}
-
-
-def _id_of(reference: Any) -> str | None:
-    """The id of an SDK sub-resource reference (a model, or a mapping where the SDK left one)."""
-    if reference is None:
-        return None
-    if isinstance(reference, Mapping):
-        found = reference.get("id")
-    else:
-        found = getattr(reference, "id", None)
-    return str(found) if found else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:
@@ -1040,86 +587,3 @@ def _names(value: Any) -> list[str]:
 
 def _status_code(pipeline_response: Any, deserialized: Any, headers: Any) -> int:
     return pipeline_response.http_response.status_code
-
-
-# -- error classification --------------------------------------------------------------------
-
-
-def classify(provider_id: str, exc: BaseException) -> CloudError:
-    """Translate an azure-core / azure-identity exception into a CloudError, once."""
-    from azure.core.exceptions import (
-        ClientAuthenticationError,
-        HttpResponseError,
-        ServiceRequestError,
-        ServiceResponseError,
-    )
-
-    def error(category: ErrorCategory, code: str, message: str, **kw: Any) -> CloudError:
-        return CloudError(provider_id, category, code, message[:MESSAGE_MAX_CHARS], **kw)
-
-    if isinstance(exc, ServiceRequestError | ServiceResponseError):
-        return error(ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
-    if isinstance(exc, HttpResponseError):
-        status = exc.status_code
-        code = (exc.error.code if exc.error is not None else None) or ""
-        message = (exc.error.message if exc.error is not None else None) or exc.reason or ""
-        headers = exc.response.headers if exc.response is not None else {}
-        lower = code.lower()
-        if status is None and isinstance(exc, ClientAuthenticationError):
-            # The credential failed before any ARM call. azure-identity wraps an unreachable
-            # token endpoint in this error too, with the connection error as its cause.
-            if isinstance(exc.__cause__, ServiceRequestError | ServiceResponseError):
-                return error(ErrorCategory.TRANSIENT, "TokenEndpointUnreachable", str(exc))
-            return error(ErrorCategory.BAD_CONFIG, "AuthenticationFailed", str(exc))
-        if status == 429 or lower == "toomanyrequests":
-            return error(
-                ErrorCategory.THROTTLED,
-                code or "TooManyRequests",
-                message,
-                retry_after_s=retry_after_s(headers),
-            )
-        if status is not None and status >= 500:
-            return error(
-                ErrorCategory.TRANSIENT,
-                code or f"HTTP{status}",
-                message,
-                retry_after_s=retry_after_s(headers),
-            )
-        if lower in QUOTA_CODES or (lower == "operationnotallowed" and "quota" in message.lower()):
-            return error(ErrorCategory.QUOTA, code, message)
-        if status == 404 or lower in NOT_FOUND_CODES:
-            return error(ErrorCategory.NOT_FOUND, code or "NotFound", message)
-        if status == 409 and lower in RETRYABLE_CONFLICT_CODES:
-            return error(ErrorCategory.TRANSIENT, code, message)
-        # 400 InvalidParameter / ImageNotFound, 401, 403 AuthorizationFailed, other 409s.
-        return error(ErrorCategory.BAD_CONFIG, code or f"HTTP{status}", message)
-    from azure.identity import CredentialUnavailableError
-
-    if isinstance(exc, CredentialUnavailableError):
-        return error(ErrorCategory.BAD_CONFIG, "CredentialUnavailable", str(exc))
-    return error(ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
-
-
-def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from retry-after-ms / x-ms-retry-after-ms / Retry-After, if any."""
-    if not headers:
-        return None
-    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
-        value = headers.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) / 1000)
-            except ValueError:
-                pass
-    value = headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m bench.ci
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --durations=25
 
 # The chaos scenarios' long form: bigger sizes and repetitions; every test is bounded in time.
 chaos: $(STAMP)

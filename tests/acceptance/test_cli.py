@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 import yaml
+from click.testing import CliRunner
 from sqlalchemy import text
 
 from wm.cli.main import cli as wm_cli
@@ -23,6 +24,7 @@ from wmsim.cli import cli as wmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WM = [sys.executable, "-m", "wm"]
+WM_BIN = Path(sys.executable).parent / "wm"  # the console script pyproject installs
 TABLES = ("worker_pools", "launch_configs", "workers", "worker_pool_errors", "tasks", "scan_units")
 
 
@@ -347,30 +349,35 @@ def test_config_after_the_subcommand_is_the_config_used(example_config, db_url, 
 
 
 def test_every_command_has_help():
-    for args in (
-        (),
-        ("db", "upgrade"),
-        ("config", "check"),
-        ("pools", "apply"),
-        ("pools", "convert"),
-        ("pools", "list"),
-        ("pools", "errors"),
-        ("workers", "list"),
-        ("tasks", "submit"),
-        ("tasks", "list"),
-        ("status",),
+    # The entry points as installed, each a process; every command's help from the same
+    # click groups in this process (a process each cost a minute of the suite for help text).
+    for argv in ([str(WM_BIN), "--help"], [sys.executable, "-m", "wmsim", "--help"]):
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert done.returncode == 0 and "Usage:" in done.stdout, argv
+    runner = CliRunner()
+    for group, args in (
+        *(
+            (wm_cli, a)
+            for a in (
+                ("db", "upgrade"),
+                ("config", "check"),
+                ("pools", "apply"),
+                ("pools", "convert"),
+                ("pools", "list"),
+                ("pools", "errors"),
+                ("workers", "list"),
+                ("tasks", "submit"),
+                ("tasks", "list"),
+                ("status",),
+                ("import",),
+                ("run",),
+            )
+        ),
+        (wmsim_cli, ("serve",)),
+        (wmsim_cli, ("demo",)),
     ):
-        done = run_wm(*args, "--help")
-        assert done.returncode == 0 and "Usage:" in done.stdout, args
-    for args in ((), ("serve",), ("demo",)):
-        done = subprocess.run(
-            [sys.executable, "-m", "wmsim", *args, "--help"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=60,
-        )
-        assert done.returncode == 0 and "Usage:" in done.stdout, ("wmsim", *args)
+        done = runner.invoke(group, [*args, "--help"])
+        assert done.exit_code == 0 and "Usage:" in done.output, (group.name, args, done.output)
 
 
 def test_status_shows_each_pools_slowest_stage_and_every_stage_of_one_pool(

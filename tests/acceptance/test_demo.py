@@ -260,11 +260,13 @@ def test_stopping_the_demo_midway_stops_everything_it_started(tmp_path, db_url, 
 
 
 def test_a_take_over_moves_azure_from_a_live_legacy_fleet_without_losing_a_worker(tmp_path, db_url):
-    # Credentials last the demo's 20 s (renewed at 10 s), so the workers imported mid-task
-    # reregister at wm within the run, 10 s before their credentials expire: a machine as busy
-    # as CI's may hold a worker's thread for seconds; idle ones wait 5 s before they leave, so
-    # the Azure fleet is still there when it moves.
-    config = short_demo_config(tmp_path / "config.toml", minutes=0.4, idle_timeout_s=5.0)
+    # Credentials last 16 s and are renewed every 4 s, on each worker's own timer, so the
+    # workers imported mid-task reregister at wm before scale-down tells them to go, 12 s
+    # before their credentials expire (a renewal through the forwarding took over 3 s at load
+    # 10); idle ones wait 5 s before they leave, so the Azure fleet is still there when it moves.
+    config = short_demo_config(
+        tmp_path / "config.toml", minutes=0.4, take_over_reregistration_s=16, idle_timeout_s=5.0
+    )
 
     demo = start_demo(tmp_path, db_url, config, "--take-over")
     output, _ = demo.communicate(timeout=240)

@@ -1,5 +1,5 @@
 """When the simulated worker renews its credentials: worker-runner's renewBeforeExpire
-(tools/worker-runner/registration/registration.go), halfway for compressed lifetimes."""
+(tools/worker-runner/registration/registration.go), a quarter in for compressed lifetimes."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ HOUR = 3600.0
         (200.0, 170.0),  # shorter than 5 minutes: 30 s before they expire
         (60.0, 30.0),
         # compressed (tests, demos): worker-runner would renew at once, over and over
-        (40.0, 20.0),
-        (4.0, 2.0),
+        (40.0, 10.0),
+        (16.0, 4.0),
     ],
 )
 def test_credentials_are_renewed_as_worker_runner_renews_them(lifetime_s, renew_after_s):

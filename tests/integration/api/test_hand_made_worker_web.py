@@ -32,7 +32,7 @@ from wmsim.postgres import free_port
 OPERATOR_TOKEN = "operator-token-for-the-rack-test"
 PROVIDER = "static-rack"
 POOL = "proj-ci/macos-rack"
-RENEW_S = 4  # the pool's reregistrationTimeout: the machines renew every 2 s
+RENEW_S = 4  # the pool's reregistrationTimeout: the machines renew every second
 FAST = AgentSettings(should_terminate_every_s=0.2, poll_s=0.05)
 WEB_START_S = 60.0
 

@@ -82,7 +82,8 @@ from wm.providers import build_provider
 from wm.provisioning.provisioner import Provisioner, new_worker_id
 from wm.queues.builtin import BuiltinQueue
 from wm.scanning.scanner import Scanner
-from wmsim.azure.arm import SimArm, default_subnet_id
+from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.behaviour import Behaviour
 from wmsim.postgres import PostgresServer

@@ -67,8 +67,9 @@ from wm.providers.gcp import provider as gcp
 from wm.scanning.scanner import Scanner
 from wm.workers.transitions import STARTED, RowChange
 from wmsim.aws.ec2 import SimEc2
-from wmsim.azure.arm import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
-from wmsim.azure.arm import SimArm, example_launch_config
+from wmsim.azure.arm import SimArm
+from wmsim.azure.arm_state import DEFAULT_PAGE_SIZE as ARM_PAGE_SIZE
+from wmsim.azure.launch_configs import example_launch_config
 from wmsim.demo.workload import split
 from wmsim.gcp.gce import SimGce
 

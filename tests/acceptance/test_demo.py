@@ -15,7 +15,7 @@ import tomli_w
 import yaml
 
 from wm.pools.config_tables import OldProvider, convert
-from wmsim.azure.arm import default_subnet_id
+from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.config import simulated_child_environment
 from wmsim.gcp.gce import service_account_id
 

@@ -37,7 +37,8 @@ from wm.providers.azure.names import vm_name
 from wm.providers.azure.vm_body import vm_body
 from wm.providers.gcp.provider import request_id
 from wmsim.aws.ec2 import SimEc2
-from wmsim.azure.arm import SimArm, example_launch_config, image_reference
+from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import example_launch_config, image_reference
 from wmsim.gcp.gce import SimGce
 
 KINDS = ("aws", "gcp", "azure")

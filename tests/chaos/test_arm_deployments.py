@@ -47,7 +47,8 @@ from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
 from wm.providers.azure import arm
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER
-from wmsim.azure.arm import SimArm, default_subnet_id
+from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.azure.templates import WORKER_TEMPLATE
 
 POOL = "proj-arm/chaos"

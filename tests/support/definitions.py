@@ -20,7 +20,7 @@ from wm.pools import config_tables
 from wm.pools.apply_plan import ApplyPlan
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import PoolDefinition, parse_pool_definition
-from wmsim.azure.arm import default_subnet_id
+from wmsim.azure.launch_configs import default_subnet_id
 
 OWNER = "wm-tests@example.com"
 

@@ -9,15 +9,10 @@ from typing import Any
 
 import pytest
 
-from wmsim.azure.arm_templates import (
-    ExpressionError,
-    Scope,
-    TemplateError,
-    evaluate,
-    evaluate_outputs,
-    plan,
-    unique_string,
-)
+from wmsim.azure.arm_templates import TemplateError, evaluate_outputs, plan
+from wmsim.azure.template_evaluation import evaluate
+from wmsim.azure.template_expressions import ExpressionError
+from wmsim.azure.template_functions import Scope, unique_string
 from wmsim.azure.templates import WORKER_TEMPLATE
 
 SCOPE = Scope("sub-1", "rg-workers", "westeurope", "deploy-abc")

@@ -16,7 +16,7 @@ from wm.providers.azure.states import (
     view_statuses,
     worker_state,
 )
-from wmsim.azure.arm import image_reference
+from wmsim.azure.launch_configs import image_reference
 
 
 @pytest.mark.parametrize(

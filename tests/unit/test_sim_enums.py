@@ -17,7 +17,8 @@ import pytest
 
 from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
 from wm.providers.gcp.provider import insert_body
-from wmsim.azure.arm import ArmError, _check_priority, _check_size
+from wmsim.azure.errors import ArmError
+from wmsim.azure.vm_rules import check_priority, check_size
 from wmsim.gcp.catalog import ApiError, Catalog
 
 PROJECT = "realpools-project"
@@ -192,10 +193,10 @@ def test_arm_priority_and_eviction_policy_are_matched_without_regard_to_case(
     props: dict[str, Any], accepted: bool
 ):
     if accepted:
-        _check_priority(props)
+        check_priority(props)
     else:
         with pytest.raises(ArmError) as refused:
-            _check_priority(props)
+            check_priority(props)
         assert refused.value.status == 400
 
 
@@ -207,6 +208,6 @@ def test_every_vm_size_of_both_deployments_is_offered_in_any_case():
     assert {"Standard_NV12s_v3", "Standard_D96ads_v5", "Standard_NV12ads_A10_v5"} <= sizes
     for size in sizes:
         for spelled in (size, size.lower()):
-            _check_size({"hardwareProfile": {"vmSize": spelled}})
+            check_size({"hardwareProfile": {"vmSize": spelled}})
     with pytest.raises(ArmError, match=re.escape("Standard_D3s_v5")):
-        _check_size({"hardwareProfile": {"vmSize": "Standard_D3s_v5"}})
+        check_size({"hardwareProfile": {"vmSize": "Standard_D3s_v5"}})

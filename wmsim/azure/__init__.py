@@ -1,7 +1,10 @@
-"""The simulated Azure: ARM's compute and network API (`arm`), its deployments, template specs
-and resource groups (`deployments`, `arm_templates`, the records both share in `resources`),
-each VM's IMDS (`imds`), the attested data it signs (`attested`), and the worker VM template
-the demo and the tests deploy (`templates/`).
+"""The simulated Azure: ARM's compute and network API (`arm`, made of parts of one job each
+that arm_state.py lists), Entra ID's token endpoint (`entra`), its deployments, template specs
+and resource groups (`deployments` and the modules it names), the ARM template language
+(`arm_templates`, `template_expressions`, `template_functions`, `template_evaluation`), the
+records and errors both sides share (`resources`, `errors`), the launch configs it accepts
+(`launch_configs`), each VM's IMDS (`imds`), the attested data it signs (`attested`), and the
+worker VM template the demo and the tests deploy (`templates/`).
 
 `CLOUD` is what the rest of wmsim uses of it (wmsim/cloud.py); the simulator itself is
 imported only when started, so reading the table stays light.

@@ -2,7 +2,10 @@
 
 Pure: a template, the deployment's parameter values and its scope go in; the resources to
 create, in dependency order, come out (`plan`), and a finished deployment's outputs
-(`evaluate_outputs`, which reads deployed resources through a `reference` callback).
+(`evaluate_outputs`, which reads deployed resources through a `reference` callback). This
+module checks parameters, declares resources and orders them; the expression language lives
+beside it: its syntax in template_expressions.py, its functions (and the deployment's
+`Scope`) in template_functions.py, evaluation in template_evaluation.py.
 
 What it covers, from the worker templates in use (mozilla-platform-ops/relops_infra_as_code
 terraform/azure_*fxci/template_specs/taskcluster-arm-template-*.json, the template specs
@@ -27,19 +30,25 @@ hash: the sim never needs to agree with Azure on its values.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
-import json
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from wmsim.azure.template_evaluation import EvaluationContext, evaluate_value
+from wmsim.azure.template_expressions import ExpressionError, calls, is_expression, parse_expression
+from wmsim.azure.template_functions import (
+    KNOWN_FUNCTIONS,
+    Reference,
+    Scope,
+    resource_id,
+    to_string,
+    type_and_name,
+    type_name,
+)
 
 ARM_FUNCTIONS_HELP = "Please see https://aka.ms/arm-functions for usage details."
 ARM_PARAMETERS_HELP = "Please see https://aka.ms/arm-pass-parameter-values for usage details."
-UNIQUE_STRING_LENGTH = 13
-UNIQUE_STRING_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
 # Parameter types as declared (lower case) -> the name ARM shows in answers.
 PARAMETER_TYPES = {
     "string": "String",
@@ -71,22 +80,6 @@ class TemplateError(Exception):
         return f"Deployment template validation failed: '{self.detail}'."
 
 
-class ExpressionError(Exception):
-    """An expression that cannot be parsed or evaluated; the caller says where it was."""
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Where the deployment runs: what resourceGroup(), subscription() and deployment() say."""
-
-    subscription_id: str
-    resource_group: str
-    location: str  # the resource group's
-    deployment_name: str = ""
-    tenant_id: str = "00000000-0000-0000-0000-000000000001"
-    resource_group_tags: Mapping[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class PlannedResource:
     """One template resource, evaluated: what ARM will PUT, and what it waits for first."""
@@ -107,558 +100,6 @@ class Plan:
     parameter_types: Mapping[str, str]  # declared name -> ARM type name (String, Int, ...)
     resources: tuple[PlannedResource, ...]  # in an order that honours dependsOn
     skipped: tuple[str, ...]  # ids of resources whose condition was false
-
-
-# -- expressions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Literal:
-    value: Any
-
-
-@dataclass(frozen=True)
-class _Call:
-    name: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class _Member:
-    target: Any
-    name: str
-
-
-@dataclass(frozen=True)
-class _Index:
-    target: Any
-    index: Any
-
-
-_TOKEN = re.compile(
-    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>-?\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<punct>[(),.\[\]]))"
-)
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out, at = [], 0
-    while at < len(text):
-        if text[at:].strip() == "":
-            break
-        match = _TOKEN.match(text, at)
-        if match is None:
-            raise ExpressionError(f"unexpected character '{text[at:].strip()[0]}'")
-        kind = match.lastgroup or ""
-        out.append((kind, match.group(kind)))
-        at = match.end()
-    return out
-
-
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self._tokens = _tokens(text)
-        self._at = 0
-
-    def parse(self) -> Any:
-        node = self._expression()
-        if self._at != len(self._tokens):
-            raise ExpressionError(f"unexpected '{self._tokens[self._at][1]}'")
-        return node
-
-    def _peek(self) -> tuple[str, str] | None:
-        return self._tokens[self._at] if self._at < len(self._tokens) else None
-
-    def _take(self, value: str | None = None) -> tuple[str, str]:
-        token = self._peek()
-        if token is None:
-            raise ExpressionError("the expression ends too early")
-        if value is not None and token[1] != value:
-            raise ExpressionError(f"expected '{value}' but found '{token[1]}'")
-        self._at += 1
-        return token
-
-    def _expression(self) -> Any:
-        node = self._primary()
-        while (token := self._peek()) is not None and token[1] in (".", "["):
-            self._take()
-            if token[1] == ".":
-                kind, name = self._take()
-                if kind != "name":
-                    raise ExpressionError(f"expected a property name after '.', found '{name}'")
-                node = _Member(node, name)
-            else:
-                node = _Index(node, self._expression())
-                self._take("]")
-        return node
-
-    def _primary(self) -> Any:
-        kind, value = self._take()
-        if kind == "string":
-            return _Literal(value[1:-1].replace("''", "'"))
-        if kind == "number":
-            return _Literal(int(value))
-        if kind != "name":
-            raise ExpressionError(f"unexpected '{value}'")
-        self._take("(")
-        args: list[Any] = []
-        if (token := self._peek()) is not None and token[1] == ")":
-            self._take()
-            return _Call(value, ())
-        while True:
-            args.append(self._expression())
-            kind, sep = self._take()
-            if sep == ")":
-                return _Call(value, tuple(args))
-            if sep != ",":
-                raise ExpressionError(f"expected ',' or ')' but found '{sep}'")
-
-
-def is_expression(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and value.startswith("[")
-        and value.endswith("]")
-        and not value.startswith("[[")
-    )
-
-
-def parse_expression(text: str) -> Any:
-    """The syntax tree of a template expression (the string with its brackets)."""
-    return _Parser(text[1:-1]).parse()
-
-
-def _calls(node: Any) -> Iterator[_Call]:
-    if isinstance(node, _Call):
-        yield node
-        for arg in node.args:
-            yield from _calls(arg)
-    elif isinstance(node, _Member):
-        yield from _calls(node.target)
-    elif isinstance(node, _Index):
-        yield from _calls(node.target)
-        yield from _calls(node.index)
-
-
-# -- evaluation context -----------------------------------------------------------------------
-
-Reference = Callable[[str, bool], Any]  # (resource id, full) -> its model or properties
-
-
-class _Context:
-    """What expressions see: parameters, variables (evaluated once, on first use), the scope,
-    and `reference` (only where it is allowed)."""
-
-    def __init__(
-        self,
-        scope: Scope,
-        parameters: Mapping[str, Any],
-        variables: Mapping[str, Any],
-        reference: Reference | None,
-    ) -> None:
-        self.scope = scope
-        self.parameters = {k.lower(): v for k, v in parameters.items()}
-        self._variables_raw = {k.lower(): v for k, v in variables.items()}
-        self._variables: dict[str, Any] = {}
-        self._evaluating: set[str] = set()
-        self.reference = reference
-
-    def parameter(self, name: str) -> Any:
-        key = name.lower()
-        if key not in self.parameters:
-            raise ExpressionError(f"The template parameter '{name}' is not found.")
-        return self.parameters[key]
-
-    def variable(self, name: str) -> Any:
-        key = name.lower()
-        if key in self._variables:
-            return self._variables[key]
-        if key not in self._variables_raw:
-            raise ExpressionError(f"The template variable '{name}' is not found.")
-        if key in self._evaluating:
-            raise ExpressionError(f"The template variable '{name}' refers to itself.")
-        if isinstance(self._variables_raw[key], dict) and "copy" in self._variables_raw[key]:
-            raise ExpressionError(
-                f"The template variable '{name}' uses a copy loop, which the simulated ARM "
-                "does not support."
-            )
-        self._evaluating.add(key)
-        try:
-            value = evaluate_value(self._variables_raw[key], self)
-        finally:
-            self._evaluating.discard(key)
-        self._variables[key] = value
-        return value
-
-
-def evaluate_value(value: Any, context: _Context) -> Any:
-    """A template value with every expression in it evaluated (object keys stay as written)."""
-    if isinstance(value, str):
-        if is_expression(value):
-            return _evaluate(parse_expression(value), context)
-        return value[1:] if value.startswith("[[") else value
-    if isinstance(value, dict):
-        return {key: evaluate_value(item, context) for key, item in value.items()}
-    if isinstance(value, list):
-        return [evaluate_value(item, context) for item in value]
-    return value
-
-
-def evaluate(
-    value: Any,
-    scope: Scope,
-    parameters: Mapping[str, Any] | None = None,
-    variables: Mapping[str, Any] | None = None,
-) -> Any:
-    """One template value evaluated on its own, parameters given as plain values;
-    ExpressionError when it cannot be."""
-    return evaluate_value(value, _Context(scope, parameters or {}, variables or {}, None))
-
-
-def _evaluate(node: Any, context: _Context) -> Any:
-    if isinstance(node, _Literal):
-        return node.value
-    if isinstance(node, _Member):
-        return _member(_evaluate(node.target, context), node.name)
-    if isinstance(node, _Index):
-        return _index(_evaluate(node.target, context), _evaluate(node.index, context))
-    name = node.name.lower()
-    if name == "if":  # only the branch taken is evaluated: json('null') guards rely on it
-        _arity(node, 3, 3)
-        condition = _evaluate(node.args[0], context)
-        if not isinstance(condition, bool):
-            raise ExpressionError("The template function 'if' expects a boolean condition.")
-        return _evaluate(node.args[1] if condition else node.args[2], context)
-    function = _FUNCTIONS.get(name)
-    if function is None:
-        raise ExpressionError(f"The template function '{node.name}' is not valid.")
-    low, high, body = function
-    _arity(node, low, high)
-    return body(context, *(_evaluate(arg, context) for arg in node.args))
-
-
-def _arity(node: _Call, low: int, high: int | None) -> None:
-    count = len(node.args)
-    if count < low or (high is not None and count > high):
-        expected = str(low) if low == high else f"{low} to {high if high is not None else 'any'}"
-        raise ExpressionError(
-            f"The template language function '{node.name}' must have {expected} argument(s), "
-            f"it has {count}."
-        )
-
-
-def _member(target: Any, name: str) -> Any:
-    if not isinstance(target, dict):
-        raise ExpressionError(
-            f"The language expression property '{name}' can't be evaluated: the value is not "
-            "an object."
-        )
-    for key, value in target.items():
-        if key.lower() == name.lower():
-            return value
-    raise ExpressionError(
-        f"The language expression property '{name}' doesn't exist, available properties are "
-        f"'{', '.join(target)}'."
-    )
-
-
-def _index(target: Any, index: Any) -> Any:
-    if isinstance(target, dict) and isinstance(index, str):
-        return _member(target, index)
-    if not isinstance(target, list) or not isinstance(index, int) or isinstance(index, bool):
-        raise ExpressionError(
-            f"The language expression property array index '{index}' can't be evaluated."
-        )
-    if not 0 <= index < len(target):
-        raise ExpressionError(
-            f"The language expression property array index '{index}' is out of bounds."
-        )
-    return target[index]
-
-
-# -- functions --------------------------------------------------------------------------------
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "Null"
-    if isinstance(value, bool):
-        return "Boolean"
-    if isinstance(value, int):
-        return "Integer"
-    if isinstance(value, str):
-        return "String"
-    if isinstance(value, list):
-        return "Array"
-    return "Object"
-
-
-def _want(function: str, value: Any, *types: type) -> Any:
-    ok = False if isinstance(value, bool) and bool not in types else isinstance(value, types)
-    if not ok:
-        raise ExpressionError(
-            f"The template language function '{function}' got an argument of type "
-            f"'{_type_name(value)}' it cannot use."
-        )
-    return value
-
-
-def _to_string(value: Any) -> str:
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    if value is None:
-        return ""
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _concat(_: _Context, *args: Any) -> Any:
-    if args and all(isinstance(a, list) for a in args):
-        return [item for arg in args for item in arg]
-    for arg in args:
-        if isinstance(arg, dict | list):
-            raise ExpressionError(
-                "The template language function 'concat' expects its arguments to be either "
-                "all strings or all arrays."
-            )
-    return "".join(_to_string(a) for a in args)
-
-
-_FORMAT_ITEM = re.compile(r"\{\{|\}\}|\{(\d+)\}")
-
-
-def _format(_: _Context, text: Any, *args: Any) -> str:
-    text = _want("format", text, str)
-
-    def item(match: re.Match[str]) -> str:
-        if match.group(0) in ("{{", "}}"):
-            return match.group(0)[0]
-        position = int(match.group(1))
-        if position >= len(args):
-            raise ExpressionError(
-                f"The template language function 'format' has no argument {position}."
-            )
-        return _to_string(args[position])
-
-    return _FORMAT_ITEM.sub(item, text)
-
-
-def resource_id(
-    subscription_id: str, resource_group: str, resource_type: str, names: Sequence[str]
-) -> str:
-    """An ARM resource id: /subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{t}/{n}..."""
-    segments = [s for s in resource_type.strip("/").split("/") if s]
-    if len(segments) < 2:
-        raise ExpressionError(f"The resource type '{resource_type}' is not valid.")
-    namespace, types = segments[0], segments[1:]
-    if len(names) != len(types):
-        raise ExpressionError(
-            f"Unable to evaluate template language function 'resourceId': the type "
-            f"'{resource_type}' requires '{len(types)}' resource name argument(s)."
-        )
-    path = "/".join(f"{t}/{n}" for t, n in zip(types, names, strict=True))
-    return (
-        f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/"
-        f"{namespace}/{path}"
-    )
-
-
-def _resource_id(context: _Context, *args: Any) -> str:
-    for arg in args:
-        _want("resourceId", arg, str)
-    at = next((i for i, arg in enumerate(args) if "/" in arg), None)
-    if at is None or at > 2:
-        raise ExpressionError(
-            "Unable to evaluate template language function 'resourceId': no resource type "
-            "among its arguments."
-        )
-    sub, group = context.scope.subscription_id, context.scope.resource_group
-    if at == 1:
-        group = args[0]
-    elif at == 2:
-        sub, group = args[0], args[1]
-    return resource_id(sub, group, args[at], args[at + 1 :])
-
-
-def _resource_group(context: _Context) -> dict[str, Any]:
-    scope = context.scope
-    return {
-        "id": f"/subscriptions/{scope.subscription_id}/resourceGroups/{scope.resource_group}",
-        "name": scope.resource_group,
-        "type": "Microsoft.Resources/resourceGroups",
-        "location": scope.location,
-        "tags": dict(scope.resource_group_tags),
-        "properties": {"provisioningState": "Succeeded"},
-    }
-
-
-def _subscription(context: _Context) -> dict[str, Any]:
-    scope = context.scope
-    return {
-        "id": f"/subscriptions/{scope.subscription_id}",
-        "subscriptionId": scope.subscription_id,
-        "tenantId": scope.tenant_id,
-        "displayName": f"Simulated subscription {scope.subscription_id}",
-    }
-
-
-def _deployment(context: _Context) -> dict[str, Any]:
-    return {"name": context.scope.deployment_name, "properties": {}}
-
-
-def unique_string(*parts: str) -> str:
-    """13 characters of [a-z2-7], the same for the same inputs (not ARM's own hash)."""
-    digest = int.from_bytes(hashlib.sha256("-".join(parts).encode()).digest()[:9], "big")
-    out = []
-    for _ in range(UNIQUE_STRING_LENGTH):
-        out.append(UNIQUE_STRING_ALPHABET[digest % 32])
-        digest //= 32
-    return "".join(out)
-
-
-def _unique_string(_: _Context, *parts: Any) -> str:
-    return unique_string(*(_want("uniqueString", p, str) for p in parts))
-
-
-def _empty(_: _Context, value: Any) -> bool:
-    return value is None or (isinstance(value, str | list | dict) and len(value) == 0)
-
-
-def _union(_: _Context, *args: Any) -> Any:
-    if all(isinstance(a, dict) for a in args):
-        merged: dict[str, Any] = {}
-        for arg in args:
-            merged.update(arg)
-        return merged
-    if all(isinstance(a, list) for a in args):
-        out: list[Any] = []
-        for arg in args:
-            out.extend(item for item in arg if item not in out)
-        return out
-    raise ExpressionError(
-        "The template language function 'union' expects its arguments to be either all "
-        "objects or all arrays."
-    )
-
-
-def _create_object(_: _Context, *args: Any) -> dict[str, Any]:
-    if len(args) % 2:
-        raise ExpressionError(
-            "The template language function 'createObject' must have an even number of "
-            "arguments (names and values)."
-        )
-    return {_want("createObject", args[i], str): args[i + 1] for i in range(0, len(args), 2)}
-
-
-def _json(_: _Context, text: Any) -> Any:
-    try:
-        return json.loads(_want("json", text, str))
-    except ValueError:
-        raise ExpressionError(
-            f"The template language function 'json' got a value that is not JSON: '{text}'."
-        ) from None
-
-
-def _int(_: _Context, value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return int(_want("int", value, str))
-    except ValueError:
-        raise ExpressionError(
-            f"The template language function 'int' cannot convert '{value}' to an integer."
-        ) from None
-
-
-def _bool(_: _Context, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if isinstance(value, int):
-        return value != 0
-    raise ExpressionError(f"The template language function 'bool' cannot convert '{value}'.")
-
-
-def _length(_: _Context, value: Any) -> int:
-    return len(_want("length", value, str, list, dict))
-
-
-def _contains(_: _Context, container: Any, item: Any) -> bool:
-    if isinstance(container, str):
-        return _to_string(item) in container
-    if isinstance(container, dict):
-        return any(key.lower() == str(item).lower() for key in container)
-    return item in _want("contains", container, list)
-
-
-def _coalesce(_: _Context, *args: Any) -> Any:
-    return next((a for a in args if a is not None), None)
-
-
-def _logic(name: str, combine: Callable[[list[bool]], bool]) -> Callable[..., bool]:
-    def function(_: _Context, *args: Any) -> bool:
-        return combine([_want(name, a, bool) for a in args])
-
-    return function
-
-
-def _reference(context: _Context, target: Any, *rest: Any) -> Any:
-    if context.reference is None:
-        raise ExpressionError(
-            "The template function 'reference' is only supported in outputs by the simulated ARM."
-        )
-    target = _want("reference", target, str)
-    full = any(isinstance(r, str) and r.lower() == "full" for r in rest)
-    return context.reference(target, full)
-
-
-def _base64_to_string(_: _Context, value: Any) -> str:
-    try:
-        return base64.b64decode(_want("base64ToString", value, str), validate=True).decode()
-    except ValueError:
-        raise ExpressionError(f"The value '{value}' is not valid base64.") from None
-
-
-# name (lower case) -> (min args, max args or None, function(context, *args))
-_FUNCTIONS: dict[str, tuple[int, int | None, Callable[..., Any]]] = {
-    "parameters": (1, 1, lambda c, n: c.parameter(_want("parameters", n, str))),
-    "variables": (1, 1, lambda c, n: c.variable(_want("variables", n, str))),
-    "concat": (1, None, _concat),
-    "format": (1, None, _format),
-    "resourceid": (2, None, _resource_id),
-    "resourcegroup": (0, 0, _resource_group),
-    "subscription": (0, 0, _subscription),
-    "deployment": (0, 0, _deployment),
-    "uniquestring": (1, None, _unique_string),
-    "equals": (2, 2, lambda _, a, b: a == b and type(a) is type(b)),
-    "not": (1, 1, lambda _, a: not _want("not", a, bool)),
-    "and": (2, None, _logic("and", all)),
-    "or": (2, None, _logic("or", any)),
-    "empty": (1, 1, _empty),
-    "coalesce": (1, None, _coalesce),
-    "contains": (2, 2, _contains),
-    "length": (1, 1, _length),
-    "tolower": (1, 1, lambda _, s: _want("toLower", s, str).lower()),
-    "toupper": (1, 1, lambda _, s: _want("toUpper", s, str).upper()),
-    "string": (1, 1, lambda _, v: _to_string(v)),
-    "int": (1, 1, _int),
-    "bool": (1, 1, _bool),
-    "json": (1, 1, _json),
-    "createobject": (0, None, _create_object),
-    "createarray": (0, None, lambda _, *items: list(items)),
-    "union": (1, None, _union),
-    "true": (0, 0, lambda _: True),
-    "false": (0, 0, lambda _: False),
-    "null": (0, 0, lambda _: None),
-    "base64": (1, 1, lambda _, s: base64.b64encode(_want("base64", s, str).encode()).decode()),
-    "base64tostring": (1, 1, _base64_to_string),
-    "reference": (1, 3, _reference),
-}
-KNOWN_FUNCTIONS = frozenset({*_FUNCTIONS, "if"})
 
 
 # -- parameters -------------------------------------------------------------------------------
@@ -688,14 +129,14 @@ def _check_parameter(name: str, declared: Mapping[str, Any], value: Any) -> None
         raise TemplateError(
             f"Template parameter '{name}' was provided an invalid value. Expected a value of "
             f"type '{PARAMETER_TYPES[kind]}', but received a value of type "
-            f"'{_type_name(value)}'. {ARM_PARAMETERS_HELP}"
+            f"'{type_name(value)}'. {ARM_PARAMETERS_HELP}"
         )
     allowed = declared.get("allowedValues")
     if isinstance(allowed, list) and not _allowed(value, allowed):
         raise TemplateError(
-            f"The provided value '{_to_string(value)}' for the template parameter '{name}' is "
+            f"The provided value '{to_string(value)}' for the template parameter '{name}' is "
             "not valid. The parameter value is not part of the allowed value(s): "
-            f"'{','.join(_to_string(a) for a in allowed)}'."
+            f"'{','.join(to_string(a) for a in allowed)}'."
         )
     for bound, test, words in (
         ("minLength", lambda b: len(value) < b, "shorter than"),
@@ -740,7 +181,7 @@ def _parameters(
         if name.lower() in given:
             value = given[name.lower()]
         elif "defaultValue" in spec:
-            context = _Context(scope, values, {}, None)
+            context = EvaluationContext(scope, values, {}, None)
             try:
                 value = evaluate_value(spec["defaultValue"], context)
             except ExpressionError as error:
@@ -794,7 +235,7 @@ def _check_functions(value: Any, where: str) -> None:
                 f"{where} is not valid: the template language expression '{value}' is not "
                 f"valid: {error} {ARM_FUNCTIONS_HELP}"
             ) from None
-        for call in _calls(tree):
+        for call in calls(tree):
             if call.name.lower() not in KNOWN_FUNCTIONS:
                 raise TemplateError(
                     f"{where} is not valid: The template function '{call.name}' is not valid. "
@@ -802,7 +243,7 @@ def _check_functions(value: Any, where: str) -> None:
                 )
 
 
-def _declare(raw: Any, position: int, context: _Context) -> _Declared | str:
+def _declare(raw: Any, position: int, context: EvaluationContext) -> _Declared | str:
     """The resource evaluated, or only its id when its condition is false."""
     if not isinstance(raw, dict):
         raise TemplateError(f"The template resource at position {position} is not an object.")
@@ -855,13 +296,6 @@ def _declare(raw: Any, position: int, context: _Context) -> _Declared | str:
         depends_on=(),
     )
     return _Declared(planned, depends, label)
-
-
-def type_and_name(rid: str) -> tuple[str, str]:
-    """(type, name) of a resource id: Microsoft.Network/virtualNetworks/subnets, vnet/sub."""
-    segments = rid.split("/providers/", 1)[1].split("/")
-    types = [segments[0], *segments[1::2]]
-    return "/".join(types), "/".join(segments[2::2])
 
 
 def _matches(reference: str, rid: str) -> bool:
@@ -934,7 +368,7 @@ def plan(template: Mapping[str, Any], parameters: Mapping[str, Any], scope: Scop
         raise TemplateError("The template 'variables' section must be an object.")
     _check_functions(variables, "The template variables")
     _check_functions(template.get("outputs") or {}, "The template outputs")
-    context = _Context(scope, values, variables, None)
+    context = EvaluationContext(scope, values, variables, None)
     declared: list[_Declared] = []
     skipped: list[str] = []
     for position, raw in enumerate(resources):
@@ -965,7 +399,9 @@ def evaluate_outputs(
 ) -> dict[str, dict[str, Any]]:
     """The deployment's outputs, {name: {"type", "value"}}, once its resources exist;
     ExpressionError when one cannot be evaluated (ARM: DeploymentOutputEvaluationFailed)."""
-    context = _Context(scope, deployed.parameters, template.get("variables") or {}, reference)
+    context = EvaluationContext(
+        scope, deployed.parameters, template.get("variables") or {}, reference
+    )
     outputs: dict[str, dict[str, Any]] = {}
     for name, spec in (template.get("outputs") or {}).items():
         spec = _object(spec)

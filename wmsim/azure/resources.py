@@ -1,9 +1,9 @@
 """What ARM's compute and network side (arm.py) and its Microsoft.Resources side
-(deployments.py) both hold: resource types, the default resource group, ARM's error, the record
-of a PUT, the records of VMs, NICs, public IPs, disks and networks, and their JSON views.
+(deployments.py) both hold: resource types, the default resource group, the record of a PUT,
+the records of VMs, NICs, public IPs, disks and networks, and their JSON views.
 
-Both modules import it, and deployments.py reaches the SimArm it runs in through the protocol
-it declares, so imports point one way: arm -> deployments -> resources.
+Both sides import it, and Microsoft.Resources reaches the SimArm it runs in through the
+protocol in arm_host.py, so imports point one way: arm -> deployments -> resources.
 """
 
 from __future__ import annotations
@@ -27,37 +27,12 @@ VNET_TYPE = "Microsoft.Network/virtualNetworks"
 SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
 IMAGE_TYPE = "Microsoft.Compute/images"
 DEFAULT_RESOURCE_GROUP = "wm-demo-workers"
-
-
-class ArmError(Exception):
-    """An ARM error answer: status code plus `{"error": {"code", "message"[, "target"]}}`."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        target: str | None = None,
-        details: list[dict[str, Any]] | None = None,
-        **headers: str,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.target = target
-        self.details = details  # ARM's inner errors, e.g. of InvalidTemplateDeployment
-        self.headers = headers
-
-    def as_json(self) -> dict[str, Any]:
-        """The `error` object of ARM's answer (also a deployment operation's error)."""
-        detail: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.target:
-            detail["target"] = self.target
-        if self.details:
-            detail["details"] = self.details
-        return detail
+# The default network every resource group holds (the subnet launch configs use unless a test
+# creates its own), like EC2's default VPC.
+DEFAULT_VNET = "wm-vnet"
+DEFAULT_SUBNET = "workers"
+DEFAULT_VNET_PREFIX = "10.0.0.0/16"
+DEFAULT_SUBNET_PREFIX = "10.0.0.0/24"
 
 
 @dataclass(frozen=True)
@@ -133,6 +108,16 @@ class _Vm:
     @property
     def spot(self) -> bool:
         return str(self.properties.get("priority", "")).lower() == "spot"
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """A JSON value that should be an object, or {} when it is not."""
+    return value if isinstance(value, dict) else {}
+
+
+def canonical_location(value: str) -> str:
+    """A location as ARM compares them: "East US" is eastus."""
+    return value.lower().replace(" ", "")
 
 
 def _key(resource_id: str) -> str:

@@ -40,7 +40,8 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wmsim.azure.arm import SimArm, example_launch_config, image_reference, serve
+from wmsim.azure.arm import SimArm, serve
+from wmsim.azure.launch_configs import example_launch_config, image_reference
 from wmsim.config import SimCloudConfig
 
 IMAGE = "Canonical:ubuntu-24_04-lts:server:latest"

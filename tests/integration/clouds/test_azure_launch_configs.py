@@ -39,7 +39,8 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.provisioning.provisioner import judge_results
-from wmsim.azure.arm import SimArm, default_subnet_id, example_launch_config
+from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import default_subnet_id, example_launch_config
 
 POOL = "proj-releng/linux-big"
 OWNER = "releng@example.com"

@@ -14,7 +14,7 @@ from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent
 from wm.provisioning.provisioner import new_worker_id
 from wmsim.aws import ec2
-from wmsim.azure import arm
+from wmsim.azure import launch_configs
 from wmsim.gcp import gce
 
 GONE_WITHIN_S = 10
@@ -66,7 +66,7 @@ def launch_config(kind: str, spec: Cloud, where: str, spot: bool) -> dict[str, A
         return gce.example_launch_config(
             where, machine_type=spec.machine_type, image=spec.image, spot=spot
         )
-    return arm.example_launch_config(
+    return launch_configs.example_launch_config(
         where,
         vm_size=spec.machine_type,
         image=spec.image,

@@ -45,7 +45,8 @@ from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.identity_fetch import Fetched, FetchRefused
 from wm.workers.identity import ExpectedIdentity, IdentityRejected
 from wmsim.azure import attested
-from wmsim.azure.arm import SimArm, example_launch_config
+from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import example_launch_config
 
 REGION = "eastus"
 NONCE = "a1b2c3d4e5"

@@ -380,7 +380,7 @@ def api_stack(
     built = {
         p.kind: build_provider(p, config.deployment_id)
         for p in config.providers
-        if describe(p.kind).launches  # a static provider has no cloud to launch in
+        if describe(p.kind).scanned  # a static provider has no cloud to launch in
     }
     process_env = {"WM_OPERATOR_TOKEN": OPERATOR_TOKEN, **(env or {})}
     with _environment(process_env):

@@ -199,9 +199,9 @@ class Config(Frozen):
         return provider.provision_interval_s or self.intervals.provision_s
 
     def scanned_regions(self) -> dict[str, tuple[str, ...]]:
-        """Provider id -> the regions its scanners list, for every provider whose kind
-        launches workers (a static provider's pools have no worker group to cover)."""
-        return {p.id: p.regions for p in self.providers if KINDS[p.kind].launches}
+        """Provider id -> the regions its scanners list, for every provider of a scanned kind
+        (a static provider's pools have no worker group to cover)."""
+        return {p.id: p.regions for p in self.providers if KINDS[p.kind].scanned}
 
     def provider_kinds(self) -> dict[str, str]:
         """Provider id -> kind: which schema a pool definition's config follows."""

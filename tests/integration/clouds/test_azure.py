@@ -469,6 +469,42 @@ def test_a_worker_made_the_old_multi_step_way_is_cleaned_up_piece_by_piece(
     assert sim_arm.resources() == []
 
 
+def test_an_old_multi_step_workers_disk_still_attached_is_left_for_the_next_try(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    # Scenario: an old-way worker whose VM is gone, but the disk its row names is attached to
+    # a VM still there (ARM refuses its delete with 409 OperationNotAllowed).
+    raw = compute_client(sim_arm)
+    nic = (
+        network_client(sim_arm)
+        .network_interfaces.begin_create_or_update(
+            AZURE_RESOURCE_GROUP, "holder-nic", {"location": "eastus", "properties": {}}
+        )
+        .result()
+    )
+    body = {
+        "location": "eastus",
+        "properties": {
+            "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
+            "storageProfile": {
+                "imageReference": image_reference(IMAGE),
+                "osDisk": {"name": "held-disk", "createOption": "FromImage"},
+            },
+            "osProfile": {"computerName": "held", "adminUsername": "u", "adminPassword": "Pw-1x"},
+            "networkProfile": {"networkInterfaces": [{"id": nic.id}]},
+        },
+    }
+    raw.virtual_machines.begin_create_or_update(AZURE_RESOURCE_GROUP, "vm-holder", body).result()
+    ref = WorkerRef("w-gone", "eastus", provider_data={"disk_names": ["held-disk"]})
+
+    # Action: its teardown.
+    [result] = azure_provider.terminate([ref])
+
+    # Outcome: not gone yet, and no error: the disk is in use, tried again next time, as
+    # the ARM form's teardown does.
+    assert (result.gone, result.error) == (False, None)
+
+
 def test_other_processes_drive_the_sim_over_http(sim_arm: SimArm, azure_provider: AzureProvider):
     azure_provider.create(batch(["w-ctl"]))
     # Per request: REQUESTS_CA_BUNDLE in the environment would override a Session's verify.

@@ -1,4 +1,5 @@
-"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py, by table."""
+"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py and
+arm_workers.py, by table."""
 
 from __future__ import annotations
 

@@ -21,12 +21,12 @@ from wm.workers.identity import IdentityVerifier
 def launching_providers(
     config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
 ) -> list[ProviderConfig]:
-    """The providers of the kinds asked for (all when none is) but those excluded, of a kind
-    that launches VMs in a cloud: what a provisioner launches for and a scanner lists."""
+    """The providers of the kinds asked for (all when none is) but those excluded, of a
+    scanned kind (its description's): what a provisioner launches for and a scanner lists."""
     return [
         p
         for p in config.providers
-        if (not kinds or p.kind in kinds) and p.kind not in excluded and describe(p.kind).launches
+        if (not kinds or p.kind in kinds) and p.kind not in excluded and describe(p.kind).scanned
     ]
 
 
@@ -39,11 +39,9 @@ def build_providers(
 ) -> dict[str, Provider]:
     """Provider id -> provider; with `engine`, drawing from the shared budget unless its
     config turns that off; with `stop`, calls still waiting when it is set are not sent.
-    A kind that launches nothing (static) has no provider: nothing of it calls a cloud."""
+    `configs` are of scanned kinds (launching_providers'): only those have a provider."""
     built = {}
     for config in configs:
-        if not describe(config.kind).launches:
-            continue
         provider = build_provider(config, deployment_id, stop, root_url=root_url)
         budget = shared_budget(config, engine)
         if budget is not None:

@@ -79,7 +79,7 @@ def add_jobs(
     housekeeping: bool = True,
 ) -> Callable[[], None]:
     """Schedule a provisioning job per launching provider (default: every one) and, with
-    `housekeeping`, the jobs of providers that launch nothing; return what closes the
+    `housekeeping`, the expiry jobs of hand-made kinds' providers; return what closes the
     providers. Every provisioner expires old pool errors."""
     if launching is None:
         launching = launching_providers(config)
@@ -92,27 +92,23 @@ def add_jobs(
         providers,
         runtime.stop,
     )
-    for provider in config.providers:
-        if not describe(provider.kind).launches:
-            if not housekeeping:
-                continue
-            # Nothing to launch or estimate: its workers are made by createWorker. What is
-            # left is theirs to keep: each stops when its `expires` passes.
-            runtime.add_job(
-                hand_made_job_id(provider.id),
-                lambda pid=provider.id: stop_lapsed(runtime.engine, pid, config.retention),
-                config.provider_interval_s(provider),
-                provider=provider.id,
-            )
-            continue
-        if provider.id not in providers:
-            continue
+    for provider in launching:
         runtime.add_job(
             job_id(provider.id),
             lambda pid=provider.id: provisioner.run_pass(pid),
             config.provider_interval_s(provider),
             provider=provider.id,
         )
+    if housekeeping:
+        # A hand-made kind's provider has nothing to launch or estimate: its workers are made
+        # by createWorker, and each stops when its `expires` passes.
+        for provider in (p for p in config.providers if describe(p.kind).hand_made):
+            runtime.add_job(
+                hand_made_job_id(provider.id),
+                lambda pid=provider.id: stop_lapsed(runtime.engine, pid, config.retention),
+                config.provider_interval_s(provider),
+                provider=provider.id,
+            )
     runtime.add_job(
         EXPIRE_ERRORS_JOB,
         lambda: expire_errors(runtime.engine, config.retention),

@@ -29,7 +29,7 @@ def add_jobs(
     runtime: Runtime, config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
 ) -> Callable[[], None]:
     """Schedule a scan job per (provider, region); return what closes the providers."""
-    # Never a kind that launches nothing (static): it has no cloud to list.
+    # Only scanned kinds' (never static's: it has no cloud to list).
     chosen = launching_providers(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
     providers = build_providers(

@@ -17,7 +17,7 @@ import time
 
 from bench.baselines.single_loop import LOOP_KEY, single_loop_pass
 from bench.common import JOIN_TIMEOUT_S, PassLoops
-from procs.providers import build_providers
+from procs.providers import build_providers, launching_providers
 from wm.config import loader as config_module
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
@@ -37,7 +37,7 @@ def main() -> int:
         return 2
     engine = make_engine(config.env.database_url, application_name="bench-single-loop")
     stop = threading.Event()
-    providers = build_providers(config.providers, config.deployment_id, engine, stop)
+    providers = build_providers(launching_providers(config), config.deployment_id, engine, stop)
     provisioner = Provisioner(engine, BuiltinQueue(engine), providers, stop)
     run_all = single_loop_pass(provisioner, list(providers))
     loops = PassLoops(run_all, [LOOP_KEY], config.intervals.provision_s, time.monotonic())

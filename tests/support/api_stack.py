@@ -35,8 +35,8 @@ from wm.kinds import describe
 from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider
+from wm.provisioning.launch_outcomes import judge_results
 from wm.provisioning.provisioner import _batch as provisioner_batch
-from wm.provisioning.provisioner import judge_results
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.fleet import proof_fetcher
@@ -380,7 +380,7 @@ def api_stack(
     built = {
         p.kind: build_provider(p, config.deployment_id)
         for p in config.providers
-        if describe(p.kind).launches  # a static provider has no cloud to launch in
+        if describe(p.kind).scanned  # a static provider has no cloud to launch in
     }
     process_env = {"WM_OPERATOR_TOKEN": OPERATOR_TOKEN, **(env or {})}
     with _environment(process_env):

@@ -1,4 +1,5 @@
-"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py, by table."""
+"""ARM-template launch configs: the pure decisions of wm/providers/azure/arm.py and
+arm_workers.py, by table."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from wm.kinds import azure as boot
 from wm.kinds.azure import ARM_INJECTED_PARAMETERS
 from wm.model import CloudInstance, WorkerState
 from wm.pools.definition import DefinitionInvalid, parse_pool_definition
-from wm.providers.azure import arm
+from wm.providers.azure import arm, arm_workers
 from wm.providers.azure.names import vm_name
 from wm.providers.base import (
     TAG_DEPLOYMENT,
@@ -238,12 +239,12 @@ def test_admin_credentials_repeat_for_a_worker_within_a_process_and_nowhere_else
     ],
 )
 def test_deployment_states_map_through_the_table(state, phase):
-    assert arm.deployment_phase("azure", state) is phase
+    assert arm_workers.deployment_phase("azure", state) is phase
 
 
 def test_an_unknown_deployment_state_is_an_error_not_a_guess():
     with pytest.raises(UnknownCloudState):
-        arm.deployment_phase("azure", "Exploding")
+        arm_workers.deployment_phase("azure", "Exploding")
 
 
 @pytest.mark.parametrize(
@@ -269,7 +270,7 @@ def test_an_unknown_deployment_state_is_an_error_not_a_guess():
     ],
 )
 def test_a_failure_is_told_by_its_innermost_errors(error, text):
-    assert arm.failure_text(error) == text
+    assert arm_workers.failure_text(error) == text
 
 
 def deployment_json(
@@ -313,7 +314,7 @@ def test_a_deployment_is_read_with_its_worker_failure_and_the_resources_its_outp
         outputResources=[{"id": rid("nic", "vm-w1-nic")}],
     )
 
-    seen = arm.view("azure", GROUP, raw)
+    seen = arm_workers.view("azure", GROUP, raw)
 
     assert seen.ref == arm.DeploymentRef(GROUP, "deploy-w1", keep=True)
     assert (seen.phase, seen.worker_id) == (arm.Phase.FAILED, "w1")
@@ -375,7 +376,7 @@ def test_the_teardown_is_what_the_deployment_made_in_the_order_arm_allows(
 def deployment(state: str, *, keep: bool = False, ended_ago_s: float = 0) -> arm.DeploymentView:
     stamp = (NOW - timedelta(seconds=ended_ago_s)).isoformat()
     failure = {"code": "SkuNotAvailable", "message": "gone"}
-    return arm.view(
+    return arm_workers.view(
         "azure",
         GROUP,
         deployment_json(
@@ -402,16 +403,16 @@ FAILED_REASON = "arm-deployment-failed: SkuNotAvailable: gone"
         ("Failed", True, 86400, True, None),  # kept long past: history, not a worker
         ("Failed", True, 86400, False, (X, FAILED_REASON)),  # a row asks: tear it down
         ("Succeeded", False, 5, True, None),  # the VM may just be missing from the list
-        ("Succeeded", False, 600, True, (X, arm.REASON_VM_GONE)),
+        ("Succeeded", False, 600, True, (X, arm_workers.REASON_VM_GONE)),
         ("Succeeded", True, 600, True, None),
-        ("Succeeded", True, 5, False, (X, arm.REASON_VM_GONE)),
+        ("Succeeded", True, 5, False, (X, arm_workers.REASON_VM_GONE)),
         ("Deleting", False, 600, False, None),
     ],
 )
 def test_a_deployment_without_a_seen_vm_stands_for_a_worker_by_the_table(
     state, keep, ended_ago_s, listing, expected
 ):
-    found = arm.deployment_instance(
+    found = arm_workers.deployment_instance(
         deployment(state, keep=keep, ended_ago_s=ended_ago_s),
         subscription=SUB,
         region="westus3",
@@ -458,7 +459,7 @@ def vm(worker: str = "w1", state: WorkerState = WorkerState.RUNNING) -> CloudIns
 def test_a_scan_joins_vms_with_their_deployments(vms, states, expected):
     views = [deployment(state, ended_ago_s=10) for state in states]
 
-    found = arm.join(vms, views, subscription=SUB, region="westus3", now=NOW)
+    found = arm_workers.join(vms, views, subscription=SUB, region="westus3", now=NOW)
 
     assert [
         (i.state, i.reason, arm.deployment_ref(i.provider_data) is not None) for i in found
@@ -469,8 +470,10 @@ def test_a_scan_joins_vms_with_their_deployments(vms, states, expected):
             assert instance.provider_data["vmId"] == "1234"
 
 
-def leftover(kind: str, *, attached: bool = False, worker: str = "w9", **tags: str) -> arm.Leftover:
-    return arm.Leftover(
+def leftover(
+    kind: str, *, attached: bool = False, worker: str = "w9", **tags: str
+) -> arm_workers.Leftover:
+    return arm_workers.Leftover(
         resource_id=rid(kind, f"vm-{worker}-{kind}"),
         location="westus3",
         tags={TAG_DEPLOYMENT: DEPLOYMENT, TAG_WORKER: worker, TAG_POOL: "proj/pool", **tags},
@@ -491,8 +494,11 @@ def leftover(kind: str, *, attached: bool = False, worker: str = "w9", **tags: s
         # Another provider's of the same deployment, in the same group: ids differ in case only.
         (leftover("nic", **{TAG_PROVIDER: "Azure_Trusted"}), False),
         (leftover("nic", **{TAG_PROVIDER: "azure-trusted"}), False),
-        (arm.Leftover(rid("nic", "x"), "eastus", {TAG_DEPLOYMENT: DEPLOYMENT}, False), False),
-        (arm.Leftover(rid("nic", "untagged"), "westus3", {}, False), False),
+        (
+            arm_workers.Leftover(rid("nic", "x"), "eastus", {TAG_DEPLOYMENT: DEPLOYMENT}, False),
+            False,
+        ),
+        (arm_workers.Leftover(rid("nic", "untagged"), "westus3", {}, False), False),
     ],
 )
 def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deployed(
@@ -500,7 +506,7 @@ def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deploy
 ):
     first = NOW - timedelta(minutes=10)
 
-    found = arm.leftovers(
+    found = arm_workers.leftovers(
         [resource],
         deployment_id=DEPLOYMENT,
         provider_id="azure_trusted",
@@ -513,7 +519,7 @@ def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deploy
     if orphan:
         (instance,) = found
         assert instance.worker_id is None and instance.cloud_id == resource.resource_id
-        assert (instance.state, instance.reason) == (X, arm.REASON_LEFTOVER)
+        assert (instance.state, instance.reason) == (X, arm_workers.REASON_LEFTOVER)
         assert instance.launched_at == first and instance.pool_id == "proj/pool"
 
 
@@ -558,7 +564,7 @@ def test_leftovers_are_this_wms_unattached_resources_of_workers_not_being_deploy
 def test_what_an_ended_deployment_made_is_its_vm_its_created_targets_and_what_it_names(
     state, props, operations, expected
 ):
-    seen = arm.view("azure", GROUP, deployment_json(state=state, **props))
+    seen = arm_workers.view("azure", GROUP, deployment_json(state=state, **props))
 
     made = arm.made_by(seen, SUB, operations)
 

@@ -18,7 +18,7 @@ from wm.providers.aws import provider as aws
 TABLES = {
     kind: importlib.import_module(f"wm.providers.{kind}.provider").CALL_CLASSES
     for kind, description in KINDS.items()
-    if description.launches  # a kind that launches nothing calls no cloud
+    if description.scanned  # a kind no scanner lists calls no cloud
 }
 
 

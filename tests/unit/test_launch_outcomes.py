@@ -1,5 +1,6 @@
 """Which failed creates stop their row at once, and which leave it open because the VM may
-exist (wm.provisioning.provisioner.judge_results): a table of what the cloud, or the gate, said."""
+exist (wm.provisioning.launch_outcomes.judge_results): a table of what the cloud, or the gate,
+said."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, LaunchSpec
-from wm.provisioning.provisioner import judge_results
+from wm.provisioning.launch_outcomes import judge_results
 
 SPEC = LaunchSpec("lc", "r1", "m", "img", 1)
 BATCH = LaunchBatch("p", SPEC, (LaunchIntent("w1", "t1"),), "b1")

@@ -270,12 +270,16 @@ LAYERS = (
         True,
         ("wm.providers", "wm.queues", "wm.providers.budget", "wm.take_over.legacy_client"),
     ),
-    # What a pass is made of beside its steps: its creates while they are out, the pool
-    # errors a scan files.
+    # What a pass is made of beside its steps: its creates while they are out, what they
+    # came to, the pool errors a scan files.
     Layer(
         "pass parts",
         False,
-        ("wm.provisioning.creates_in_flight", "wm.scanning.scan_errors"),
+        (
+            "wm.provisioning.creates_in_flight",
+            "wm.provisioning.launch_outcomes",
+            "wm.scanning.scan_errors",
+        ),
     ),
     Layer(
         "passes",

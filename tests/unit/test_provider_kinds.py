@@ -18,6 +18,7 @@ from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ProviderConfigBase
 from wm.config.loader import ProviderConfig
 from wm.kinds import KINDS, BootFacts, KindDescription, describe
+from wm.kinds.base import ONCE, WHILE_RUNNING, Registration
 from wm.kinds.gcp import GcpProviderConfig
 from wm.pools.definition import DefinitionInvalid, parse_pool_definition
 from wm.pools.json_check import check
@@ -80,9 +81,9 @@ def schema_problems(schema: Any, path: str = "schema") -> list[str]:
     return problems
 
 
-# The parts a kind that launches nothing (its description's `launches` is False: static) has
+# The parts a kind no scanner lists (its description's `scanned` is False: static) has
 # nothing for, and what they must be then: no budgets, no create batch.
-NOT_LAUNCHING_PARTS: Mapping[str, Any] = {"published_budgets": {}, "create_batch_max": 0}
+NOT_SCANNED_PARTS: Mapping[str, Any] = {"published_budgets": {}, "create_batch_max": 0}
 
 
 def _part_problem(
@@ -91,15 +92,22 @@ def _part_problem(
     """What is wrong with one part, judged by the type the description declares for it."""
     declared = typing.get_type_hints(KindDescription)[field.name]
     origin = get_origin(declared) or declared
-    if not description.launches and field.name in NOT_LAUNCHING_PARTS:
-        empty = NOT_LAUNCHING_PARTS[field.name]
-        return None if value == empty else f"must be {empty!r}: the kind launches nothing"
+    if not description.scanned and field.name in NOT_SCANNED_PARTS:
+        empty = NOT_SCANNED_PARTS[field.name]
+        return None if value == empty else f"must be {empty!r}: no scanner lists the kind"
     if origin is bool:
         return None if isinstance(value, bool) else "must be a boolean"
     if field.name == "pool_config_schema":
-        if description.launches:
+        if not description.hand_made:
             return None if value is None else "must be None: the launch configs' schema is used"
         return None if isinstance(value, Mapping) and value else "must be the pool config schema"
+    if field.name == "registration":
+        # A cloud's VM is requested before it boots; a hand-made worker is running when made.
+        if not isinstance(value, Registration):
+            return "must be a Registration"
+        expected = "WHILE_RUNNING" if description.hand_made else "ONCE"
+        ok = value == (WHILE_RUNNING if description.hand_made else ONCE)
+        return None if ok else f"must be {expected}: hand_made is {description.hand_made}"
     if origin is str:
         return None if isinstance(value, str) and value else "must be a non-empty string"
     if origin is int:
@@ -133,6 +141,10 @@ def kind_problems(key: str, description: KindDescription) -> list[str]:
     for call_class, limit in description.published_budgets.items():
         if type(call_class) is not CallClass or not isinstance(limit, BudgetLimit):
             problems.append(f"{key}.published_budgets: {call_class!r} is not CallClass->limit")
+    if description.scanned == description.hand_made:
+        # wm knows two ways a worker comes to be: a cloud it scans launches it, or createWorker
+        # makes it; a kind of both or neither would be served by no process, or by two.
+        problems.append(f"{key}.hand_made: must be the opposite of scanned ({description.scanned})")
     if description.provider_type not in TASKCLUSTER_PROVIDER_TYPES:
         problems.append(f"{key}.provider_type: {description.provider_type!r} is not Taskcluster's")
     problems += [
@@ -145,8 +157,8 @@ def kind_problems(key: str, description: KindDescription) -> list[str]:
     return problems
 
 
-LAUNCHING = [key for key, d in KINDS.items() if d.launches]
-NOT_LAUNCHING = [key for key, d in KINDS.items() if not d.launches]
+SCANNED = [key for key, d in KINDS.items() if d.scanned]
+HAND_MADE = [key for key, d in KINDS.items() if d.hand_made]
 
 
 @pytest.mark.parametrize("key", list(KINDS))
@@ -185,15 +197,37 @@ def test_a_schema_with_a_keyword_the_checker_ignores_is_refused():
     assert kind_problems("gcp", typo) == ["gcp.launch_config_schema.requried: unknown keyword"]
 
 
-def test_a_kind_that_launches_nothing_with_budgets_or_a_batch_is_refused():
+def test_a_kind_no_scanner_lists_with_budgets_or_a_batch_is_refused():
     static = KINDS["static"]
     launching_parts = dataclasses.replace(
         static, published_budgets=KINDS["aws"].published_budgets, create_batch_max=5
     )
 
     assert kind_problems("static", launching_parts)[:2] == [
-        "static.published_budgets: must be {}: the kind launches nothing",
-        "static.create_batch_max: must be 0: the kind launches nothing",
+        "static.published_budgets: must be {}: no scanner lists the kind",
+        "static.create_batch_max: must be 0: no scanner lists the kind",
+    ]
+
+
+def test_a_kind_whose_workers_come_from_both_a_cloud_and_create_worker_is_refused():
+    static = KINDS["static"]
+    both = dataclasses.replace(
+        KINDS["aws"],
+        hand_made=True,
+        registration=static.registration,
+        pool_config_schema=static.pool_config_schema,
+    )
+
+    assert kind_problems("aws", both) == ["aws.hand_made: must be the opposite of scanned (True)"]
+
+
+def test_a_kind_registering_its_workers_from_the_wrong_state_is_refused():
+    aws = dataclasses.replace(KINDS["aws"], registration=WHILE_RUNNING)
+    static = dataclasses.replace(KINDS["static"], registration=ONCE)
+
+    assert kind_problems("aws", aws) == ["aws.registration: must be ONCE: hand_made is False"]
+    assert kind_problems("static", static) == [
+        "static.registration: must be WHILE_RUNNING: hand_made is True"
     ]
 
 
@@ -208,7 +242,7 @@ def test_every_kind_is_a_member_of_the_config_union(key: str):
     assert KINDS[key].config_model in get_args(union)
 
 
-@pytest.mark.parametrize("key", LAUNCHING)
+@pytest.mark.parametrize("key", SCANNED)
 def test_every_kind_has_a_package_that_makes_its_provider_and_verifier(key: str):
     package = importlib.import_module(f"wm.providers.{key}")
 
@@ -216,16 +250,16 @@ def test_every_kind_has_a_package_that_makes_its_provider_and_verifier(key: str)
     assert callable(package.make_verifier)
 
 
-@pytest.mark.parametrize("key", NOT_LAUNCHING)
-def test_a_kind_that_launches_nothing_has_a_verifier_and_no_provider(key: str):
+@pytest.mark.parametrize("key", HAND_MADE)
+def test_a_hand_made_kind_has_a_verifier_and_no_provider(key: str):
     package = importlib.import_module(f"wm.providers.{key}")
 
     assert callable(package.make_verifier)
     assert not hasattr(package, "make")
 
 
-@pytest.mark.parametrize("key", NOT_LAUNCHING)
-def test_a_kind_that_launches_nothing_takes_its_own_pool_config_and_no_launch_configs(key: str):
+@pytest.mark.parametrize("key", HAND_MADE)
+def test_a_hand_made_kind_takes_its_own_pool_config_and_no_launch_configs(key: str):
     body = {
         "providerId": "hand-1",
         "description": "",
@@ -248,7 +282,7 @@ def test_a_kind_that_launches_nothing_takes_its_own_pool_config_and_no_launch_co
     ]
 
 
-@pytest.mark.parametrize("key", LAUNCHING)
+@pytest.mark.parametrize("key", SCANNED)
 def test_every_kinds_pool_schema_is_the_one_definitions_are_checked_against(key: str):
     body = {
         "providerId": "cloud-1",

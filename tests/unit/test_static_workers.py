@@ -28,38 +28,38 @@ ASKED = HandMade(expires=NOW + timedelta(hours=1), capacity=1, secret=SECRET)
 
 
 @pytest.mark.parametrize(
-    ("scenario", "launches", "asked", "refusal"),
+    ("scenario", "hand_made", "asked", "refusal"),
     [
-        ("a static pool", False, ASKED, None),
-        ("a cloud pool", True, ASKED, NOT_SUPPORTED),
+        ("a static pool", True, ASKED, None),
+        ("a cloud pool", False, ASKED, NOT_SUPPORTED),
         ("a deleted pool (the null provider)", None, ASKED, NOT_SUPPORTED),
-        ("no secret", False, HandMade(ASKED.expires, 1, None), NO_SECRET),
-        ("an empty secret", False, HandMade(ASKED.expires, 1, ""), NO_SECRET),
+        ("no secret", True, HandMade(ASKED.expires, 1, None), NO_SECRET),
+        ("an empty secret", True, HandMade(ASKED.expires, 1, ""), NO_SECRET),
         (
             "an expiry in the past",
-            False,
+            True,
             HandMade(NOW - timedelta(seconds=1), 1, SECRET),
             EXPIRES_PAST,
         ),
         # worker-manager judges the expiry before it asks the provider
         (
             "a cloud pool and a past expiry",
-            True,
+            False,
             HandMade(NOW - timedelta(hours=1), 1, SECRET),
             EXPIRES_PAST,
         ),
     ],
     ids=lambda value: value if isinstance(value, str) and " " in value else "",
 )
-def test_create_worker_is_refused_with_worker_managers_words(scenario, launches, asked, refusal):
-    assert decide_create(launches, asked, NOW) == refusal, scenario
+def test_create_worker_is_refused_with_worker_managers_words(scenario, hand_made, asked, refusal):
+    assert decide_create(hand_made, asked, NOW) == refusal, scenario
 
 
 @pytest.mark.parametrize(
-    ("launches", "refusal"), [(False, None), (True, NOT_SUPPORTED), (None, NOT_SUPPORTED)]
+    ("hand_made", "refusal"), [(True, None), (False, NOT_SUPPORTED), (None, NOT_SUPPORTED)]
 )
-def test_update_worker_is_for_static_pools_only(launches, refusal):
-    assert decide_update(launches) == refusal
+def test_update_worker_is_for_static_pools_only(hand_made, refusal):
+    assert decide_update(hand_made) == refusal
 
 
 def test_refusals_carry_taskclusters_codes():

@@ -14,8 +14,8 @@ from wm.kinds import KINDS
 from wm.ops.metrics_ports import metrics_port as default_metrics_port
 
 PROCESSES = ("provisioner", "scanner", "web", "all")
-# The kinds a scanner can scan: a kind that launches nothing has no cloud to list.
-SCANNED_KINDS = tuple(name for name, d in KINDS.items() if d.launches)
+# The kinds a scanner lists and a provisioner launches for (a static kind has no cloud).
+SCANNED_KINDS = tuple(name for name, d in KINDS.items() if d.scanned)
 
 
 @click.command()

@@ -50,6 +50,18 @@ ConfigPath = Annotated[str, AfterValidator(_against_config_dir), PATH_MARKER]
 JITTER_RESERVE_S = 0.5
 
 
+def removed_setting(key: str, instead: str) -> Any:
+    """A config table's before-validator for `key`, a setting wm no longer has: refused saying
+    what to do instead, not as a bare unknown key."""
+
+    def refuse(cls: type[BaseModel], data: Any) -> Any:
+        if isinstance(data, dict) and key in data:
+            raise ValueError(f"{key} is no longer a setting: {instead}")
+        return data
+
+    return model_validator(mode="before")(classmethod(refuse))
+
+
 class Frozen(BaseModel):
     """A config table: frozen, no unknown keys, and strict: a value of another type is refused
     naming its key, never coerced (`port = "8080"`, `scan_interval_s = true`). An integer is

@@ -19,10 +19,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from wm.calls import CallClass
-from wm.config.base import CONFIG_DIR, JITTER_RESERVE_S, PATH_MARKER, BudgetLimit, Frozen
+from wm.config.base import (
+    CONFIG_DIR,
+    JITTER_RESERVE_S,
+    PATH_MARKER,
+    BudgetLimit,
+    Frozen,
+    removed_setting,
+)
 from wm.config.base import GateConfig as GateConfig  # where callers have always found it
 from wm.config.provider_ids import PROVIDER_ID_PATTERN
 from wm.errors import ConfigError
@@ -78,16 +85,11 @@ class IntervalsConfig(Frozen):
     # A tagged VM without a live row is terminated only past this age.
     orphan_grace_s: float = Field(300.0, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_intent_recovery(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "intent_recovery_s" in data:
-            raise ValueError(
-                "intent_recovery_s is no longer a setting: an unanswered create is looked up "
-                "once its provider's gate could no longer be retrying it (timeout_s x "
-                "max_attempts plus backoffs); remove the key"
-            )
-        return data
+    _no_intent_recovery = removed_setting(
+        "intent_recovery_s",
+        "an unanswered create is looked up once its provider's gate could no longer be "
+        "retrying it (timeout_s x max_attempts plus backoffs); remove the key",
+    )
 
 
 class RetentionConfig(Frozen):
@@ -98,15 +100,11 @@ class RetentionConfig(Frozen):
 class WebConfig(Frozen):
     port: int = Field(8080, ge=1, le=65535)  # $PORT wins
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_public_url(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "public_url" in data:
-            raise ValueError(
-                "public_url is no longer a setting: set the top-level root_url (the Taskcluster "
-                "root URL workers are given, also the GCE token audience) and remove this key"
-            )
-        return data
+    _no_public_url = removed_setting(
+        "public_url",
+        "set the top-level root_url (the Taskcluster root URL workers are given, also the GCE "
+        "token audience) and remove this key",
+    )
 
 
 def base_url(value: str, example: str, what: str) -> str:
@@ -199,9 +197,9 @@ class Config(Frozen):
         return provider.provision_interval_s or self.intervals.provision_s
 
     def scanned_regions(self) -> dict[str, tuple[str, ...]]:
-        """Provider id -> the regions its scanners list, for every provider whose kind
-        launches workers (a static provider's pools have no worker group to cover)."""
-        return {p.id: p.regions for p in self.providers if KINDS[p.kind].launches}
+        """Provider id -> the regions its scanners list, for every provider of a scanned kind
+        (a static provider's pools have no worker group to cover)."""
+        return {p.id: p.regions for p in self.providers if KINDS[p.kind].scanned}
 
     def provider_kinds(self) -> dict[str, str]:
         """Provider id -> kind: which schema a pool definition's config follows."""

@@ -1,9 +1,10 @@
 """The provider kinds: what each kind *is*, one pure description per kind, in one table.
 
 Every per-kind part of wm (config model, launch config schema, worker group, warnings,
-budgets, batch size, Taskcluster provider type, proof refusal, boot data) is read from
-`KINDS[kind]`; what a kind *does* is its package wm.providers.<kind>. Adding a kind is its
-description module here, its entry below, its provider package and its simulator.
+budgets, batch size, Taskcluster provider type, proof refusal, boot data, whether a scanner
+lists it or createWorker makes its workers, how they register) is read from `KINDS[kind]`;
+what a kind *does* is its package wm.providers.<kind>. Adding a kind is its description module
+here, its entry below, its provider package and its simulator.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from wm.calls import CallClass
-from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
+from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase, removed_setting
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription
 from wm.kinds.schema_parts import (
     BOOLEAN,
@@ -71,16 +71,11 @@ class AzureProviderConfig(ProviderConfigBase):
     # simulated ARM). Empty for real Azure.
     identity_roots: tuple[ConfigPath, ...] = ()
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_subnet_id(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "subnet_id" in data:
-            raise ValueError(
-                "subnet_id is no longer a provider setting: each launch config names its "
-                "subnet, as Taskcluster's do; move the value into the launch configs' "
-                "`subnetId` and remove the key"
-            )
-        return data
+    _no_subnet_id = removed_setting(
+        "subnet_id",
+        "each launch config names its subnet, as Taskcluster's do; move the value into the "
+        "launch configs' `subnetId` and remove the key",
+    )
 
 
 RESOURCES: Schema = {

@@ -11,6 +11,7 @@ from typing import Any
 
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ProviderConfigBase
+from wm.model import WorkerState
 from wm.pools.json_check import Schema
 
 MANAGED_BY = "taskcluster"  # the managed-by tag or label worker-manager puts on what it makes
@@ -28,6 +29,23 @@ class BootFacts:
     launch_config_id: str
     worker_config: Mapping[str, Any]
     owner: str  # the pool definition's owner
+
+
+@dataclass(frozen=True)
+class Registration:
+    """How registerWorker finds a worker of a kind ready: the state it must be in, and
+    worker-manager's words to one in another state."""
+
+    state: WorkerState
+    refusal: str
+
+
+# A cloud's VM registers once, when it first boots (worker-manager's words to one that is not
+# requested; also when a concurrent registration won).
+ONCE = Registration(WorkerState.REQUESTED, "This worker is either stopped or running")
+# A machine made by createWorker registers while running, as often as it restarts (static.js's
+# words; also when its write finds it stopped meanwhile).
+WHILE_RUNNING = Registration(WorkerState.RUNNING, "worker is not running")
 
 
 def no_problems(launch_config: Mapping[str, Any], path: str) -> list[str]:
@@ -76,13 +94,21 @@ class KindDescription:
     # The boot data worker-runner reads, as worker-manager writes it: where it is written is
     # the provider's business, the keys and values are this.
     boot_data: Callable[[BootFacts], Mapping[str, Any]]
-    # False for a kind whose workers no cloud API launches (Taskcluster's static provider:
-    # machines in a rack, made known by createWorker). Nothing is launched, scanned or
-    # estimated for its providers: no provisioning pass, no scanner, no gate calls, no budgets
-    # (published_budgets empty, create_batch_max 0), no package `make`. Its workers are
-    # `running` from createWorker on, register while running (as often as they restart),
-    # and stop without a cloud delete (removeWorker, or their `expires` passing).
-    launches: bool = True
+    # Whether a scanner lists this kind's providers' clouds, region by region, and a provisioner
+    # launches in them: `wm run scanner|provisioner --kind` offers it, those processes build
+    # its provider (its package's `make`), a pool's worker groups must be among its provider's
+    # regions, and the take-over's scans adopt its imported VMs. False (static): none of its
+    # workers is in a cloud wm lists: no budgets (published_budgets empty), no create batch
+    # (create_batch_max 0), no package `make`.
+    scanned: bool = True
+    # Whether its workers are made and changed by createWorker and updateWorker (Taskcluster's
+    # static provider; every other answers "not supported"): such a pool's definition carries
+    # no launch configs but the one its workers belong to, a removed or expired worker stops
+    # at once (nothing to delete), and a provisioner's job for its providers is stopping the
+    # workers whose `expires` passed. Imported from a legacy worker-manager, they stay there.
+    hand_made: bool = False
+    # How registerWorker finds its workers (ONCE: a cloud's VM; WHILE_RUNNING: hand-made).
+    registration: Registration = ONCE
     # The whole pool `config` schema of this kind; None: the launching kinds' (min/max
     # capacity, scaling ratio, lifecycle, launch configs of `launch_config_schema`).
     pool_config_schema: Schema | None = None

@@ -202,13 +202,14 @@ def _unknown_provider_problem(provider_id: str, valid: tuple[str, ...]) -> str:
 def _definition(worker_pool_id: str, body: Mapping[str, Any], kind: str) -> PoolDefinition:
     config = copy.deepcopy(dict(body["config"]))
     warnings: list[str] = []
-    if kind != NULL_PROVIDER and not KINDS[kind].launches:
+    if kind != NULL_PROVIDER and KINDS[kind].hand_made:
         launch_configs: tuple[LaunchConfigDefinition, ...] = (_hand_made_launch_config(config),)
     else:
         launch_configs = _launch_configs(worker_pool_id, kind, config, warnings)
     min_capacity = _lenient(config.get("minCapacity"), INTEGER_MIN_0, 0)
     max_capacity = _lenient(config.get("maxCapacity"), INTEGER_MIN_0, 0)
-    if kind != NULL_PROVIDER and KINDS[kind].launches and max_capacity < min_capacity:
+    # (A hand-made pool's schema has no capacities: both are 0 there.)
+    if kind != NULL_PROVIDER and max_capacity < min_capacity:
         warnings.append(
             f"config.maxCapacity ({max_capacity}) is below config.minCapacity ({min_capacity}): "
             f"the pool keeps minCapacity ({min_capacity}) running anyway, as worker-manager does"

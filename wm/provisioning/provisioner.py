@@ -24,7 +24,6 @@ from sqlalchemy import Engine
 
 from wm.db import claims, pool_errors, scans, worker_writes, workers
 from wm.db import pools as pool_store
-from wm.db.pool_errors import NewPoolError
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
@@ -33,6 +32,7 @@ from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
 from wm.provisioning import estimator, launch_choice
 from wm.provisioning.creates_in_flight import creates_in_flight
 from wm.provisioning.intent_sightings import IntentSightings
+from wm.provisioning.launch_outcomes import judge_results
 from wm.provisioning.pass_news import PassNews
 from wm.queues import QueueCounts, QueueSource
 from wm.workers import lifecycle, stages
@@ -528,55 +528,6 @@ def _create_batch(provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:
         log("provider-create-crashed", logging.ERROR, exc_info=True, provider=provider.id)
         error = CloudError(provider.id, ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
         return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
-
-
-def judge_results(
-    provider_id: str, batches: Sequence[LaunchBatch], results: Mapping[str, LaunchResult]
-) -> tuple[list[LaunchOutcome], list[NewPoolError]]:
-    """Turn create results into row updates and pool errors (one error row per batch and code)."""
-    outcomes: list[LaunchOutcome] = []
-    new_errors: list[NewPoolError] = []
-    for batch in batches:
-        failures: dict[tuple[str, str], list[CloudError]] = {}
-        for intent in batch.intents:
-            result = results.get(intent.worker_id)
-            if result is not None and result.cloud_id is not None:
-                data = dict(result.provider_data)
-                outcomes.append(
-                    LaunchOutcome(
-                        intent.worker_id, result.cloud_id, data, tc_worker_id=result.tc_worker_id
-                    )
-                )
-                continue
-            error = (result.error if result else None) or CloudError(
-                provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"
-            )
-            if error.never_sent:
-                # The process stopped before this create left it: there is no worker to stop
-                # (nor to hold to a registration deadline), and nothing for the pool's errors.
-                outcomes.append(LaunchOutcome(intent.worker_id, None, {}, withdrawn=True))
-                continue
-            # Only a definite "nothing was made" stops the row. Otherwise (a lost answer, a
-            # 5xx, or a refusal after an attempt that may have acted) the VM may exist: the
-            # row stays requested, to be adopted by its tag or stopped once surely VM-less.
-            reason = None
-            if error.nothing_applied:
-                reason = f"launch failed: {error.category} {error.code}"
-            outcomes.append(LaunchOutcome(intent.worker_id, None, {}, reason))
-            failures.setdefault((str(error.category), error.code), []).append(error)
-        for (category, code), errs in failures.items():
-            new_errors.append(
-                NewPoolError(
-                    pool_id=batch.pool_id,
-                    kind=category,
-                    title=f"launch failed: {code}",
-                    description=errs[0].message,
-                    provider_id=provider_id,
-                    launch_config_id=batch.spec.launch_config_id,
-                    extra={"workers": len(errs), "region": batch.spec.region},
-                )
-            )
-    return outcomes, new_errors
 
 
 def _observe_stages(provider_id: str, rows: Sequence[WorkerRecord], stage: str) -> None:

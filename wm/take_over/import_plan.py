@@ -131,7 +131,7 @@ def provider_problems(chosen: Sequence[str], providers: Mapping[str, ProviderFac
                 f"--provider {provider_id}: wm's config has no provider {provider_id!r} "
                 f"(configured: {known})"
             )
-        elif KINDS[facts.kind].launches and not facts.adopt_legacy:
+        elif KINDS[facts.kind].scanned and not facts.adopt_legacy:
             problems.append(
                 f"--provider {provider_id}: providers.{provider_id}.adopt_legacy is not true in "
                 "wm's config: its scans would never adopt the imported workers' VMs"
@@ -152,7 +152,7 @@ def parse_legacy_pools(
     regions = {
         provider_id: facts.regions
         for provider_id, facts in providers.items()
-        if KINDS[facts.kind].launches
+        if KINDS[facts.kind].scanned
     }
     definitions: list[PoolDefinition] = []
     problems: list[str] = []
@@ -190,7 +190,7 @@ def plan_workers(
         facts = providers.get(worker.provider_id)
         if state is None or definition is None or facts is None:
             continue  # stopped, or of a pool or provider not imported
-        if not KINDS[facts.kind].launches:
+        if KINDS[facts.kind].hand_made:
             left.append(worker)
             continue
         launch_config_id, problem = resolve_launch_config(worker, definition)

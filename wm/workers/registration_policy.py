@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wm.kinds import KINDS
+from wm.kinds.base import ONCE, WHILE_RUNNING, Registration
 from wm.model import WorkerRecord, WorkerState
 from wm.take_over.marks import imported_from
 from wm.tc.credentials import worker_client_id
@@ -34,13 +35,11 @@ WORKER_MISSING = Refusal("ResourceNotFound", "Worker not found")
 PROVIDER_NOT_USED = Refusal("InputError", "Worker pool does not use this provider")
 EXPIRED = Refusal("InputError", "Worker has expired")
 OTHER_PROVIDER = Refusal("InputError", "Worker does not belong to this provider")
-# Also the answer when the registration's write finds the worker no longer requested: a
-# concurrent registration won, or its deadline passed meanwhile.
-NOT_REQUESTED = Refusal("InputError", "This worker is either stopped or running")
-# A worker no cloud launches (a static provider's) registers while running, as often as it
-# restarts (static.js registerWorker's words); also the answer when its write finds it
-# stopped meanwhile.
-NOT_RUNNING = Refusal("InputError", "worker is not running")
+# Also the answers when the registration's write finds the worker no longer in its kind's
+# registration state (wm/kinds/base.py): a concurrent registration won, its deadline passed,
+# or a hand-made worker was stopped meanwhile.
+NOT_REQUESTED = Refusal("InputError", ONCE.refusal)
+NOT_RUNNING = Refusal("InputError", WHILE_RUNNING.refusal)
 
 # registerWorker's answer to a refused proof of no known kind; each kind's own words are its
 # description's proof_rejected.
@@ -98,11 +97,9 @@ def decide(
         return EXPIRED
     if worker.provider_id != request.provider_id:
         return OTHER_PROVIDER
-    if launched(deployment.provider_kinds, request.provider_id):
-        if worker.state != WorkerState.REQUESTED:
-            return NOT_REQUESTED
-    elif worker.state != WorkerState.RUNNING:
-        return NOT_RUNNING
+    registration = registration_of(deployment.provider_kinds, request.provider_id)
+    if worker.state != registration.state:
+        return Refusal("InputError", registration.refusal)
     cloud_id = worker.cloud_id
     if cloud_id is None and imported_from(worker.provider_data) is not None:
         # An imported worker that booted but had not registered before the move, whose VM no
@@ -123,13 +120,19 @@ def decide(
     )
 
 
-def launched(provider_kinds: Mapping[str, str], provider_id: str) -> bool:
-    """Whether the provider's workers are launched by a cloud (registered once, from
-    requested) rather than made by createWorker (registered while running: static). A
-    provider the config no longer names is taken for a cloud's: its scanner would finish a
-    removal."""
+def registration_of(provider_kinds: Mapping[str, str], provider_id: str) -> Registration:
+    """How the provider's workers register (its kind's description); a provider the config
+    no longer names is taken for a cloud's: its VMs register once."""
     description = KINDS.get(provider_kinds.get(provider_id) or "")
-    return description is None or description.launches
+    return ONCE if description is None else description.registration
+
+
+def launched(provider_kinds: Mapping[str, str], provider_id: str) -> bool:
+    """Whether the provider's workers are launched by a cloud rather than made by createWorker
+    (its kind's `hand_made`: static). A provider the config no longer names is taken for a
+    cloud's: its scanner would finish a removal."""
+    description = KINDS.get(provider_kinds.get(provider_id) or "")
+    return description is None or not description.hand_made
 
 
 def proof_rejected(kind: str | None) -> Refusal:

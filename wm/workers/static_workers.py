@@ -48,21 +48,22 @@ class HandMade:
     secret: str | None  # providerInfo.staticSecret
 
 
-def decide_create(pool_launches: bool | None, body: HandMade, now: datetime) -> Refusal | None:
-    """createWorker's refusal, or None to create. `pool_launches`: whether the pool's provider
-    kind launches its workers itself (None: the pool has no provider, it is being deleted)."""
+def decide_create(pool_hand_made: bool | None, body: HandMade, now: datetime) -> Refusal | None:
+    """createWorker's refusal, or None to create. `pool_hand_made`: whether the pool's provider
+    kind's workers are made by createWorker (None: the pool has no provider, it is being
+    deleted)."""
     if body.expires < now:
         return EXPIRES_PAST
-    if pool_launches is not False:
+    if not pool_hand_made:
         return NOT_SUPPORTED
     if not body.secret:
         return NO_SECRET
     return None
 
 
-def decide_update(pool_launches: bool | None) -> Refusal | None:
+def decide_update(pool_hand_made: bool | None) -> Refusal | None:
     """updateWorker's refusal, or None to update (an expiry in the past is allowed: it stops
     the worker at once, as worker-manager allows for "immediately expiring" a worker)."""
-    if pool_launches is not False:
+    if not pool_hand_made:
         return NOT_SUPPORTED
     return None

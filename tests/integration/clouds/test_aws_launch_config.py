@@ -34,7 +34,7 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
 )
-from wm.provisioning.provisioner import judge_results
+from wm.provisioning.launch_outcomes import judge_results
 from wmsim.aws.ec2 import DEFAULT_IMAGE, KNOWN_IMAGES, SimEc2, example_launch_config
 from wmsim.control import get_json
 

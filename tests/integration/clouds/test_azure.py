@@ -440,19 +440,7 @@ def test_a_worker_made_the_old_multi_step_way_is_cleaned_up_piece_by_piece(
         },
     ).result()
     tags = {TAG_DEPLOYMENT: AZURE_DEPLOYMENT, TAG_POOL: POOL, TAG_WORKER: "w-old"}
-    body = {
-        "location": "eastus",
-        "tags": tags,
-        "properties": {
-            "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
-            "storageProfile": {
-                "imageReference": image_reference(IMAGE),
-                "osDisk": {"name": "old-disk", "createOption": "FromImage"},
-            },
-            "osProfile": {"computerName": "old", "adminUsername": "u", "adminPassword": "Pw-1x"},
-            "networkProfile": {"networkInterfaces": [{"id": nic.id}]},
-        },
-    }
+    body = old_style_vm_body("old-disk", nic.id, tags)
     raw.virtual_machines.begin_create_or_update(AZURE_RESOURCE_GROUP, "vm-w-old", body).result()
     ref = WorkerRef(
         "w-old",
@@ -468,6 +456,50 @@ def test_a_worker_made_the_old_multi_step_way_is_cleaned_up_piece_by_piece(
     wait_for(lambda: azure_provider.terminate([ref])[0].gone)
 
     assert sim_arm.resources() == []
+
+
+def test_an_old_multi_step_workers_disk_still_attached_is_left_for_the_next_try(
+    sim_arm: SimArm, azure_provider: AzureProvider
+):
+    # Scenario: an old-way worker whose VM is gone, but the disk its row names is attached to
+    # a VM still there (ARM refuses its delete with 409 OperationNotAllowed).
+    raw = compute_client(sim_arm)
+    nic = (
+        network_client(sim_arm)
+        .network_interfaces.begin_create_or_update(
+            AZURE_RESOURCE_GROUP, "holder-nic", {"location": "eastus", "properties": {}}
+        )
+        .result()
+    )
+    body = old_style_vm_body("held-disk", nic.id)
+    raw.virtual_machines.begin_create_or_update(AZURE_RESOURCE_GROUP, "vm-holder", body).result()
+    ref = WorkerRef("w-gone", "eastus", provider_data={"disk_names": ["held-disk"]})
+
+    # Action: its teardown.
+    [result] = azure_provider.terminate([ref])
+
+    # Outcome: not gone yet, and no error: the disk is in use, tried again next time, as
+    # the ARM form's teardown does.
+    assert (result.gone, result.error) == (False, None)
+
+
+def old_style_vm_body(
+    os_disk: str, nic_id: str, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A VM body as the old multi-step way sent it: its NIC made first, its OS disk named."""
+    return {
+        "location": "eastus",
+        "tags": tags or {},
+        "properties": {
+            "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
+            "storageProfile": {
+                "imageReference": image_reference(IMAGE),
+                "osDisk": {"name": os_disk, "createOption": "FromImage"},
+            },
+            "osProfile": {"computerName": "old", "adminUsername": "u", "adminPassword": "Pw-1x"},
+            "networkProfile": {"networkInterfaces": [{"id": nic_id}]},
+        },
+    }
 
 
 def test_other_processes_drive_the_sim_over_http(sim_arm: SimArm, azure_provider: AzureProvider):

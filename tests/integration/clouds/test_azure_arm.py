@@ -41,7 +41,7 @@ from wm.db.workers import list_workers
 from wm.model import LaunchSpec, WorkerRecord, WorkerRef, WorkerState
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
-from wm.providers.azure import arm
+from wm.providers.azure import arm, arm_workers
 from wm.providers.azure import identity as azure_identity
 from wm.providers.azure.provider import AzureProvider
 from wm.providers.base import (
@@ -485,7 +485,7 @@ def test_resources_deleted_out_of_band_are_gone_not_errors(
     # The scan sees the worker's VM gone: it is stopped, and what is left is deleted (the OS
     # disk, which no deployment operation names, from the deployment's outputs).
     gone = wait_for(lambda: scanning.lookup([ref(result)]).get("w-arm-oob"))
-    assert (gone.state, gone.reason) == (WorkerState.STOPPED, arm.REASON_VM_GONE)
+    assert (gone.state, gone.reason) == (WorkerState.STOPPED, arm_workers.REASON_VM_GONE)
     terminate_until_gone(scanning, ref(result))
     assert sim_arm.resources() == []
     assert deployments(sim_arm) == {}
@@ -559,7 +559,7 @@ def test_a_leftover_of_this_wm_is_an_orphan_once_a_later_sweep_sees_it_again(
         },
         polling=False,
     ).result()
-    scanning._arm.leftover_sweep_s = 0.0
+    scanning._arm.sweep.interval_s = 0.0
 
     first = [i for i in scanning.list_instances(LOCATION, records(config)) if i.worker_id is None]
     second = [i for i in scanning.list_instances(LOCATION, records(config)) if i.worker_id is None]
@@ -962,7 +962,7 @@ def test_deployments_gone_before_the_scan_recorded_them_leave_nothing_after_the_
     wait_for(lambda: set(deployments(sim_arm).values()) == {"Succeeded"})
     for worker in workers:
         delete_deployment(sim_arm, f"deploy-{worker}")
-    scanning._arm.leftover_sweep_s = 0.0  # every scan sweeps
+    scanning._arm.sweep.interval_s = 0.0  # every scan sweeps
     scanner = Scanner(engine, {scanning.id: scanning}, missing_grace_s=0, orphan_grace_s=0)
     scan_until_all(engine, scanner, azure_provider, workers, WorkerState.RUNNING)
     rows = pool_rows(engine)

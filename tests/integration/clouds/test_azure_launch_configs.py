@@ -38,7 +38,7 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wm.provisioning.provisioner import judge_results
+from wm.provisioning.launch_outcomes import judge_results
 from wmsim.azure.arm import SimArm
 from wmsim.azure.launch_configs import default_subnet_id, example_launch_config
 

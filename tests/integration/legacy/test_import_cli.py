@@ -299,7 +299,7 @@ def legacy_workers(manager, served, providers) -> tuple[int, int]:
     cloud = static = 0
     for provider_id, kind in kinds.items():
         pool = next(d for d in served if d["providerId"] == provider_id)
-        if not KINDS[kind].launches:
+        if KINDS[kind].hand_made:
             manager.add_worker(pool["workerPoolId"], "rack", "box-1", state="running")
             static += 1
             continue
@@ -325,7 +325,7 @@ def test_the_import_takes_the_real_deployments_pools(tmp_path, db_url, deploymen
     # the deployment's providers (each cloud one adopting legacy VMs).
     data = raw_config(deployment)
     providers = [
-        {**p, "adopt_legacy": True} if KINDS[p["kind"]].launches else p for p in data["providers"]
+        {**p, "adopt_legacy": True} if KINDS[p["kind"]].scanned else p for p in data["providers"]
     ]
     config = tmp_path / "config.toml"
     config.write_text(to_toml({**data, "providers": providers}))

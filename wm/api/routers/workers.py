@@ -284,14 +284,14 @@ async def create_worker(
     """Make a worker known that no cloud launches (a static provider's machine): running from
     now until its `expires`, registering with the secret given here."""
     body: WorkerRequest = call.input
-    provider_id, launches = await pool_provider(call, workerPoolId)
+    provider_id, hand_made = await pool_provider(call, workerPoolId)
     expires = body.expiry()
     asked = HandMade(
         expires=expires or datetime.min.replace(tzinfo=UTC),  # no instant: never in the future
         capacity=body.capacity,
         secret=body.static_secret(),
     )
-    refusal = decide_create(launches, asked, datetime.now(UTC))
+    refusal = decide_create(hand_made, asked, datetime.now(UTC))
     if refusal is not None:
         raise hand_made_refused(refusal)
     assert asked.secret is not None and provider_id is not None  # decide_create refused those
@@ -323,7 +323,7 @@ async def update_worker(
     """Change a worker no cloud launches: its expiry (in the past: it stops now), its
     capacity, and its secret when one is given (else it keeps the one it has)."""
     body: WorkerRequest = call.input
-    _, launches = await pool_provider(call, workerPoolId)
+    _, hand_made = await pool_provider(call, workerPoolId)
     found = await run(
         api_reads.worker_by_name, call.api.engine, workerPoolId, workerGroup, workerId
     )
@@ -331,7 +331,7 @@ async def update_worker(
         raise TaskclusterError(
             "ResourceNotFound", f"Worker {workerPoolId}/{workerGroup}/{workerId} does not exist"
         )
-    refusal = decide_update(launches)
+    refusal = decide_update(hand_made)
     if refusal is not None:
         raise hand_made_refused(refusal)
     expires = body.expiry() or datetime.now(UTC)  # no instant: expired now
@@ -357,7 +357,7 @@ async def update_worker(
 
 
 async def pool_provider(call: Call, pool_id: str) -> tuple[str | None, bool | None]:
-    """The pool's provider and whether its kind launches its own workers ((None, None): a
+    """The pool's provider and whether createWorker makes its kind's workers ((None, None): a
     deleted pool's null provider); worker-manager's ResourceNotFound for a missing pool or
     a provider the deployment no longer has."""
     exists, provider_id = await run(api_reads.pool_provider, call.api.engine, pool_id)
@@ -370,7 +370,7 @@ async def pool_provider(call: Call, pool_id: str) -> tuple[str | None, bool | No
         raise TaskclusterError(
             "ResourceNotFound", f"Provider {provider_id} for worker pool {pool_id} does not exist"
         )
-    return provider_id, KINDS[kind].launches
+    return provider_id, KINDS[kind].hand_made
 
 
 def hand_made_refused(refusal: HandMadeRefusal) -> TaskclusterError:

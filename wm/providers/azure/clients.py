@@ -10,6 +10,7 @@ imported here when a provider builds its clients, never on import.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from typing import Any
 
@@ -46,45 +47,39 @@ class AzureClients:
         self.compute = ComputeManagementClient(
             self.credential, config.subscription_id, **self._client_options()
         )
-        self._network: Any = None
-        self._deployments: Any = None
-        self._resources: Any = None
+        # name -> a client built on first use (network, deployments, resources)
+        self._lazy: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     @property
     def network(self) -> Any:
-        with self._lock:
-            if self._network is None:
-                from azure.mgmt.network import NetworkManagementClient
-
-                self._network = NetworkManagementClient(
-                    self.credential, self._config.subscription_id, **self._client_options()
-                )
-            return self._network
+        return self._client("network", "azure.mgmt.network", "NetworkManagementClient")
 
     @property
     def deployments(self) -> Any:
         """Template deployments and their operations (ARM-template launch configs only)."""
-        with self._lock:
-            if self._deployments is None:
-                from azure.mgmt.resource.deployments import DeploymentsMgmtClient
-
-                self._deployments = DeploymentsMgmtClient(
-                    self.credential, self._config.subscription_id, **self._client_options()
-                )
-            return self._deployments
+        return self._client(
+            "deployments", "azure.mgmt.resource.deployments", "DeploymentsMgmtClient"
+        )
 
     @property
     def resources(self) -> Any:
         """Resource groups (an ARM-template launch config's own group is made if missing)."""
-        with self._lock:
-            if self._resources is None:
-                from azure.mgmt.resource.resources import ResourceManagementClient
+        return self._client(
+            "resources", "azure.mgmt.resource.resources", "ResourceManagementClient"
+        )
 
-                self._resources = ResourceManagementClient(
+    def _client(self, name: str, module: str, class_name: str) -> Any:
+        """The client `name`, built once, when first used: its SDK package is imported then."""
+        with self._lock:
+            client = self._lazy.get(name)
+            if client is None:
+                make = getattr(importlib.import_module(module), class_name)
+                client = make(
                     self.credential, self._config.subscription_id, **self._client_options()
                 )
-            return self._resources
+                self._lazy[name] = client
+            return client
 
     def _client_options(self) -> dict[str, Any]:
         from azure.core.pipeline.transport import RequestsTransport
@@ -109,9 +104,10 @@ class AzureClients:
 
     def close(self) -> None:
         self.compute.close()
-        for client in (self._network, self._deployments, self._resources):
-            if client is not None:
-                client.close()
+        with self._lock:
+            built = list(self._lazy.values())
+        for client in built:
+            client.close()
         self.credential.close()
         self._session.close()
 

@@ -1,19 +1,17 @@
-"""The calls of Azure's ARM-template form (arm.py holds its rules, pure): one deployment PUT
-per worker, the scan's lists of deployments and leftovers, and teardowns from the record, every
-call through the provider's gate. The provider (provider.py) owns an ArmDeployments and is its
-ArmHost; this module never imports the provider."""
+"""The calls of Azure's ARM-template form (arm.py and arm_workers.py hold its rules, pure): one
+deployment PUT per worker, the scan's lists of deployments, look-ups, and teardowns from the
+record, every call through the provider's gate; its deletes are arm_deletes.py's, its leftover
+sweep arm_leftovers.py's. The provider (provider.py) owns an ArmDeployments and is its ArmHost
+(arm_host.py); no module of the form imports the provider."""
 
 from __future__ import annotations
 
 import secrets
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds import azure as azure_kind
@@ -22,12 +20,7 @@ from wm.ops.telemetry import log
 from wm.providers.azure.arm import (
     ACTIVE_CODES,
     ARM_DEPLOYMENT,
-    DISK_TYPE,
     FAILED_REMEMBERED,
-    IN_USE_CODES,
-    IP_TYPE,
-    LEFTOVER_SWEEP_S,
-    NIC_TYPE,
     OS_DISK_KEY,
     TAG_KEEP,
     TAG_WORKER_GROUP,
@@ -35,20 +28,15 @@ from wm.providers.azure.arm import (
     VM_TYPE,
     DeploymentRef,
     DeploymentView,
-    Leftover,
     Made,
     Phase,
     Teardown,
     admin_credentials,
     as_mapping,
     deployment_body,
-    deployment_instance,
     deployment_name,
     deployment_ref,
-    gone_instance,
-    join,
     keep_deployment,
-    leftovers,
     location,
     made_by,
     made_of,
@@ -58,60 +46,15 @@ from wm.providers.azure.arm import (
     same_region,
     teardown_plan,
     template_error,
-    view,
     vm_resource_id,
 )
+from wm.providers.azure.arm_deletes import ArmDeletes, Deleted
+from wm.providers.azure.arm_host import ArmHost
+from wm.providers.azure.arm_leftovers import LeftoverSweep
+from wm.providers.azure.arm_workers import deployment_instance, gone_instance, join, view
 from wm.providers.azure.names import computer_name, vm_name
 from wm.providers.base import TAG_WORKER, LaunchBatch, LaunchResult, TerminateResult
-from wm.providers.gate import Gate
 from wm.providers.meter import carry
-
-
-class Deleted(StrEnum):
-    """What one DELETE (or the GET before a VM's) found."""
-
-    ABSENT = "absent"  # nothing was there (404, 204)
-    DONE = "done"  # deleted now (200)
-    UNDER_WAY = "under-way"  # ARM is deleting it (202, or a VM already deleting)
-    IN_USE = "in-use"  # something still holds it
-    NOT_OURS = "not-ours"  # a VM without this deployment's tag: never touched
-
-    @property
-    def gone(self) -> bool:
-        return self in (Deleted.ABSENT, Deleted.DONE, Deleted.NOT_OURS)
-
-
-class ArmHost(Protocol):
-    """What the ARM form uses of the Azure provider it belongs to (provider.AzureProvider): its
-    identity, gate, clients and thread pool, and the VM side's reads and deletes. Declared here
-    so that this module never imports the provider, which imports it."""
-
-    id: str
-    deployment_id: str
-    root_url: str
-    subscription_id: str
-    resource_group: str
-    gate: Gate
-    pool: Executor
-    clients: Any  # clients.AzureClients: the SDK clients, built lazily
-
-    def all_pages(self, operation: str, make_pager: Callable[[], Any]) -> list[Any]: ...
-
-    def owns(self, vm: Any) -> bool: ...
-
-    def may_delete(self, vm: Any) -> bool: ...
-
-    def owns_tags(self, tags: Mapping[str, str]) -> bool: ...
-
-    def worker_tags(self, batch: LaunchBatch, worker_id: str, location: str) -> dict[str, str]: ...
-
-    def vm_instance(self, group: str, name: str, region: str) -> CloudInstance | None: ...
-
-    def get_vm(self, name: str, expand: str | None = None, group: str | None = None) -> Any: ...
-
-    def provisioning_state(self, vm: Any) -> str: ...
-
-    def delete(self, kind: str, name: str, group: str | None = None) -> int: ...
 
 
 class ArmDeployments:
@@ -130,11 +73,9 @@ class ArmDeployments:
         self._group_locks: dict[str, threading.Lock] = {}
         # failed deployment (group, name, end), lower case -> what its operations say it made
         self._failed: dict[tuple[str, str, str], Made] = {}
-        self._swept: dict[tuple[str, str], float] = {}  # (group, region) -> last sweep
-        # leftover id (lower case) -> (first sweep that saw it, its (group, region))
-        self._leftover_seen: dict[str, tuple[datetime, tuple[str, str]]] = {}
         self._secret = secrets.token_bytes(32)
-        self.leftover_sweep_s = LEFTOVER_SWEEP_S
+        self._deletes = ArmDeletes(provider)
+        self.sweep = LeftoverSweep(provider)
 
     @staticmethod
     def ref_of(ref: WorkerRef) -> DeploymentRef | None:
@@ -287,7 +228,7 @@ class ArmDeployments:
         found = [self._with_record(i, by_worker.get(i.worker_id or "")) for i in found]
         busy = {d.worker_id for d in deployments if d.phase is Phase.IN_FLIGHT and d.worker_id}
         busy |= {v.worker_id for v in vms if v.worker_id}
-        return found + self._sweep(groups, region, busy)
+        return found + self.sweep.due(groups, region, busy)
 
     def _with_record(
         self, instance: CloudInstance, deployment: DeploymentView | None
@@ -353,7 +294,7 @@ class ArmDeployments:
 
     def _delete_after_success(self, ref: DeploymentRef) -> None:
         try:
-            self._delete_deployment(ref)
+            self._deletes.deployment(ref)
         except CloudError as error:
             # Listed again at the next scan, and deleted then.
             log(
@@ -398,60 +339,6 @@ class ArmDeployments:
                 continue
             views.append(view(self._p.id, group, raw))
         return views
-
-    def _sweep(self, groups: Sequence[str], region: str, busy: set[str]) -> list[CloudInstance]:
-        found: list[CloudInstance] = []
-        for group in groups:
-            key = (group.lower(), region.lower())
-            with self._lock:
-                last = self._swept.get(key)
-                due = last is None or time.monotonic() - last >= self.leftover_sweep_s
-                if due:
-                    self._swept[key] = time.monotonic()
-            if due:
-                found += self._sweep_group(group, region, busy)
-        return found
-
-    def _sweep_group(self, group: str, region: str, busy: set[str]) -> list[CloudInstance]:
-        clients = self._p.clients
-        nics = self._p.all_pages(
-            "NetworkInterfaces_List", lambda: clients.network.network_interfaces.list(group)
-        )
-        ips = self._p.all_pages(
-            "PublicIPAddresses_List", lambda: clients.network.public_ip_addresses.list(group)
-        )
-        disks = self._p.all_pages(
-            "Disks_ListByResourceGroup",
-            lambda: clients.compute.disks.list_by_resource_group(group),
-        )
-        resources = [
-            *(_leftover(n, n.virtual_machine is not None) for n in nics),
-            *(_leftover(i, i.ip_configuration is not None) for i in ips),
-            *(_leftover(d, bool(d.managed_by)) for d in disks),
-        ]
-        found = leftovers(
-            resources,
-            deployment_id=self._p.deployment_id,
-            provider_id=self._p.id,
-            region=region,
-            busy_workers=busy,
-            first_seen={},
-        )
-        return self._date(found, (group.lower(), region.lower()))
-
-    def _date(self, found: Sequence[CloudInstance], unit: tuple[str, str]) -> list[CloudInstance]:
-        """Date leftovers by the sweep of their group and region that first saw them; one no
-        longer found there is forgotten."""
-        now = datetime.now(UTC)
-        ids = {i.cloud_id.lower() for i in found}
-        with self._lock:
-            for key in [k for k, (_, u) in self._leftover_seen.items() if u == unit]:
-                if key not in ids:
-                    del self._leftover_seen[key]
-            for key in ids:
-                self._leftover_seen.setdefault(key, (now, unit))
-            seen = {key: self._leftover_seen[key][0] for key in ids}
-        return [replace(i, launched_at=seen[i.cloud_id.lower()]) for i in found]
 
     # -- lookup ------------------------------------------------------------------------------
 
@@ -550,10 +437,10 @@ class ArmDeployments:
             deployment = self._get(ref)
             if deployment is not None and deployment.phase is Phase.IN_FLIGHT:
                 return TerminateResult(worker.worker_id, gone=False, nothing_sent=True)
-            gone, results = self._delete_plan(self._plan(worker, ref, deployment))
+            gone, results = self._deletes.plan(self._plan(worker, ref, deployment))
             keep = ref.keep or (deployment is not None and deployment.ref.keep)
             if gone and deployment is not None and deployment.phase is not Phase.GONE and not keep:
-                results.append(self._delete_deployment(ref))
+                results.append(self._deletes.deployment(ref))
             sent = any(r in (Deleted.DONE, Deleted.UNDER_WAY) for r in results)
             return TerminateResult(worker.worker_id, gone=gone, nothing_sent=not sent)
         except CloudError as error:
@@ -568,22 +455,13 @@ class ArmDeployments:
         try:
             extra = os_disk_of(worker.provider_data)
             plan = teardown_plan([], [self._vm_id(worker, ref), *made.ids, *extra])
-            gone, results = self._delete_plan(plan)
+            gone, results = self._deletes.plan(plan)
             if gone and not ref.keep:
-                results.append(self._delete_deployment(ref))
+                results.append(self._deletes.deployment(ref))
             sent = any(r in (Deleted.DONE, Deleted.UNDER_WAY) for r in results)
             return TerminateResult(worker.worker_id, gone=gone, nothing_sent=not sent)
         except CloudError as error:
             return TerminateResult(worker.worker_id, gone=False, error=error)
-
-    def _delete_plan(self, plan: Teardown) -> tuple[bool, list[Deleted]]:
-        """Delete a plan's VMs; once they are gone, its NICs and disks, then its public IPs.
-        Whether all of it is gone, and what each delete found."""
-        results = [self._delete_vm(vm_id) for vm_id in plan.vms]
-        if all(r.gone for r in results):
-            results += [self._delete_by_id(i) for i in plan.nics_and_disks]
-            results += [self._delete_by_id(i) for i in plan.public_ips]
-        return all(r.gone for r in results) and len(results) == len(plan.all), results
 
     def _vm_id(self, worker: WorkerRef, ref: DeploymentRef) -> str:
         """The worker's VM: the id the cloud named, else the one wm's names give."""
@@ -601,87 +479,14 @@ class ArmDeployments:
             return teardown_plan([], known)  # what else it made is found by its tags
         return teardown_plan(self._operations(ref), [*known, *deployment.resource_ids])
 
-    def _delete_vm(self, vm_id: str) -> Deleted:
-        parsed = parse_resource_id(vm_id)
-        assert parsed is not None
-        vm = self._p.get_vm(parsed.name, group=parsed.resource_group)
-        if vm is None:
-            return Deleted.ABSENT
-        if not self._p.may_delete(vm):
-            log("azure-vm-not-owned", provider=self._p.id, vm=vm_id)
-            return Deleted.NOT_OURS
-        if self._p.provisioning_state(vm) == "deleting":
-            return Deleted.UNDER_WAY
-        return self._delete_by_id(vm_id)
-
     def delete_leftover(self, worker: WorkerRef) -> TerminateResult:
         """An orphan NIC, public IP or disk (a leftover): delete it."""
         try:
-            result = self._delete_by_id(worker.cloud_id or "")
+            result = self._deletes.by_id(worker.cloud_id or "")
         except CloudError as error:
             return TerminateResult(worker.worker_id, gone=False, error=error)
         if result.gone:
-            with self._lock:
-                self._leftover_seen.pop((worker.cloud_id or "").lower(), None)
+            self.sweep.forget(worker.cloud_id or "")
         return TerminateResult(
             worker.worker_id, gone=result.gone, nothing_sent=result is Deleted.ABSENT
         )
-
-    def _delete_by_id(self, resource_id: str) -> Deleted:
-        parsed = parse_resource_id(resource_id)
-        if parsed is None:
-            return Deleted.ABSENT
-        kind = {VM_TYPE: "vm", NIC_TYPE: "nic", IP_TYPE: "ip", DISK_TYPE: "disk"}[parsed.type]
-        operation = {
-            "vm": "VirtualMachines_Delete",
-            "nic": "NetworkInterfaces_Delete",
-            "ip": "PublicIPAddresses_Delete",
-            "disk": "Disks_Delete",
-        }[kind]
-        try:
-            status = self._p.gate.call(
-                operation, self._p.delete, kind, parsed.name, parsed.resource_group
-            )
-        except CloudError as error:
-            if error.category is ErrorCategory.NOT_FOUND:
-                return Deleted.ABSENT
-            if error.code.lower() in IN_USE_CODES:
-                return Deleted.IN_USE
-            raise
-        return _deleted(status)
-
-    def _delete_deployment(self, ref: DeploymentRef) -> Deleted:
-        deployments = self._p.clients.deployments.deployments
-
-        def delete() -> int:
-            poller = deployments.begin_delete(
-                ref.resource_group, ref.name, polling=False, cls=_status_code
-            )
-            return poller.result()
-
-        try:
-            status = self._p.gate.call("Deployments_Delete", delete)
-        except CloudError as error:
-            if error.category is ErrorCategory.NOT_FOUND:
-                return Deleted.ABSENT
-            raise
-        # 202: ARM deletes the record; nothing of the worker depends on it any more.
-        return Deleted.DONE if status in (200, 202) else Deleted.ABSENT
-
-
-def _deleted(status: int) -> Deleted:
-    # 200: deleted at once; 202: ARM is deleting it; 204: there was nothing.
-    return {200: Deleted.DONE, 202: Deleted.UNDER_WAY}.get(status, Deleted.ABSENT)
-
-
-def _leftover(model: Any, attached: bool) -> Leftover:
-    return Leftover(
-        resource_id=str(model.id),
-        location=str(model.location or ""),
-        tags=dict(model.tags or {}),
-        attached=attached,
-    )
-
-
-def _status_code(pipeline_response: Any, deserialized: Any, headers: Any) -> int:
-    return pipeline_response.http_response.status_code

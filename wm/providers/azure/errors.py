@@ -26,6 +26,11 @@ QUOTA_CODES = frozenset(
 # 409s that clear by themselves (another operation on the resource is still running).
 RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableerror", "conflict"})
 NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
+# Resource deletes refused because something still holds the resource (a NIC or public IP
+# still attached, a disk still attached to its VM): try again next time.
+IN_USE_CODES = frozenset(
+    {"nicinuse", "publicipaddresscannotbedeleted", "inuse", "operationnotallowed"}
+)
 
 
 def classify(provider_id: str, exc: BaseException) -> CloudError:

@@ -49,7 +49,7 @@ from wm.providers.azure.arm import (
 from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
 from wm.providers.azure.clients import CALL_CONCURRENCY, AzureClients
 from wm.providers.azure.deployments import ArmDeployments
-from wm.providers.azure.errors import classify
+from wm.providers.azure.errors import IN_USE_CODES, classify
 from wm.providers.azure.legacy_vms import legacy_listed, legacy_pool, with_legacy_records
 from wm.providers.azure.listing import (
     fetch_json_page,
@@ -85,8 +85,6 @@ OLD_NIC_NAMES = "nic_names"
 OLD_PUBLIC_IP_NAMES = "public_ip_names"
 OLD_DISK_NAMES = "disk_names"
 GONE_LEAVING_RESOURCES = "vm-gone-resources-left"  # stop reason: the VM went, its NIC etc. did not
-# A NIC or IP still attached to something being deleted: try again on the next pass.
-IN_USE_CODES = frozenset({"nicinuse", "publicipaddresscannotbedeleted", "inuse"})
 
 # Which of Azure's buckets each operation draws from: Resource Manager's, and for VMs Compute's
 # own policy too.

@@ -49,6 +49,8 @@ def _pattern(route: str) -> re.Pattern[str]:
 
 
 _PATTERNS = tuple((e, _pattern(e.route)) for e in ENDPOINTS)
+_WITH_PROVIDER = (PoolIn.BODY_WITH_PROVIDER, PoolIn.PATH_WITH_PROVIDER)  # the body's providerId
+_IN_BODY = (PoolIn.BODY, *_WITH_PROVIDER)
 
 
 @dataclass(frozen=True)
@@ -79,26 +81,23 @@ def subject(method: str, path: str, query: Mapping[str, str], body: bytes) -> Su
         return Subject(None)
     endpoint, params = matched
     pool_in = endpoint.pool_in
-    if pool_in is PoolIn.PATH:
-        return Subject(endpoint, pool_id=params["workerPoolId"])
+    fields = _json_object(body) if pool_in in _IN_BODY else {}
+    provider_id = _text(fields.get("providerId")) if pool_in in _WITH_PROVIDER else None
+    return Subject(endpoint, _pool_id(pool_in, params, query, fields), provider_id)
+
+
+def _pool_id(
+    pool_in: PoolIn, params: Mapping[str, str], query: Mapping[str, str], fields: Mapping[str, Any]
+) -> str | None:
+    if pool_in in (PoolIn.PATH, PoolIn.PATH_WITH_PROVIDER):
+        return params["workerPoolId"]
     if pool_in is PoolIn.PROVISIONER_PATH:
-        return Subject(endpoint, pool_id=f"{params['provisionerId']}/{params['workerType']}")
+        return f"{params['provisionerId']}/{params['workerType']}"
     if pool_in is PoolIn.QUERY:
-        return Subject(endpoint, pool_id=query.get("workerPoolId") or None)
-    fields = _json_object(body)
-    if pool_in is PoolIn.BODY:
-        return Subject(endpoint, pool_id=_text(fields.get("workerPoolId")))
-    if pool_in is PoolIn.BODY_WITH_PROVIDER:
-        return Subject(
-            endpoint,
-            pool_id=_text(fields.get("workerPoolId")),
-            provider_id=_text(fields.get("providerId")),
-        )
-    if pool_in is PoolIn.PATH_WITH_PROVIDER:
-        return Subject(
-            endpoint, pool_id=params["workerPoolId"], provider_id=_text(fields.get("providerId"))
-        )
-    return Subject(endpoint)
+        return query.get("workerPoolId") or None
+    if pool_in in (PoolIn.BODY, PoolIn.BODY_WITH_PROVIDER):
+        return _text(fields.get("workerPoolId"))
+    return None
 
 
 def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> Decision:

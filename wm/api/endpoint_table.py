@@ -61,11 +61,11 @@ class Endpoint:
     method: str
     route: str  # references.json's, with <param> for each path parameter
     pool_in: PoolIn
-    scopes: ScopeExpression | None  # None: the endpoint needs no scopes
-    # Parameters come from the route unless the route lacks them: reregisterWorker takes all
-    # three from the body, reportWorkerError `workerGroup`/`workerId`, create/updateWorkerPool
-    # `providerId`, and workerPoolErrorStats takes `workerPoolId` from the query (`*` when
-    # absent; WM `src/api.js`).
+    # None: the endpoint needs no scopes. Parameters come from the route unless the route lacks
+    # them: reregisterWorker takes all three from the body, reportWorkerError
+    # `workerGroup`/`workerId`, create/updateWorkerPool `providerId`, and workerPoolErrorStats
+    # `workerPoolId` from the query (`*` when absent; WM `src/api.js`).
+    scopes: ScopeExpression | None
     query: Mapping[str, QueryPattern] = field(default_factory=dict)
     body: Schema | None = None  # None: the endpoint takes no body
     # Holds proofs or secrets: never echoed in an error's requestInfo.

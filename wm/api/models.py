@@ -304,9 +304,10 @@ class _Counts(_Body):
     stoppedCapacity: int = Field(ge=0)
 
 
+# The bases in this order: pydantic takes the fields of the last base first, so the counts follow
+# the definition, as in worker-manager's answers.
 class WorkerPool(_Counts, _PoolDefinition):
-    """worker-pool-full.yml: the definition, then its deprecated counts (still required by the
-    schema), in that order: pydantic takes the fields of the last base first."""
+    """worker-pool-full.yml, with its deprecated counts (still required by the schema)."""
 
 
 class WorkerPoolLaunchConfig(_Body):

@@ -154,10 +154,10 @@ def test_the_route_table_is_every_route_wm_serves_with_taskclusters_query_names(
     }
     table = routes(api)
     assert {(method, PREFIX + template) for _, method, template, _ in table} == served
-    from wm.api.queries import ENDPOINT_QUERIES
+    from wm.api.endpoint_table import BY_NAME
 
     for name, *_ in table:
-        assert sorted(ENDPOINT_QUERIES[name]) == sorted(REFERENCE_QUERIES[name]), name
+        assert sorted(BY_NAME[name].query) == sorted(REFERENCE_QUERIES[name]), name
 
 
 def test_every_route_refuses_a_parameter_it_does_not_declare_and_does_nothing(api):

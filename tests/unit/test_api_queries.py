@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from wm.api.queries import ENDPOINT_QUERIES, check_query, query_problems
+from wm.api.endpoint_table import BY_NAME
+from wm.api.queries import check_query, query_problems
 from wm.api.routers.providers import provider_page
 from wm.tc.errors import TaskclusterError
 
-WORKERS = ENDPOINT_QUERIES["listWorkersForWorkerPool"]
+WORKERS = BY_NAME["listWorkersForWorkerPool"].query
 
 
 @pytest.mark.parametrize(
@@ -46,7 +47,7 @@ def test_query_strings_are_judged_as_taskcluster_judges_them(query, problems):
 
 def test_a_refused_query_is_one_invalid_request_arguments_error():
     with pytest.raises(TaskclusterError) as refused:
-        check_query("ping", "a=1&b=2")
+        check_query(BY_NAME["ping"].query, "a=1&b=2")
 
     assert refused.value.code == "InvalidRequestArguments"
     assert refused.value.message == (

@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.support.tc_schemas import taskcluster_errors
+from wm.api.endpoint_table import ENDPOINTS as TABLE
 from wm.api.models import (
     SCHEMA_ERROR,
     RegisterWorkerRequest,
@@ -26,7 +27,6 @@ from wm.api.models import (
     WorkerRequest,
     js_date,
 )
-from wm.api.request_schemas import REQUEST_SCHEMAS
 
 SECRET = "s" * 44
 DEFINITION = {
@@ -116,6 +116,10 @@ def taskcluster_refuses(endpoint: str, body: Any) -> bool:
 
 def good(endpoint: str) -> dict[str, Any]:
     return copy.deepcopy(ENDPOINTS[endpoint][2])
+
+
+# endpoint -> its body's schema, as the endpoint table holds it
+REQUEST_SCHEMAS = {row.name: row.body for row in TABLE if row.body is not None}
 
 
 def test_every_route_with_a_body_has_its_schema_and_model():

@@ -250,6 +250,10 @@ LAYERS = (
             "wm.ops.metrics_ports",  # each process type's default metrics port
             "wm.take_over.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
             "wm.take_over.routes",  # which side answers each request during a take-over
+            # Every API endpoint as Taskcluster declares it, one table, and what it is made of.
+            "wm.api.endpoint_table",
+            "wm.api.queries",
+            "wm.api.request_schemas",
             # Worker pool definitions: the schemas as data, definition files.
             "wm.pools.schemas",
             "wm.pools.files",
@@ -620,7 +624,17 @@ def test_wmsim_branches_on_a_cloud_kind_only_in_its_subpackage_and_the_table():
     assert offenders == []
 
 
-ROUTE_DECORATORS = {"get", "post", "put", "delete", "patch", "head", "options", "api_route"}
+ROUTE_DECORATORS = {
+    "get",
+    "post",
+    "put",
+    "delete",
+    "patch",
+    "head",
+    "options",
+    "api_route",
+    "declare",
+}
 ASSEMBLY_MAX_LINES = 150
 
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from wm.api.endpoint_table import BY_NAME
 from wm.tc.authorize import authorize
-from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated, AuthenticationFailed
 
@@ -31,16 +31,16 @@ def refused() -> Authenticated:
 
 
 def test_a_public_endpoint_never_authenticates():
-    assert authorize(ENDPOINT_SCOPES["registerWorker"], {}, never_called) is None
+    assert authorize(BY_NAME["registerWorker"].scopes, {}, never_called) is None
 
 
 def test_a_worker_reregisters_itself():
-    assert authorize(ENDPOINT_SCOPES["reregisterWorker"], PARAMS, lambda: WORKER) is WORKER
+    assert authorize(BY_NAME["reregisterWorker"].scopes, PARAMS, lambda: WORKER) is WORKER
 
 
 def test_refused_credentials_are_a_401_asking_for_hawk():
     with pytest.raises(TaskclusterError) as error:
-        authorize(ENDPOINT_SCOPES["reregisterWorker"], PARAMS, refused)
+        authorize(BY_NAME["reregisterWorker"].scopes, PARAMS, refused)
     assert (error.value.code, error.value.status) == ("AuthenticationFailed", 401)
     assert error.value.headers == {"www-authenticate": "hawk"}
     assert error.value.message == "Unauthorized: Bad mac"
@@ -49,7 +49,7 @@ def test_refused_credentials_are_a_401_asking_for_hawk():
 def test_another_workers_scope_is_a_403_naming_the_missing_scope():
     other = PARAMS | {"workerId": "w2"}
     with pytest.raises(TaskclusterError) as error:
-        authorize(ENDPOINT_SCOPES["removeWorker"], other, lambda: WORKER)
+        authorize(BY_NAME["removeWorker"].scopes, other, lambda: WORKER)
     assert (error.value.code, error.value.status) == ("InsufficientScopes", 403)
     assert error.value.details == {
         "required": "worker-manager:remove-worker:proj/ci/g/w2",
@@ -60,6 +60,6 @@ def test_another_workers_scope_is_a_403_naming_the_missing_scope():
 
 def test_without_credentials_the_403_asks_for_credentials():
     with pytest.raises(TaskclusterError) as error:
-        authorize(ENDPOINT_SCOPES["listWorkerPools"], {}, lambda: ANONYMOUS)
+        authorize(BY_NAME["listWorkerPools"].scopes, {}, lambda: ANONYMOUS)
     assert error.value.code == "InsufficientScopes"
     assert error.value.message.startswith("This request requires Taskcluster credentials")

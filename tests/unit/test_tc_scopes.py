@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import taskcluster
 
-from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
+from wm.api.endpoint_table import BY_NAME
 from wm.tc.scopes import (
     ScopeTemplateError,
     can_render_from,
@@ -209,8 +209,8 @@ NON_ROUTE_PARAMS = {
 
 def test_every_worker_manager_endpoint_has_a_scope_entry_with_fillable_params():
     funcinfo = taskcluster.WorkerManager.funcinfo
-    assert set(ENDPOINT_SCOPES) == set(funcinfo)
-    for name, template in ENDPOINT_SCOPES.items():
+    assert set(BY_NAME) == set(funcinfo)
+    for name, template in ((name, row.scopes) for name, row in BY_NAME.items()):
         if template is None:
             continue
         assert valid_expression(render(template, dict.fromkeys(template_params(template), "x")))

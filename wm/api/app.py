@@ -20,7 +20,6 @@ before routing, so `KeepEscapedSlashes` routes on the raw path with `%2F` left e
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,7 +41,6 @@ from wm.api.guard import Guard, KeepEscapedSlashes
 from wm.api.models import SCHEMA_ERROR
 from wm.api.routers import errors, health, pools, providers, workers
 from wm.db.schema import Readiness
-from wm.ops.telemetry import log
 from wm.take_over.forwarding import Forwarding
 from wm.take_over.legacy_forwarder import LegacyForwarder
 from wm.tc.errors import TaskclusterError
@@ -172,15 +170,8 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
-    log(
-        "api-database-error",
-        logging.ERROR,
-        exc_info=exc,
-        trace_in_log=False,
-        error=type(exc).__name__,
-    )
     method, params, payload = error_context(request)
-    return database_down_response(method, params, payload)
+    return database_down_response(exc, method, params, payload)
 
 
 def body_limit(method: str, path: str) -> int:

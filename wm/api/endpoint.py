@@ -1,6 +1,8 @@
-"""What every worker-manager route shares: the app's context, the route class that answers a
-TaskclusterError, and `endpoint`, the one dependency that names the call, checks its path and
-query, and authenticates it against the endpoint's scope expression (wm/tc/endpoint_scopes.py).
+"""What every worker-manager route shares: the app's context, the router that declares each route
+at its endpoint's method and path, the route class that answers a TaskclusterError, and
+`endpoint`, the one dependency that names the call, checks its path and query, and
+authenticates it against the endpoint's scope expression (all of it the endpoint table's row,
+wm/api/endpoint_table.py).
 
 Routes never write that prologue themselves: each declares `call: Annotated[Call, endpoint()]`
 (or `endpoint(scope)` when its scopes take parameters from its body or query) and starts with
@@ -17,7 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -26,29 +28,31 @@ from sqlalchemy import Engine
 from starlette.convertors import Convertor, register_url_convertor
 
 from wm.api.authn import Authenticator, IssuerSource
+from wm.api.endpoint_table import BY_NAME
 from wm.api.errors import error_response
 from wm.api.models import NAME_PATTERN, POOL_ID_PATTERN
+from wm.api.paging import Page, page_from_query, paginate
 from wm.api.queries import check_query
 from wm.db import api_reads
 from wm.db.schema import Readiness
 from wm.model import WorkerRecord
 from wm.take_over.legacy_forwarder import LegacyForwarder
 from wm.tc.authorize import authorize
-from wm.tc.endpoint_scopes import ENDPOINT_SCOPES
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated, AuthenticationFailed, HawkRequest, request_host_port
-from wm.tc.scopes import can_render_from
+from wm.tc.scopes import ScopeExpression, can_render_from
 from wm.workers.identity import IdentityVerifier
 
 PREFIX = "/api/worker-manager/v1"
-# Request bodies that hold proofs or secrets are never echoed in an error's requestInfo.
+# What an error's requestInfo shows of a body that holds proofs or secrets.
 OMITTED = "(OMITTED)"
-SECRET_BODIES = frozenset({"registerWorker", "reregisterWorker"})
 UNKNOWN_METHOD = "unknown"
 
 _NAME = re.compile(NAME_PATTERN)
 _POOL = re.compile(POOL_ID_PATTERN)
+_PARAM = re.compile(r"<(\w+)>")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class PoolIdConvertor(Convertor[str]):
@@ -126,7 +130,8 @@ class TaskclusterRoute(APIRoute):
             # What an error body names, until the endpoint knows more (a body that fails
             # validation never reaches it).
             params = {k: str(v) for k, v in request.path_params.items()}
-            shown = OMITTED if self.name in SECRET_BODIES else {}
+            row = BY_NAME.get(self.name)  # None: one of wm's own routes (/healthz, /metrics)
+            shown = OMITTED if row is not None and row.secret_body else {}
             request.state.tc = (self.name, params, shown)
             try:
                 return await handler(request)
@@ -135,6 +140,26 @@ class TaskclusterRoute(APIRoute):
                 return error_response(error, method=method, params=params, payload=payload)
 
         return handle
+
+
+class EndpointRouter(APIRouter):
+    """A router of worker-manager's routes, each declared by its endpoint's name: at the
+    method and path of its row in the endpoint table, below the API's prefix."""
+
+    def __init__(self) -> None:
+        super().__init__(prefix=PREFIX, route_class=TaskclusterRoute)
+
+    def declare(self, name: str, **options: Any) -> Callable[[F], F]:
+        row = BY_NAME[name]
+        return self.api_route(app_path(row.route), methods=[row.method], name=name, **options)
+
+
+def app_path(route: str) -> str:
+    """A route of the reference as the app's router matches it: a pool id by the `poolid`
+    convertor, every other parameter as one path segment."""
+    return _PARAM.sub(
+        lambda m: "{workerPoolId:poolid}" if m[1] == "workerPoolId" else f"{{{m[1]}}}", route
+    )
 
 
 def api_context(request: Request) -> ApiContext:
@@ -161,10 +186,11 @@ def endpoint(scope: Callable[..., Any] = path_scope) -> Any:
         # Taskcluster checks path parameters after an endpoint's scopes; wm checks them first,
         # so a malformed id is refused without a call to the auth service.
         check_path(params)
-        by_path = authorized_by_path(name, params)
+        row = BY_NAME[name]
+        by_path = authorized_by_path(row.scopes, params)
         if not by_path:
-            check_query(name, query_string(request))
-        template = ENDPOINT_SCOPES[name]
+            check_query(row.query, query_string(request))
+        template = row.scopes
         who = None
         if template is not None:
             hawk = await hawk_request(request)
@@ -177,17 +203,16 @@ def endpoint(scope: Callable[..., Any] = path_scope) -> Any:
                 lambda: api.authenticator.authenticate(hawk, client_ip),
             )
             if by_path:
-                check_query(name, query_string(request))
+                check_query(row.query, query_string(request))
         return Call(api=api, who=who, params=params, input=given.input)
 
     return Depends(authorized)
 
 
-def authorized_by_path(name: str, params: Mapping[str, str]) -> bool:
+def authorized_by_path(template: ScopeExpression | None, params: Mapping[str, str]) -> bool:
     # TC auth.js `useUrlParams`: an endpoint whose scopes render from its path alone is
     # authorized before its parameters and query are checked; the others are authorized by
     # their handler, after those checks.
-    template = ENDPOINT_SCOPES[name]
     return template is not None and can_render_from(template, params)
 
 
@@ -199,6 +224,30 @@ def check_path(params: Mapping[str, str]) -> None:
                 "InvalidRequestArguments",
                 f"Invalid URL parameter {key}: does not match {pattern.pattern}",
             )
+
+
+@dataclass(frozen=True)
+class Paged:
+    """A list's paging query (`paginateResults.query`), as the client sent it."""
+
+    continuation_token: str | None
+    limit: str | None
+
+    def page(self) -> Page:
+        """The page asked for; InvalidRequestArguments or InputError if it cannot be read."""
+        return page_from_query(self.continuation_token, self.limit)
+
+    async def rows(self, fetch: Callable[[int, int], Sequence[T]]) -> tuple[list[T], str | None]:
+        """The page's rows of `fetch(offset, limit)`, and the next page's token if any."""
+        return await run(paginate, self.page(), fetch)
+
+
+def paging_query(continuationToken: str | None = None, limit: str | None = None) -> Paged:
+    return Paged(continuationToken, limit)
+
+
+# What a list route declares to read its paging query.
+PagingQuery = Annotated[Paged, Depends(paging_query)]
 
 
 async def require_pool(call: Call, pool_id: str, message: str) -> None:

@@ -7,6 +7,7 @@ database is down) use the same body with a code of their own, so every client pa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 # Answered 503 (retry later); any other database error is a bug, answered 500 by the guard.
 from wm.db.engine import DATABASE_DOWN as DATABASE_DOWN
+from wm.ops.telemetry import log
 from wm.tc.errors import TaskclusterError, error_body, js_time
 
 RETRY_AFTER_S = 2
@@ -58,7 +60,18 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
-def database_down_response(method: str, params: Mapping[str, str], payload: Any) -> JSONResponse:
+def database_down_response(
+    down: BaseException, method: str, params: Mapping[str, str], payload: Any
+) -> JSONResponse:
+    """503, retry shortly: the database is gone (`down`, logged without its trace, whose
+    frames may hold request values)."""
+    log(
+        "api-database-error",
+        logging.ERROR,
+        exc_info=down,
+        trace_in_log=False,
+        error=type(down).__name__,
+    )
     return error_response(
         None,
         code="ServiceUnavailable",

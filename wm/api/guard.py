@@ -103,24 +103,20 @@ class Guard:
         if not self.ready():
             # The schema is not there yet (a web process started beside `release`): what
             # would fail on a missing table is asked to come back, as when the database is down.
-            await self._answer(
+            await self._come_back(
                 send,
                 503,
                 "ServiceUnavailable",
                 "the database's schema is not ready yet; retry shortly",
-                headers=[(b"retry-after", str(self.retry_after_s).encode())],
             )
-            API_REQUESTS.labels(UNMATCHED, "503").inc()
             return
         if self.in_flight >= self.max_in_flight:
-            await self._answer(
+            await self._come_back(
                 send,
                 429,
                 "TooManyRequests",
                 "too many requests at once; retry after the Retry-After delay",
-                headers=[(b"retry-after", str(self.retry_after_s).encode())],
             )
-            API_REQUESTS.labels(UNMATCHED, "429").inc()
             return
         self.in_flight += 1
         try:
@@ -173,6 +169,12 @@ class Guard:
             status=status,
             duration_s=round(time.monotonic() - started, 4),
         )
+
+    async def _come_back(self, send: Send, status: int, code: str, message: str) -> None:
+        """Refused before it is read: asked to come back after Retry-After."""
+        retry_after = [(b"retry-after", str(self.retry_after_s).encode())]
+        await self._answer(send, status, code, message, headers=retry_after)
+        API_REQUESTS.labels(UNMATCHED, str(status)).inc()
 
     @staticmethod
     async def _answer(

@@ -2,11 +2,12 @@
 
 Field names, patterns and limits follow TC `services/worker-manager/schemas/v1/*.yml` (rendered
 in `generated/references.json`, taskcluster/taskcluster @ 9d59eb59). A request body is first
-checked against its endpoint's schema exactly as Taskcluster checks it (wm.api.request_schemas,
-by wm.pools.json_check: no type coercion, every problem named by its key path), and only a body that
-passes is read into its model, whose fields are then plain types; a refusal is an
-`InputValidationError`. Response models refuse properties they do not declare. Secrets and
-proofs are left out of the models' reprs, so no traceback or error report shows one.
+checked against its endpoint's schema exactly as Taskcluster checks it (the endpoint table's,
+wm/api/endpoint_table.py, by wm.pools.json_check: no type coercion, every problem named by its
+key path), and only a body that passes is read into its model, whose fields are then plain
+types; a refusal is an `InputValidationError`. Response models refuse properties they do not
+declare. Secrets and proofs are left out of the models' reprs, so no traceback or error report
+shows one.
 
 Every value a request stores must be one Postgres takes as it is: text there cannot hold NUL,
 and JSONB holds neither NUL nor NaN nor infinities; such input is refused here, not by the
@@ -23,14 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from wm.api.request_schemas import (
-    CREATE_BODY,
-    REGISTER_BODY,
-    REPORT_ERROR_BODY,
-    REREGISTER_BODY,
-    UPDATE_BODY,
-    WORKER_BODY,
-)
+from wm.api.endpoint_table import BY_NAME
 from wm.pools.json_check import Schema, check
 from wm.tc.errors import js_time
 
@@ -83,6 +77,13 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
+def body_schema(endpoint: str) -> Schema:
+    """The schema of `endpoint`'s request body, as the endpoint table holds it."""
+    schema = BY_NAME[endpoint].body
+    assert schema is not None, f"{endpoint} takes no body"
+    return schema
+
+
 class _Request(_Body):
     """A request body: checked against its endpoint's Taskcluster schema before pydantic reads
     it, so pydantic's lax coercions ("yes" -> True, "5" -> 5, a number -> a datetime) never
@@ -105,7 +106,7 @@ class _Request(_Body):
 
 
 class RegisterWorkerRequest(_Request):
-    SCHEMA = REGISTER_BODY
+    SCHEMA = body_schema("registerWorker")
 
     workerPoolId: str
     providerId: str
@@ -125,7 +126,7 @@ class WorkerRequest(_Request):
     """create-worker-request.yml, createWorker's and updateWorker's body: a worker no cloud
     launches (a static provider's), its expiry, capacity and secret."""
 
-    SCHEMA = WORKER_BODY
+    SCHEMA = body_schema("createWorker")
 
     expires: str  # a date-time by the schema's format: see expiry
     capacity: int = 1  # api.js: `{capacity: 1, ...req.body}`
@@ -159,7 +160,7 @@ class RegisterWorkerResponse(_Body):
 
 
 class ReregisterWorkerRequest(_Request):
-    SCHEMA = REREGISTER_BODY
+    SCHEMA = body_schema("reregisterWorker")
 
     workerPoolId: str
     workerGroup: str
@@ -174,7 +175,7 @@ class ReregisterWorkerResponse(_Body):
 
 
 class ReportWorkerErrorRequest(_Request):
-    SCHEMA = REPORT_ERROR_BODY
+    SCHEMA = body_schema("reportWorkerError")
 
     workerGroup: str
     workerId: str
@@ -193,7 +194,7 @@ class WorkerPoolDefinitionRequest(_Request):
     """create-worker-pool-request.yml: a worker pool definition. `config` is checked against
     its provider's schema by wm.pools.definition once the provider is known."""
 
-    SCHEMA = CREATE_BODY
+    SCHEMA = body_schema("createWorkerPool")
 
     providerId: str
     description: str
@@ -212,7 +213,7 @@ class UpdateWorkerPoolRequest(WorkerPoolDefinitionRequest):
     answer can be edited and sent back (`workerPoolId` must match; the times are ignored, so
     they are kept as the date-time text the schema checked)."""
 
-    SCHEMA = UPDATE_BODY
+    SCHEMA = body_schema("updateWorkerPool")
 
     workerPoolId: str | None = None
     created: str | None = None
@@ -280,9 +281,7 @@ class WorkerList(_Body):
     continuationToken: str | None = None
 
 
-class WorkerPool(_Body):
-    """worker-pool-full.yml, with its deprecated counts (still required by the schema)."""
-
+class _PoolDefinition(_Body):
     workerPoolId: str
     providerId: str
     description: str
@@ -291,6 +290,9 @@ class WorkerPool(_Body):
     config: dict[str, Any]
     owner: str
     emailOnError: bool
+
+
+class _Counts(_Body):
     currentCapacity: int = Field(ge=0)
     requestedCount: int = Field(ge=0)
     runningCount: int = Field(ge=0)
@@ -300,6 +302,12 @@ class WorkerPool(_Body):
     runningCapacity: int = Field(ge=0)
     stoppingCapacity: int = Field(ge=0)
     stoppedCapacity: int = Field(ge=0)
+
+
+# The bases in this order: pydantic takes the fields of the last base first, so the counts follow
+# the definition, as in worker-manager's answers.
+class WorkerPool(_Counts, _PoolDefinition):
+    """worker-pool-full.yml, with its deprecated counts (still required by the schema)."""
 
 
 class WorkerPoolLaunchConfig(_Body):
@@ -366,18 +374,6 @@ class Provider(_Body):
 class ProviderList(_Body):
     providers: list[Provider]
     continuationToken: str | None = None
-
-
-class _Counts(_Body):
-    currentCapacity: int = Field(ge=0)
-    requestedCount: int = Field(ge=0)
-    runningCount: int = Field(ge=0)
-    stoppingCount: int = Field(ge=0)
-    stoppedCount: int = Field(ge=0)
-    requestedCapacity: int = Field(ge=0)
-    runningCapacity: int = Field(ge=0)
-    stoppingCapacity: int = Field(ge=0)
-    stoppedCapacity: int = Field(ge=0)
 
 
 class LaunchConfigStats(_Counts):

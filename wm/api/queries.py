@@ -1,8 +1,8 @@
-"""The query-string parameters each endpoint accepts, checked as Taskcluster's API library does.
+"""Query-string parameters, checked as Taskcluster's API library does, and their patterns.
 
-Sources (taskcluster/taskcluster @ 9d59eb59): the names per endpoint are the `query` fields of
-`generated/references.json` → `references/worker-manager/v1/api.json`; the patterns are in
-WM `src/api.js` and `libraries/api/src/pagination.js` (`paginateResults.query`); the check is
+Sources (taskcluster/taskcluster @ 9d59eb59): the patterns are in WM `src/api.js` and
+`libraries/api/src/pagination.js` (`paginateResults.query`); which endpoint accepts which is
+the endpoint table's (wm/api/endpoint_table.py, after `generated/references.json`); the check is
 `libraries/api/src/middleware/queries.js`: every parameter must be declared (`bewit` is always
 allowed: it carries a Hawk signature), must appear once (Express 5 parses the query with Node's
 `querystring`, which makes a repeated key an array) and must match its pattern. Every problem is
@@ -41,64 +41,33 @@ def _pattern(shown: str, python: str) -> QueryPattern:
 
 
 # paginateResults.query
-_TOKEN = _pattern("/./", "[^\n\r\u2028\u2029]")
 _LIMIT = _pattern("/^[0-9]+$/", r"^[0-9]+\Z")
-_PAGES = {"continuationToken": _TOKEN, "limit": _LIMIT}
-# WM api.js launchConfigIdQuery
-_LAUNCH_CONFIG = {"launchConfigId": _pattern("/^[a-zA-Z0-9-]{1,38}$/", r"^[a-zA-Z0-9-]{1,38}\Z")}
-
-ENDPOINT_QUERIES: Mapping[str, Mapping[str, QueryPattern]] = {
-    "ping": {},
-    "lbheartbeat": {},
-    "version": {},
-    "heartbeat": {},
-    # listProviders pages by plain offsets, not paginateResults: its own patterns.
-    "listProviders": {
-        "continuationToken": _pattern("/^[0-9]+$/", r"^[0-9]+\Z"),
-        "limit": _LIMIT,
-    },
-    "createWorkerPool": {},
-    "updateWorkerPool": {},
-    "deleteWorkerPool": {},
-    "listWorkerPoolLaunchConfigs": {
-        **_PAGES,
-        "includeArchived": _pattern("/^(true|false)$/", r"^(true|false)\Z"),
-    },
-    "workerPoolStats": {},
-    "workerPool": {},
-    "listWorkerPools": _PAGES,
-    "listWorkerPoolsStats": _PAGES,
-    "reportWorkerError": {},
-    "workerPoolErrorStats": {
-        "workerPoolId": _pattern("/^([a-zA-Z0-9/-]+)?$/", r"^([a-zA-Z0-9/-]+)?\Z")
-    },
-    "listWorkerPoolErrors": {
-        **_PAGES,
-        **_LAUNCH_CONFIG,
-        "errorId": _pattern("/^[a-zA-Z0-9-_]+$/", r"^[a-zA-Z0-9\-_]+\Z"),
-    },
-    "listWorkersForWorkerGroup": _PAGES,
-    "worker": {},
-    "removeWorker": {},
-    "shouldWorkerTerminate": {},
-    "listWorkersForWorkerPool": {
-        **_PAGES,
-        **_LAUNCH_CONFIG,
-        "state": _pattern(
-            "/^(requested|running|stopping|stopped|standalone)$/",
-            r"^(requested|running|stopping|stopped|standalone)\Z",
-        ),
-    },
-    "createWorker": {},
-    "updateWorker": {},
-    "registerWorker": {},
-    "reregisterWorker": {},
+PAGES = {"continuationToken": _pattern("/./", "[^\n\r\u2028\u2029]"), "limit": _LIMIT}
+# listProviders pages by plain offsets, not paginateResults: its own patterns.
+PROVIDER_PAGES = {"continuationToken": _pattern("/^[0-9]+$/", r"^[0-9]+\Z"), "limit": _LIMIT}
+# WM api.js, by endpoint: launchConfigIdQuery, and each endpoint's own.
+LAUNCH_CONFIG = {"launchConfigId": _pattern("/^[a-zA-Z0-9-]{1,38}$/", r"^[a-zA-Z0-9-]{1,38}\Z")}
+INCLUDE_ARCHIVED = {"includeArchived": _pattern("/^(true|false)$/", r"^(true|false)\Z")}
+WORKER_POOL_ID = {"workerPoolId": _pattern("/^([a-zA-Z0-9/-]+)?$/", r"^([a-zA-Z0-9/-]+)?\Z")}
+ERROR_ID = {"errorId": _pattern("/^[a-zA-Z0-9-_]+$/", r"^[a-zA-Z0-9\-_]+\Z")}
+STATE = {
+    "state": _pattern(
+        "/^(requested|running|stopping|stopped|standalone)$/",
+        r"^(requested|running|stopping|stopped|standalone)\Z",
+    )
+}
+# listWorkers' (which wm does not serve: during a take-over it is forwarded).
+QUARANTINED = {"quarantined": _pattern("/^(true|false)$/", r"^(true|false)\Z")}
+WORKER_STATE = {
+    "workerState": _pattern(
+        "/^(requested|running|stopping|stopped)$/", r"^(requested|running|stopping|stopped)\Z"
+    )
 }
 
 
-def check_query(endpoint: str, query_string: str) -> None:
-    """Raise `InvalidRequestArguments` naming every parameter `endpoint` does not accept."""
-    problems = query_problems(ENDPOINT_QUERIES[endpoint], query_string)
+def check_query(accepted: Mapping[str, QueryPattern], query_string: str) -> None:
+    """Raise `InvalidRequestArguments` naming every parameter not `accepted`, or not as it is."""
+    problems = query_problems(accepted, query_string)
     if problems:
         raise TaskclusterError("InvalidRequestArguments", "\n".join(problems))
 

@@ -1,5 +1,5 @@
 """Taskcluster's schemas for the bodies of worker-manager's API requests, as data for
-wm.pools.json_check, by endpoint.
+wm.pools.json_check (which endpoint takes which: the endpoint table, wm/api/endpoint_table.py).
 
 Taskcluster checks every request body against its endpoint's schema before the handler runs
 (TC `libraries/api/src/middleware/schema.js`; `libraries/validate`: ajv 8, draft-06 schemas,
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wm.pools.json_check import Schema
-from wm.pools.schemas import CREATE_BODY, IDENTIFIER, POOL_ID, UPDATE_BODY
+from wm.pools.schemas import IDENTIFIER, POOL_ID
 
 REPORT_TEXT_MAX_CHARS = 128  # a report's kind and title
 REPORT_DESCRIPTION_MAX_CHARS = 10240
@@ -119,15 +119,4 @@ WORKER_BODY: Schema = {
     },
     "additionalProperties": False,
     "required": ["expires"],
-}
-
-# By endpoint: every route of the API that takes a body.
-REQUEST_SCHEMAS: Mapping[str, Schema] = {
-    "registerWorker": REGISTER_BODY,
-    "reregisterWorker": REREGISTER_BODY,
-    "reportWorkerError": REPORT_ERROR_BODY,
-    "createWorker": WORKER_BODY,
-    "updateWorker": WORKER_BODY,
-    "createWorkerPool": CREATE_BODY,
-    "updateWorkerPool": UPDATE_BODY,
 }

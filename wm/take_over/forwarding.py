@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wm.api.endpoint import UNKNOWN_METHOD
 from wm.api.errors import DATABASE_DOWN, database_down_response, error_response
 from wm.db import api_reads
 from wm.ops.telemetry import log
@@ -57,27 +58,17 @@ class Forwarding:
         query_string = scope.get("query_string", b"")
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         about = subject(scope["method"], path[len(self.prefix) :], query, body)
+        name = about.endpoint.name if about.endpoint else UNKNOWN_METHOD
         try:
             pool_is_wms = await self._pool_is_wms(about)
-        except DATABASE_DOWN as down:
-            # As the app answers it: retry shortly.
-            log(
-                "api-database-error",
-                logging.ERROR,
-                exc_info=down,
-                trace_in_log=False,
-                error=type(down).__name__,
-            )
-            name = about.endpoint.name if about.endpoint else "unknown"
-            response = database_down_response(name, {}, {})
-            await response(scope, receive, send)
+        except DATABASE_DOWN as down:  # as the app answers it: retry shortly
+            await database_down_response(down, name, {}, {})(scope, receive, send)
             return
         decision = decide(about, self.providers, pool_is_wms)
         if decision is not Decision.FORWARD:
             await self.app(scope, _replay(body, more, receive), send)
             return
         target = path + (f"?{query_string.decode('latin-1')}" if query_string else "")
-        name = about.endpoint.name if about.endpoint else "unknown"
         try:
             answer = await self.legacy.forward(scope["method"], target, scope["headers"], body)
         except LegacyUnavailable as error:

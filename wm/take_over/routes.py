@@ -2,10 +2,10 @@
 
 While `[take_over] legacy_url` is set, wm's web process serves the pools of the providers it
 has and forwards every other request, unchanged, to the legacy worker-manager; the list
-endpoints that span pools answer both sides merged. This module is the table (every endpoint
-of worker-manager's API reference, TC `generated/references.json` @ 9d59eb59, with how it is
-routed) and the decision; the web process (wm/take_over/forwarding.py) reads the request and the
-pool's row and does the I/O. Pure: no I/O.
+endpoints that span pools answer both sides merged. The endpoint table (wm/api/endpoint_table.py:
+every endpoint of worker-manager's API reference) says where each request names its pool; this
+module reads the pool from the request and decides; the web process
+(wm/take_over/forwarding.py) reads the pool's row and does the I/O. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -20,19 +20,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import unquote
 
-
-class Routing(Enum):
-    """How an endpoint's request finds its side."""
-
-    OWN = "own"  # the process itself (ping, version, heartbeats): wm answers
-    PATH_POOL = "path-pool"  # the pool in the path
-    PROVISIONER_POOL = "provisioner-pool"  # <provisionerId>/<workerType> in the path is a pool
-    QUERY_POOL = "query-pool"  # workerPoolErrorStats: ?workerPoolId=, else every pool: merged
-    BODY_POOL = "body-pool"  # reregisterWorker: workerPoolId in the body
-    BODY_PROVIDER = "body-provider"  # registerWorker: providerId in the body
-    # create/updateWorkerPool: the body's providerId, else the pool in the path
-    DEFINITION = "definition"
-    MERGED = "merged"  # spans pools: both sides, merged, wm's copy of a pool winning
+from wm.api.endpoint_table import ENDPOINTS, Endpoint, PoolIn
 
 
 class Decision(Enum):
@@ -40,87 +28,6 @@ class Decision(Enum):
     FORWARD = "forward"  # the legacy worker-manager answers, the request unchanged
     MERGE = "merge"  # wm answers both sides merged
 
-
-@dataclass(frozen=True)
-class Endpoint:
-    name: str
-    method: str
-    route: str  # references.json's, with <param>
-    routing: Routing
-
-
-# Every worker-manager endpoint, in references.json's order. tests/unit/test_take_over_routes.py
-# checks it against the reference's entries (vendored), so none is missed.
-ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("ping", "GET", "/ping", Routing.OWN),
-    Endpoint("lbheartbeat", "GET", "/__lbheartbeat__", Routing.OWN),
-    Endpoint("version", "GET", "/__version__", Routing.OWN),
-    Endpoint("listProviders", "GET", "/providers", Routing.MERGED),
-    Endpoint("createWorkerPool", "PUT", "/worker-pool/<workerPoolId>", Routing.DEFINITION),
-    Endpoint("updateWorkerPool", "POST", "/worker-pool/<workerPoolId>", Routing.DEFINITION),
-    Endpoint("deleteWorkerPool", "DELETE", "/worker-pool/<workerPoolId>", Routing.PATH_POOL),
-    Endpoint(
-        "listWorkerPoolLaunchConfigs",
-        "GET",
-        "/worker-pool/<workerPoolId>/launch-configs",
-        Routing.PATH_POOL,
-    ),
-    Endpoint("workerPoolStats", "GET", "/worker-pool/<workerPoolId>/stats", Routing.PATH_POOL),
-    Endpoint("workerPool", "GET", "/worker-pool/<workerPoolId>", Routing.PATH_POOL),
-    Endpoint("listWorkerPools", "GET", "/worker-pools", Routing.MERGED),
-    Endpoint("listWorkerPoolsStats", "GET", "/worker-pools/stats", Routing.MERGED),
-    Endpoint("reportWorkerError", "POST", "/worker-pool-errors/<workerPoolId>", Routing.PATH_POOL),
-    Endpoint("workerPoolErrorStats", "GET", "/worker-pool-errors/stats", Routing.QUERY_POOL),
-    Endpoint(
-        "listWorkerPoolErrors", "GET", "/worker-pool-errors/<workerPoolId>", Routing.PATH_POOL
-    ),
-    Endpoint(
-        "listWorkersForWorkerGroup",
-        "GET",
-        "/workers/<workerPoolId>/<workerGroup>",
-        Routing.PATH_POOL,
-    ),
-    Endpoint(
-        "worker", "GET", "/workers/<workerPoolId>/<workerGroup>/<workerId>", Routing.PATH_POOL
-    ),
-    Endpoint(
-        "createWorker", "PUT", "/workers/<workerPoolId>/<workerGroup>/<workerId>", Routing.PATH_POOL
-    ),
-    Endpoint(
-        "updateWorker",
-        "POST",
-        "/workers/<workerPoolId>/<workerGroup>/<workerId>",
-        Routing.PATH_POOL,
-    ),
-    Endpoint(
-        "removeWorker",
-        "DELETE",
-        "/workers/<workerPoolId>/<workerGroup>/<workerId>",
-        Routing.PATH_POOL,
-    ),
-    Endpoint(
-        "shouldWorkerTerminate",
-        "GET",
-        "/workers/<workerPoolId>/<workerGroup>/<workerId>/should-terminate",
-        Routing.PATH_POOL,
-    ),
-    Endpoint("listWorkersForWorkerPool", "GET", "/workers/<workerPoolId>", Routing.PATH_POOL),
-    Endpoint("registerWorker", "POST", "/worker/register", Routing.BODY_PROVIDER),
-    Endpoint("reregisterWorker", "POST", "/worker/reregister", Routing.BODY_POOL),
-    Endpoint(
-        "listWorkers",
-        "GET",
-        "/provisioners/<provisionerId>/worker-types/<workerType>/workers",
-        Routing.PROVISIONER_POOL,
-    ),
-    Endpoint(
-        "getWorker",
-        "GET",
-        "/provisioners/<provisionerId>/worker-types/<workerType>/workers/<workerGroup>/<workerId>",
-        Routing.PROVISIONER_POOL,
-    ),
-    Endpoint("heartbeat", "GET", "/__heartbeat__", Routing.OWN),
-)
 
 # A pool id in a path: `<a>%2F<b>` as clients escape it, or `<a>/<b>` (worker-manager's
 # `{*workerPoolId}`), as wm's own router takes it.
@@ -142,6 +49,8 @@ def _pattern(route: str) -> re.Pattern[str]:
 
 
 _PATTERNS = tuple((e, _pattern(e.route)) for e in ENDPOINTS)
+_WITH_PROVIDER = (PoolIn.BODY_WITH_PROVIDER, PoolIn.PATH_WITH_PROVIDER)  # the body's providerId
+_IN_BODY = (PoolIn.BODY, *_WITH_PROVIDER)
 
 
 @dataclass(frozen=True)
@@ -171,27 +80,24 @@ def subject(method: str, path: str, query: Mapping[str, str], body: bytes) -> Su
     if matched is None:
         return Subject(None)
     endpoint, params = matched
-    routing = endpoint.routing
-    if routing is Routing.PATH_POOL:
-        return Subject(endpoint, pool_id=params["workerPoolId"])
-    if routing is Routing.PROVISIONER_POOL:
-        return Subject(endpoint, pool_id=f"{params['provisionerId']}/{params['workerType']}")
-    if routing is Routing.QUERY_POOL:
-        return Subject(endpoint, pool_id=query.get("workerPoolId") or None)
-    fields = _json_object(body)
-    if routing is Routing.BODY_POOL:
-        return Subject(endpoint, pool_id=_text(fields.get("workerPoolId")))
-    if routing is Routing.BODY_PROVIDER:
-        return Subject(
-            endpoint,
-            pool_id=_text(fields.get("workerPoolId")),
-            provider_id=_text(fields.get("providerId")),
-        )
-    if routing is Routing.DEFINITION:
-        return Subject(
-            endpoint, pool_id=params["workerPoolId"], provider_id=_text(fields.get("providerId"))
-        )
-    return Subject(endpoint)
+    pool_in = endpoint.pool_in
+    fields = _json_object(body) if pool_in in _IN_BODY else {}
+    provider_id = _text(fields.get("providerId")) if pool_in in _WITH_PROVIDER else None
+    return Subject(endpoint, _pool_id(pool_in, params, query, fields), provider_id)
+
+
+def _pool_id(
+    pool_in: PoolIn, params: Mapping[str, str], query: Mapping[str, str], fields: Mapping[str, Any]
+) -> str | None:
+    if pool_in in (PoolIn.PATH, PoolIn.PATH_WITH_PROVIDER):
+        return params["workerPoolId"]
+    if pool_in is PoolIn.PROVISIONER_PATH:
+        return f"{params['provisionerId']}/{params['workerType']}"
+    if pool_in is PoolIn.QUERY:
+        return query.get("workerPoolId") or None
+    if pool_in in (PoolIn.BODY, PoolIn.BODY_WITH_PROVIDER):
+        return _text(fields.get("workerPoolId"))
+    return None
 
 
 def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> Decision:
@@ -207,14 +113,14 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
     endpoint = subject.endpoint
     if endpoint is None:
         return Decision.FORWARD  # not wm's API: the legacy answers it (its 404, or more)
-    routing = endpoint.routing
-    if routing is Routing.OWN:
-        return Decision.SERVE
-    if routing is Routing.MERGED:
+    pool_in = endpoint.pool_in
+    if pool_in is PoolIn.NOWHERE:
+        return Decision.SERVE  # about the process itself (ping, version, heartbeats)
+    if pool_in is PoolIn.EVERY:
         return Decision.MERGE
-    if routing is Routing.QUERY_POOL and subject.pool_id is None:
+    if pool_in is PoolIn.QUERY and subject.pool_id is None:
         return Decision.MERGE  # error stats of every pool
-    if routing is Routing.BODY_PROVIDER:
+    if pool_in is PoolIn.BODY_WITH_PROVIDER:  # registerWorker
         if subject.provider_id is None:
             return Decision.SERVE
         if subject.provider_id not in providers:
@@ -222,7 +128,7 @@ def decide(subject: Subject, providers: Collection[str], pool_is_wms: bool) -> D
         # A provider is taken over pool by pool, by `wm import`: until then its pools are the
         # legacy's, which launched their booting workers and is the one to register them.
         return Decision.SERVE if pool_is_wms or subject.pool_id is None else Decision.FORWARD
-    if routing is Routing.DEFINITION:
+    if pool_in is PoolIn.PATH_WITH_PROVIDER:  # a pool's definition
         if subject.provider_id is None or subject.provider_id in providers:
             return Decision.SERVE
     elif subject.pool_id is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
@@ -12,28 +11,28 @@ from wm.api.endpoint import (
     PREFIX,
     ApiContext,
     Call,
+    EndpointRouter,
+    PagingQuery,
     Scope,
-    TaskclusterRoute,
     endpoint,
     reply,
     require_pool,
     run,
 )
+from wm.api.endpoint_table import BY_NAME
 from wm.api.models import (
     ReportWorkerErrorRequest,
     WorkerPoolError,
     WorkerPoolErrorList,
     WorkerPoolErrorStats,
 )
-from wm.api.paging import page_from_query, paginate
 from wm.api.views import error_id_from_slug, error_stats_since, error_stats_view, error_view
 from wm.db import api_reads, error_stats, pool_errors
 from wm.db.pool_errors import NewPoolError
 from wm.take_over.routes import sum_error_stats
 
-router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+router = EndpointRouter()
 
-ERRORS_PATH = "/worker-pool-errors/{workerPoolId:poolid}"
 WORKER_REPORTS_PER_HOUR = 10  # error reports one worker may add to its pool's errors per hour
 REPORTS_RETRY_AFTER_S = 300
 
@@ -50,7 +49,7 @@ def stats_scope(workerPoolId: str | None = None) -> Scope:
     return Scope(params={"workerPoolId": pool_id or "*"}, input=pool_id)
 
 
-@router.post(ERRORS_PATH, response_model=WorkerPoolError, name="reportWorkerError")
+@router.declare("reportWorkerError", response_model=WorkerPoolError)
 async def report_worker_error(
     workerPoolId: str, call: Annotated[Call, endpoint(report_scope)]
 ) -> JSONResponse:
@@ -91,22 +90,19 @@ def report(api: ApiContext, pool_id: str, body: ReportWorkerErrorRequest) -> Wor
     return error_view(stored)
 
 
-@router.get(ERRORS_PATH, response_model=WorkerPoolErrorList, name="listWorkerPoolErrors")
+@router.declare("listWorkerPoolErrors", response_model=WorkerPoolErrorList)
 async def list_worker_pool_errors(
     workerPoolId: str,
     call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
+    paged: PagingQuery,
     launchConfigId: str | None = None,
     errorId: str | None = None,
 ) -> JSONResponse:
-    page = page_from_query(continuationToken, limit)
+    paged.page()  # checked before an unknown error id answers the empty list
     if errorId is not None and error_id_from_slug(errorId) is None:
         return reply(WorkerPoolErrorList(workerPoolErrors=[]))
     wanted = error_id_from_slug(errorId) if errorId is not None else None
-    rows, token = await run(
-        paginate,
-        page,
+    rows, token = await paged.rows(
         lambda offset, n: api_reads.errors_page(
             call.api.engine,
             workerPoolId,
@@ -114,16 +110,14 @@ async def list_worker_pool_errors(
             limit=n,
             launch_config_id=launchConfigId,
             error_id=wanted,
-        ),
+        )
     )
     return reply(
         WorkerPoolErrorList(workerPoolErrors=[error_view(e) for e in rows], continuationToken=token)
     )
 
 
-@router.get(
-    "/worker-pool-errors/stats", response_model=WorkerPoolErrorStats, name="workerPoolErrorStats"
-)
+@router.declare("workerPoolErrorStats", response_model=WorkerPoolErrorStats)
 async def worker_pool_error_stats(call: Annotated[Call, endpoint(stats_scope)]) -> JSONResponse:
     """Errors counted per day (the last 7), per hour (the last 24), by title, code, pool
     and launch config: of one pool, or of every pool without `workerPoolId`."""
@@ -137,7 +131,7 @@ async def worker_pool_error_stats(call: Annotated[Call, endpoint(stats_scope)]) 
         return reply(mine)
     # A take-over, every pool's: the legacy's errors counted too (its pools' and, until they
     # age out, those of the pools it exported to wm).
-    theirs = await legacy.read(f"{PREFIX}/worker-pool-errors/stats", {})
+    theirs = await legacy.read(PREFIX + BY_NAME["workerPoolErrorStats"].route, {})
     totals = theirs.get("totals")
     shown = mine.model_dump(mode="json", exclude_none=True)
     if isinstance(totals, dict):

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from wm.api.endpoint import (
-    PREFIX,
     ApiContext,
     Call,
+    EndpointRouter,
     TaskclusterRoute,
     api_context,
     endpoint,
@@ -22,29 +22,29 @@ from wm.api.endpoint import (
 from wm.api.models import Ping
 from wm.db.engine import ping as ping_database
 
-router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+router = EndpointRouter()
 # wm's own, outside Taskcluster's prefix.
 own = APIRouter(route_class=TaskclusterRoute)
 Public = Annotated[Call, endpoint()]
 
 
-@router.get("/ping", response_model=Ping, name="ping")
+@router.declare("ping", response_model=Ping)
 async def ping(call: Public) -> JSONResponse:
     return reply(Ping(alive=True, uptime=round(time.monotonic() - call.api.started, 3)))
 
 
-@router.get("/__lbheartbeat__", name="lbheartbeat")
+@router.declare("lbheartbeat")
 async def lbheartbeat(call: Public) -> JSONResponse:
     return JSONResponse({})
 
 
-@router.get("/__version__", name="version")
+@router.declare("version")
 async def version_info(call: Public) -> JSONResponse:
     # Dockerflow's version object; wm knows its package version only.
     return JSONResponse({"source": "wm", "version": call.api.version, "commit": "", "build": ""})
 
 
-@router.get("/__heartbeat__", name="heartbeat")
+@router.declare("heartbeat")
 async def heartbeat(call: Public) -> JSONResponse:
     if not call.api.schema.ready:
         return not_ready(call.api)

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy import Engine
 
 from wm.api.endpoint import (
     PREFIX,
     ApiContext,
     Call,
+    EndpointRouter,
+    Paged,
+    PagingQuery,
     Scope,
-    TaskclusterRoute,
     endpoint,
     reply,
     require_pool,
     run,
 )
+from wm.api.endpoint_table import BY_NAME
 from wm.api.models import (
     UpdateWorkerPoolRequest,
     WorkerPool,
@@ -28,9 +33,9 @@ from wm.api.models import (
     WorkerPoolListStats,
     WorkerPoolStats,
 )
-from wm.api.paging import page_from_query, paginate
 from wm.api.views import launch_config_stats, launch_config_view, pool_stats, pool_view
 from wm.db import api_reads
+from wm.db.api_reads import PoolView, StateCounts
 from wm.ops.telemetry import log
 from wm.pools.apply_plan import unscanned_worker_groups
 from wm.pools.changes import (
@@ -50,9 +55,7 @@ from wm.pools.definition import (
 from wm.take_over.merged import answer, merged_page, pools_theirs
 from wm.tc.errors import TaskclusterError
 
-router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
-
-POOL_PATH = "/worker-pool/{workerPoolId:poolid}"
+router = EndpointRouter()
 
 
 def create_scope(body: WorkerPoolDefinitionRequest) -> Scope:
@@ -63,14 +66,22 @@ def update_scope(body: UpdateWorkerPoolRequest) -> Scope:
     return Scope(params={"providerId": body.providerId}, input=body)
 
 
-@router.get(POOL_PATH, response_model=WorkerPool, name="workerPool")
+@router.declare("workerPool", response_model=WorkerPool)
 async def worker_pool(workerPoolId: str, call: Annotated[Call, endpoint()]) -> JSONResponse:
-    engine = call.api.engine
-    views = await run(lambda: api_reads.pools_page(engine, offset=0, limit=1, pool_id=workerPoolId))
-    if not views:
+    return reply(pool_view(*await existing_pool(call, workerPoolId)))
+
+
+def read_pool(engine: Engine, pool_id: str) -> tuple[PoolView, list[StateCounts]] | None:
+    """The pool as it is and the counts of its workers by state (None: no such pool)."""
+    views = api_reads.pools_page(engine, offset=0, limit=1, pool_id=pool_id)
+    return (views[0], api_reads.state_counts(engine, [pool_id])) if views else None
+
+
+async def existing_pool(call: Call, pool_id: str) -> tuple[PoolView, list[StateCounts]]:
+    found = await run(read_pool, call.api.engine, pool_id)
+    if found is None:
         raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
-    stats = await run(api_reads.state_counts, engine, [workerPoolId])
-    return reply(pool_view(views[0], stats))
+    return found
 
 
 def definition(api: ApiContext, pool_id: str, body: WorkerPoolDefinitionRequest) -> PoolDefinition:
@@ -95,12 +106,6 @@ def definition(api: ApiContext, pool_id: str, body: WorkerPoolDefinitionRequest)
     return parsed
 
 
-def pool_answer(api: ApiContext, pool_id: str) -> WorkerPool:
-    views = api_reads.pools_page(api.engine, offset=0, limit=1, pool_id=pool_id)
-    stats = api_reads.state_counts(api.engine, [pool_id])
-    return pool_view(views[0], stats)
-
-
 async def change_pool(call: Call, event: str, pool_id: str, change: Change) -> JSONResponse:
     """Apply the change (wm/pools/changes.py), then answer the pool as it now is."""
     registers = call.api.workers_register
@@ -110,10 +115,10 @@ async def change_pool(call: Call, event: str, pool_id: str, change: Change) -> J
     # The audit trail worker-manager keeps in its audit history: who is in the access log.
     if not outcome.empty:
         log(event, pool=pool_id, changes=list(outcome.lines))
-    return reply(await run(pool_answer, call.api, pool_id))
+    return reply(pool_view(*await existing_pool(call, pool_id)))
 
 
-@router.put(POOL_PATH, response_model=WorkerPool, name="createWorkerPool")
+@router.declare("createWorkerPool", response_model=WorkerPool)
 async def create_worker_pool(
     workerPoolId: str, call: Annotated[Call, endpoint(create_scope)]
 ) -> JSONResponse:
@@ -123,7 +128,7 @@ async def create_worker_pool(
     return await change_pool(call, "worker-pool-created", workerPoolId, CreatePool(parsed))
 
 
-@router.post(POOL_PATH, response_model=WorkerPool, name="updateWorkerPool")
+@router.declare("updateWorkerPool", response_model=WorkerPool)
 async def update_worker_pool(
     workerPoolId: str, call: Annotated[Call, endpoint(update_scope)]
 ) -> JSONResponse:
@@ -136,37 +141,26 @@ async def update_worker_pool(
     return await change_pool(call, "worker-pool-updated", workerPoolId, UpdatePool(parsed))
 
 
-@router.delete(POOL_PATH, response_model=WorkerPool, name="deleteWorkerPool")
+@router.declare("deleteWorkerPool", response_model=WorkerPool)
 async def delete_worker_pool(workerPoolId: str, call: Annotated[Call, endpoint()]) -> JSONResponse:
     """Mark a pool for deletion: it moves to the null provider, its launch configs are
     archived and its workers drain."""
     return await change_pool(call, "worker-pool-deleted", workerPoolId, DeletePool(workerPoolId))
 
 
-@router.get(
-    f"{POOL_PATH}/launch-configs",
-    response_model=WorkerPoolLaunchConfigList,
-    name="listWorkerPoolLaunchConfigs",
-)
+@router.declare("listWorkerPoolLaunchConfigs", response_model=WorkerPoolLaunchConfigList)
 async def list_worker_pool_launch_configs(
     workerPoolId: str,
     call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
+    paged: PagingQuery,
     includeArchived: str | None = None,
 ) -> JSONResponse:
     await require_pool(call, workerPoolId, "Worker pool does not exist")
-    page = page_from_query(continuationToken, limit)
-    rows, token = await run(
-        paginate,
-        page,
+    archived = includeArchived == "true"
+    rows, token = await paged.rows(
         lambda offset, n: api_reads.launch_configs_page(
-            call.api.engine,
-            workerPoolId,
-            offset=offset,
-            limit=n,
-            include_archived=includeArchived == "true",
-        ),
+            call.api.engine, workerPoolId, offset=offset, limit=n, include_archived=archived
+        )
     )
     return reply(
         WorkerPoolLaunchConfigList(
@@ -176,97 +170,65 @@ async def list_worker_pool_launch_configs(
     )
 
 
-@router.get(f"{POOL_PATH}/stats", response_model=WorkerPoolStats, name="workerPoolStats")
+@router.declare("workerPoolStats", response_model=WorkerPoolStats)
 async def worker_pool_stats(workerPoolId: str, call: Annotated[Call, endpoint()]) -> JSONResponse:
-    engine = call.api.engine
-    views = await run(lambda: api_reads.pools_page(engine, offset=0, limit=1, pool_id=workerPoolId))
-    if not views:
-        raise TaskclusterError("ResourceNotFound", "Worker Pool does not exist")
-    stats = await run(api_reads.state_counts, engine, [workerPoolId])
-    configs = [lc.launch_config_id for lc in views[0].launch_configs]
+    view, stats = await existing_pool(call, workerPoolId)
+    configs = [lc.launch_config_id for lc in view.launch_configs]
     return reply(
         WorkerPoolStats(launchConfigStats=launch_config_stats(workerPoolId, configs, stats))
     )
 
 
-@router.get("/worker-pools", response_model=WorkerPoolList, name="listWorkerPools")
-async def list_worker_pools(
-    call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
+@dataclass(frozen=True)
+class PoolList:
+    """One of the lists of every pool: its endpoint, its answer's key and a pool's item."""
+
+    endpoint: str
+    key: str
+    item: Callable[[PoolView, Sequence[StateCounts]], BaseModel]
+
+
+POOLS = PoolList("listWorkerPools", "workerPools", pool_view)
+POOLS_STATS = PoolList(
+    "listWorkerPoolsStats",
+    "workerPoolsStats",
+    lambda view, stats: pool_stats(view.pool.pool_id, stats),
+)
+
+
+@router.declare(POOLS.endpoint, response_model=WorkerPoolList)
+async def list_worker_pools(call: Annotated[Call, endpoint()], paged: PagingQuery) -> JSONResponse:
+    return await pools_listed(call.api, POOLS, paged)
+
+
+@router.declare(POOLS_STATS.endpoint, response_model=WorkerPoolListStats)
+async def list_worker_pools_stats(
+    call: Annotated[Call, endpoint()], paged: PagingQuery
 ) -> JSONResponse:
-    return await pools_listed(
-        call.api, "workerPools", "/worker-pools", pools_json, continuationToken, limit
-    )
+    return await pools_listed(call.api, POOLS_STATS, paged)
 
 
-WmPage = Callable[
-    [ApiContext, str | None, str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]
-]
-
-
-async def pools_listed(
-    api: ApiContext,
-    key: str,
-    path: str,
-    wm_page: WmPage,
-    continuation_token: str | None,
-    limit: str | None,
-) -> JSONResponse:
+async def pools_listed(api: ApiContext, listed: PoolList, paged: Paged) -> JSONResponse:
     """A list of pools: wm's, or during a take-over wm's and the legacy's merged."""
+
+    async def wm_page(token: str | None, limit: str | None) -> tuple[list[dict[str, Any]], Any]:
+        views, next_token = await Paged(token, limit).rows(
+            lambda offset, n: api_reads.pools_page(api.engine, offset=offset, limit=n)
+        )
+        stats = await run(api_reads.state_counts, api.engine, [v.pool.pool_id for v in views])
+        items = [listed.item(v, stats).model_dump(mode="json", exclude_none=True) for v in views]
+        return items, next_token
+
     if api.legacy is None:
-        rows, token = await wm_page(api, continuation_token, limit)
+        rows, token = await wm_page(paged.continuation_token, paged.limit)
     else:
         rows, token = await merged_page(
             api.legacy,
-            continuation_token,
-            limit,
-            wm_page=lambda inner, n: wm_page(api, inner, n),
-            legacy_path=f"{PREFIX}{path}",
-            key=key,
+            paged.continuation_token,
+            paged.limit,
+            wm_page=wm_page,
+            legacy_path=PREFIX + BY_NAME[listed.endpoint].route,
+            key=listed.key,
             theirs=pools_theirs(api),
         )
-    return JSONResponse(answer(key, rows, token))
-
-
-async def pools_json(
-    api: ApiContext, continuation_token: str | None, limit: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    engine = api.engine
-    page = page_from_query(continuation_token, limit)
-    views, token = await run(
-        paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
-    )
-    stats = await run(api_reads.state_counts, engine, [v.pool.pool_id for v in views])
-    listed = WorkerPoolList(workerPools=[pool_view(v, stats) for v in views])
-    return listed.model_dump(mode="json", exclude_none=True)["workerPools"], token
-
-
-@router.get("/worker-pools/stats", response_model=WorkerPoolListStats, name="listWorkerPoolsStats")
-async def list_worker_pools_stats(
-    call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
-) -> JSONResponse:
-    return await pools_listed(
-        call.api,
-        "workerPoolsStats",
-        "/worker-pools/stats",
-        pool_stats_json,
-        continuationToken,
-        limit,
-    )
-
-
-async def pool_stats_json(
-    api: ApiContext, continuation_token: str | None, limit: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    engine = api.engine
-    page = page_from_query(continuation_token, limit)
-    views, token = await run(
-        paginate, page, lambda offset, n: api_reads.pools_page(engine, offset=offset, limit=n)
-    )
-    ids = [v.pool.pool_id for v in views]
-    stats = await run(api_reads.state_counts, engine, ids)
-    listed = WorkerPoolListStats(workerPoolsStats=[pool_stats(pool_id, stats) for pool_id in ids])
-    return listed.model_dump(mode="json", exclude_none=True)["workerPoolsStats"], token
+    return JSONResponse(answer(listed.key, rows, token))

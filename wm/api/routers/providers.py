@@ -5,26 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from wm.api.endpoint import PREFIX, Call, TaskclusterRoute, endpoint, reply
+from wm.api.endpoint import PREFIX, Call, EndpointRouter, PagingQuery, endpoint, reply
+from wm.api.endpoint_table import BY_NAME
 from wm.api.models import ProviderList
 from wm.api.views import provider_list
 from wm.take_over.merged import answer, merged_page, providers_theirs
 
-router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+router = EndpointRouter()
 
 PROVIDERS_PAGE = 100  # WM api.js listProviders' default limit
 T = TypeVar("T")
 
 
-@router.get("/providers", response_model=ProviderList, name="listProviders")
-async def list_providers(
-    call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
-) -> JSONResponse:
+@router.declare("listProviders", response_model=ProviderList)
+async def list_providers(call: Annotated[Call, endpoint()], paged: PagingQuery) -> JSONResponse:
     api = call.api
     providers = provider_list(api.provider_kinds)
     if api.legacy is not None:  # a take-over: the legacy's providers too, wm's winning
@@ -34,16 +30,16 @@ async def list_providers(
 
         rows, token = await merged_page(
             api.legacy,
-            continuationToken,
-            limit,
+            paged.continuation_token,
+            paged.limit,
             wm_page=wm_page,
-            legacy_path=f"{PREFIX}/providers",
+            legacy_path=PREFIX + BY_NAME["listProviders"].route,
             key="providers",
             theirs=providers_theirs(api),
             digits=True,
         )
         return JSONResponse(answer("providers", rows, token))
-    rows, token = provider_page(providers, continuationToken, limit)
+    rows, token = provider_page(providers, paged.continuation_token, paged.limit)
     return reply(ProviderList(providers=rows, continuationToken=token))
 
 

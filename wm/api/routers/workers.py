@@ -10,15 +10,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from wm.api.endpoint import (
-    PREFIX,
     ApiContext,
     Call,
+    EndpointRouter,
+    Paged,
+    PagingQuery,
     Scope,
-    TaskclusterRoute,
     endpoint,
     reply,
     require_pool,
@@ -36,7 +36,6 @@ from wm.api.models import (
     WorkerList,
     WorkerRequest,
 )
-from wm.api.paging import page_from_query, paginate
 from wm.api.views import worker_view
 from wm.db import api_reads, worker_writes
 from wm.db.worker_writes import HandMadeWorker
@@ -71,9 +70,8 @@ from wm.workers.static_workers import (
 from wm.workers.static_workers import Refusal as HandMadeRefusal
 from wm.workers.static_workers import secret_hash as static_secret_hash
 
-router = APIRouter(prefix=PREFIX, route_class=TaskclusterRoute)
+router = EndpointRouter()
 
-WORKER_PATH = "/workers/{workerPoolId:poolid}/{workerGroup}/{workerId}"
 SCALE_DOWN_REASON = "worker pool has more capacity than it needs"
 LAUNCH_CONFIG_ARCHIVED = "launch config archived"
 
@@ -88,7 +86,7 @@ def reregister_scope(body: ReregisterWorkerRequest) -> Scope:
     return Scope(params={**ids, "workerId": body.workerId}, input=body)
 
 
-@router.post("/worker/register", response_model=RegisterWorkerResponse, name="registerWorker")
+@router.declare("registerWorker", response_model=RegisterWorkerResponse)
 async def register_worker(call: Annotated[Call, endpoint(register_scope)]) -> JSONResponse:
     """Register a running worker, proven by its cloud's identity proof: Taskcluster
     credentials, its worker config and the secret for reregisterWorker."""
@@ -116,25 +114,19 @@ def register(api: ApiContext, body: RegisterWorkerRequest) -> RegisterWorkerResp
     verify(api, body, expected)
     secret = new_worker_secret()
     if launched(api.provider_kinds, body.providerId):
-        expires = worker_writes.register(
-            api.engine,
-            worker.worker_id,
-            secret_hash(secret),
-            target.reregistration_timeout_s,
-            booted_at=body.boot_time(),
-        )
-        if expires is None:  # a concurrent registration won, or the deadline passed meanwhile
-            raise refused(NOT_REQUESTED)
+        # Refused when a concurrent registration won, or the deadline passed meanwhile.
+        write, too_late = worker_writes.register, NOT_REQUESTED
     else:  # made by createWorker: registers while running, as often as it restarts
-        expires = worker_writes.check_in(
-            api.engine,
-            worker.worker_id,
-            secret_hash(secret),
-            target.reregistration_timeout_s,
-            booted_at=body.boot_time(),
-        )
-        if expires is None:  # removed or expired meanwhile
-            raise refused(NOT_RUNNING)
+        write, too_late = worker_writes.check_in, NOT_RUNNING  # removed or expired meanwhile
+    expires = write(
+        api.engine,
+        worker.worker_id,
+        secret_hash(secret),
+        target.reregistration_timeout_s,
+        booted_at=body.boot_time(),
+    )
+    if expires is None:
+        raise refused(too_late)
     log("worker-running", worker=worker.worker_id, pool=body.workerPoolId, provider=body.providerId)
     return RegisterWorkerResponse(
         expires=expires,
@@ -194,7 +186,7 @@ def issue(api: ApiContext, provider_id: str, body: Any, expires: datetime) -> Cr
     return Credentials(**credentials.as_json())
 
 
-@router.post("/worker/reregister", response_model=ReregisterWorkerResponse, name="reregisterWorker")
+@router.declare("reregisterWorker", response_model=ReregisterWorkerResponse)
 async def reregister_worker(call: Annotated[Call, endpoint(reregister_scope)]) -> JSONResponse:
     """New credentials and a new secret for a running worker holding its current secret."""
     return reply(await run(reregister, call.api, call.input, call.who))
@@ -274,7 +266,7 @@ def worker_body_scope(body: WorkerRequest) -> Scope:
     return Scope(payload=body.shown(), input=body)
 
 
-@router.put(WORKER_PATH, response_model=Worker, name="createWorker")
+@router.declare("createWorker", response_model=Worker)
 async def create_worker(
     workerPoolId: str,
     workerGroup: str,
@@ -313,7 +305,7 @@ async def create_worker(
     return reply(worker_view(worker))
 
 
-@router.post(WORKER_PATH, response_model=Worker, name="updateWorker")
+@router.declare("updateWorker", response_model=Worker)
 async def update_worker(
     workerPoolId: str,
     workerGroup: str,
@@ -377,11 +369,7 @@ def hand_made_refused(refusal: HandMadeRefusal) -> TaskclusterError:
     return TaskclusterError(refusal.code, refusal.message)
 
 
-@router.get(
-    f"{WORKER_PATH}/should-terminate",
-    response_model=ShouldWorkerTerminateResponse,
-    name="shouldWorkerTerminate",
-)
+@router.declare("shouldWorkerTerminate", response_model=ShouldWorkerTerminateResponse)
 async def should_worker_terminate(
     workerPoolId: str, workerGroup: str, workerId: str, call: Annotated[Call, endpoint()]
 ) -> JSONResponse:
@@ -402,7 +390,7 @@ async def should_worker_terminate(
     return reply(ShouldWorkerTerminateResponse(terminate=answer[0], reason=answer[1]))
 
 
-@router.delete(WORKER_PATH, name="removeWorker")
+@router.declare("removeWorker")
 async def remove_worker(
     workerPoolId: str, workerGroup: str, workerId: str, call: Annotated[Call, endpoint()]
 ) -> JSONResponse:
@@ -421,7 +409,7 @@ async def remove_worker(
     return JSONResponse({})
 
 
-@router.get(WORKER_PATH, response_model=Worker, name="worker")
+@router.declare("worker", response_model=Worker)
 async def worker(
     workerPoolId: str, workerGroup: str, workerId: str, call: Annotated[Call, endpoint()]
 ) -> JSONResponse:
@@ -429,52 +417,35 @@ async def worker(
     return reply(worker_view(found))
 
 
-@router.get(
-    "/workers/{workerPoolId:poolid}/{workerGroup}",
-    response_model=WorkerList,
-    name="listWorkersForWorkerGroup",
-)
+@router.declare("listWorkersForWorkerGroup", response_model=WorkerList)
 async def list_workers_for_worker_group(
-    workerPoolId: str,
-    workerGroup: str,
-    call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
+    workerPoolId: str, workerGroup: str, call: Annotated[Call, endpoint()], paged: PagingQuery
 ) -> JSONResponse:
-    page = page_from_query(continuationToken, limit)
-    rows, token = await run(
-        paginate,
-        page,
-        lambda offset, n: api_reads.workers_page(
-            call.api.engine, workerPoolId, offset=offset, limit=n, worker_group=workerGroup
-        ),
-    )
-    return reply(WorkerList(workers=[worker_view(w) for w in rows], continuationToken=token))
+    return await workers_listed(call, paged, workerPoolId, worker_group=workerGroup)
 
 
-@router.get(
-    "/workers/{workerPoolId:poolid}", response_model=WorkerList, name="listWorkersForWorkerPool"
-)
+@router.declare("listWorkersForWorkerPool", response_model=WorkerList)
 async def list_workers_for_worker_pool(
     workerPoolId: str,
     call: Annotated[Call, endpoint()],
-    continuationToken: str | None = None,
-    limit: str | None = None,
+    paged: PagingQuery,
     launchConfigId: str | None = None,
     state: str | None = None,
 ) -> JSONResponse:
-    page = page_from_query(continuationToken, limit)
+    paged.page()  # checked before the pool is looked up
     await require_pool(call, workerPoolId, "Worker Pool does not exist")
-    rows, token = await run(
-        paginate,
-        page,
+    return await workers_listed(
+        call, paged, workerPoolId, state=state, launch_config_id=launchConfigId
+    )
+
+
+async def workers_listed(
+    call: Call, paged: Paged, pool_id: str, **only: str | None
+) -> JSONResponse:
+    """A page of the pool's workers, `only` those with these values (api_reads.workers_page)."""
+    rows, token = await paged.rows(
         lambda offset, n: api_reads.workers_page(
-            call.api.engine,
-            workerPoolId,
-            offset=offset,
-            limit=n,
-            state=state,
-            launch_config_id=launchConfigId,
-        ),
+            call.api.engine, pool_id, offset=offset, limit=n, **only
+        )
     )
     return reply(WorkerList(workers=[worker_view(w) for w in rows], continuationToken=token))

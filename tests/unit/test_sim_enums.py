@@ -18,7 +18,8 @@ import pytest
 from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
 from wm.providers.gcp.provider import insert_body
 from wmsim.azure.arm import ArmError, _check_priority, _check_size
-from wmsim.gcp.catalog import ApiError, Catalog
+from wmsim.gcp.catalog import Catalog
+from wmsim.gcp.errors import ApiError
 
 PROJECT = "realpools-project"
 ZONE = "us-central1-a"

@@ -44,7 +44,7 @@ from wm.pools.config_tables import OldPool, OldProvider, convert
 from wm.pools.definition import PoolDefinition, parse_pool_definition
 from wm.providers.base import TAG_POOL
 from wmsim.azure.launch_configs import default_subnet_id
-from wmsim.gcp.gce import service_account_id
+from wmsim.gcp.identity import service_account_id
 from wmsim.postgres import PostgresServer, find_or_start
 
 WsgiApp = Callable[..., Any]

@@ -8,6 +8,7 @@ names: a fourth cloud's simulator is its subpackage plus an entry in that table.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,18 @@ class LegacyVm:
     capacity: int
     # worker-manager's providerData for the row (names of what it made, where it is).
     provider_data: Mapping[str, Any]
+
+
+def imported_when_called(target: str) -> Callable[..., Any]:
+    """The function `module:name`, imported at its first call: a cloud's SimCloud names its
+    simulator and launchers this way, so that reading the table of clouds does not import
+    them (they pull in moto and the clouds' SDKs)."""
+    module_name, _, name = target.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module_name), name)(*args, **kwargs)
+
+    return call
 
 
 def _same(value: str) -> str:

@@ -15,9 +15,10 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from wmsim.http_handler import ApiRequestHandler
 
 WORKER_MANAGER = "/api/worker-manager/"
 HOP_BY_HOP = frozenset(
@@ -37,25 +38,7 @@ class Ingress:
         self.routed: Counter[str] = Counter()  # upstream name -> requests it was sent
         ingress = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._route()
-
-            def do_PUT(self) -> None:
-                self._route()
-
-            def do_POST(self) -> None:
-                self._route()
-
-            def do_DELETE(self) -> None:
-                self._route()
-
+        class Handler(ApiRequestHandler):
             def _reply(self, status: int, body: bytes, headers: Sequence[tuple[str, str]]) -> None:
                 self.send_response(status)
                 for name, value in headers:
@@ -64,7 +47,7 @@ class Ingress:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def _route(self) -> None:
+            def handle_method(self, method: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 upstream = ingress.upstream
                 if not self.path.startswith(WORKER_MANAGER) or upstream is None:

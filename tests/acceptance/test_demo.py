@@ -17,7 +17,7 @@ import yaml
 from wm.pools.config_tables import OldProvider, convert
 from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.config import simulated_child_environment
-from wmsim.gcp.gce import service_account_id
+from wmsim.gcp.identity import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = (

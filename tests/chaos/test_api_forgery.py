@@ -39,7 +39,7 @@ from tests.support.api_stack import (
 from wm.model import WorkerRecord
 from wm.providers.azure.names import vm_name
 from wmsim.azure import attested
-from wmsim.gcp.gce import identity_jwks
+from wmsim.gcp.identity import identity_jwks
 from wmsim.trust import new_rsa_key
 
 # One answer per cloud for every refused proof, worker-manager's words (a 400 InputError).

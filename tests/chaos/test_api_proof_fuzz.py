@@ -34,7 +34,7 @@ from wm.model import WorkerRecord
 from wm.providers import build_verifier
 from wm.providers.azure.names import vm_name
 from wm.workers.identity import ExpectedIdentity, IdentityRejected
-from wmsim.gcp.gce import IDENTITY_KEY_NAME
+from wmsim.gcp.identity import IDENTITY_KEY_NAME
 from wmsim.trust import signing_key
 
 SEED = 20261204

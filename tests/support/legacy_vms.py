@@ -8,11 +8,11 @@ from typing import Any
 
 from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBNET, AZURE_SUBSCRIPTION
 from tests.fixtures.sim_gce import GCE_PROJECT, GCE_WORKER_ACCOUNT
-from wmsim.aws.ec2 import example_launch_config as ec2_launch_config
+from wmsim.aws.run_instances import example_launch_config as ec2_launch_config
 from wmsim.azure.launch_configs import example_launch_config as azure_launch_config
 from wmsim.cloud import LegacyLaunch, LegacyVm
 from wmsim.clouds import sim_cloud
-from wmsim.gcp.gce import example_launch_config as gce_launch_config
+from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
 
 LEGACY_ROOT_URL = "https://tc.legacy.example.test"
 OWNER = "Relops@Example.com"

@@ -21,7 +21,7 @@ from tests.support.definitions import apply_pools
 from wm.config import loader as config_module
 from wm.config.loader import Config
 from wmsim.config import simulated_child_environment
-from wmsim.gcp.gce import service_account_id
+from wmsim.gcp.identity import service_account_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "test-deploy"

@@ -52,8 +52,8 @@ from wm.model import WorkerState
 from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.agent import AgentSettings, WorkerAgent
 from wmsim.fleet import Fleet, vm_provider
-from wmsim.gcp.gce import service_account_id
-from wmsim.legacy.service import PermanentClient
+from wmsim.gcp.identity import service_account_id
+from wmsim.legacy.auth import PermanentClient
 from wmsim.legacy.stack import LegacyStack
 from wmsim.postgres import free_port
 

@@ -24,7 +24,8 @@ from wm.providers.gcp.provider import (
     request_id,
     worker_state,
 )
-from wmsim.gcp.gce import ApiError, _filter
+from wmsim.gcp.errors import ApiError
+from wmsim.gcp.list_filter import list_filter
 
 
 def test_every_status_the_sdk_knows_has_a_state():
@@ -175,11 +176,11 @@ ITEM = {"name": "w-1", "status": "RUNNING", "labels": {"wm-deployment": "d", "wm
     ],
 )
 def test_the_simulated_list_filter(text: str, matches: bool):
-    assert _filter(text)(ITEM) is matches
+    assert list_filter(text)(ITEM) is matches
 
 
 @pytest.mark.parametrize("text", ['labels.a = "b" AND', "(status = RUNNING", 'labels.a "b"'])
 def test_a_malformed_filter_is_a_400(text: str):
     with pytest.raises(ApiError) as raised:
-        _filter(text)
+        list_filter(text)
     assert raised.value.status == 400

@@ -19,7 +19,8 @@ from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
 from wm.providers.gcp.provider import insert_body
 from wmsim.azure.errors import ArmError
 from wmsim.azure.vm_rules import check_priority, check_size
-from wmsim.gcp.catalog import ApiError, Catalog
+from wmsim.gcp.catalog import Catalog
+from wmsim.gcp.errors import ApiError
 
 PROJECT = "realpools-project"
 ZONE = "us-central1-a"

@@ -7,19 +7,12 @@ imported only when started, so reading the table stays light.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from wm.pools.config_tables import SPOT_EC2
 from wmsim.aws.bootdata import Ec2Metadata
 from wmsim.bootdata import CloudMetadata
-from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig
-
-
-def _serve(config: SimCloudConfig, state_dir: Path) -> RunningSim:
-    from wmsim.aws.ec2 import serve
-
-    return serve(config, state_dir)
+from wmsim.cloud import SimCloud, imported_when_called
 
 
 def _provider_settings(endpoint: str, cert_path: str | None, trust: str | None) -> dict[str, Any]:
@@ -36,26 +29,14 @@ def _on_spot(launch_config: Mapping[str, Any]) -> dict[str, Any]:
     return lc
 
 
-def _legacy_launch(launch: LegacyLaunch) -> LegacyVm:
-    from wmsim.aws.legacy import launch as made
-
-    return made(launch)
-
-
-def _legacy_terminate(settings: Mapping[str, Any], vm: LegacyVm) -> None:
-    from wmsim.aws.legacy import terminate
-
-    terminate(settings, vm)
-
-
 CLOUD = SimCloud(
     kind="aws",
-    serve=_serve,
+    serve=imported_when_called("wmsim.aws.ec2:serve"),
     provider_settings=_provider_settings,
     metadata_reader=_metadata_reader,
     on_spot=_on_spot,
     colour="#ff9900",
     demo_share=0.84,
-    legacy_launch=_legacy_launch,
-    legacy_terminate=_legacy_terminate,
+    legacy_launch=imported_when_called("wmsim.aws.legacy:launch"),
+    legacy_terminate=imported_when_called("wmsim.aws.legacy:terminate"),
 )

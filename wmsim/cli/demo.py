@@ -94,7 +94,8 @@ def demo(
     try:
         from rich.console import Console
 
-        from wmsim.demo.run import Demo, DemoRun, interrupted_by_sigterm
+        from wmsim.demo.interrupts import interrupted_by_sigterm
+        from wmsim.demo.run import Demo, DemoRun
         from wmsim.demo.take_over import TakeOverDemo
     except ImportError as exc:
         raise UserError(

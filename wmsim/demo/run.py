@@ -25,7 +25,7 @@ import time
 import tomllib
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +52,12 @@ from wmsim.clouds import CLOUDS
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
 from wmsim.control import LIVE_VM_STATES, SimClient
 from wmsim.demo import report as report_module
+from wmsim.demo.interrupts import raise_if_stop_asked
 from wmsim.demo.live import LiveState, LiveView, PoolRow
 from wmsim.demo.plot import write_png
+from wmsim.demo.progress import Progress, any_busy
 from wmsim.demo.rack import Rack, StaticPool
-from wmsim.demo.report import PoolSample, RunFacts, Sample, ScanSample
+from wmsim.demo.report import RunFacts, ScanSample
 from wmsim.demo.supervisor import Supervisor, read_procfile
 from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
@@ -85,21 +87,6 @@ class DemoRun:
     live: bool  # redraw a table in place (a terminal) or print progress lines
     # Taskcluster worker pool definitions (JSON or YAML) the demo applies, as an operator would.
     pool_files: tuple[Path, ...] = ()
-
-
-@dataclass
-class Progress:
-    """What the run has seen so far."""
-
-    started: float = field(default_factory=time.monotonic)
-    samples: list[Sample] = field(default_factory=list)
-    submitted: dict[str, int] = field(default_factory=dict)
-    vms: dict[str, list[Any]] = field(default_factory=dict)  # cloud kind -> its SimVms
-    drained: bool = False
-
-    @property
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self.started
 
 
 class Demo:
@@ -132,7 +119,7 @@ class Demo:
         self.root_url = self.web_url = f"http://127.0.0.1:{web_port}"
         self.supervisor = Supervisor(entries, self._environment(web_port), self.logs, Path.cwd())
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_own_log(self.logs / "demo.log"))
+            stack.enter_context(own_log(self.logs / "demo.log"))
             stack.callback(self.supervisor.stop)
             endpoints = self._start_clouds(raw)
             self.config = self._write_config(raw, endpoints, web_port)
@@ -262,7 +249,7 @@ class Demo:
                 raise WmError(f"provider {provider.get('id')!r}: no simulated cloud of its kind")
             providers.append({**provider, **endpoint.provider_settings()})
         effective = {
-            **_read_toml(self.effective_path),
+            **read_toml(self.effective_path),
             "providers": providers,
             "web": {**raw.get("web", {}), "port": web_port},
             # Each process type on a port of its own from there (procs/ports.py): free ports,
@@ -407,16 +394,7 @@ class Demo:
         for kind, client in self.clouds.items():
             progress.vms[kind] = self._own(client.instances())
             calls[kind] = sum(client.request_counts().values())
-        progress.samples.append(
-            Sample(
-                t_s=progress.elapsed_s,
-                pools={
-                    s.pool_id: PoolSample(s.pending, s.claimed, s.requested, s.running, s.stopping)
-                    for s in statuses
-                },
-                api_calls=calls,
-            )
-        )
+        progress.record(statuses, calls)
         return statuses
 
     def _own(self, vms: list[Any]) -> list[Any]:
@@ -458,11 +436,8 @@ class Demo:
         )
 
     def _drained(self, progress: Progress, statuses: list[Any]) -> bool:
-        busy = any(
-            s.pending or s.claimed or s.requested or s.running or s.stopping for s in statuses
-        )
         live_vms = any(vm.state in LIVE_VM_STATES for vms in progress.vms.values() for vm in vms)
-        return not busy and not live_vms
+        return not any_busy(statuses) and not live_vms
 
     def _pool_clouds(self) -> dict[str, str]:
         return {p.pool_id: p.cloud for p in self.pools}
@@ -566,7 +541,7 @@ def _cloud_of(process_name: str) -> str:
 
 
 @contextlib.contextmanager
-def _own_log(path: Path, names: tuple[str, ...] = ("wm",)) -> Iterator[None]:
+def own_log(path: Path, names: tuple[str, ...] = ("wm",)) -> Iterator[None]:
     """The demo process's own log lines (its simulated workers', and those of the loggers
     named) go to a file, not the screen."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -586,41 +561,8 @@ def _own_log(path: Path, names: tuple[str, ...] = ("wm",)) -> Iterator[None]:
             logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
         return {}
-
-
-class _StopAsked:
-    """Whether SIGTERM or Ctrl-C asked the demo to stop.
-
-    The signal handler raises KeyboardInterrupt where the main thread happens to be; when that
-    is inside a finaliser (a `__del__`, a weakref callback) Python prints the exception and
-    drops it. The flag survives that, and every wait loop raises it again at its next tick.
-    """
-
-    asked = False
-
-
-def raise_if_stop_asked() -> None:
-    if _StopAsked.asked:
-        raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def interrupted_by_sigterm() -> Iterator[None]:
-    """SIGTERM stops the demo as Ctrl-C does: everything it started is stopped on the way out."""
-    import signal
-
-    def stop(_signum: int, _frame: object) -> None:
-        _StopAsked.asked = True
-        raise KeyboardInterrupt
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -26,14 +26,12 @@ import time
 import tomllib
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import taskcluster
-import taskcluster.exceptions
 import yaml
 from sqlalchemy import Engine
 
@@ -54,8 +52,10 @@ from wmsim.clouds import CLOUDS
 from wmsim.control import LIVE_VM_STATES
 from wmsim.demo import report as report_module
 from wmsim.demo import take_over_report
+from wmsim.demo.forwarded_reads import OBSERVER_CLIENT, ForwardedReads
 from wmsim.demo.live import LiveState, PoolRow
-from wmsim.demo.report import PoolSample, RunFacts, Sample
+from wmsim.demo.progress import Progress, any_busy
+from wmsim.demo.report import RunFacts
 from wmsim.demo.run import (
     AGENT_POLL_S,
     AGENT_SHOULD_TERMINATE_EVERY_S,
@@ -63,12 +63,11 @@ from wmsim.demo.run import (
     RELEASE,
     START_TIMEOUT_S,
     Demo,
-    Progress,
-    _own_log,
-    _read_toml,
+    own_log,
+    read_toml,
 )
 from wmsim.demo.supervisor import Supervisor, read_procfile
-from wmsim.demo.take_over_report import AgentLife, Comparison, Held, TakeOverFacts
+from wmsim.demo.take_over_report import AgentLife, Held, TakeOverFacts
 from wmsim.demo.workload import PoolShare
 from wmsim.ingress import Ingress
 from wmsim.legacy.provisioner import LegacyProvider
@@ -79,15 +78,11 @@ from wmsim.serve import SimEndpoint
 # The deployment's worker-manager client: the issuer of every worker's credentials, given to
 # wm too (TASKCLUSTER_CLIENT_ID / _ACCESS_TOKEN). Fake, as everything here: never a real one.
 ISSUER_CLIENT = "static/taskcluster/worker-manager"
-OBSERVER_CLIENT = "demo/observer"  # the demo's own reads, through the rootUrl and directly
 IMPORT = "import"
 LEGACY = "legacy"
 WM = "wm"
 LEGACY_INTERVAL_S = 0.5  # the stand-in's provisioner and scanner loop
 COMPARE_EVERY_S = 2.0  # how often answers through the forwarding are sampled
-COMPARE_ATTEMPTS = 3  # reads of a listing that changed while it was read
-SHED_RETRIES = 5
-SHED_BACKOFF_S = 0.2
 HEALTH_TIMEOUT_S = 0.5
 REIMPORT_GAP_S = 5.0  # at most one import this often for VMs the scanners report
 
@@ -107,7 +102,6 @@ class TakeOverDemo(Demo):
         self.ingress = Ingress()
         self.legacy: LegacyStack | None = None
         self.issuer_token = secrets.token_urlsafe(32)
-        self.observer_token = secrets.token_urlsafe(32)
         self.moved = ""  # the provider id that moves
         self.kinds: dict[str, str] = {}  # every provider of the config: id -> kind
         self.pool_providers: dict[str, str] = {}
@@ -122,8 +116,7 @@ class TakeOverDemo(Demo):
         self.agents: dict[tuple[str, str], WorkerAgent] = {}  # every one the legacy fleet ran
         self.events_at_move: dict[tuple[str, str], int] = {}
         self.capacity: list[dict[str, int]] = []
-        self.comparisons: list[Comparison] = []
-        self.shed = 0  # reads through wm it shed (429) and the demo asked again
+        self.reads = ForwardedReads()  # the legacy's answers through wm and at itself
         self.next_comparison = 0.0
         self.import_runs: list[str] = []
         self.all_vms: dict[str, list[Any]] = {}  # cloud kind -> every VM, whoever made it
@@ -146,7 +139,7 @@ class TakeOverDemo(Demo):
         with contextlib.ExitStack() as stack:
             # The stand-in runs in this process: its log lines (the provisioner's warnings)
             # go to the demo's log too.
-            stack.enter_context(_own_log(self.logs / "demo.log", ("wm", "wmsim")))
+            stack.enter_context(own_log(self.logs / "demo.log", ("wm", "wmsim")))
             stack.enter_context(self.ingress)
             self.root_url = self.ingress.root_url
             stack.callback(self.supervisor.stop)
@@ -240,7 +233,7 @@ class TakeOverDemo(Demo):
     ) -> Config:
         super()._write_config(raw, endpoints, web_port)
         assert self.legacy is not None
-        effective = _read_toml(self.effective_path)
+        effective = read_toml(self.effective_path)
         effective["take_over"] = {"legacy_url": self.legacy.manager.base_url}
         self._write_toml(effective)
         return config_module.load(
@@ -315,7 +308,8 @@ class TakeOverDemo(Demo):
                 self._import(f"the scanner reported {unadopted} VMs wm has no row for")
         if self.stage in (Stage.REMOVING, Stage.MOVED) and time.monotonic() >= self.next_comparison:
             self.next_comparison = time.monotonic() + COMPARE_EVERY_S
-            self._compare()
+            assert self.legacy is not None
+            self.reads.compare(self.legacy.manager, self.root_url, self.pool_providers, self.moved)
 
     def _web_answers(self) -> bool:
         url = self.web_url + "/healthz"
@@ -375,51 +369,6 @@ class TakeOverDemo(Demo):
 
     # -- sampling -------------------------------------------------------------------------------
 
-    def _observer(self, root_url: str) -> Any:
-        return taskcluster.WorkerManager(
-            {
-                "rootUrl": root_url,
-                "credentials": {"clientId": OBSERVER_CLIENT, "accessToken": self.observer_token},
-            }
-        )
-
-    def _compare(self) -> None:
-        """The legacy's pools, read through the rootUrl (wm forwards) and at the legacy itself:
-        the answers must be the same. A listing that changes while it is read is read again on
-        either side of the forwarded read, a few times at most."""
-        assert self.legacy is not None
-        if OBSERVER_CLIENT not in self.legacy.manager.deployment.clients:
-            self.legacy.manager.add_client(
-                OBSERVER_CLIENT, self.observer_token, ["worker-manager:*"]
-            )
-        through = self._observer(self.root_url)
-        direct = self._observer(self.legacy.manager.base_url)
-        for pool_id, provider_id in sorted(self.pool_providers.items()):
-            if provider_id == self.moved:
-                continue
-            for name in ("workerPool", "listWorkerPoolErrors", "listWorkersForWorkerPool"):
-                for _ in range(COMPARE_ATTEMPTS):
-                    before = _answer(getattr(direct, name), pool_id)
-                    forwarded = self._forwarded(getattr(through, name), pool_id)
-                    after = _answer(getattr(direct, name), pool_id)
-                    if forwarded in (before, after):
-                        break
-                equal = forwarded in (before, after)
-                detail = "" if equal else f"through wm: {forwarded!r:.300}; legacy: {after!r:.300}"
-                self.comparisons.append(Comparison(name, pool_id, equal, detail))
-
-    def _forwarded(self, call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
-        """A read through wm, asked again while wm sheds it (429: too many requests in flight,
-        never forwarded), as a client backs off and retries."""
-        answer = _answer(call, *args)
-        for attempt in range(1, SHED_RETRIES + 1):
-            if answer != ("error", (429, "TooManyRequests")):
-                break
-            self.shed += 1
-            time.sleep(SHED_BACKOFF_S * attempt)
-            answer = _answer(call, *args)
-        return answer
-
     def _sample(self, engine: Engine, progress: Progress) -> list[PoolRow]:
         assert self.legacy is not None
         calls = {}
@@ -471,16 +420,7 @@ class TakeOverDemo(Demo):
                     served_by=served,
                 )
             )
-        progress.samples.append(
-            Sample(
-                t_s=progress.elapsed_s,
-                pools={
-                    r.pool_id: PoolSample(r.pending, r.claimed, r.requested, r.running, r.stopping)
-                    for r in rows
-                },
-                api_calls=calls,
-            )
-        )
+        progress.record(rows, calls)
         return rows
 
     def _served_by_wm(self, pool_id: str) -> bool:
@@ -521,15 +461,12 @@ class TakeOverDemo(Demo):
             return f"wm's processes starting for {self.moved}"
         return (
             f"{self.moved} moved to wm at {self.moved_at_s:.0f} s; {others} served by the "
-            f"legacy through wm's forwarding ({len(self.comparisons)} answers compared)"
+            f"legacy through wm's forwarding ({len(self.reads.comparisons)} answers compared)"
         )
 
     def _drained(self, progress: Progress, statuses: list[Any]) -> bool:
-        busy = any(
-            r.pending or r.claimed or r.requested or r.running or r.stopping for r in statuses
-        )
         live_vms = any(vm.state in LIVE_VM_STATES for vms in self.all_vms.values() for vm in vms)
-        return self.stage is Stage.MOVED and not busy and not live_vms
+        return self.stage is Stage.MOVED and not any_busy(statuses) and not live_vms
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -588,8 +525,8 @@ class TakeOverDemo(Demo):
             leaked_vms=sum(facts.leaked_vms.values()),
             leaked_resources=sum(facts.leaked_resources.values()),
             forwarded=forwarded,
-            comparisons=self.comparisons,
-            shed=self.shed,
+            comparisons=self.reads.comparisons,
+            shed=self.reads.shed,
             import_runs=self.import_runs,
         )
 
@@ -609,13 +546,3 @@ class TakeOverDemo(Demo):
             highlight=False,
         )
         super()._summarise(report)
-
-
-def _answer(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
-    """A call's answer, or its failure's status and code: what two sides must agree on."""
-    try:
-        return ("answer", call(*args))
-    except taskcluster.exceptions.TaskclusterRestFailure as failure:
-        return ("error", (failure.status_code, (failure.body or {}).get("code")))
-    except taskcluster.exceptions.TaskclusterFailure as failure:
-        return ("failed", str(failure))

@@ -8,24 +8,17 @@ imported only when started, so reading the table stays light.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from wm.config.provider_ids import from_gce_label
 from wm.kinds.gcp import GcpProviderConfig
 from wm.pools.config_tables import SPOT_GCE
 from wmsim.bootdata import CloudMetadata
-from wmsim.cloud import LegacyLaunch, LegacyVm, RunningSim, SimCloud, SimCloudConfig
+from wmsim.cloud import SimCloud, imported_when_called
 from wmsim.gcp.bootdata import GceMetadata
 
 # The service account the demo's and the tests' GCE workers are created with.
 WORKER_SERVICE_ACCOUNT = "wm-worker@wm-demo.iam.gserviceaccount.com"
-
-
-def _serve(config: SimCloudConfig, state_dir: Path) -> RunningSim:
-    from wmsim.gcp.gce import serve
-
-    return serve(config, state_dir)
 
 
 def _provider_settings(endpoint: str, cert_path: str | None, trust: str | None) -> dict[str, Any]:
@@ -36,7 +29,7 @@ def _provider_settings(endpoint: str, cert_path: str | None, trust: str | None) 
 def _worker_identity() -> dict[str, Any]:
     """The service account GCE workers are created with, where wm's config has the keys for
     it (the id is what the simulated GCE puts in their identity tokens' `sub`)."""
-    from wmsim.gcp.gce import service_account_id
+    from wmsim.gcp.identity import service_account_id
 
     if "worker_service_account_email" not in GcpProviderConfig.model_fields:
         return {}
@@ -56,27 +49,15 @@ def _on_spot(launch_config: Mapping[str, Any]) -> dict[str, Any]:
     return lc
 
 
-def _legacy_launch(launch: LegacyLaunch) -> LegacyVm:
-    from wmsim.gcp.legacy import launch as made
-
-    return made(launch)
-
-
-def _legacy_terminate(settings: Mapping[str, Any], vm: LegacyVm) -> None:
-    from wmsim.gcp.legacy import terminate
-
-    terminate(settings, vm)
-
-
 CLOUD = SimCloud(
     kind="gcp",
-    serve=_serve,
+    serve=imported_when_called("wmsim.gcp.gce:serve"),
     provider_settings=_provider_settings,
     metadata_reader=_metadata_reader,
     on_spot=_on_spot,
     colour="#34a853",
     demo_share=0.03,
     provider_tag=from_gce_label,  # labels hold it escaped (wm/config/provider_ids.py)
-    legacy_launch=_legacy_launch,
-    legacy_terminate=_legacy_terminate,
+    legacy_launch=imported_when_called("wmsim.gcp.legacy:launch"),
+    legacy_terminate=imported_when_called("wmsim.gcp.legacy:terminate"),
 )

@@ -1,6 +1,6 @@
 """`LegacyWorkerManager`: one live worker-manager deployment as a stand-in, its HTTP service
-(wmsim.legacy.service) plus, once started with launchers, its provisioner and worker scanner
-(wmsim.legacy.provisioner)."""
+(wmsim.legacy.service, served by wmsim.legacy.server) plus, once started with launchers, its
+provisioner and worker scanner (wmsim.legacy.provisioner)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from wmsim.legacy.service import Deployment, PermanentClient, serve
+from wmsim.legacy.auth import PermanentClient
+from wmsim.legacy.server import serve
+from wmsim.legacy.service import Deployment
 from wmsim.legacy.store import Pool, Store, Worker
 
 WORKER_LIFETIME = timedelta(days=4)  # a worker's `expires` when a test adds one by hand

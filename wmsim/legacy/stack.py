@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from wmsim.agent import AgentSettings
+from wmsim.legacy.auth import PermanentClient
 from wmsim.legacy.fleet import LegacyFleet
 from wmsim.legacy.manager import LegacyWorkerManager
 from wmsim.legacy.provisioner import LegacyProvider, LegacyProvisioner
-from wmsim.legacy.service import PermanentClient
 
 
 @dataclass

@@ -41,7 +41,9 @@ from wm.providers.base import (
     LaunchIntent,
     LaunchResult,
 )
-from wmsim.aws.ec2 import KNOWN_IMAGES, SimEc2, example_launch_config, serve
+from wmsim.aws.ec2 import SimEc2, serve
+from wmsim.aws.moto_models import KNOWN_IMAGES
+from wmsim.aws.run_instances import example_launch_config
 from wmsim.config import SimCloudConfig
 from wmsim.wsgi import ServerThread
 

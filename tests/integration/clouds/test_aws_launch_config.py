@@ -35,7 +35,9 @@ from wm.providers.base import (
     LaunchResult,
 )
 from wm.provisioning.launch_outcomes import judge_results
-from wmsim.aws.ec2 import DEFAULT_IMAGE, KNOWN_IMAGES, SimEc2, example_launch_config
+from wmsim.aws.ec2 import SimEc2
+from wmsim.aws.moto_models import DEFAULT_IMAGE, KNOWN_IMAGES
+from wmsim.aws.run_instances import example_launch_config
 from wmsim.control import get_json
 
 POOL = "proj-ci/linux-gpu"

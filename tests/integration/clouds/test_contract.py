@@ -13,9 +13,9 @@ from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent
 from wm.provisioning.provisioner import new_worker_id
-from wmsim.aws import ec2
+from wmsim.aws import run_instances as ec2_launch
 from wmsim.azure import launch_configs
-from wmsim.gcp import gce
+from wmsim.gcp import launch_config as gce_launch
 
 GONE_WITHIN_S = 10
 
@@ -59,11 +59,11 @@ def cloud(request):
 def launch_config(kind: str, spec: Cloud, where: str, spot: bool) -> dict[str, Any]:
     """The cloud's own Taskcluster launch config for the machine, as the sims accept it."""
     if kind == "aws":
-        return ec2.example_launch_config(
+        return ec2_launch.example_launch_config(
             where, instance_type=spec.machine_type, image_id=spec.image, spot=spot
         )
     if kind == "gcp":
-        return gce.example_launch_config(
+        return gce_launch.example_launch_config(
             where, machine_type=spec.machine_type, image=spec.image, spot=spot
         )
     return launch_configs.example_launch_config(

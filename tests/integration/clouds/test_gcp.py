@@ -34,7 +34,8 @@ from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
 from wm.providers.gcp.provider import GcpProvider, make
 from wmsim.config import SimCloudConfig
-from wmsim.gcp.gce import SimGce, example_launch_config, serve
+from wmsim.gcp.gce import SimGce, serve
+from wmsim.gcp.launch_config import example_launch_config
 
 POOL = "proj-ci/linux-large"  # has "/", so its label is sanitised and metadata keeps it
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"

@@ -31,7 +31,8 @@ from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp.provider import GcpProvider, request_id
-from wmsim.gcp.gce import SimGce, example_launch_config
+from wmsim.gcp.gce import SimGce
+from wmsim.gcp.launch_config import example_launch_config
 
 POOL = "proj-ci/gpu"
 OWNER = "ci-team@example.com"

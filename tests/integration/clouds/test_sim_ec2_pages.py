@@ -16,6 +16,8 @@ import boto3
 import pytest
 
 import wmsim.aws.ec2 as ec2_module
+import wmsim.aws.lifecycle as lifecycle_module
+import wmsim.aws.seeding as seeding_module
 from wmsim.aws.ec2 import SimEc2
 from wmsim.behaviour import Behaviour
 
@@ -38,7 +40,9 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(ec2_module, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    # Every module of the sim that reads the clock.
+    for module in (ec2_module, lifecycle_module, seeding_module):
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     return clock
 
 

@@ -26,7 +26,8 @@ from tests.support.sim_vms import SERVICE_ACCOUNT, azure_vm, gce_insert
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.control import metadata_base_url
-from wmsim.gcp.gce import SimGce, service_account_id
+from wmsim.gcp.gce import SimGce
+from wmsim.gcp.identity import service_account_id
 
 ROOT_URL = "https://tc.example.test"
 BOOT_DATA = {

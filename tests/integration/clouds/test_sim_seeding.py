@@ -18,7 +18,8 @@ from wm.providers.base import (
     LaunchIntent,
 )
 from wm.providers.gcp.provider import GcpProvider
-from wmsim.aws.ec2 import SimEc2, example_launch_config
+from wmsim.aws.ec2 import SimEc2
+from wmsim.aws.run_instances import example_launch_config
 from wmsim.gcp.gce import SimGce
 
 POOL = "proj/seeded"

@@ -29,7 +29,8 @@ from wmsim.azure.arm import SimArm
 from wmsim.azure.bootdata import AzureMetadata
 from wmsim.control import metadata_base_url
 from wmsim.gcp.bootdata import GceMetadata
-from wmsim.gcp.gce import SimGce, service_account_id
+from wmsim.gcp.gce import SimGce
+from wmsim.gcp.identity import service_account_id
 
 POOL = "proj/ci"
 INTENT = "w-intent-1"  # the name the builtin queue knows the worker by

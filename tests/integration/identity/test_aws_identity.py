@@ -18,7 +18,9 @@ from wm.providers import build_verifier
 from wm.providers.aws.provider import AwsProvider
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.workers.identity import ExpectedIdentity, IdentityRejected
-from wmsim.aws.ec2 import SimEc2, example_launch_config, sign_identity_document
+from wmsim.aws.ec2 import SimEc2
+from wmsim.aws.identity import sign_identity_document
+from wmsim.aws.run_instances import example_launch_config
 from wmsim.trust import new_rsa_key, pem, self_signed
 
 IMAGE, INSTANCE_TYPE = "ami-0abcdef1234567890", "m5.large"

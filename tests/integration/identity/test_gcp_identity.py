@@ -35,7 +35,9 @@ from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
 from wm.providers.gcp import identity as gcp_identity
 from wm.providers.gcp.provider import GcpProvider
 from wm.workers.identity import ExpectedIdentity, IdentityRejected
-from wmsim.gcp.gce import SimGce, example_launch_config, identity_jwks, service_account_id
+from wmsim.gcp.gce import SimGce
+from wmsim.gcp.identity import identity_jwks, service_account_id
+from wmsim.gcp.launch_config import example_launch_config
 from wmsim.trust import new_rsa_key
 
 SPEC = LaunchSpec(

@@ -32,8 +32,8 @@ from wm.kinds import KINDS
 from wm.pools.definition import derive_launch_config_id
 from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.agent import AgentSettings
+from wmsim.legacy.auth import PermanentClient
 from wmsim.legacy.manager import LegacyWorkerManager
-from wmsim.legacy.service import PermanentClient
 from wmsim.legacy.stack import LegacyStack
 
 ISSUER = ("static/taskcluster/worker-manager", "issuer-token-" + "x" * 30)

@@ -43,7 +43,7 @@ from wm.queues.builtin import BuiltinQueue
 from wm.scanning.report import ScanOverran
 from wm.scanning.scanner import Scanner
 from wm.workers.lifecycle import REGISTRATION_TIMEOUT
-from wmsim.gcp.gce import service_account_id
+from wmsim.gcp.identity import service_account_id
 
 IMAGES = {
     "aws": ("m5.large", "ami-0abcdef1234567890"),

@@ -169,7 +169,5 @@ def status_line(engine: Engine, providers: Iterable[ProviderConfigBase]) -> str 
     if not total:
         return f"take-over: no imported worker remains: you can {WHEN_DONE}."
     by_provider = ", ".join(f"{p} {n}" for p, n in sorted(left.items()))
-    return (
-        f"take-over: {total} imported worker{'s' if total != 1 else ''} remain ({by_provider});"
-        f" when 0 you can {WHEN_DONE}."
-    )
+    remain = "imported workers remain" if total != 1 else "imported worker remains"
+    return f"take-over: {total} {remain} ({by_provider}); when 0 you can {WHEN_DONE}."

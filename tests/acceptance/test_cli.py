@@ -511,6 +511,7 @@ def test_status_says_how_many_imported_workers_remain_until_none_does(
         )
 
     left = run_wm("status", db_url=db_url, config=adopting)
+    not_adopting = run_wm("status", db_url=db_url, config=example_config)
     with engine.begin() as conn:  # its VM gone, as a scan records it
         conn.execute(text("UPDATE workers SET state = 'stopped'"))
     none_left = run_wm("status", db_url=db_url, config=adopting)
@@ -519,6 +520,11 @@ def test_status_says_how_many_imported_workers_remain_until_none_does(
     assert left.stdout.splitlines()[-1] == (
         "take-over: 1 imported worker remains (azure-sim 1); when 0 you can set adopt_legacy = "
         "false on its providers and drop [take_over] from the config."
+    )
+    assert not_adopting.stdout.splitlines()[-1] == (
+        "take-over: 1 imported worker remains (azure-sim 1 without adopt_legacy: its scans miss"
+        " them); when 0 you can set adopt_legacy = false on its providers and drop [take_over]"
+        " from the config."
     )
     assert none_left.stdout.splitlines()[-1] == (
         "take-over: no imported worker remains: you can set adopt_legacy = false on its "

@@ -168,6 +168,10 @@ def status_line(engine: Engine, providers: Iterable[ProviderConfigBase]) -> str 
     total = sum(left.values())
     if not total:
         return f"take-over: no imported worker remains: you can {WHEN_DONE}."
-    by_provider = ", ".join(f"{p} {n}" for p, n in sorted(left.items()))
+    # A provider without adopt_legacy neither looks up nor deletes its imported workers' VMs.
+    by_provider = ", ".join(
+        f"{p} {n}" + ("" if p in adopting else " without adopt_legacy: its scans miss them")
+        for p, n in sorted(left.items())
+    )
     remain = "imported workers remain" if total != 1 else "imported worker remains"
     return f"take-over: {total} {remain} ({by_provider}); when 0 you can {WHEN_DONE}."

@@ -47,7 +47,7 @@ from bench.common import (
     wrap_app,
 )
 from wm.config.loader import Config
-from wm.db import scans, worker_writes
+from wm.db import scan_writes, scans
 from wm.db.worker_writes import insert_intents, record_launches
 from wm.db.workers import LaunchOutcome, NewWorker, list_workers
 from wm.model import WorkerRef, WorkerState
@@ -369,7 +369,7 @@ def write_rows(engine: Engine, config: Config, fleet: Fleet) -> None:
     for provider_id, region in units():
         live = scans.live_workers(engine, provider_id, region)
         for start in range(0, len(live), ROW_CHUNK):
-            worker_writes.apply_changes(
+            scan_writes.apply_changes(
                 engine,
                 [
                     RowChange(r.worker_id, r.version, r.state, STARTED)

@@ -27,7 +27,7 @@ from procs.ports import serve_metrics
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
 from wm.config.loader import Config, ProviderConfig, RetentionConfig, child_environment
-from wm.db import pool_errors, worker_writes
+from wm.db import pool_errors, scan_writes, worker_writes
 from wm.db import pools as pool_store
 from wm.db.notify import start_listener
 from wm.db.tasks import TASKS_CHANNEL
@@ -139,7 +139,7 @@ def stop_lapsed(engine: Engine, provider_id: str, retention: RetentionConfig) ->
     stopped = worker_writes.stop_lapsed(engine, provider_id)
     for worker in stopped:
         log("worker-expired", worker=worker.worker_id, pool=worker.pool_id, provider=provider_id)
-    worker_writes.expire_stopped(engine, provider_id, retention.stopped_workers_s)
+    scan_writes.expire_stopped(engine, provider_id, retention.stopped_workers_s)
     return len(stopped)
 
 

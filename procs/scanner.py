@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
 from wm.config.loader import Config
-from wm.db import pool_errors, worker_writes
+from wm.db import pool_errors, scan_writes
 from wm.db import pools as pool_store
 from wm.queues import build_queue
 from wm.scanning.scanner import Scanner
@@ -73,7 +73,7 @@ def _ensure_scan_units(runtime: Runtime, config: Config) -> None:
 
 
 def _housekeeping(runtime: Runtime, config: Config, provider_id: str) -> None:
-    worker_writes.expire_stopped(runtime.engine, provider_id, config.retention.stopped_workers_s)
+    scan_writes.expire_stopped(runtime.engine, provider_id, config.retention.stopped_workers_s)
     pool_errors.expire_pool_errors(runtime.engine, config.retention)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 class WorkerState(StrEnum):
     """A worker row's state. What moves a row between them is wm/workers/transitions.py's
-    table, and only wm/db/worker_writes.py writes them."""
+    table, and only wm/db/worker_writes.py and its siblings (scan_writes.py, imported_workers.py)
+    write them."""
 
     REQUESTED = "requested"  # row written; the cloud may not have the instance yet, or it boots
     RUNNING = "running"

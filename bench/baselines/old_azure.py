@@ -38,7 +38,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from wm.calls import CallClass
-from wm.db import scans, worker_writes
+from wm.db import scan_writes, scans
 from wm.errors import CloudError, ErrorCategory
 from wm.kinds.azure import AzureProviderConfig
 from wm.model import LaunchSpec, WorkerState
@@ -148,13 +148,13 @@ class OldAzureScanner:
                 worker.running = True
                 version = self._versions.get(worker.worker_id, 0)
                 change = RowChange(worker.worker_id, version, WorkerState.REQUESTED, STARTED)
-                worker_writes.apply_changes(self.engine, [change])
+                scan_writes.apply_changes(self.engine, [change])
                 return True
             self._provision(worker)
         except CloudError:
             with self._lock:  # the old scanner reported it and tried again next loop
                 self.errors += 1
-        worker_writes.mark_checked(self.engine, [worker.worker_id])
+        scan_writes.mark_checked(self.engine, [worker.worker_id])
         return False
 
     def _instance_power(self, worker: OldWorker) -> str | None:

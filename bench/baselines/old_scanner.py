@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from wm.db import scans, worker_writes
+from wm.db import scan_writes, scans
 from wm.errors import CloudError
 from wm.model import WorkerRecord, WorkerState
 from wm.ops.telemetry import log
@@ -78,11 +78,11 @@ class OldScanner:
             return "error"
         state = WorkerState.STOPPED if found is None else found.state
         if state == row.state:
-            worker_writes.mark_checked(self.engine, [row.worker_id])
+            scan_writes.mark_checked(self.engine, [row.worker_id])
             return "same"
         # The old design wrote what it saw; here that is a transition the table allows.
         moved = GONE if state == WorkerState.STOPPED else scan_sighting(row.state, state, False)
-        worker_writes.apply_changes(
+        scan_writes.apply_changes(
             self.engine, [RowChange(row.worker_id, row.version, row.state, moved)]
         )
         return "changed"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -16,10 +17,13 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from wm.cli.main import cli as wm_cli
+from wm.db import imported_workers
 from wm.db import pools as pool_store
 from wm.db.worker_writes import insert_intents
 from wm.db.workers import NewWorker
+from wm.model import WorkerState
 from wm.pools.config_tables import OldLaunchConfig
+from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.cli import cli as wmsim_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -465,3 +469,64 @@ def test_workers_list_names_workers_as_taskcluster_does(example_config, db_url, 
     assert listed["w-named"]["tc_worker_id"] == "vm-named"
     assert listed["w-intent"]["tc_worker_id"] is None
     assert unknown.returncode != 0 and "proj-ci/nope" in unknown.stderr
+
+
+def test_status_says_how_many_imported_workers_remain_until_none_does(
+    example_config, db_url, engine
+):
+    plain = example_config.read_text()
+    adopting = example_config.parent / "adopting.toml"
+    adopting.write_text(
+        plain.replace('id = "azure-sim"\n', 'id = "azure-sim"\nadopt_legacy = true\n')
+    )
+    apply = run_wm("pools", "apply", str(EXAMPLE_POOLS), db_url=db_url, config=example_config)
+    assert apply.returncode == 0, apply.stderr
+    assert "take-over" not in run_wm("status", db_url=db_url, config=example_config).stdout
+    (lc_id,) = [
+        lc.launch_config_id
+        for lc in pool_store.load_launch_configs(engine)
+        if lc.pool_id == "proj-ci/azure-win"
+    ]
+    now = datetime.now(UTC)
+    with engine.begin() as conn:  # as `wm import` writes it
+        imported_workers.adopt_workers(
+            conn,
+            [
+                imported_workers.AdoptedWorker(
+                    worker_id=imported_worker_id("proj-ci/azure-win", "eastus", "vm-1"),
+                    pool_id="proj-ci/azure-win",
+                    worker_group="eastus",
+                    tc_worker_id="vm-1",
+                    provider_id="azure-sim",
+                    state=WorkerState.RUNNING,
+                    capacity=1,
+                    launch_config_id=lc_id,
+                    created=now,
+                    last_modified=now,
+                    expires=None,
+                    registered_at=now,
+                    provider_data={IMPORTED_FROM: "https://tc.example.test"},
+                )
+            ],
+        )
+
+    left = run_wm("status", db_url=db_url, config=adopting)
+    not_adopting = run_wm("status", db_url=db_url, config=example_config)
+    with engine.begin() as conn:  # its VM gone, as a scan records it
+        conn.execute(text("UPDATE workers SET state = 'stopped'"))
+    none_left = run_wm("status", db_url=db_url, config=adopting)
+
+    assert left.returncode == none_left.returncode == 0, left.stderr
+    assert left.stdout.splitlines()[-1] == (
+        "take-over: 1 imported worker remains (azure-sim 1); when 0 you can set adopt_legacy = "
+        "false on its providers and drop [take_over] from the config."
+    )
+    assert not_adopting.stdout.splitlines()[-1] == (
+        "take-over: 1 imported worker remains (azure-sim 1 without adopt_legacy: its scans miss"
+        " them); when 0 you can set adopt_legacy = false on its providers and drop [take_over]"
+        " from the config."
+    )
+    assert none_left.stdout.splitlines()[-1] == (
+        "take-over: no imported worker remains: you can set adopt_legacy = false on its "
+        "providers and drop [take_over] from the config."
+    )

@@ -23,7 +23,7 @@ from tests.support.api_stack import ApiStack, module_api, secret_hash
 from tests.support.fake_tc_deployment import FakeClient, FakeTaskcluster
 from tests.support.tc_client import refused
 from tests.support.tc_schemas import check
-from wm.db.worker_writes import AdoptedWorker, adopt_workers
+from wm.db.imported_workers import AdoptedWorker, adopt_workers
 from wm.model import WorkerRecord, WorkerState
 from wm.take_over.marks import imported_worker_id
 from wmsim.fleet import proof_fetcher

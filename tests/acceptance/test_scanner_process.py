@@ -205,8 +205,8 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
     from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBNET, make_subnet
     from tests.support.legacy_vms import legacy_vm
     from tests.support.stack import AZURE_SUBSCRIPTION
+    from wm.db import imported_workers, worker_writes
     from wm.db import pools as pool_store
-    from wm.db import worker_writes
     from wm.db.scans import db_now
     from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 
@@ -242,10 +242,10 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
     worker_id = imported_worker_id("proj/win", "eastus", kept.worker_id)
     now = db_now(engine)
     with engine.begin() as conn:
-        worker_writes.adopt_workers(
+        imported_workers.adopt_workers(
             conn,
             [
-                worker_writes.AdoptedWorker(
+                imported_workers.AdoptedWorker(
                     worker_id=worker_id,
                     pool_id="proj/win",
                     worker_group="eastus",

@@ -39,8 +39,9 @@ def test_sql_lives_only_in_the_db_layer():
     assert offenders == []
 
 
-# The one writer of worker rows (wm/workers/transitions.py has the transitions it makes).
-WORKER_WRITER = "wm/db/worker_writes.py"
+# The writers of worker rows, one per job (wm/workers/transitions.py has the transitions they
+# make): the provisioner's, the API's and hand-made workers'; the scanner's; the take-over's.
+WORKER_WRITERS = ("wm/db/worker_writes.py", "wm/db/scan_writes.py", "wm/db/imported_workers.py")
 WORKER_WRITES_SQL = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+workers\b", re.I)
 WORKER_STATE_NAMES = {"requested", "running", "stopping", "stopped"}
 
@@ -64,10 +65,10 @@ def worker_writes_in(source: str) -> list[int]:
     return lines
 
 
-def test_one_module_writes_worker_rows():
+def test_only_the_writers_write_worker_rows():
     offenders = []
     for path in python_files("wm", "procs"):
-        if path.as_posix().endswith(WORKER_WRITER) or "migrations" in path.parts:
+        if path.as_posix().endswith(WORKER_WRITERS) or "migrations" in path.parts:
             continue
         offenders += [f"{path.relative_to(REPO)}:{n}" for n in worker_writes_in(path.read_text())]
     assert offenders == []
@@ -247,6 +248,7 @@ LAYERS = (
             "wm.workers.registration_policy",  # registerWorker's refusals and expected identity
             "wm.workers.static_workers",  # createWorker and updateWorker of hand-made workers
             "wm.take_over.marks",  # what `wm import` names and marks: imported workers' keys
+            "wm.take_over.registration",  # what an imported worker may that no other may
             "wm.ops.metrics_ports",  # each process type's default metrics port
             "wm.take_over.import_plan",  # `wm import`: legacy pools and workers -> what wm writes
             "wm.take_over.routes",  # which side answers each request during a take-over
@@ -268,11 +270,22 @@ LAYERS = (
     # Sentry events: their tags and fingerprints know cloud and database errors.
     Layer("error reports", False, ("wm.ops.error_reports", "wm.ops.sentry")),
     # What the API and the CLI both do: applying pool definitions, one transaction.
-    Layer("use cases", False, ("wm.pools.changes", "wm.take_over.importer")),
+    Layer(
+        "use cases",
+        False,
+        ("wm.pools.changes", "wm.take_over.importer", "wm.take_over.imported_reregistration"),
+    ),
     Layer(
         "adapters",
         True,
-        ("wm.providers", "wm.queues", "wm.providers.budget", "wm.take_over.legacy_client"),
+        (
+            # A provider and the take-over's adopter of the legacy's VMs it holds (None unless
+            # adopt_legacy): one unit, though the adopters live in the take-over's room.
+            ("wm.providers", "wm.take_over.adoption"),
+            "wm.queues",
+            "wm.providers.budget",
+            "wm.take_over.legacy_client",
+        ),
     ),
     # What a pass is made of beside its steps: its creates while they are out, what they
     # came to, the pool errors a scan files.
@@ -283,6 +296,7 @@ LAYERS = (
             "wm.provisioning.creates_in_flight",
             "wm.provisioning.launch_outcomes",
             "wm.scanning.scan_errors",
+            "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end
         ),
     ),
     Layer(

@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from wm.kinds import aws, azure, gcp
 from wm.model import CloudInstance, WorkerRecord, WorkerState
-from wm.providers.base import TAG_DEPLOYMENT, imported_tc_worker_id, made_by_wm
+from wm.providers.base import TAG_DEPLOYMENT
 from wm.scanning.scan_diff import diff
+from wm.take_over.adoption import aws, azure, gcp
+from wm.take_over.adoption.base import imported_tc_worker_id, made_by_wm
 from wm.take_over.marks import imported_worker_id
 
 ROOT = "https://tc.example.com"

@@ -10,16 +10,15 @@ from datetime import UTC, datetime
 import pytest
 
 from wm.model import WorkerRecord, WorkerState
+from wm.take_over.registration import Signer, reregisters_on_its_credentials
 from wm.workers.identity import ExpectedIdentity
 from wm.workers.registration_policy import (
     Deployment,
     Refusal,
     RegistrationRequest,
     RegistrationTarget,
-    Signer,
     decide,
     proof_rejected,
-    reregisters_on_its_credentials,
 )
 
 WRITTEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -10,6 +10,7 @@ from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_op
 from wm.db.pools import pool_statuses
 from wm.db.stages import STAGES_WINDOW, recent_workers
 from wm.model import WorkerRecord
+from wm.take_over.adoption_report import status_line as take_over_status
 from wm.workers import stages
 
 
@@ -62,6 +63,8 @@ def status(obj: CliContext, pool_id: str | None, as_json: bool) -> None:
             for s in rows
         ],
     )
+    if pool_id is None and (line := take_over_status(engine, obj.config().providers)) is not None:
+        click.echo(f"\n{line}")  # the take-over's hook: imported workers left
     if pool_id is not None:
         summary = summaries[pool_id]
         slowest = stages.slowest(summary)

@@ -1,4 +1,7 @@
-"""The one writer of worker rows: every INSERT, UPDATE and DELETE on `workers` is here.
+"""The writer of worker rows for the provisioner, the API and hand-made workers; its sibling
+scan_writes.py writes what the scanner changes, and the take-over's wm/db/imported_workers.py
+what `wm import` and an imported worker's first reregistration write: every INSERT, UPDATE and
+DELETE on `workers` is in these three, with the guards here (`guard`, `moved`).
 
 Each function makes one transition of wm/workers/transitions.py (or, for a batch, one per row),
 refuses a transition from a state the table does not allow (`TransitionRefused`: nothing is
@@ -12,20 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
-    Column,
     ColumnElement,
     Connection,
     DateTime,
     Engine,
     Float,
-    Integer,
     Text,
     any_,
     bindparam,
@@ -38,7 +37,6 @@ from sqlalchemy import (
     literal,
     text,
     update,
-    values,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -47,22 +45,15 @@ from wm.db.arrays import ids_array
 from wm.db.engine import one_statement
 from wm.db.tables import launch_configs, worker_pools, workers
 from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
-from wm.model import WorkerRecord, WorkerState
-from wm.take_over.marks import IMPORTED_FROM
+from wm.model import WorkerRecord
 from wm.workers.transitions import (
     ACCEPT,
-    ADOPTIONS,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
-    CHECKED,
-    CLOUD_RUNNING,
     CREATE,
-    DELETE_CALLED,
-    EXPIRE,
     LAPSE,
     MAKE,
-    RECORD,
     REFUSE,
     REGISTER,
     REMOVE,
@@ -73,17 +64,16 @@ from wm.workers.transitions import (
     WITHDRAW,
     WITHDRAW_ADVICE,
     Outcome,
-    RowChange,
     Transition,
 )
 
 
-def _from(transition: Transition) -> ColumnElement[bool]:
+def guard(transition: Transition) -> ColumnElement[bool]:
     """The SQL guard: the row is in a state the table lets this transition leave."""
     return workers.c.state.in_(transition.from_values)
 
 
-def _moved(transition: Transition) -> dict[str, Any]:
+def moved(transition: Transition) -> dict[str, Any]:
     """What every state-moving transition writes besides its own columns: the state, and a
     new version, so a writer that read the row before this cannot overwrite it."""
     moved: dict[str, Any] = {"last_modified": func.now(), "version": workers.c.version + 1}
@@ -157,13 +147,13 @@ def _accept_statement():
     )
     return (
         update(workers)
-        .where(workers.c.worker_id == launched.c.worker_id, _from(ACCEPT))
+        .where(workers.c.worker_id == launched.c.worker_id, guard(ACCEPT))
         .values(
             cloud_id=launched.c.cloud_id,
             tc_worker_id=func.coalesce(launched.c.tc_worker_id, workers.c.tc_worker_id),
             provider_data=workers.c.provider_data.op("||")(cast(launched.c.provider_data, JSONB)),
             accepted_at=func.coalesce(workers.c.accepted_at, func.now()),
-            **_moved(ACCEPT),
+            **moved(ACCEPT),
         )
         .returning(*workers.c)
     )
@@ -181,8 +171,8 @@ def _refuse_statement():
     )
     return (
         update(workers)
-        .where(workers.c.worker_id == refused.c.worker_id, _from(REFUSE))
-        .values(stop_reason=refused.c.stop_reason, **_moved(REFUSE))
+        .where(workers.c.worker_id == refused.c.worker_id, guard(REFUSE))
+        .values(stop_reason=refused.c.stop_reason, **moved(REFUSE))
     )
 
 
@@ -208,7 +198,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
             conn.execute(
                 delete(workers).where(
                     workers.c.worker_id.in_(withdrawn),
-                    _from(WITHDRAW),
+                    guard(WITHDRAW),
                     workers.c.cloud_id.is_(None),
                 )
             )
@@ -236,11 +226,11 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
                 update(workers)
                 .where(
                     workers.c.worker_id.in_(unanswered),
-                    _from(UNANSWERED),
+                    guard(UNANSWERED),
                     workers.c.cloud_id.is_(None),
                 )
                 # A new version: a scan that read the row before this must not stop it.
-                .values(unanswered_at=func.now(), **_moved(UNANSWERED))
+                .values(unanswered_at=func.now(), **moved(UNANSWERED))
             )
     return accepted
 
@@ -259,7 +249,7 @@ def advise_scale_down(engine: Engine, flag: Sequence[str], unflag: Sequence[str]
             if worker_ids:
                 conn.execute(
                     update(workers)
-                    .where(workers.c.worker_id.in_(list(worker_ids)), _from(transition))
+                    .where(workers.c.worker_id.in_(list(worker_ids)), guard(transition))
                     .values(should_terminate=advice)
                 )
 
@@ -289,14 +279,14 @@ def register(
         )
     statement = (
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(REGISTER), workers.c.expires > func.now())
+        .where(workers.c.worker_id == worker_id, guard(REGISTER), workers.c.expires > func.now())
         .values(
             registered_at=func.now(),
             booted_at=boot,
             last_active=func.now(),
             secret_hash=secret_hash,
             expires=func.now() + timedelta(seconds=timeout_s),
-            **_moved(REGISTER),
+            **moved(REGISTER),
         )
         .returning(workers.c.expires)
     )
@@ -343,7 +333,7 @@ def reregister(
             worker_pools.c.pool_id == workers.c.pool_id,
             launch_configs.c.pool_id == workers.c.pool_id,
             launch_configs.c.launch_config_id == workers.c.launch_config_id,
-            _from(REREGISTER),
+            guard(REREGISTER),
             workers.c.secret_hash == old_hash,
             workers.c.expires > func.now(),
         )
@@ -351,37 +341,13 @@ def reregister(
             secret_hash=new_hash,
             expires=case((hand_made, workers.c.expires), else_=renewed_until),
             last_active=case((hand_made, func.now()), else_=workers.c.last_active),
-            **_moved(REREGISTER),
+            **moved(REREGISTER),
         )
         .returning(renewed_until.label("expires"), workers.c.provider_id)
     )
     with one_statement(engine) as conn:  # one UPDATE: its own transaction
         row = conn.execute(statement).first()
     return None if row is None else Reregistered(row.expires, row.provider_id)
-
-
-def reregister_imported(
-    engine: Engine, worker_id: str, new_hash: str, timeout_s: float
-) -> datetime | None:
-    """REREGISTER of a worker imported from a legacy worker-manager, on its own credentials
-    (wm.workers.registration_policy.reregisters_on_its_credentials): its first secret from wm, only
-    while it holds none and its row says it was imported (None: refused). From then on the
-    secret guard of `reregister` applies to it as to any other."""
-    renewed_until = func.now() + timedelta(seconds=timeout_s)
-    statement = (
-        update(workers)
-        .where(
-            workers.c.worker_id == worker_id,
-            _from(REREGISTER),
-            workers.c.secret_hash.is_(None),
-            workers.c.provider_data.has_key(IMPORTED_FROM),
-            workers.c.expires > func.now(),
-        )
-        .values(secret_hash=new_hash, expires=renewed_until, **_moved(REREGISTER))
-        .returning(renewed_until)
-    )
-    with one_statement(engine) as conn:  # one UPDATE: its own transaction
-        return conn.execute(statement).scalar_one_or_none()
 
 
 def request_removal(engine: Engine, worker_id: str, reason: str) -> bool:
@@ -395,8 +361,8 @@ def _end_live(engine: Engine, worker_id: str, reason: str, transition: Transitio
     its secret dropped. False: refused (not live)."""
     statement = (
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(transition))
-        .values(stop_reason=reason, secret_hash=None, **_moved(transition))
+        .where(workers.c.worker_id == worker_id, guard(transition))
+        .values(stop_reason=reason, secret_hash=None, **moved(transition))
     )
     with engine.begin() as conn:
         return conn.execute(statement).rowcount == 1
@@ -407,79 +373,12 @@ def note_task_claimed(conn: Connection, worker_id: str) -> None:
     restarts. No new version: activity never makes a scan's conditional change fail."""
     conn.execute(
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(TASK_CLAIMED))
+        .where(workers.c.worker_id == worker_id, guard(TASK_CLAIMED))
         .values(
             last_active=func.now(),
             first_claimed_at=func.coalesce(workers.c.first_claimed_at, func.now()),
         )
     )
-
-
-# --- workers a legacy worker-manager launched (`wm import`, wm/take_over/marks.py) ----------------
-
-
-@dataclass(frozen=True)
-class AdoptedWorker:
-    """A worker as the legacy worker-manager's API showed it, under wm's key for it."""
-
-    worker_id: str  # wm.take_over.marks.imported_worker_id
-    pool_id: str
-    worker_group: str
-    tc_worker_id: str
-    provider_id: str
-    state: WorkerState  # requested, running or stopping: a stopped worker is not imported
-    capacity: int
-    launch_config_id: str
-    created: datetime
-    last_modified: datetime
-    expires: datetime | None
-    registered_at: datetime | None  # when it registered with worker-manager, if it did
-    provider_data: Mapping[str, Any]  # wm.take_over.marks.IMPORTED_FROM and what the import learnt
-
-
-def adopt_workers(conn: Connection, adopted: Sequence[AdoptedWorker]) -> list[WorkerRecord]:
-    """ADOPT_*: one row per worker wm has no row for, in the state worker-manager gave it, in
-    the caller's transaction (the import writes pools and workers at once). Workers it has a
-    row for already are left as they are: a second import adds only what is new. Returns the
-    rows written."""
-    if not adopted:
-        return []
-    rows = []
-    for worker in adopted:
-        transition = ADOPTIONS[worker.state]  # KeyError: no transition imports that state
-        assert transition.to_state is not None
-        rows.append(
-            {
-                "worker_id": worker.worker_id,
-                "pool_id": worker.pool_id,
-                "worker_group": worker.worker_group,
-                "tc_worker_id": worker.tc_worker_id,
-                "provider_id": worker.provider_id,
-                "state": transition.to_state.value,
-                "capacity": worker.capacity,
-                "launch_config_id": worker.launch_config_id,
-                "idempotency_token": worker.worker_id,  # wm made no create call for it
-                "created": worker.created,
-                "last_modified": worker.last_modified,
-                "expires": worker.expires,
-                "registered_at": worker.registered_at,
-                # wm has seen no claim by it yet, and the legacy API does not tell the queue's
-                # lastDateActive: its queue inactivity clock starts when wm starts watching,
-                # not at its registration (maybe days ago), which would stop it at once.
-                "last_active": func.now(),
-                "stopping_at": (
-                    worker.last_modified if transition.to_state is WorkerState.STOPPING else None
-                ),
-                "provider_data": dict(worker.provider_data),
-            }
-        )
-    statement = (
-        pg_insert(workers)
-        .values(rows)
-        .on_conflict_do_nothing(index_elements=[workers.c.worker_id])
-        .returning(*workers.c)
-    )
-    return [worker_from_row(row) for row in conn.execute(statement)]
 
 
 # --- workers no cloud launches (a static provider's) ---------------------------------------------
@@ -543,7 +442,7 @@ def amend_hand_made(
         )
     statement = (
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(AMEND))
+        .where(workers.c.worker_id == worker_id, guard(AMEND))
         .values(**values, last_modified=func.now(), version=workers.c.version + 1)
         .returning(*workers.c)
     )
@@ -567,13 +466,13 @@ def check_in(
         boot = func.least(literal(booted_at, DateTime(timezone=True)), func.now())
     statement = (
         update(workers)
-        .where(workers.c.worker_id == worker_id, _from(CHECK_IN), workers.c.expires > func.now())
+        .where(workers.c.worker_id == worker_id, guard(CHECK_IN), workers.c.expires > func.now())
         .values(
             registered_at=func.coalesce(workers.c.registered_at, func.now()),
             booted_at=func.coalesce(boot, workers.c.booted_at),
             last_active=func.now(),
             secret_hash=secret_hash,
-            **_moved(CHECK_IN),
+            **moved(CHECK_IN),
         )
         .returning(func.now() + timedelta(seconds=timeout_s))
     )
@@ -593,222 +492,11 @@ def stop_lapsed(engine: Engine, provider_id: str) -> list[WorkerRecord]:
         update(workers)
         .where(
             workers.c.provider_id == provider_id,
-            _from(LAPSE),
+            guard(LAPSE),
             workers.c.expires <= func.now(),
         )
-        .values(stop_reason="expired", secret_hash=None, **_moved(LAPSE))
+        .values(stop_reason="expired", secret_hash=None, **moved(LAPSE))
         .returning(*workers.c)
     )
     with engine.begin() as conn:
         return [worker_from_row(found) for found in conn.execute(statement)]
-
-
-# --- the scanner --------------------------------------------------------------------------------
-
-
-def apply_changes(
-    engine: Engine,
-    changes: Sequence[RowChange],
-    read: Mapping[str, WorkerRecord] | None = None,
-) -> list[WorkerRecord]:
-    """One statement for all changes; a row changed since it was read is left alone. Raises
-    `TransitionRefused`, writing nothing, when any change leaves a state the table does not
-    allow. Returns the rows that did change, as they are now.
-
-    `read`: the rows as the caller read them, by worker id. Each changed row is then that row
-    with what may have moved since (`_MOVED`) as the statement returns it, not the whole row
-    read again: a fleet's first scan changes every row, and would otherwise hold each twice,
-    its provider data decoded twice."""
-    if not changes:
-        return []
-    targets = [c.to_state for c in changes]  # checks every change before anything is written
-    # One array a column, unnested: a statement of 10,000 changes compiles as one of 1 (a
-    # VALUES list would be compiled anew with 8 bound parameters a change, most of a scan's
-    # CPU in SQLAlchemy's compiler).
-    data = _unnest(
-        "changes",
-        ("worker_id", Text, [c.worker_id for c in changes]),
-        ("version", Integer, [c.version for c in changes]),
-        ("from_state", Text, [c.from_state.value for c in changes]),
-        ("state", Text, [target.value for target in targets]),
-        ("cloud_id", Text, [c.cloud_id for c in changes]),
-        ("reason", Text, [c.reason for c in changes]),
-        ("preempted", Boolean, [c.preempted for c in changes]),
-        ("tc_worker_id", Text, [c.tc_worker_id for c in changes]),
-    )
-    statement = (
-        update(workers)
-        .where(
-            workers.c.worker_id == data.c.worker_id,
-            workers.c.version == data.c.version,
-            # Each from-state was checked against the table above; the row must still be in it.
-            workers.c.state == data.c.from_state,
-        )
-        .values(
-            state=data.c.state,
-            cloud_id=func.coalesce(workers.c.cloud_id, data.c.cloud_id),
-            # Kept once known: a VM's workerId never changes.
-            tc_worker_id=func.coalesce(workers.c.tc_worker_id, data.c.tc_worker_id),
-            stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
-            preempted_at=case(
-                (data.c.preempted, func.coalesce(workers.c.preempted_at, func.now())),
-                else_=workers.c.preempted_at,
-            ),
-            last_checked=func.now(),
-            last_modified=func.now(),
-            version=workers.c.version + 1,
-        )
-    )
-    if read is None:
-        with engine.begin() as conn:
-            return [worker_from_row(row) for row in conn.execute(statement.returning(*workers.c))]
-    with engine.begin() as conn:
-        moved = conn.execute(statement.returning(*_MOVED_COLUMNS))
-        times: dict[datetime, datetime] = {}
-        return [_moved_over(read[row[0]], row, times) for row in moved]
-
-
-# What a change of `apply_changes` can find moved in a row it matched by version and state:
-# what it writes (and the state trigger stamps), and what other writers change without a new
-# version (advice, task claims, the scan's own stamps). Provider data is written without a
-# new version only by the scan of the row's unit (RECORD), which holds that unit's claim and
-# passes rows read after its own writes: it cannot have moved.
-_MOVED = ("worker_id", "state", "version", "cloud_id", "tc_worker_id", "stop_reason")
-_MOVED += ("preempted_at", "last_checked", "last_modified", "stopping_at", "stopped_at")
-_MOVED += ("should_terminate", "last_active", "first_claimed_at", "cloud_running_at")
-_MOVED += ("delete_called_at",)
-_MOVED_COLUMNS = tuple(workers.c[name] for name in _MOVED)
-
-
-def _moved_over(row: WorkerRecord, moved: Any, times: dict[datetime, datetime]) -> WorkerRecord:
-    """`row` with the `_MOVED` columns of it a statement returned (by position: about three
-    times quicker than `dataclasses.replace`, once a changed row). A value that did not move
-    stays the object `row` holds, and the times the statement stamped (its now(), the same on
-    every row) are held once (`times`), not once a row."""
-    values = list(_RECORD_VALUES(row))
-    for position, value in zip(_MOVED_POSITIONS, moved, strict=True):
-        if value != values[position]:
-            values[position] = times.setdefault(value, value) if type(value) is datetime else value
-    values[_STATE_POSITION] = WorkerState(values[_STATE_POSITION])
-    return WorkerRecord(*values)
-
-
-_RECORD_FIELDS = tuple(f.name for f in fields(WorkerRecord))
-_RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
-_MOVED_POSITIONS = tuple(_RECORD_FIELDS.index(name) for name in _MOVED)
-_STATE_POSITION = _RECORD_FIELDS.index("state")
-
-
-def _unnest(name: str, *columns: tuple[str, Any, Sequence[Any]]) -> Any:
-    """A derived table of these columns (name, SQL type, values, all of one length) from one
-    array parameter each: `unnest(:a, :b) AS name(a, b)`."""
-    arrays = [
-        bindparam(f"{name}_{column_name}", list(items), type_=ARRAY(sql_type))
-        for column_name, sql_type, items in columns
-    ]
-    return (
-        func.unnest(*arrays)
-        .table_valued(*(column(column_name, sql_type) for column_name, sql_type, _ in columns))
-        .render_derived(name=name)
-    )
-
-
-def record_provider_data(
-    engine: Engine, records: Sequence[tuple[str, Mapping[str, Any]]]
-) -> list[WorkerRecord]:
-    """RECORD: merge each (worker id, data) over its row's provider data, top-level keys
-    replaced, in one statement. Stopped rows are left alone. The version is not moved: this
-    changes no state, so it never makes another writer's conditional change fail. Returns the
-    rows written, as they are now."""
-    if not records:
-        return []
-    data = values(column("worker_id", Text), column("data", JSONB), name="records").data(
-        [(worker_id, dict(found)) for worker_id, found in records]
-    )
-    statement = (
-        update(workers)
-        .where(workers.c.worker_id == data.c.worker_id, _from(RECORD))
-        .values(provider_data=workers.c.provider_data.op("||")(data.c.data))
-        .returning(*workers.c)
-    )
-    with engine.begin() as conn:
-        return [worker_from_row(row) for row in conn.execute(statement)]
-
-
-@dataclass(frozen=True, slots=True)  # a fleet's first scan stamps one a row
-class Stamped:
-    """A row a stamp was written on, as far as its stages go: its pool, and every point a
-    stage is read from (wm/workers/stages.py's POINTS), as they are now. Not the whole row: a scan
-    stamps every VM it first sees running, and only observes their stages."""
-
-    worker_id: str
-    pool_id: str
-    demand_at: datetime | None
-    created: datetime | None
-    accepted_at: datetime | None
-    booted_at: datetime | None
-    cloud_running_at: datetime | None
-    registered_at: datetime | None
-    first_claimed_at: datetime | None
-    stopping_at: datetime | None
-    delete_called_at: datetime | None
-    stopped_at: datetime | None
-
-
-_STAMPED = tuple(workers.c[name] for name in Stamped.__slots__)
-
-
-def mark_cloud_running(engine: Engine, worker_ids: Sequence[str]) -> list[Stamped]:
-    """CLOUD_RUNNING: the cloud runs these workers' VMs: stamp the first time a scan saw it.
-    Returns the rows stamped now (each row once, ever)."""
-    return _stamp_once(engine, CLOUD_RUNNING, worker_ids, workers.c.cloud_running_at)
-
-
-def mark_delete_called(engine: Engine, worker_ids: Sequence[str]) -> list[Stamped]:
-    """DELETE_CALLED: a delete was sent for these workers' VMs: stamp the first one. Returns
-    the rows stamped now (each row once, ever)."""
-    return _stamp_once(engine, DELETE_CALLED, worker_ids, workers.c.delete_called_at)
-
-
-def _stamp_once(
-    engine: Engine, transition: Transition, worker_ids: Sequence[str], stamp: Column
-) -> list[Stamped]:
-    if not worker_ids:
-        return []
-    with engine.begin() as conn:
-        rows = conn.execute(
-            update(workers)
-            .where(
-                workers.c.worker_id == any_(ids_array(worker_ids)),
-                _from(transition),
-                stamp.is_(None),
-            )
-            .values({stamp.name: func.now()})
-            .returning(*_STAMPED)
-        )
-        return [Stamped(*row) for row in rows]
-
-
-def mark_checked(engine: Engine, worker_ids: Sequence[str]) -> None:
-    """CHECKED: a scan saw these rows (one statement, nothing returned)."""
-    if not worker_ids:
-        return
-    with engine.begin() as conn:
-        conn.execute(
-            update(workers)
-            .where(workers.c.worker_id == any_(ids_array(worker_ids)), _from(CHECKED))
-            .values(last_checked=func.now())
-        )
-
-
-def expire_stopped(engine: Engine, provider_id: str, older_than_s: float) -> int:
-    """EXPIRE: forget stopped workers after the retention period; return how many."""
-    with engine.begin() as conn:
-        done = conn.execute(
-            delete(workers).where(
-                workers.c.provider_id == provider_id,
-                _from(EXPIRE),
-                workers.c.last_modified < func.now() - timedelta(seconds=older_than_s),
-            )
-        )
-        return done.rowcount

@@ -163,23 +163,3 @@ DESCRIPTION = KindDescription(
     proof_rejected="Instance identity document validation error",
     boot_data=boot_data,
 )
-
-
-# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
-
-
-def legacy_created_by(provider_id: str) -> str:
-    """The CreatedBy tag worker-manager puts on what it makes for this provider."""
-    return f"taskcluster-wm-{provider_id}"
-
-
-def legacy_pool(tags: Mapping[str, str], provider_id: str) -> str | None:
-    """The pool of an instance worker-manager made for this provider, from its tags (exactly
-    its WorkerPoolId); None for anything else. EC2 keeps the rootUrl only in the user data, which
-    a listing does not show: the CreatedBy tag names the provider, one per deployment's account.
-    wm's own instances carry these tags too: the caller tells them apart by wm's tags."""
-    if tags.get("CreatedBy") != legacy_created_by(provider_id):
-        return None
-    if tags.get("ManagedBy") != MANAGED_BY:
-        return None
-    return tags.get("WorkerPoolId") or None

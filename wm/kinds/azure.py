@@ -365,20 +365,3 @@ DESCRIPTION = KindDescription(
     proof_rejected="Signature validation error",
     boot_data=boot_data,
 )
-
-
-# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
-
-
-def legacy_pool(tags: Mapping[str, str], provider_id: str, root_url: str) -> str | None:
-    """The pool of a resource worker-manager made for this provider of this deployment, from
-    its `#deploymentTags` (created-by, managed-by, provider-id, root-url; the pool exactly as
-    worker-pool-id); None for anything else. wm's own VMs carry these tags too: the caller
-    tells them apart by wm's tags."""
-    if tags.get("created-by") != f"taskcluster-wm-{provider_id}":
-        return None
-    if tags.get("managed-by") != MANAGED_BY or tags.get("provider-id") != provider_id:
-        return None
-    if (tags.get("root-url") or "").rstrip("/") != root_url.rstrip("/"):
-        return None
-    return tags.get("worker-pool-id") or None

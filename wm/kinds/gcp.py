@@ -4,7 +4,6 @@ no SDK."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
@@ -187,38 +186,3 @@ DESCRIPTION = KindDescription(
     proof_rejected="Token validation error",
     boot_data=boot_data,
 )
-
-
-# -- taking over a live worker-manager (wm/take_over/marks.py) -------------------------------------
-
-_LEGACY_UNSAFE = re.compile(r"[^a-zA-Z0-9-]")
-
-
-def legacy_created_by(provider_id: str) -> str:
-    """The created-by label worker-manager gives what it makes for this provider: its
-    [^a-zA-Z0-9-] made `-`, and (unlike its other labels) not lowercased (google.js)."""
-    return _LEGACY_UNSAFE.sub("-", f"taskcluster-wm-{provider_id}")
-
-
-def legacy_pool(
-    labels: Mapping[str, str], metadata: Mapping[str, str], provider_id: str, root_url: str
-) -> str | None:
-    """The pool of an instance worker-manager made for this provider of this deployment: its
-    labels say worker-manager's and this provider's, and its `taskcluster` metadata item (the
-    only place the pool id is exact: labels are escaped and lowercased) names the provider and
-    the root URL; None for anything else. wm's own instances carry these labels and metadata
-    too: the caller tells them apart by wm's labels."""
-    if labels.get("created-by") != legacy_created_by(provider_id):
-        return None
-    if labels.get("managed-by") != MANAGED_BY:
-        return None
-    try:
-        boot = json.loads(metadata.get(GCE_METADATA_KEY) or "")
-    except ValueError:
-        return None
-    if not isinstance(boot, Mapping) or boot.get("providerId") != provider_id:
-        return None
-    if str(boot.get("rootUrl") or "").rstrip("/") != root_url.rstrip("/"):
-        return None
-    pool = boot.get("workerPoolId")
-    return pool if isinstance(pool, str) and pool else None

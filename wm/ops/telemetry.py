@@ -117,14 +117,6 @@ STAGE_SECONDS = Histogram(
     ["pool", "provider", "stage"],
     buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
 )
-# VMs a legacy worker-manager made for a provider taking it over that wm has no row for, as
-# the last scan of each unit found them: never deleted, left for a later `wm import`.
-LEGACY_UNADOPTED = Gauge(
-    "wm_legacy_vms_unadopted",
-    "VMs with a legacy worker-manager's tags of this provider and no worker row (last scan).",
-    ["provider", "region"],
-    multiprocess_mode=CHILDREN_MERGE,
-)
 WORKERS_PREEMPTED = Counter(
     "wm_workers_preempted_total",
     "Workers whose VM the cloud took back (spot interruption, pre-emption, eviction).",

@@ -41,6 +41,10 @@ def build_provider(
     account's shared API budget is wired by the processes (procs/providers.py): providers sit
     below it and never reach up to it."""
     provider = kind_package(config.kind).make(config, deployment_id, root_url)
+    if config.adopt_legacy:  # the take-over's one hook here: its adopter of the legacy's VMs
+        from wm.take_over.adoption import adopter
+
+        provider.adoption = adopter(config.kind, provider)
     if stop is not None:
         provider.gate.stop_on(stop)
     return provider

@@ -59,18 +59,6 @@ def owned(tags: Mapping[str, str], deployment: str, provider: str) -> bool:
     return tags.get(TAG_DEPLOYMENT) == deployment and tags.get(TAG_PROVIDER, provider) == provider
 
 
-def made_by_wm(tags: Mapping[str, str]) -> bool:
-    """Whether a resource carries wm's deployment tag: wm writes worker-manager's tags too, so
-    only a resource without it can be a legacy worker-manager's (adopt_legacy)."""
-    return TAG_DEPLOYMENT in tags
-
-
-def imported_tc_worker_id(worker_id: str) -> str:
-    """worker-manager's workerId inside an imported worker's wm id (the last part of
-    wm.take_over.marks.imported_worker_id: neither it nor the worker group holds a `/`)."""
-    return worker_id.rsplit("/", 1)[-1]
-
-
 @dataclass(frozen=True)
 class LaunchIntent:
     """One worker wm has committed to the database and now asks the cloud for."""
@@ -150,9 +138,10 @@ class Provider(Protocol):
     def list_pages(
         self, region: str, records: UnitRecords = NO_RECORDS
     ) -> Iterator[Sequence[CloudInstance]]:
-        """Every instance of this deployment in one scan unit (with adopt_legacy, a legacy
-        worker-manager's too, in pages of their own after wm's), page by page at the largest
-        page size, each page asked for once the caller is done with the one before. A page may
+        """Every instance of this deployment in one scan unit (with the take-over's
+        `adoption`, a legacy worker-manager's too, in pages of their own after wm's), page by
+        page at the largest page size, each page asked for once the caller is done with the one
+        before. A page may
         be empty. Where to look is the provider's config and `records` (what the database
         holds), never what this process happened to create or look up."""
         ...

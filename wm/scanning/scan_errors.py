@@ -1,18 +1,17 @@
-"""The pool errors a scan files (pure): workers that missed their registration deadline, launches
-the cloud failed after accepting them, and VMs of the legacy worker-manager that no import
-took. Each names what went wrong and what to look at, for `wm pools errors` and
-workerPoolErrorStats, and weighs on its launch config like a refused create."""
+"""The pool errors a scan files (pure): workers that missed their registration deadline, and
+launches the cloud failed after accepting them (the take-over files its own: VMs of the legacy
+worker-manager that no import took, wm/take_over/adoption_report.py). Each names what went
+wrong and what to look at, for `wm pools errors` and workerPoolErrorStats, and weighs on its
+launch config like a refused create."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from wm.db.pool_errors import NewPoolError
-from wm.model import CloudInstance, WorkerRecord
+from wm.model import WorkerRecord
 from wm.workers import lifecycle
 
-LEGACY_UNADOPTED_KIND = "legacy-vm-unadopted"  # pool error kind
-UNADOPTED_KEY = "cloudId"  # its extra key naming the VM: one error per VM
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
 # Stop reasons of workers whose launch the cloud accepted and then failed.
 LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
@@ -50,27 +49,6 @@ def _error_extra(workers: Sequence[WorkerRecord]) -> dict[str, object]:
         "examples": [w.worker_id for w in workers[:ERROR_EXAMPLES]],
         "region": workers[0].worker_group,
     }
-
-
-def unadopted_error(provider_id: str, instance: CloudInstance) -> NewPoolError:
-    """A legacy worker-manager's VM of this provider that wm has no row for: not deleted."""
-    return NewPoolError(
-        pool_id=instance.pool_id or "",
-        kind=LEGACY_UNADOPTED_KIND,
-        title="a VM of worker-manager's has no worker in wm",
-        description=(
-            f"{instance.tc_worker_id} ({instance.cloud_id}) carries the legacy worker-manager's "
-            "tags of this provider but no imported worker: wm leaves it running. Run `wm "
-            "import` again to take it over, or delete it by hand."
-        ),
-        provider_id=provider_id,
-        # Not workerId/workerGroup: those mark a worker's own reports (reportWorkerError).
-        extra={
-            "legacyWorkerId": instance.tc_worker_id,
-            "region": instance.region,
-            UNADOPTED_KEY: instance.cloud_id,
-        },
-    )
 
 
 def failed_launch(reason: str | None) -> bool:

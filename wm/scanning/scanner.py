@@ -25,12 +25,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from wm.db import claims, pool_errors, scans, worker_writes
+from wm.db import claims, pool_errors, scan_writes, scans
 from wm.db import pools as pool_store
 from wm.errors import CloudError
 from wm.model import CloudInstance, PoolRecord, WorkerRecord, WorkerRef, WorkerState
 from wm.ops.telemetry import (
-    LEGACY_UNADOPTED,
     SCAN_SECONDS,
     WORKERS_PREEMPTED,
     log,
@@ -44,12 +43,11 @@ from wm.scanning import scan_diff
 from wm.scanning.listing import Listing, launch_configs_of
 from wm.scanning.report import ScanOverran, ScanReport, ScanStopped
 from wm.scanning.scan_errors import (
-    UNADOPTED_KEY,
     failed_launch,
     launch_errors,
     registration_errors,
-    unadopted_error,
 )
+from wm.take_over.adoption_report import AdoptionReport
 from wm.workers import lifecycle, stages
 from wm.workers.transitions import DEADLINE, DELETED, GONE, RowChange
 
@@ -84,6 +82,8 @@ class Scanner:
     # (provider id, region) -> open intent -> first seen with its pool's claim free: from
     # then on its create is surely sent, and the gate's longest call is counted.
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
+    # The take-over's report of its scans (wm/take_over/adoption_report.py).
+    adoption_report: AdoptionReport = field(default_factory=AdoptionReport)
 
     def scan(self, provider_id: str, region: str) -> ScanReport | None:
         """Scan one unit unless another replica is scanning it right now."""
@@ -164,13 +164,16 @@ class ScanPass:
         listing = self._read_listing(index, pools, now)
         free_since = self._intents_free_since(rows, in_flight, now)
         found = self._diff(listing, rows, now, in_flight, free_since)
-        self._report_unadopted(found.unadopted, pools)
+        # The take-over's hook: the legacy's VMs with no row, the imported workers left.
+        self.scanner.adoption_report.scanned(
+            self.engine, provider, region, found.unadopted, pools, rows
+        )
         # 3. What the listing says, written: states, checks, records, first sightings.
         changed = self._apply(found.changes, index.by_worker)
         rows = [self.changed_rows.get(r.worker_id, r) for r in rows]
         index = index.now_holding(rows)
         found = found.applied(index.by_worker)
-        worker_writes.mark_checked(self.engine, found.seen)
+        scan_writes.mark_checked(self.engine, found.seen)
         self._record(listing.records, index.by_worker)
         self._stamp_cloud_running(found.cloud_running)
         # Stages whose end another process wrote since the last scan of this unit: each is
@@ -306,33 +309,6 @@ class ScanPass:
         )
         return listing.hand_over(left)
 
-    def _report_unadopted(
-        self, unadopted: Sequence[CloudInstance], pools: Mapping[str, PoolRecord]
-    ) -> None:
-        """worker-manager's VMs of this provider that no import has written a row for: named
-        in the log and counted (wm_legacy_vms_unadopted) at every scan, and left running (a
-        later `wm import` takes them); each is also a pool error of its pool, once (while
-        that error is kept), so that `wm status` and `wm pools errors` show it."""
-        LEGACY_UNADOPTED.labels(self.provider.id, self.region).set(len(unadopted))
-        for instance in unadopted:
-            log(
-                "legacy-vm-unadopted",
-                logging.WARNING,
-                provider=self.provider.id,
-                region=self.region,
-                cloud_id=instance.cloud_id,
-                tc_worker_id=instance.tc_worker_id,
-                worker=instance.worker_id,
-                pool=instance.pool_id,
-            )
-        # Whether it was named already is the database's to say, not this process's memory:
-        # scanner replicas share the unit, and a restarted one remembers nothing.
-        pool_errors.record_new_by_key(
-            self.engine,
-            [unadopted_error(self.provider.id, i) for i in unadopted if i.pool_id in pools],
-            key=UNADOPTED_KEY,
-        )
-
     def _apply(
         self,
         changes: Sequence[RowChange],
@@ -346,7 +322,7 @@ class ScanPass:
         """Apply row changes (one statement) to these rows as this scan holds them (`read`, by
         worker id: the latest it wrote or read); act on what they mean: a worker pre-empted, a
         deletion finished."""
-        changed = worker_writes.apply_changes(self.engine, changes, read)
+        changed = scan_writes.apply_changes(self.engine, changes, read)
         self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
@@ -385,7 +361,7 @@ class ScanPass:
         if not asked:
             return
         news = [(i.worker_id, i.record) for i in asked]
-        written = {w.worker_id: w for w in worker_writes.record_provider_data(self.engine, news)}
+        written = {w.worker_id: w for w in scan_writes.record_provider_data(self.engine, news)}
         self.changed_rows.update(written)
         self._tell_recorded([i for i in asked if i.worker_id in written])
 
@@ -423,7 +399,7 @@ class ScanPass:
         )
 
     def _stamp_cloud_running(self, rows: Sequence[WorkerRecord]) -> None:
-        stamped = worker_writes.mark_cloud_running(self.engine, [r.worker_id for r in rows])
+        stamped = scan_writes.mark_cloud_running(self.engine, [r.worker_id for r in rows])
         # A worker that registered first ended this stage at its registration, unobserved.
         _observe(self.provider.id, [w for w in stamped if w.registered_at is None], RUNNING_STAGES)
 
@@ -463,7 +439,7 @@ class ScanPass:
             intents_free_since={r.worker_id: now for r in missing},
         )
         self._apply(again.changes, {r.worker_id: r for r in missing})
-        worker_writes.mark_checked(self.engine, again.seen)
+        scan_writes.mark_checked(self.engine, again.seen)
         stopped = self._change(
             [
                 RowChange(r.worker_id, r.version, r.state, GONE, reason=_gone_reason(r))
@@ -524,7 +500,7 @@ class ScanPass:
             for r in stopping
         ]
         results = _terminate_all(self.provider, refs)
-        called = worker_writes.mark_delete_called(self.engine, [r.worker_id for r in stopping])
+        called = scan_writes.mark_delete_called(self.engine, [r.worker_id for r in stopping])
         _observe(self.provider.id, called, ("decided_to_delete",))
         gone = {t.worker_id for t in results if t.gone}
         for result in results:
@@ -582,7 +558,7 @@ class ScanPass:
 
 
 def _observe(
-    provider_id: str, rows: Sequence[WorkerRecord | worker_writes.Stamped], names: Sequence[str]
+    provider_id: str, rows: Sequence[WorkerRecord | scan_writes.Stamped], names: Sequence[str]
 ) -> None:
     """Observe these stages of these rows, as wm/workers/stages.py computes them (and `wm
     status`)."""

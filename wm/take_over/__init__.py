@@ -7,5 +7,11 @@ decides which side answers (pure), forwarding.py forwards what is not wm's, lega
 is its HTTP client and merged.py pages the lists of both. So the two clients of the one remote
 sit here side by side: the import's synchronous reader through the `taskcluster` client
 (legacy_client.LegacyClient) and the web process's async forwarder on httpx
-(legacy_forwarder.LegacyForwarder).
+(legacy_forwarder.LegacyForwarder). While the scans adopt the legacy's VMs: adoption/ (a
+provider kind's adopter, held by its provider with adopt_legacy), adoption_report.py (what the
+scans and `wm status` say of it), registration.py and imported_reregistration.py (what an
+imported worker may at registration); its rows are wm/db/imported_workers.py.
+
+Removable: tests/unit/test_take_over_hooks.py lists every place outside this folder that
+reaches it; delete the folder, wm/db/imported_workers.py and those hooks.
 """

@@ -83,7 +83,7 @@ class ProviderFacts:
 
 @dataclass(frozen=True)
 class ImportedWorker:
-    """A worker row to adopt: the fields of wm.db.worker_writes.AdoptedWorker."""
+    """A worker row to adopt: the fields of wm.db.imported_workers.AdoptedWorker."""
 
     worker_id: str
     pool_id: str

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from wm.db import pools as pool_store
 from wm.db import workers as worker_reads
-from wm.db.worker_writes import AdoptedWorker, adopt_workers
+from wm.db.imported_workers import AdoptedWorker, adopt_workers
 from wm.pools.apply_plan import ApplyPlan
 from wm.pools.changes import ApplyDefinitions, ApplyRefused, plan_change
 from wm.take_over.import_plan import (

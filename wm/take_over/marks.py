@@ -8,8 +8,11 @@ onto wm"). Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wm.model import WorkerRef
 
 # provider_data key of an imported worker's row: the root URL of the deployment whose
 # worker-manager made it. wm never saw such a worker's secret, nor chose its cloud names.
@@ -26,3 +29,10 @@ def imported_from(provider_data: Mapping[str, Any]) -> str | None:
     """The root URL an imported worker came from; None for a worker wm launched or made."""
     value = provider_data.get(IMPORTED_FROM)
     return value if isinstance(value, str) else None
+
+
+def split_imported(refs: Sequence[WorkerRef]) -> tuple[list[WorkerRef], list[WorkerRef]]:
+    """The refs split in (rows `wm import` wrote, wm's own), each in the order given: a
+    provider hands the first to its adopter (wm/take_over/adoption/)."""
+    theirs = [r for r in refs if imported_from(r.provider_data) is not None]
+    return theirs, [r for r in refs if imported_from(r.provider_data) is None]

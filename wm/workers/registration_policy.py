@@ -15,9 +15,8 @@ from typing import Any
 
 from wm.kinds import KINDS
 from wm.kinds.base import ONCE, WHILE_RUNNING, Registration
-from wm.model import WorkerRecord, WorkerState
-from wm.take_over.marks import imported_from
-from wm.tc.credentials import worker_client_id
+from wm.model import WorkerRecord
+from wm.take_over.registration import unadopted_cloud_id
 from wm.workers.identity import ExpectedIdentity
 
 
@@ -100,12 +99,7 @@ def decide(
     registration = registration_of(deployment.provider_kinds, request.provider_id)
     if worker.state != registration.state:
         return Refusal("InputError", registration.refusal)
-    cloud_id = worker.cloud_id
-    if cloud_id is None and imported_from(worker.provider_data) is not None:
-        # An imported worker that booted but had not registered before the move, whose VM no
-        # scan has adopted yet: worker-manager named it by its cloud's id (EC2 instance id,
-        # GCE numeric instance id), which is the cloud id wm's proofs check.
-        cloud_id = worker.tc_worker_id
+    cloud_id = worker.cloud_id or unadopted_cloud_id(worker)  # the take-over's hook
     return ExpectedIdentity(
         deployment_id=deployment.deployment_id,
         provider_id=request.provider_id,
@@ -141,37 +135,3 @@ def proof_rejected(kind: str | None) -> Refusal:
     description = KINDS.get(kind or "")
     message = description.proof_rejected if description else PROOF_REJECTED_OTHERWISE
     return Refusal("InputError", message)
-
-
-@dataclass(frozen=True)
-class Signer:
-    """Who signed a reregisterWorker request, as wm's authenticator established it."""
-
-    client_id: str | None  # the credentials' name (None: unsigned)
-    issuer: str | None  # the issuer whose certificate wm checked itself (None: none, or not here)
-
-
-def reregisters_on_its_credentials(
-    worker: WorkerRecord | None, signer: Signer | None, issuer_client_id: str
-) -> bool:
-    """Whether a reregisterWorker whose secret wm cannot check is accepted: the worker was
-    imported from a legacy worker-manager (which gave it a secret wm never saw), it runs, and
-    the request is signed with that very worker's temporary credentials, issued by the
-    deployment's worker-manager client, whose certificate wm verified itself. Anyone else (an
-    operator, another worker, a client of the auth service, even one named like the worker)
-    and any worker wm launched is refused as today. The route asks only once the secret failed,
-    and the writer requires the row to hold no secret yet: once renewed here, the worker
-    reregisters with wm's secret like any other."""
-    if worker is None or signer is None or imported_from(worker.provider_data) is None:
-        return False
-    if worker.state != WorkerState.RUNNING or worker.tc_worker_id is None:
-        return False
-    if signer.issuer is None or signer.issuer != issuer_client_id:
-        return False
-    own = worker_client_id(
-        provider_id=worker.provider_id,
-        worker_pool_id=worker.pool_id,
-        worker_group=worker.worker_group,
-        worker_id=worker.tc_worker_id,
-    )
-    return signer.client_id == own

@@ -1,10 +1,10 @@
 """Every change a worker row goes through, as one table of typed transitions (pure).
 
-The one writer of worker rows (wm/db/worker_writes.py) takes a change only as one of these,
-refuses it from a state the table does not allow, and guards the same states in its SQL, so
-no process, however it races another, can move a row where this table does not lead. A scan's
-decision (wm/scanning/scan_diff.py) reads `SCAN_SIGHTINGS` below: which transition a row makes when
-the cloud shows its VM in some state.
+The writers of worker rows (wm/db/worker_writes.py, scan_writes.py, imported_workers.py) take
+a change only as one of these, refuse it from a state the table does not allow, and guard the
+same states in their SQL, so no process, however it races another, can move a row where this
+table does not lead. A scan's decision (wm/scanning/scan_diff.py) reads `SCAN_SIGHTINGS` below:
+which transition a row makes when the cloud shows its VM in some state.
 
 A transition either moves the row to a state, keeps the state it is in (a stamp, an id learnt,
 a deadline extended), writes the row (`CREATE`, from no row) or deletes it (`WITHDRAW`,
@@ -152,8 +152,8 @@ STOP = _t("stop", LIVE, M, X, "removeWorker: nothing in a cloud to delete")
 LAPSE = _t("lapse", LIVE, M, X, "its expires passed: nothing in a cloud to delete")
 
 # Workers a legacy worker-manager launched, imported as they were (`wm import`,
-# wm/take_over/marks.py): a new row in the state worker-manager gave it; from then on the scans and
-# the API move it as any other.
+# wm/take_over/marks.py; written by wm/db/imported_workers.py): a new row in the state
+# worker-manager gave it; from then on the scans and the API move it as any other.
 ADOPT_REQUESTED = _t("adopt-requested", frozenset(), Outcome.INSERT, R, "imported, not registered")
 ADOPT_RUNNING = _t("adopt-running", frozenset(), Outcome.INSERT, U, "imported, registered")
 ADOPT_STOPPING = _t("adopt-stopping", frozenset(), Outcome.INSERT, S, "imported, being removed")

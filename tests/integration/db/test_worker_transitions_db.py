@@ -17,9 +17,11 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import IntegrityError
 
+from wm.db import imported_workers, scan_writes
 from wm.db import worker_writes as writer
+from wm.db.imported_workers import AdoptedWorker
 from wm.db.tables import workers
-from wm.db.worker_writes import AdoptedWorker, HandMadeWorker
+from wm.db.worker_writes import HandMadeWorker
 from wm.db.workers import LaunchOutcome, NewWorker
 from wm.model import WorkerState
 from wm.workers.transitions import (
@@ -115,7 +117,7 @@ def _adopt(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
             provider_data={"importedFrom": "https://tc.example.com"},
         )
         with engine.begin() as conn:
-            return writer.adopt_workers(conn, [imported])
+            return imported_workers.adopt_workers(conn, [imported])
 
     return adopt
 
@@ -129,7 +131,7 @@ def _amend(engine: Engine, _state: WorkerState) -> Any:
 def _scan(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
     def change(engine: Engine, state: WorkerState) -> Any:
         version = row(engine)["version"]
-        return writer.apply_changes(
+        return scan_writes.apply_changes(
             engine, [RowChange(WORKER, version, state, transition, cloud_id="i-walk")]
         )
 
@@ -180,11 +182,11 @@ DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
     DEADLINE: _scan(DEADLINE),
     GONE: _scan(GONE),
     DELETED: _scan(DELETED),
-    RECORD: lambda e, _s: writer.record_provider_data(e, [(WORKER, {"deployment": "d-1"})]),
-    CLOUD_RUNNING: lambda e, _s: writer.mark_cloud_running(e, [WORKER]),
-    DELETE_CALLED: lambda e, _s: writer.mark_delete_called(e, [WORKER]),
-    CHECKED: lambda e, _s: writer.mark_checked(e, [WORKER]),
-    EXPIRE: lambda e, _s: writer.expire_stopped(e, PROVIDER, 60.0),
+    RECORD: lambda e, _s: scan_writes.record_provider_data(e, [(WORKER, {"deployment": "d-1"})]),
+    CLOUD_RUNNING: lambda e, _s: scan_writes.mark_cloud_running(e, [WORKER]),
+    DELETE_CALLED: lambda e, _s: scan_writes.mark_delete_called(e, [WORKER]),
+    CHECKED: lambda e, _s: scan_writes.mark_checked(e, [WORKER]),
+    EXPIRE: lambda e, _s: scan_writes.expire_stopped(e, PROVIDER, 60.0),
     MAKE: _make,
     AMEND: _amend,
     CHECK_IN: lambda e, _s: writer.check_in(e, WORKER, "new-secret-hash", 3600.0),
@@ -268,7 +270,9 @@ def test_the_writer_makes_what_the_table_allows_and_refuses_the_rest(
     try:
         if state is None and transition in SCAN_CHANGES:
             # No row to read a version from: the change names one that is not there.
-            writer.apply_changes(engine, [RowChange(WORKER, 1, WorkerState.REQUESTED, transition)])
+            scan_writes.apply_changes(
+                engine, [RowChange(WORKER, 1, WorkerState.REQUESTED, transition)]
+            )
         else:
             DRIVERS[transition](engine, state)  # type: ignore[arg-type]
     except (TransitionRefused, IntegrityError):
@@ -301,7 +305,7 @@ def test_a_scan_change_claiming_a_state_the_row_is_not_in_writes_nothing(
     assert before is not None
     claimed = min(transition.from_states)
 
-    changed = writer.apply_changes(
+    changed = scan_writes.apply_changes(
         engine, [RowChange(WORKER, before["version"], claimed, transition)]
     )
 
@@ -344,7 +348,7 @@ def test_an_imported_worker_gets_its_first_secret_from_wm_once(
         )
     before = row(engine)
 
-    expires = writer.reregister_imported(engine, WORKER, "new-secret-hash", 3600.0)
+    expires = imported_workers.renew_imported(engine, WORKER, "new-secret-hash", 3600.0)
 
     after = row(engine)
     assert (expires is not None) is renewed, scenario
@@ -379,11 +383,11 @@ def test_a_scan_change_over_the_rows_it_read_returns_them_as_they_are_now(
     writer.advise_scale_down(engine, [WORKER], [])
     with engine.begin() as conn:
         writer.note_task_claimed(conn, WORKER)
-    writer.mark_cloud_running(engine, [WORKER])
-    writer.mark_delete_called(engine, [WORKER])
-    writer.mark_checked(engine, [WORKER])
+    scan_writes.mark_cloud_running(engine, [WORKER])
+    scan_writes.mark_delete_called(engine, [WORKER])
+    scan_writes.mark_checked(engine, [WORKER])
 
-    changed = writer.apply_changes(
+    changed = scan_writes.apply_changes(
         engine,
         [RowChange(WORKER, read.version, state, transition, cloud_id="i-walk", reason="why")],
         {WORKER: read},
@@ -397,4 +401,4 @@ def test_a_stamped_row_carries_every_point_a_stage_is_read_from():
     from wm.workers.stages import POINTS
 
     fields = {f for names in POINTS.values() for f in names}
-    assert fields <= set(writer.Stamped.__slots__)
+    assert fields <= set(scan_writes.Stamped.__slots__)

@@ -6,11 +6,14 @@ legacy launchers of wmsim/<kind>/legacy.py, exactly as worker-manager makes them
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.fixtures.sim_arm import (
     AZURE_RESOURCE_GROUP,
@@ -25,14 +28,16 @@ from tests.integration.scanner.test_scan import configure
 from tests.support.legacy_vms import legacy_vm
 from wm.db import pools as pool_store
 from wm.db import tasks, worker_writes
+from wm.db.imported_workers import AdoptedWorker, adopt_workers
 from wm.db.pool_errors import list_errors
 from wm.db.scans import db_now
-from wm.db.worker_writes import AdoptedWorker, adopt_workers
 from wm.db.workers import list_workers
 from wm.model import WorkerState
+from wm.providers import build_provider
 from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanning.scanner import Scanner
+from wm.take_over.adoption_report import DONE_EVENT, status_line
 from wm.take_over.marks import IMPORTED_FROM, imported_worker_id
 from wmsim.cloud import LegacyVm
 
@@ -60,25 +65,21 @@ def cloud(request, monkeypatch) -> Cloud:
     kind = request.param
     built: list[Any] = []
     if kind == "aws":
-        from wm.providers.aws.provider import make
-
         monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
         sim = request.getfixturevalue("sim_ec2")
 
         def make_provider(adopt: bool) -> Any:
             config = aws_config(sim.endpoint).model_copy(update={"adopt_legacy": adopt})
-            built.append(make(config, EC2_DEPLOYMENT, EC2_ROOT_URL))
+            built.append(build_provider(config, EC2_DEPLOYMENT, root_url=EC2_ROOT_URL))
             return built[-1]
 
         found = Cloud(kind, sim, EC2_REGION, EC2_ROOT_URL, make_provider)
     elif kind == "gcp":
-        from wm.providers.gcp.provider import make
-
         sim = request.getfixturevalue("sim_gce")
 
         def make_provider(adopt: bool) -> Any:
             config = gcp_config(sim.endpoint).model_copy(update={"adopt_legacy": adopt})
-            built.append(make(config, GCE_DEPLOYMENT, GCE_ROOT_URL))
+            built.append(build_provider(config, GCE_DEPLOYMENT, root_url=GCE_ROOT_URL))
             return built[-1]
 
         found = Cloud(kind, sim, GCE_ZONE, GCE_ROOT_URL, make_provider)
@@ -181,6 +182,44 @@ def test_an_imported_workers_vm_is_adopted_counted_and_removed_with_all_it_holds
     assert not (before & set(cloud.resources()))
     assert [r.unadopted for r in reports] == [0] * len(reports)
     assert len(cloud.resources()) >= 1
+
+
+def imported_left(provider, region: str) -> float | None:
+    labels = {"provider": provider.id, "region": region}
+    return REGISTRY.get_sample_value("wm_imported_workers", labels)
+
+
+def test_wm_says_once_when_the_last_imported_worker_is_gone(engine, cloud, caplog):
+    provider = cloud.make_provider(True)
+    configure(engine, provider, cloud.kind, cloud.region, max_capacity=2)
+    config = [SimpleNamespace(id=provider.id, adopt_legacy=True)]  # what status reads of it
+    workers = [imported(engine, cloud, provider.id, made(cloud, provider.id)) for _ in range(2)]
+    scan = scanner(engine, provider)
+
+    with caplog.at_level(logging.INFO, logger="wm"):
+        scan.scan(provider.id, cloud.region)
+        assert imported_left(provider, cloud.region) == 2
+        assert status_line(engine, config) == (
+            f"take-over: 2 imported workers remain ({provider.id} 2); when 0 you can set "
+            "adopt_legacy = false on its providers and drop [take_over] from the config."
+        )
+        for worker_id in workers:
+            assert worker_writes.request_removal(engine, worker_id, "removeWorker")
+        # The scans delete their VMs; the one after the last is stopped reads none left.
+        for _ in range(8):
+            scan.scan(provider.id, cloud.region)
+            if imported_left(provider, cloud.region) == 0:
+                break
+        scan.scan(provider.id, cloud.region)  # said once, not at every scan
+
+    assert all(row(engine, w).state == WorkerState.STOPPED for w in workers)
+    assert imported_left(provider, cloud.region) == 0
+    done = [r for r in caplog.records if getattr(r, "wm_event", None) == DONE_EVENT]
+    assert [r.wm_fields["provider"] for r in done] == [provider.id]
+    assert status_line(engine, config) == (
+        "take-over: no imported worker remains: you can set adopt_legacy = false on its "
+        "providers and drop [take_over] from the config."
+    )
 
 
 def test_an_adopted_workers_vm_that_dies_is_stopped_and_deleted_like_any(engine, cloud):

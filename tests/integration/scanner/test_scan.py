@@ -24,7 +24,7 @@ from tests.fixtures.sim_gce import (
 from tests.support.configs import build
 from tests.support.definitions import apply_pools
 from wm.config.loader import RetentionConfig
-from wm.db import pool_errors, tasks, worker_writes
+from wm.db import pool_errors, scan_writes, tasks
 from wm.db import pools as pool_store
 from wm.db.pool_errors import NewPoolError, list_errors, record_errors
 from wm.db.worker_writes import insert_intents
@@ -349,7 +349,7 @@ def test_stopped_rows_and_old_errors_expire_after_retention(engine, sim_gce, gcp
             )
         )
     week = 7 * 24 * 3600
-    assert worker_writes.expire_stopped(engine, gcp_provider.id, week) == 1
+    assert scan_writes.expire_stopped(engine, gcp_provider.id, week) == 1
     assert pool_errors.expire_pool_errors(engine, RetentionConfig(pool_errors_s=week)) == 1
     assert len(list_workers(engine)) == 2 and len(list_errors(engine, "proj/scan")) == 1
 

@@ -43,6 +43,7 @@ from wm.kinds import KINDS
 from wm.model import WorkerState
 from wm.ops.telemetry import log
 from wm.pools.definition import DEFAULT_REREGISTRATION_TIMEOUT_S, HAND_MADE_LAUNCH_CONFIG_ID
+from wm.take_over.imported_reregistration import reregister_imported
 from wm.tc.credentials import new_worker_secret, worker_credentials
 from wm.tc.errors import TaskclusterError
 from wm.tc.hawk import Authenticated
@@ -53,11 +54,9 @@ from wm.workers.registration_policy import (
     Deployment,
     Refusal,
     RegistrationRequest,
-    Signer,
     decide,
     launched,
     proof_rejected,
-    reregisters_on_its_credentials,
 )
 from wm.workers.static_workers import (
     ALREADY_EXISTS,
@@ -192,10 +191,6 @@ async def reregister_worker(call: Annotated[Call, endpoint(reregister_scope)]) -
     return reply(await run(reregister, call.api, call.input, call.who))
 
 
-def signer(who: Authenticated | None) -> Signer | None:
-    return Signer(who.client_id, who.issuer) if who is not None else None
-
-
 def reregister(
     api: ApiContext, body: ReregisterWorkerRequest, who: Authenticated | None = None
 ) -> ReregisterWorkerResponse:
@@ -215,8 +210,16 @@ def reregister(
         hand_made_providers=hand_made_providers(api.provider_kinds),
         hand_made_timeout_s=DEFAULT_REREGISTRATION_TIMEOUT_S,
     )
-    if renewed is None:
-        renewed = reregister_imported(api, body, secret, who)
+    if renewed is None:  # the take-over's hook: an imported worker, on its own credentials
+        renewed = reregister_imported(
+            api.engine,
+            (body.workerPoolId, body.workerGroup, body.workerId),
+            secret_hash(secret),
+            who,
+            api.issuer.client_id,
+            hand_made_providers=hand_made_providers(api.provider_kinds),
+            hand_made_timeout_s=DEFAULT_REREGISTRATION_TIMEOUT_S,
+        )
     if renewed is None:  # no such worker, wrong or old secret, not running, or expired
         raise refused
     return ReregisterWorkerResponse(
@@ -224,29 +227,6 @@ def reregister(
         credentials=issue(api, renewed.provider_id, body, renewed.expires),
         secret=secret,
     )
-
-
-def reregister_imported(
-    api: ApiContext, body: ReregisterWorkerRequest, secret: str, who: Authenticated | None
-) -> worker_writes.Reregistered | None:
-    """A worker imported from a legacy worker-manager, whose secret for it wm never saw: its
-    own credentials, issued by the deployment's worker-manager client, prove who it is, once
-    (the writer requires that the row holds no secret yet). Read only when the secret did not
-    match, so a genuine worker's reregistration never pays for it."""
-    target = api_reads.registration_target(
-        api.engine, body.workerPoolId, body.workerGroup, body.workerId
-    )
-    worker = target.worker
-    if worker is None or not reregisters_on_its_credentials(
-        worker, signer(who), api.issuer.client_id
-    ):
-        return None
-    made_by_hand = not launched(api.provider_kinds, worker.provider_id)
-    timeout = DEFAULT_REREGISTRATION_TIMEOUT_S if made_by_hand else target.reregistration_timeout_s
-    expires = worker_writes.reregister_imported(
-        api.engine, worker.worker_id, secret_hash(secret), timeout
-    )
-    return None if expires is None else worker_writes.Reregistered(expires, worker.provider_id)
 
 
 def hand_made_providers(provider_kinds: Mapping[str, str]) -> list[str]:

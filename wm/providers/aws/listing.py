@@ -3,7 +3,7 @@
 botocore parses an EC2 answer into the whole DescribeInstances model: about 3 KB of XML and a
 hundred elements an instance, walked in Python shape by shape, some 0.66 ms of CPU an instance
 (bench/README.md, "scan"): most of a scan's CPU. wm reads a dozen fields of it (provider.py:
-`_cloud_instance`, `_identity`, `_tags`, the look-ups and deletions). `LeanParsers` gives wm's
+`cloud_instance`, `_identity`, `_tags`, the look-ups and deletions). `LeanParsers` gives wm's
 EC2 clients a parser that reads a DescribeInstances answer with expat, keeping those fields in
 the keys and types botocore gives them (timestamps by botocore's own parser); every other
 answer, and every error, is botocore's own parse.

@@ -22,8 +22,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wm.calls import CallClass, Draw
 from wm.config.loader import DEFAULT_ROOT_URL
@@ -43,12 +42,13 @@ from wm.providers.base import (
     LaunchResult,
     TerminateResult,
     UnitRecords,
-    imported_tc_worker_id,
-    made_by_wm,
     owned,
 )
 from wm.providers.gate import provider_gate
-from wm.take_over.marks import imported_from, imported_worker_id
+from wm.take_over.marks import split_imported
+
+if TYPE_CHECKING:
+    from wm.take_over.adoption.aws import AwsAdoption
 
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
@@ -219,6 +219,9 @@ class AwsProvider:
         # Every call passes its regional `spend`; the table still refuses an unlisted operation.
         self.gate = provider_gate(config, classify, CALL_CLASSES)
         self._config = config
+        # The take-over of a legacy worker-manager's instances (adopt_legacy), set where
+        # providers are built (wm/providers/__init__.py); None: wm's own instances only.
+        self.adoption: AwsAdoption | None = None
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         # Built now, as the other kinds build theirs: botocore makes a client and each
@@ -261,59 +264,25 @@ class AwsProvider:
         self, region: str, records: UnitRecords = NO_RECORDS
     ) -> Iterator[list[CloudInstance]]:
         # Where to look is in the config (the region): the records add nothing.
-        for raws in self._describe_pages(region, [self._owned()]):
-            yield [self._cloud_instance(region, raw) for raw in raws]
-        if self._config.adopt_legacy:
-            # One more listing, filtered by EC2 on worker-manager's own tags.
-            for raws in self._legacy_pages(region, []):
-                yield [self._instance_of(region, raw) for raw in raws]
+        for raws in self.describe_pages(region, [self._owned()]):
+            yield [self.cloud_instance(region, raw) for raw in raws]
+        if self.adoption is not None:  # the take-over's: a legacy worker-manager's instances
+            yield from self.adoption.pages(region)
 
     def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         return [i for page in self.list_pages(region, records) for i in page]
-
-    def _legacy_instances(self, region: str, ids: Sequence[str]) -> list[CloudInstance]:
-        """Instances worker-manager made for this provider (all of the region, or these
-        ids), as imported workers: keyed as `wm import` keys their rows."""
-        return [self._instance_of(region, raw) for raw in self._legacy_raws(region, ids)]
-
-    def _legacy_raws(self, region: str, ids: Sequence[str]) -> list[dict[str, Any]]:
-        return [raw for raws in self._legacy_pages(region, ids) for raw in raws]
-
-    def _legacy_pages(self, region: str, ids: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
-        filters = [
-            _tag_filter("CreatedBy", [aws_kind.legacy_created_by(self.id)]),
-            _tag_filter("ManagedBy", [aws_kind.MANAGED_BY]),
-        ]
-        if ids:
-            filters.append({"Name": "instance-id", "Values": list(ids)})
-        return self._describe_pages(region, filters, accept=self._legacy_pool)
-
-    def _instance_of(self, region: str, raw: dict[str, Any]) -> CloudInstance:
-        """The instance as the scan sees it: a legacy worker-manager's under its import key."""
-        instance = self._cloud_instance(region, raw)
-        pool = self._legacy_pool(_tags(raw))
-        if pool is None:
-            return instance
-        return replace(
-            instance,
-            worker_id=imported_worker_id(pool, region, raw["InstanceId"]),
-            pool_id=pool,
-            launch_config_id=None,
-            batch_token=None,
-            launch_index=None,
-            legacy=True,
-        )
-
-    def _legacy_pool(self, tags: Mapping[str, str]) -> str | None:
-        if made_by_wm(tags):
-            return None
-        return aws_kind.legacy_pool(tags, self.id)
 
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
         return {
             worker_id: self._instance_of(region, raw)
             for worker_id, (region, raw) in self._locate(refs).items()
         }
+
+    def _instance_of(self, region: str, raw: dict[str, Any]) -> CloudInstance:
+        """The instance as the scan sees it: a legacy worker-manager's under its import key."""
+        if self.adoption is not None and (theirs := self.adoption.instance(region, raw)):
+            return theirs
+        return self.cloud_instance(region, raw)
 
     def recorded(self, instances: Sequence[CloudInstance]) -> None:
         """EC2 lists everything a worker holds: its listings record nothing."""
@@ -455,13 +424,11 @@ class AwsProvider:
         for ref in refs:
             by_region[ref.region].append(ref)
         for region, all_refs in by_region.items():
-            # Imported workers: found by their instance id (wm's tags are not on them).
-            imported = [r for r in all_refs if imported_from(r.provider_data) is not None]
-            ids = {r.cloud_id or imported_tc_worker_id(r.worker_id): r for r in imported}
-            for chunk in _chunks(sorted(ids), LOOKUP_CHUNK_SIZE):
-                for raw in self._legacy_raws(region, chunk):
-                    found[ids[raw["InstanceId"]].worker_id] = (region, raw)
-            group = [r for r in all_refs if imported_from(r.provider_data) is None]
+            # Rows `wm import` wrote are the take-over's to find (none without it).
+            imported, group = split_imported(all_refs)
+            if imported and self.adoption is not None:
+                for worker_id, raw in self.adoption.locate(region, imported).items():
+                    found[worker_id] = (region, raw)
             with_id = [ref for ref in group if ref.cloud_id]
             for chunk in _chunks(with_id, LOOKUP_CHUNK_SIZE):
                 ids = [ref.cloud_id for ref in chunk]
@@ -508,9 +475,9 @@ class AwsProvider:
         accept: Callable[[Mapping[str, str]], object] | None = None,
     ) -> list[dict[str, Any]]:
         """Every instance of this provider matching the filters, all pages at once."""
-        return [raw for raws in self._describe_pages(region, filters, accept) for raw in raws]
+        return [raw for raws in self.describe_pages(region, filters, accept) for raw in raws]
 
-    def _describe_pages(
+    def describe_pages(
         self,
         region: str,
         filters: list[dict[str, Any]],
@@ -591,7 +558,7 @@ class AwsProvider:
 
     # --- mapping ---------------------------------------------------------------------------
 
-    def _cloud_instance(self, region: str, raw: dict[str, Any]) -> CloudInstance:
+    def cloud_instance(self, region: str, raw: dict[str, Any]) -> CloudInstance:
         tags = _tags(raw)
         state_reason = raw.get("StateReason") or {}
         return CloudInstance(

@@ -29,8 +29,8 @@ _ERROR_MAP: dict[int, Any] | None = None
 
 @dataclass(frozen=True, slots=True)
 class VmFields:
-    """What wm reads of a listed VM (states.py: `model_of`; legacy_vms.py: `legacy_listed`;
-    provider.py: `owns`, `legacy_pool`), the same whether read from the SDK's model
+    """What wm reads of a listed VM (states.py: `model_of`; provider.py: `owns`; the take-over's
+    wm/take_over/adoption/azure.py: `legacy_listed`), the same whether read from the SDK's model
     (`model_fields`) or from the answer's JSON (`json_fields`)."""
 
     id: str

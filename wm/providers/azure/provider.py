@@ -3,7 +3,8 @@
 The provider is the common interface (create, list, lookup, terminate) and what it composes:
 the SDK clients (clients.py), the gate classed by ARM's buckets (`CALL_CLASSES`, errors.py's
 `classify`), the VM's PUT body (vm_body.py, sent by vm_put.py), the states read from ARM's lists
-(listing.py, states.py), the take-over of worker-manager's VMs (legacy_vms.py), and the
+(listing.py, states.py), the hooks of the take-over of worker-manager's VMs
+(`adoption`: wm/take_over/adoption/azure.py), and the
 ARM-template form: launch configs with `armDeployment` are launched as one template deployment
 per worker (deployments.py, its rules arm.py); this module lists, looks up and deletes their VMs
 with the rest, in every resource group they are deployed into.
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
@@ -50,7 +51,6 @@ from wm.providers.azure.arm import parse_resource_id as _parse_resource_id
 from wm.providers.azure.clients import CALL_CONCURRENCY, AzureClients
 from wm.providers.azure.deployments import ArmDeployments
 from wm.providers.azure.errors import IN_USE_CODES, classify
-from wm.providers.azure.legacy_vms import legacy_listed, legacy_pool, with_legacy_records
 from wm.providers.azure.listing import (
     fetch_json_page,
     json_fields,
@@ -73,12 +73,14 @@ from wm.providers.base import (
     LaunchResult,
     TerminateResult,
     UnitRecords,
-    imported_tc_worker_id,
     owned,
 )
 from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
 from wm.take_over.marks import imported_from
+
+if TYPE_CHECKING:
+    from wm.take_over.adoption.azure import AzureAdoption
 
 # provider_data keys of workers created the old multi-step way (a str or a list of names).
 OLD_NIC_NAMES = "nic_names"
@@ -146,7 +148,9 @@ class AzureProvider:
         self.deployment_id = deployment_id
         self.subscription_id = config.subscription_id
         self.resource_group = self._rg = config.resource_group
-        self.adopt_legacy = config.adopt_legacy
+        # The take-over of a legacy worker-manager's VMs (adopt_legacy), set where providers
+        # are built (wm/providers/__init__.py); None: wm's own VMs only.
+        self.adoption: AzureAdoption | None = None
         self.gate = gate
         self.clients = self._clients = clients
         self.pool = self._pool = ThreadPoolExecutor(
@@ -256,9 +260,9 @@ class AzureProvider:
             for page in self.group_pages(region, groups):
                 yield [v for v in page if not v.legacy]
                 legacy += [v for v in page if v.legacy]
-        if legacy:
+        if legacy and self.adoption is not None:
             # One NIC list per resource group for all of them, after the VMs' pages.
-            yield with_legacy_records(self, legacy)
+            yield self.adoption.with_records(legacy)
 
     def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         return [i for page in self.list_pages(region, records) for i in page]
@@ -284,17 +288,8 @@ class AzureProvider:
                     if self.owns(vm) and same_region(vm.location, region):
                         listed[vm.id.lower()] = model_of(vm, region)
                 del page
-        if self.adopt_legacy:
-            # worker-manager's VMs, in whatever group of the subscription its launch configs
-            # put them (armDeploymentResourceGroup): one more list, of the subscription.
-            for page in self.json_pages(
-                "VirtualMachines_ListAll", lambda: vm_list_request(subscription, None)
-            ):
-                for vm in map(json_fields, page):
-                    pool = self.legacy_pool(vm)
-                    if pool is not None and same_region(vm.location, region):
-                        listed[vm.id.lower()] = legacy_listed(vm, region, pool)
-                del page
+        if self.adoption is not None:  # the take-over's: a legacy worker-manager's VMs
+            listed.update(self.adoption.listed(region))
         if not listed:
             return
         # A VM created or deleted between the two lists is left out; the scan looks it up.
@@ -362,16 +357,18 @@ class AzureProvider:
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
         group = ref_group(ref, self._rg)
-        if imported_from(ref.provider_data) is not None:
-            group = ref_group(ref, str(ref.provider_data.get("resourceGroupName") or self._rg))
-        vm = self.get_vm(ref_vm_name(ref), expand="instanceView", group=group)
+        if imported_from(ref.provider_data) is not None:  # the take-over's (none without it)
+            if self.adoption is None:
+                return None
+            group = ref_group(ref, self.adoption.group(ref, self._rg))
+        vm = self.get_vm(self._vm_name(ref), expand="instanceView", group=group)
         if vm is None and _old_style_resources(ref):
             # The VM is gone but a worker made the old multi-step way had a NIC, public IP and
             # disk that do not go with it: until terminate finds them gone too, the worker is
             # not gone; it shows as stopped, so the scan deletes what is left.
             return CloudInstance(
                 worker_id=ref.worker_id,
-                cloud_id=ref.cloud_id or ref_vm_name(ref),
+                cloud_id=ref.cloud_id or self._vm_name(ref),
                 region=ref.region,
                 state=WorkerState.STOPPED,
                 reason=GONE_LEAVING_RESOURCES,
@@ -410,7 +407,9 @@ class AzureProvider:
     def _terminate_one(self, ref: WorkerRef) -> TerminateResult:
         # The VM the cloud named, where known (an orphan found by its tag may carry any name);
         # else the name wm gave the worker's VM.
-        name, group = ref_vm_name(ref), ref_group(ref, self._rg)
+        if imported_from(ref.provider_data) is not None and self.adoption is None:
+            return TerminateResult(ref.worker_id, gone=True, nothing_sent=True)  # not wm's
+        name, group = self._vm_name(ref), ref_group(ref, self._rg)
         try:
             vm = self.get_vm(name, group=group)
             if vm is None:
@@ -491,27 +490,28 @@ class AzureProvider:
     def owns(self, vm: Any) -> bool:
         return self.owns_tags(vm.tags or {})
 
-    def legacy_pool(self, vm: Any) -> str | None:
-        """With adopt_legacy, the pool of a VM the legacy worker-manager made for this provider
-        of this deployment (legacy_vms.py)."""
-        if not self.adopt_legacy:
-            return None
-        return legacy_pool(vm.tags or {}, self.id, self.root_url)
-
     def may_delete(self, vm: Any) -> bool:
         """A VM a worker's teardown may delete: this deployment's, or an adopted one's."""
-        return self.owns(vm) or self.legacy_pool(vm) is not None
+        if self.owns(vm):
+            return True
+        return self.adoption is not None and self.adoption.pool_of(vm.tags or {}) is not None
+
+    def _vm_name(self, ref: WorkerRef) -> str:
+        """The VM name of a worker (an imported worker's: the take-over says)."""
+        if self.adoption is not None and imported_from(ref.provider_data) is not None:
+            return self.adoption.teardown_name(ref, named_vm(ref))
+        return ref_vm_name(ref)
 
     def _any_instance(self, vm: Any, instance_view: Any, region: str) -> CloudInstance | None:
         """The VM as the scan sees it: wm's, a legacy worker-manager's under its import key
-        (holding the ids of what it points at, for legacy_vms' `with_legacy_records`), or None."""
+        (the take-over's `listed_vm`), or None."""
         fields = model_fields(vm)
         if self.owns(fields):
             listed = model_of(fields, region)
-        elif (pool := self.legacy_pool(fields)) is not None:
-            listed = legacy_listed(fields, region, pool)
-        else:
+        elif self.adoption is None or (theirs := self.adoption.listed_vm(fields, region)) is None:
             return None
+        else:
+            listed = theirs
         return joined(self.id, listed, view_statuses(instance_view))
 
     def owns_tags(self, tags: Mapping[str, str]) -> bool:
@@ -551,14 +551,17 @@ def _old_style_resources(ref: WorkerRef) -> bool:
     )
 
 
-def ref_vm_name(ref: WorkerRef) -> str:
-    """The VM name of a worker: from its resource id when the cloud told it, else derived
-    (an imported worker's is worker-manager's workerId)."""
+def named_vm(ref: WorkerRef) -> str | None:
+    """The VM name a worker's resource id holds, when the cloud told it."""
     if ref.cloud_id and "/virtualmachines/" in ref.cloud_id.lower():
         return ref.cloud_id.rstrip("/").rsplit("/", 1)[1]
-    if imported_from(ref.provider_data) is not None:
-        return imported_tc_worker_id(ref.worker_id)
-    return vm_name(ref.worker_id)
+    return None
+
+
+def ref_vm_name(ref: WorkerRef) -> str:
+    """The VM name of a worker of wm's: from its resource id when the cloud told it, else
+    derived from its worker id."""
+    return named_vm(ref) or vm_name(ref.worker_id)
 
 
 def ref_group(ref: WorkerRef, default: str) -> str:

@@ -29,17 +29,15 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
 from wm.config.provider_ids import gce_label
 from wm.errors import CloudError, ErrorCategory, UnknownCloudState
 from wm.kinds import gcp as gcp_kind
-from wm.kinds.base import MANAGED_BY
 from wm.kinds.gcp import GcpProviderConfig
 from wm.model import CloudInstance, WorkerRef, WorkerState
 from wm.providers.base import (
@@ -55,13 +53,14 @@ from wm.providers.base import (
     LaunchResult,
     TerminateResult,
     UnitRecords,
-    imported_tc_worker_id,
-    made_by_wm,
     owned,
 )
 from wm.providers.gate import provider_gate
 from wm.providers.meter import carry
-from wm.take_over.marks import imported_from, imported_worker_id
+from wm.take_over.marks import imported_from
+
+if TYPE_CHECKING:
+    from wm.take_over.adoption.gcp import GcpAdoption
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -182,11 +181,9 @@ class GcpProvider:
         # Fans calls out; the gate still bounds how many reach the cloud at once.
         self._pool = ThreadPoolExecutor(config.gate.concurrency, thread_name_prefix=config.id)
         self._filter = f'labels.{TAG_DEPLOYMENT} = "{self._deployment}"'
-        self._adopt_legacy = config.adopt_legacy
-        self._legacy_filter = (
-            f'labels.created-by = "{gcp_kind.legacy_created_by(config.id)}" AND '
-            f'labels.managed-by = "{MANAGED_BY}"'
-        )
+        # The take-over of a legacy worker-manager's instances (adopt_legacy), set where
+        # providers are built (wm/providers/__init__.py); None: wm's own instances only.
+        self.adoption: GcpAdoption | None = None
 
     # -- create ----------------------------------------------------------------------------------
 
@@ -231,7 +228,7 @@ class GcpProvider:
     def _adopt(self, zone: str, index: int, intent: LaunchIntent) -> LaunchResult:
         """The name exists (a retry after GCE forgot the requestId): use it if it is ours."""
         try:
-            instance = self._get(zone, intent.worker_id)
+            instance = self.get(zone, intent.worker_id)
         except CloudError as error:
             error.maybe_applied = True  # GCE said the instance exists: it may be this one
             return self._failed(intent, index, error)
@@ -330,21 +327,15 @@ class GcpProvider:
         self, region: str, records: UnitRecords = NO_RECORDS
     ) -> Iterator[list[CloudInstance]]:
         # Where to look is in the config (the region): the records add nothing.
-        for items in self._pages(region, self._filter):
-            yield [self._cloud_instance(i, region) for i in items if self._owns(i)]
-        if self._adopt_legacy:
-            # One more listing, filtered by GCE on worker-manager's own labels.
-            for items in self._pages(region, self._legacy_filter):
-                yield [
-                    legacy
-                    for instance in items
-                    if (legacy := self._legacy_instance(instance, region)) is not None
-                ]
+        for items in self.pages(region, self._filter):
+            yield [self.cloud_instance(i, region) for i in items if self._owns(i)]
+        if self.adoption is not None:  # the take-over's: a legacy worker-manager's instances
+            yield from self.adoption.pages(region)
 
     def list_instances(self, region: str, records: UnitRecords = NO_RECORDS) -> list[CloudInstance]:
         return [i for page in self.list_pages(region, records) for i in page]
 
-    def _pages(self, region: str, filter_: str) -> Iterator[list[Any]]:
+    def pages(self, region: str, filter_: str) -> Iterator[list[Any]]:
         """The listing a page at a time: the next page is asked for once the caller is done
         with this one."""
         token = ""
@@ -370,41 +361,20 @@ class GcpProvider:
             if not token:
                 return
 
-    def _legacy_instance(self, instance: Any, zone: str) -> CloudInstance | None:
-        """An instance worker-manager made for this provider, as an imported worker (keyed as
-        `wm import` keys its row); None for anything else (wm's own included)."""
-        labels = dict(instance.labels)
-        if made_by_wm(labels):
-            return None
-        metadata = {item.key: item.value for item in instance.metadata.items}
-        pool = gcp_kind.legacy_pool(labels, metadata, self.id, self.root_url)
-        if pool is None:
-            return None
-        return replace(
-            self._cloud_instance(instance, zone),
-            worker_id=imported_worker_id(pool, zone, str(instance.id)),
-            pool_id=pool,
-            launch_config_id=labels.get("launch-config-id"),
-            batch_token=None,
-            legacy=True,
-        )
-
     def lookup(self, refs: Sequence[WorkerRef]) -> dict[str, CloudInstance]:
         jobs = [partial(self._lookup_one, ref) for ref in refs]
         found = self._each(jobs)
         return {ref.worker_id: item for ref, item in zip(refs, found, strict=True) if item}
 
     def _lookup_one(self, ref: WorkerRef) -> CloudInstance | None:
-        if imported_from(ref.provider_data) is not None:
-            # worker-manager addresses its instances by their numeric id, its workerId.
-            found = self._get(ref.region, _imported_name(ref))
-            return None if found is None else self._legacy_instance(found, ref.region)
-        instance = self._get(ref.region, ref.worker_id)
+        if imported_from(ref.provider_data) is not None:  # the take-over's (none without it)
+            return None if self.adoption is None else self.adoption.lookup_one(ref)
+        instance = self.get(ref.region, ref.worker_id)
         if instance is None or not self._owns(instance, ref.worker_id):
             return None
-        return self._cloud_instance(instance, ref.region)
+        return self.cloud_instance(instance, ref.region)
 
-    def _get(self, zone: str, name: str) -> Any | None:
+    def get(self, zone: str, name: str) -> Any | None:
         try:
             return self._call(
                 "instances.get",
@@ -436,16 +406,19 @@ class GcpProvider:
         # The instance the cloud listed, by its name, where known (an orphan found by its
         # labels may carry any name); else the name wm gave the worker's instance.
         name = str(ref.provider_data.get("name") or ref.worker_id)
-        legacy = imported_from(ref.provider_data) is not None
-        if legacy:
-            name = _imported_name(ref)
+        adoption = None
+        if imported_from(ref.provider_data) is not None:  # the take-over's: its name for it
+            adoption = self.adoption
+            if adoption is None:  # without the take-over no legacy instance is this provider's
+                return TerminateResult(ref.worker_id, gone=True, nothing_sent=True)
+            name = adoption.teardown_name(ref)
         # Ownership before the delete: a same-named instance of another deployment (or an
         # unlabelled one) is not this worker's, so for this worker nothing is left; an
-        # imported worker's is worker-manager's of this provider.
-        instance = self._get(ref.region, name)
+        # imported worker's is worker-manager's of this provider (none without the take-over).
+        instance = self.get(ref.region, name)
         if instance is None or not (
-            self._legacy_instance(instance, ref.region) is not None
-            if legacy
+            adoption.instance(instance, ref.region) is not None
+            if adoption is not None
             else self._owns(instance, ref.worker_id)
         ):
             return TerminateResult(ref.worker_id, gone=True, nothing_sent=True)
@@ -497,7 +470,7 @@ class GcpProvider:
             return False
         return worker_id is None or labels.get(TAG_WORKER) == worker_id
 
-    def _cloud_instance(self, instance: Any, zone: str) -> CloudInstance:
+    def cloud_instance(self, instance: Any, zone: str) -> CloudInstance:
         status = instance.status
         state = worker_state(self.id, status)
         labels = dict(instance.labels)
@@ -608,12 +581,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
-
-
-def _imported_name(ref: WorkerRef) -> str:
-    """How to address an imported worker's instance: by the name a listing saw, else by
-    worker-manager's workerId (its numeric id), which GCE takes in place of the name."""
-    return str(ref.provider_data.get("name") or imported_tc_worker_id(ref.worker_id))
 
 
 def _identity(instance_id: int, zone: str) -> dict[str, str]:

@@ -165,6 +165,25 @@ def test_an_imported_worker_reregisters_on_its_own_credentials_then_with_wms_sec
     assert api.row(worker.worker_id)["secret_hash"] == secret_hash(again["secret"])
 
 
+def test_an_imported_worker_that_registered_with_worker_manager_after_the_import_reregisters(
+    api, deployment
+):
+    # The import read it as requested; it registered with worker-manager before the switch,
+    # so it holds worker-manager's credentials and never calls registerWorker again. Those
+    # credentials are worker-manager's word that it registered: wm renews it, now running.
+    worker = imported(api, WorkerState.REQUESTED)
+    mine = client(deployment, minted(worker))
+
+    renewed = check(
+        "reregister-worker-response",
+        mine.reregisterWorker({**ids(worker), "secret": UNKNOWN_SECRET}),
+    )
+
+    row = api.row(worker.worker_id)
+    assert row["state"] == "running" and row["registered_at"] is not None
+    assert row["secret_hash"] == secret_hash(renewed["secret"])
+
+
 def test_anyone_else_is_refused_as_today(api, deployment):
     worker, other = imported(api), imported(api)
     body = {**ids(worker), "secret": UNKNOWN_SECRET}

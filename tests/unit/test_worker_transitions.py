@@ -10,6 +10,7 @@ from wm.workers.transitions import (
     ADOPT_REQUESTED,
     ADOPT_RUNNING,
     ADOPT_STOPPING,
+    ADOPTED_REREGISTER,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
@@ -83,6 +84,7 @@ EXPECTED: dict[Transition, dict[WorkerState | None, WorkerState | str]] = {
     ADOPT_REQUESTED: {None: R},
     ADOPT_RUNNING: {None: U},
     ADOPT_STOPPING: {None: S},
+    ADOPTED_REREGISTER: {R: U, U: U},
 }
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
 

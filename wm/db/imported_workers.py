@@ -21,7 +21,7 @@ from wm.db.worker_writes import guard, moved
 from wm.db.workers import worker_from_row
 from wm.model import WorkerRecord, WorkerState
 from wm.take_over.marks import IMPORTED_FROM
-from wm.workers.transitions import ADOPTIONS, REREGISTER
+from wm.workers.transitions import ADOPTED_REREGISTER, ADOPTIONS
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def adopt_workers(conn: Connection, adopted: Sequence[AdoptedWorker]) -> list[Wo
 def renew_imported(
     engine: Engine, worker_id: str, new_hash: str, timeout_s: float
 ) -> datetime | None:
-    """REREGISTER of a worker imported from a legacy worker-manager, on its own credentials
+    """ADOPTED_REREGISTER of a worker imported from a legacy worker-manager, on its own credentials
     (wm/take_over/registration.py): its first secret from wm, only
     while it holds none and its row says it was imported (None: refused). From then on the
     secret guard of `reregister` applies to it as to any other."""
@@ -100,12 +100,18 @@ def renew_imported(
         update(workers)
         .where(
             workers.c.worker_id == worker_id,
-            guard(REREGISTER),
+            guard(ADOPTED_REREGISTER),
             workers.c.secret_hash.is_(None),
             workers.c.provider_data.has_key(IMPORTED_FROM),
             workers.c.expires > func.now(),
         )
-        .values(secret_hash=new_hash, expires=renewed_until, **moved(REREGISTER))
+        .values(
+            secret_hash=new_hash,
+            expires=renewed_until,
+            # One imported as requested registered with worker-manager after the import.
+            registered_at=func.coalesce(workers.c.registered_at, func.now()),
+            **moved(ADOPTED_REREGISTER),
+        )
         .returning(renewed_until)
     )
     with one_statement(engine) as conn:  # one UPDATE: its own transaction

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wm.model import WorkerRecord, WorkerState
+from wm.model import WorkerRecord
 from wm.take_over.marks import imported_from
 from wm.tc.credentials import worker_client_id
+from wm.workers.transitions import ADOPTED_REREGISTER
+
+REREGISTERS_FROM = ADOPTED_REREGISTER.from_states
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ def reregisters_on_its_credentials(
     worker: WorkerRecord | None, signer: Signer | None, issuer_client_id: str
 ) -> bool:
     """Whether a reregisterWorker whose secret wm cannot check is accepted: the worker was
-    imported from a legacy worker-manager (which gave it a secret wm never saw), it runs, and
+    imported from a legacy worker-manager (which gave it a secret wm never saw), it is live
+    (running, or requested if it registered with worker-manager after the import), and
     the request is signed with that very worker's temporary credentials, issued by the
     deployment's worker-manager client, whose certificate wm verified itself. Anyone else (an
     operator, another worker, a client of the auth service, even one named like the worker)
@@ -47,7 +51,9 @@ def reregisters_on_its_credentials(
     reregisters with wm's secret like any other."""
     if worker is None or signer is None or imported_from(worker.provider_data) is None:
         return False
-    if worker.state != WorkerState.RUNNING or worker.tc_worker_id is None:
+    # Requested too: it registered with worker-manager after the import read it as requested,
+    # and wm's row has not heard of it since (its credentials say it did).
+    if worker.state not in REREGISTERS_FROM or worker.tc_worker_id is None:
         return False
     if signer.issuer is None or signer.issuer != issuer_client_id:
         return False

@@ -157,6 +157,16 @@ LAPSE = _t("lapse", LIVE, M, X, "its expires passed: nothing in a cloud to delet
 ADOPT_REQUESTED = _t("adopt-requested", frozenset(), Outcome.INSERT, R, "imported, not registered")
 ADOPT_RUNNING = _t("adopt-running", frozenset(), Outcome.INSERT, U, "imported, registered")
 ADOPT_STOPPING = _t("adopt-stopping", frozenset(), Outcome.INSERT, S, "imported, being removed")
+# Its first reregisterWorker at wm, on the credentials worker-manager gave it when it registered
+# there: a running worker's, or a requested one's that registered with worker-manager after the
+# import read it (those credentials are worker-manager's proof that it did).
+ADOPTED_REREGISTER = _t(
+    "adopted-reregister",
+    {R, U},
+    M,
+    U,
+    "an imported worker's first reregistration, on its credentials",
+)
 ADOPTIONS: Mapping[WorkerState, Transition] = {
     R: ADOPT_REQUESTED,
     U: ADOPT_RUNNING,
@@ -194,6 +204,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     ADOPT_REQUESTED,
     ADOPT_RUNNING,
     ADOPT_STOPPING,
+    ADOPTED_REREGISTER,
 )
 
 # (row state, cloud state) -> the transition a scan makes when the cloud lists the row's VM.

@@ -29,6 +29,7 @@ from wm.workers.transitions import (
     ADOPT_REQUESTED,
     ADOPT_RUNNING,
     ADOPT_STOPPING,
+    ADOPTED_REREGISTER,
     ADVISE_STOP,
     AMEND,
     CHECK_IN,
@@ -122,6 +123,10 @@ def _adopt(transition: Transition) -> Callable[[Engine, WorkerState], Any]:
     return adopt
 
 
+def _renew_imported(engine: Engine, _state: WorkerState) -> Any:
+    return imported_workers.renew_imported(engine, WORKER, "new-secret-hash", 3600.0)
+
+
 def _amend(engine: Engine, _state: WorkerState) -> Any:
     with engine.connect() as conn:
         expires = conn.execute(text("SELECT now() + interval '2 hours'")).scalar_one()
@@ -195,6 +200,7 @@ DRIVERS: dict[Transition, Callable[[Engine, WorkerState], Any]] = {
     ADOPT_REQUESTED: _adopt(ADOPT_REQUESTED),
     ADOPT_RUNNING: _adopt(ADOPT_RUNNING),
     ADOPT_STOPPING: _adopt(ADOPT_STOPPING),
+    ADOPTED_REREGISTER: _renew_imported,
 }
 SCAN_CHANGES = {SEEN, STARTED, LOST, DEADLINE, GONE, DELETED}
 STATES: tuple[WorkerState | None, ...] = (None, *WorkerState)
@@ -253,6 +259,15 @@ def given(engine: Engine, state: WorkerState | None, transition: Transition) -> 
                 "w": WORKER,
             },
         )
+        if transition is ADOPTED_REREGISTER:  # a row `wm import` wrote: imported, no secret
+            conn.execute(
+                text(
+                    "UPDATE workers SET secret_hash = NULL,"
+                    """ provider_data = '{"importedFrom": "https://tc.example.com"}'::jsonb"""
+                    " WHERE worker_id = :w"
+                ),
+                {"w": WORKER},
+            )
 
 
 def test_every_transition_has_a_driver():
@@ -331,7 +346,9 @@ def test_a_scan_change_claiming_a_state_the_row_is_not_in_writes_nothing(
         ),
         ("launched by wm, no secret", WorkerState.RUNNING, None, {}, False),
         ("imported, stopping", WorkerState.STOPPING, None, {"importedFrom": "u"}, False),
-        ("imported, requested", WorkerState.REQUESTED, None, {"importedFrom": "u"}, False),
+        # Registered with worker-manager after the import read it as requested: its
+        # credentials are worker-manager's word that it did.
+        ("imported, requested", WorkerState.REQUESTED, None, {"importedFrom": "u"}, True),
     ],
 )
 def test_an_imported_worker_gets_its_first_secret_from_wm_once(
@@ -355,6 +372,7 @@ def test_an_imported_worker_gets_its_first_secret_from_wm_once(
     if renewed:
         assert after is not None and after["secret_hash"] == "new-secret-hash"
         assert after["state"] == "running" and after["version"] == before["version"] + 1
+        assert after["registered_at"] is not None
     else:
         assert after == before, scenario
 

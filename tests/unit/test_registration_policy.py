@@ -315,8 +315,16 @@ def test_a_worker_wm_launched_still_needs_its_recorded_cloud_id():
             False,
         ),
         (
-            "an imported worker not yet registered",
+            # Read as requested by the import, it registered with worker-manager before the
+            # switch: the credentials worker-manager gave it say so.
+            "an imported worker registered with worker-manager after the import",
             replace(IMPORTED, state=WorkerState.REQUESTED),
+            Signer(ITS_CLIENT, ISSUER),
+            True,
+        ),
+        (
+            "an imported worker stopped",
+            replace(IMPORTED, state=WorkerState.STOPPED),
             Signer(ITS_CLIENT, ISSUER),
             False,
         ),

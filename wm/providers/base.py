@@ -59,6 +59,16 @@ def owned(tags: Mapping[str, str], deployment: str, provider: str) -> bool:
     return tags.get(TAG_DEPLOYMENT) == deployment and tags.get(TAG_PROVIDER, provider) == provider
 
 
+def plain(value: Any) -> Any:
+    """A deep copy of a launch config value in plain dicts and lists, so that nothing an SDK
+    does to its parameters reaches the launch spec, and read-only mappings serialise."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True)
 class LaunchIntent:
     """One worker wm has committed to the database and now asks the cloud for."""

@@ -9,16 +9,7 @@ import json
 from typing import Any
 
 from wm.kinds import aws as aws_kind
-from wm.providers.base import (
-    TAG_BATCH,
-    TAG_DEPLOYMENT,
-    TAG_LAUNCH_CONFIG,
-    TAG_POOL,
-    TAG_PROVIDER,
-    TAG_WORKER,
-    LaunchBatch,
-    plain,
-)
+from wm.providers.base import TAG_WORKER, LaunchBatch, ownership_tags, plain
 
 CLIENT_TOKEN_MAX_CHARS = 64  # RunInstances ClientToken limit
 
@@ -74,13 +65,9 @@ def tag_specifications(
             # Other resource types as given; so is anything malformed, which botocore
             # then refuses before sending (a definite bad-config error, not a crash).
             others.append(item)
-    owned = {
-        TAG_DEPLOYMENT: deployment_id,
-        TAG_PROVIDER: provider_id,
-        TAG_POOL: batch.pool_id,
-        TAG_LAUNCH_CONFIG: spec.launch_config_id,
-        TAG_BATCH: batch.batch_token,
-    }
+    owned = ownership_tags(
+        deployment_id, provider_id, batch.pool_id, spec.launch_config_id, batch=batch.batch_token
+    )
     if len(batch.intents) == 1:
         # One instance per call: the call's tags can name the worker itself.
         owned[TAG_WORKER] = batch.intents[0].worker_id

@@ -49,7 +49,6 @@ from wm.providers.base import (
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
-    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
@@ -57,6 +56,7 @@ from wm.providers.base import (
     TerminateResult,
     UnitRecords,
     owned,
+    ownership_tags,
 )
 from wm.providers.gate import provider_gate
 from wm.providers.gcp.errors import classify, done, operation_error
@@ -244,14 +244,14 @@ class GcpProvider:
             launch_config_id=spec.launch_config_id,
             owner=spec.pool_owner,
         )
-        wm_labels = {
-            TAG_DEPLOYMENT: self._deployment,
-            TAG_PROVIDER: self._provider_label,
-            TAG_POOL: _label_value(batch.pool_id),
-            TAG_WORKER: intent.worker_id,
-            TAG_LAUNCH_CONFIG: _label_value(spec.launch_config_id),
-            TAG_BATCH: _label_value(batch.batch_token),
-        }
+        wm_labels = ownership_tags(
+            self._deployment,
+            self._provider_label,
+            _label_value(batch.pool_id),
+            _label_value(spec.launch_config_id),
+            worker=intent.worker_id,
+            batch=_label_value(batch.batch_token),
+        )
         originals = {
             TAG_POOL: batch.pool_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,

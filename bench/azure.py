@@ -46,6 +46,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from bench.baselines.old_azure import OldAzureScanner
+from bench.cloud_process import CloudProcess
 from bench.common import (
     AZURE_RESOURCE_GROUP,
     AZURE_SUBSCRIPTION,
@@ -56,19 +57,13 @@ from bench.common import (
     PROVIDER_IDS,
     RESULTS_DIR,
     BenchConfig,
-    CloudProcess,
     bench_definitions,
-    cell,
-    emit,
     fresh_database,
     parse_config,
-    percentile,
     provider_entries,
-    ratios,
-    rounded,
-    run_sides,
     sync_pools,
 )
+from bench.output import cell, emit, percentile, ratios, rounded, run_sides
 from wm.config.loader import Config
 from wm.db import pools as pool_store
 from wm.db import tasks as task_store
@@ -108,7 +103,7 @@ ROW_EXPIRY_S = 3600.0  # registration deadline of the baseline's rows: never rea
 
 
 class ArmHost:
-    """One SimArm (in the clouds' process); see bench.common.CloudProcess."""
+    """One SimArm (in the clouds' process); see bench.cloud_process.CloudProcess."""
 
     def __init__(self, boot_s: float, latency_ms: float, stack: contextlib.ExitStack) -> None:
         self.arm = SimArm(Behaviour(boot_s=boot_s, latency_ms=latency_ms)).start()

@@ -51,9 +51,10 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from bench.baselines.old_provisioner import OldProvisioner, scan_every
+from bench.cloud_calls import CREATE_OPERATIONS, CreateCall, CreateRecorder, task_latencies
+from bench.cloud_process import CloudProcess, wrap_app
 from bench.common import (
     CLOUDS,
-    CREATE_OPERATIONS,
     DEPLOYMENT_ID,
     JOIN_TIMEOUT_S,
     MACHINES,
@@ -61,23 +62,13 @@ from bench.common import (
     PROVIDER_IDS,
     RESULTS_DIR,
     BenchConfig,
-    CloudProcess,
-    CreateCall,
-    CreateRecorder,
     PassLoops,
-    emit,
     fresh_database,
     parse_config,
-    percentile,
     provider_entries,
-    ratios,
-    rounded,
-    run_sides,
     sync_pools,
-    table,
-    task_latencies,
-    wrap_app,
 )
+from bench.output import emit, percentile, ratios, rounded, run_sides, table
 from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db import workers
@@ -149,7 +140,7 @@ class SimHost:
 
 
 class Clouds(CloudProcess):
-    """The burst's SimHost in a process of its own (bench.common.CloudProcess)."""
+    """The burst's SimHost in a process of its own (bench.cloud_process.CloudProcess)."""
 
     def live_capacity(self) -> int:
         return self.ask("live_capacity")

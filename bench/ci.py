@@ -53,14 +53,7 @@ from bench.burst import (
     split_tasks,
 )
 from bench.check import RELATIONS
-from bench.common import (
-    RESULTS_DIR,
-    PassLoops,
-    fresh_database,
-    measured_on,
-    sync_pools,
-    wm_logging,
-)
+from bench.common import RESULTS_DIR, PassLoops, fresh_database, sync_pools
 from bench.fleet import (
     FleetClouds,
     FleetHost,
@@ -72,6 +65,7 @@ from bench.fleet import (
     seed_fleet,
     units,
 )
+from bench.output import measured_on, wm_logging
 from wm.db import tasks as task_store
 from wm.providers import build_provider
 from wm.scanning.scanner import Scanner

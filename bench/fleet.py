@@ -26,6 +26,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from bench.baselines.old_scanner import OLD_SCANNER_CONCURRENCY, OldScanner
+from bench.cloud_calls import CpuMeter
+from bench.cloud_process import CloudProcess, wrap_app
 from bench.common import (
     AZURE_RESOURCE_GROUP,
     AZURE_SUBSCRIPTION,
@@ -36,16 +38,11 @@ from bench.common import (
     POOL_MIX,
     PROVIDER_IDS,
     BenchConfig,
-    CloudProcess,
-    CpuMeter,
-    PeakMemory,
-    StatementCounter,
     parse_config,
-    peak_memory,
     provider_entries,
-    rounded,
-    wrap_app,
 )
+from bench.measure import PeakMemory, StatementCounter, peak_memory
+from bench.output import rounded
 from wm.config.loader import Config
 from wm.db import scan_writes, scans
 from wm.db.worker_writes import insert_intents, record_launches

@@ -46,27 +46,19 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bench.cloud_calls import CreateCall, CreateRecorder, task_latencies
+from bench.cloud_process import CloudProcess, wrap_app
 from bench.common import (
     MACHINES,
     PROVIDER_IDS,
     RESULTS_DIR,
-    CloudProcess,
-    CreateCall,
-    CreateRecorder,
-    emit,
     fresh_database,
     parse_config,
-    percentile,
     provider_entries,
-    ratios,
-    rounded,
     sync_pools,
-    table,
-    task_latencies,
     toml_text,
-    wm_logging,
-    wrap_app,
 )
+from bench.output import emit, percentile, ratios, rounded, table, wm_logging
 from wm.db import tasks as task_store
 from wm.providers.base import TAG_DEPLOYMENT
 from wmsim.aws.ec2 import SimEc2

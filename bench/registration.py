@@ -36,7 +36,8 @@ from typing import Any
 import taskcluster
 import taskcluster.exceptions
 
-from bench.common import RESULTS_DIR, emit, fresh_database, percentile, ratios, rounded, table
+from bench.common import RESULTS_DIR, fresh_database
+from bench.output import emit, percentile, ratios, rounded, table
 from tests.support.api_stack import ApiStack, api_stack
 from wm.api.errors import RETRY_AFTER_S
 from wm.model import WorkerRecord

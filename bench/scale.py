@@ -18,7 +18,7 @@ the figures are wm's own work, the database's and the simulation's), two growths
   does; and the old provisioner's pass, which reads its scanner's record instead of rows.
 
 Memory is this process's resident set: its growth over the measured block (VmHWM reset
-before it, see bench.common.peak_memory); null where the baseline is extrapolated. A pass's
+before it, see bench.measure.peak_memory); null where the baseline is extrapolated. A pass's
 `_db_rows_read` counts the rows its SELECTs returned to this process: what a pass reads per
 pool in aggregate, not per worker. Issue 28's goals on these figures (bench/README.md's "Goals"
 table) are printed after the tables, each beside wm's figure, and kept under "goals" in the JSON.
@@ -51,15 +51,10 @@ from bench.common import (
     PROVIDER_IDS,
     RESULTS_DIR,
     BenchConfig,
-    emit,
     fresh_database,
     parse_config,
     provider_entries,
-    ratios,
-    rounded,
     sync_pools,
-    table,
-    wm_logging,
 )
 from bench.fleet import (
     GATE,
@@ -78,6 +73,7 @@ from bench.fleet import (
     units,
     write_rows,
 )
+from bench.output import emit, ratios, rounded, table, wm_logging
 from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db.workers import PoolCapacity

@@ -33,15 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    RESULTS_DIR,
-    emit,
-    fresh_database,
-    ratios,
-    sync_pools,
-    table,
-    wm_logging,
-)
+from bench.common import RESULTS_DIR, fresh_database, sync_pools
 from bench.fleet import (
     Fleet,
     FleetClouds,
@@ -58,6 +50,7 @@ from bench.fleet import (
     units,
     write_rows,
 )
+from bench.output import emit, ratios, table, wm_logging
 from wmsim.postgres import PostgresServer, find_or_start
 
 DEFAULT_SIZES = (1000, 10_000)

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from bench import azure, check, isolation, registration, scale, scan
-from bench.common import measured_on
 from bench.fleet import extrapolate, extrapolation_note
+from bench.output import measured_on
 from wmsim.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]

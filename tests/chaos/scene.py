@@ -35,7 +35,7 @@ from wm.db.workers import capacity_by_pool
 from wm.model import WorkerRecord
 from wm.providers.azure.names import vm_name
 from wm.providers.azure.vm_body import vm_body
-from wm.providers.gcp.provider import request_id
+from wm.providers.gcp.insert_body import request_id
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.azure.launch_configs import example_launch_config, image_reference

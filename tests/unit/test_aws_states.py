@@ -6,7 +6,9 @@ import pytest
 
 from wm.errors import ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
-from wm.providers.aws.provider import STATES, _client_token, _scrub, category_for, map_state
+from wm.providers.aws.errors import category_for, scrub
+from wm.providers.aws.instances import STATES, map_state
+from wm.providers.aws.run_request import client_token
 
 
 @pytest.mark.parametrize(
@@ -69,12 +71,12 @@ def test_error_codes_map_to_categories(code: str, status: int, expected: ErrorCa
     assert category_for(code, status) is expected
 
 
-def test_a_long_batch_token_becomes_a_valid_client_token():
-    assert _client_token("b-1") == "b-1"
-    long = _client_token("x" * 100)
+def test_a_long_batch_token_becomes_a_validclient_token():
+    assert client_token("b-1") == "b-1"
+    long = client_token("x" * 100)
     assert len(long) == 64
-    assert long == _client_token("x" * 100)  # stable across retries
+    assert long == client_token("x" * 100)  # stable across retries
 
 
 def test_access_key_ids_are_scrubbed_from_messages():
-    assert _scrub("key AKIAABCDEFGHIJKLMNOP is bad") == "key <access-key-id> is bad"
+    assert scrub("key AKIAABCDEFGHIJKLMNOP is bad") == "key <access-key-id> is bad"

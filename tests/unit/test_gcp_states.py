@@ -15,15 +15,10 @@ from google.cloud import compute_v1
 
 from wm.errors import ErrorCategory, UnknownCloudState
 from wm.model import WorkerState
-from wm.providers.gcp.provider import (
-    STATES,
-    _label_value,
-    _operation_error,
-    _stop_reason,
-    classify,
-    request_id,
-    worker_state,
-)
+from wm.providers.gcp.errors import classify, operation_error
+from wm.providers.gcp.insert_body import request_id
+from wm.providers.gcp.provider import _label_value
+from wm.providers.gcp.states import STATES, stop_reason, worker_state
 from wmsim.gcp.errors import ApiError
 from wmsim.gcp.list_filter import list_filter
 
@@ -57,10 +52,10 @@ def test_an_unknown_status_is_an_error_not_a_guess():
 
 
 def test_stop_reasons():
-    assert _stop_reason("TERMINATED", spot=True) == "preempted"
-    assert _stop_reason("TERMINATED", spot=False) == "terminated"
-    assert _stop_reason("SUSPENDED", spot=True) == "suspended"
-    assert _stop_reason("RUNNING", spot=True) is None
+    assert stop_reason("TERMINATED", spot=True) == "preempted"
+    assert stop_reason("TERMINATED", spot=False) == "terminated"
+    assert stop_reason("SUSPENDED", spot=True) == "suspended"
+    assert stop_reason("RUNNING", spot=True) is None
 
 
 def test_label_values_follow_gce_rules():
@@ -142,7 +137,7 @@ def operation(status: str, code: str | None = None, http: int = 0) -> compute_v1
 
 def test_operations_finished_with_an_error_are_classified():
     def category(op: compute_v1.Operation) -> ErrorCategory | None:
-        error = _operation_error("gcp", op, "instances.insert")
+        error = operation_error("gcp", op, "instances.insert")
         return error.category if error else None
 
     assert category(operation("DONE")) is None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.real_pools import DEPLOYMENTS, GCE_IMAGE, definitions
-from wm.providers.gcp.provider import insert_body
+from wm.providers.gcp.insert_body import insert_body
 from wmsim.azure.errors import ArmError
 from wmsim.azure.vm_rules import check_priority, check_size
 from wmsim.gcp.catalog import Catalog

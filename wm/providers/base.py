@@ -59,6 +59,37 @@ def owned(tags: Mapping[str, str], deployment: str, provider: str) -> bool:
     return tags.get(TAG_DEPLOYMENT) == deployment and tags.get(TAG_PROVIDER, provider) == provider
 
 
+def ownership_tags(
+    deployment: str,
+    provider: str,
+    pool: str,
+    launch_config: str,
+    *,
+    worker: str | None = None,
+    batch: str | None = None,
+) -> dict[str, str]:
+    """wm's tags (labels) on what it launches, values as the cloud is to hold them: what `owned`
+    and the scans read back. The worker's where the call makes one worker (EC2 tags a batch of
+    more by its batch token and launch index instead)."""
+    tags = {TAG_DEPLOYMENT: deployment, TAG_PROVIDER: provider, TAG_POOL: pool}
+    if worker is not None:
+        tags[TAG_WORKER] = worker
+    tags[TAG_LAUNCH_CONFIG] = launch_config
+    if batch is not None:
+        tags[TAG_BATCH] = batch
+    return tags
+
+
+def plain(value: Any) -> Any:
+    """A deep copy of a launch config value in plain dicts and lists, so that nothing an SDK
+    does to its parameters reaches the launch spec, and read-only mappings serialise."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True)
 class LaunchIntent:
     """One worker wm has committed to the database and now asks the cloud for."""

@@ -30,7 +30,8 @@ from tests.fixtures.sim_ec2 import (
 )
 from wm.errors import CloudError, ErrorCategory
 from wm.model import LaunchSpec, WorkerRef, WorkerState
-from wm.providers.aws.provider import AwsProvider, classify, make
+from wm.providers.aws.errors import classify
+from wm.providers.aws.provider import AwsProvider, make
 from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,

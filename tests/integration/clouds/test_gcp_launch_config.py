@@ -30,7 +30,8 @@ from tests.fixtures.sim_gce import (
 from wm.errors import ErrorCategory
 from wm.model import LaunchSpec, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult
-from wm.providers.gcp.provider import GcpProvider, request_id
+from wm.providers.gcp.insert_body import request_id
+from wm.providers.gcp.provider import GcpProvider
 from wmsim.gcp.gce import SimGce
 from wmsim.gcp.launch_config import example_launch_config
 

@@ -12,12 +12,15 @@ What is launched is the Taskcluster launch config's `launchConfig`, verbatim, as
 RunInstances parameters (subnet, security groups, disks, spot options...), with exactly the
 overrides worker-manager makes (services/worker-manager/src/providers/aws.js): the UserData,
 the counts and the instance and volume tags; wm adds its ClientToken and ownership tags.
+
+This module is the provider's calls and what it composes: run_request.py (RunInstances'
+parameters), instances.py (what an instance's description says: its state, tags, the
+CloudInstance), errors.py (EC2's errors -> ErrorCategory), clients.py (boto3's sessions and
+clients) and listing.py (DescribeInstances pages read for the fields wm uses).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import threading
 from collections import defaultdict
@@ -26,17 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 from wm.calls import CallClass, Draw
 from wm.config.loader import DEFAULT_ROOT_URL
-from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.errors import CloudError, ErrorCategory
 from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
-from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.model import CloudInstance, WorkerRef
+from wm.providers.aws.clients import build_client
+from wm.providers.aws.errors import classify
+from wm.providers.aws.instances import cloud_instance, identity, tags_of, with_owner
+from wm.providers.aws.run_request import run_request
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
     TAG_DEPLOYMENT,
-    TAG_LAUNCH_CONFIG,
-    TAG_POOL,
-    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchResult,
@@ -53,78 +57,6 @@ if TYPE_CHECKING:
 LIST_PAGE_SIZE = 1000  # DescribeInstances MaxResults: the largest page EC2 allows
 LOOKUP_CHUNK_SIZE = 200  # values in one DescribeInstances filter (EC2 accepts up to 200)
 TERMINATE_CHUNK_SIZE = 1000  # instance ids in one TerminateInstances
-CLIENT_TOKEN_MAX_CHARS = 64  # RunInstances ClientToken limit
-# Fixed fake keys for `credentials = "simulated"`: explicit keys keep boto3's credential chain,
-# and with it the instance metadata service, out of the picture.
-SIMULATED_ACCESS_KEY_ID = "AKIAWMSIMULATED00000"
-SIMULATED_SECRET_ACCESS_KEY = "wm-simulated-secret-access-key"
-_SESSIONS: dict[str, Any] = {}  # credentials mode -> boto3 session
-_SESSIONS_LOCK = threading.Lock()
-OWNER_KEY = "OwnerId"  # the reservation's account id, copied onto each of its instances
-# StateReason codes of a spot instance that EC2 took back.
-SPOT_INTERRUPTION_CODES = frozenset(
-    {"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"}
-)
-
-# EC2 instance state name -> wm state. Terminated instances stay listed for about an hour;
-# they map to STOPPED so a scan sees them gone.
-STATES: Mapping[str, WorkerState] = {
-    "pending": WorkerState.REQUESTED,
-    "running": WorkerState.RUNNING,
-    "shutting-down": WorkerState.STOPPING,
-    "stopping": WorkerState.STOPPING,
-    "stopped": WorkerState.STOPPED,
-    "terminated": WorkerState.STOPPED,
-}
-
-THROTTLING_CODES = frozenset(
-    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"}
-)
-TRANSIENT_CODES = frozenset(
-    {"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable", "RequestTimeout"}
-)
-QUOTA_CODES = frozenset(
-    {
-        "InstanceLimitExceeded",
-        "InsufficientInstanceCapacity",
-        "VcpuLimitExceeded",
-        "MaxSpotInstanceCountExceeded",
-        "InsufficientFreeAddressesInSubnet",
-        "SpotMaxPriceTooLow",
-    }
-)
-BAD_CONFIG_CODES = frozenset(
-    {
-        "InvalidParameterValue",
-        "InvalidParameter",
-        "InvalidParameterCombination",
-        "MissingParameter",
-        "AuthFailure",
-        "UnauthorizedOperation",
-        "InvalidClientTokenId",
-        "SignatureDoesNotMatch",
-        "OptInRequired",
-        "Unsupported",
-        "InvalidInstanceType",
-        "InvalidInstanceID.Malformed",
-        "OperationNotPermitted",
-    }
-)
-# The launch config names something that does not exist or is malformed (image, subnet,
-# security group, key pair, snapshot...): a human must fix the definition.
-BAD_CONFIG_PREFIXES = (
-    "InvalidAMIID.",
-    "InvalidBlockDeviceMapping",
-    "InvalidUserData.",
-    "InvalidSubnetID.",
-    "InvalidGroup.",
-    "InvalidKeyPair.",
-    "InvalidSnapshot.",
-    "InvalidNetworkInterfaceID.",
-    "InvalidPlacementGroup.",
-)
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound"})
-ACCESS_KEY_PATTERN = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b")
 INSTANCE_ID_PATTERN = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 
 
@@ -145,63 +77,6 @@ def _spend(region: str, operation: str, instances: int = 0) -> tuple[Draw, ...]:
         Draw(region, c, float(instances) if c in PER_INSTANCE else 1.0)
         for c in CALL_CLASSES[operation]
     )
-
-
-def map_state(provider_id: str, name: str) -> WorkerState:
-    try:
-        return STATES[name]
-    except KeyError:
-        raise UnknownCloudState(provider_id, name) from None
-
-
-def category_for(code: str, http_status: int) -> ErrorCategory:
-    """The wm category of an EC2 error code (the HTTP status decides only unknown codes)."""
-    if code in THROTTLING_CODES:
-        return ErrorCategory.THROTTLED
-    if code in QUOTA_CODES:
-        return ErrorCategory.QUOTA
-    if code in NOT_FOUND_CODES:
-        return ErrorCategory.NOT_FOUND
-    if code in BAD_CONFIG_CODES or code.startswith(BAD_CONFIG_PREFIXES):
-        return ErrorCategory.BAD_CONFIG
-    if code in TRANSIENT_CODES or http_status >= 500:
-        return ErrorCategory.TRANSIENT
-    # Any other 4xx: the request itself is wrong and sending it again will not help.
-    return ErrorCategory.BAD_CONFIG
-
-
-def classify(provider_id: str, exc: BaseException) -> CloudError:
-    """Translate a boto3/botocore exception into a CloudError, once, for the gate."""
-    from botocore import exceptions as sdk
-    from botocore.parsers import ResponseParserError
-
-    if isinstance(exc, sdk.ClientError):
-        error = exc.response.get("Error", {})
-        meta = exc.response.get("ResponseMetadata", {})
-        code = str(error.get("Code") or "Unknown")
-        status = int(meta.get("HTTPStatusCode") or 0)
-        return CloudError(
-            provider_id,
-            category_for(code, status),
-            code,
-            _scrub(str(error.get("Message") or code)),
-            retry_after_s=_retry_after_s(meta.get("HTTPHeaders", {})),
-        )
-    if isinstance(exc, sdk.ConnectionError | sdk.HTTPClientError | ResponseParserError):
-        category = ErrorCategory.TRANSIENT
-    elif isinstance(
-        exc,
-        sdk.NoCredentialsError
-        | sdk.PartialCredentialsError
-        | sdk.NoRegionError
-        | sdk.ParamValidationError,
-    ):
-        category = ErrorCategory.BAD_CONFIG
-    elif isinstance(exc, sdk.BotoCoreError):
-        category = ErrorCategory.TRANSIENT
-    else:
-        category = ErrorCategory.BAD_CONFIG  # not the SDK's: a bug, not worth retrying
-    return CloudError(provider_id, category, type(exc).__name__, _scrub(str(exc)))
 
 
 class AwsProvider:
@@ -239,7 +114,7 @@ class AwsProvider:
             return []
         region = batch.spec.region
         try:
-            request = self._run_request(batch)
+            request = run_request(batch, self.id, self.deployment_id, self.root_url)
             if len(request["UserData"].encode()) > aws_kind.EC2_USER_DATA_MAX_BYTES:
                 raise CloudError(
                     self.id,
@@ -258,7 +133,7 @@ class AwsProvider:
             )
         except CloudError as error:
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
-        return self._launch_results(batch, _with_owner(reply, reply.get("Instances", [])))
+        return self._launch_results(batch, with_owner(reply, reply.get("Instances", [])))
 
     def list_pages(
         self, region: str, records: UnitRecords = NO_RECORDS
@@ -320,72 +195,7 @@ class AwsProvider:
                 client.close()
             self._clients.clear()
 
-    # --- requests --------------------------------------------------------------------------
-
-    def _run_request(self, batch: LaunchBatch) -> dict[str, Any]:
-        """RunInstances: the launch config's `launchConfig` verbatim, with exactly
-        worker-manager's overrides (UserData, the counts, the instance and volume tags) and
-        wm's own (ClientToken, ownership tags). Spot or not is the launchConfig's
-        InstanceMarketOptions, like everything else about the instance."""
-        spec = batch.spec
-        # One user data for the whole call, the same for every instance: worker-runner takes
-        # its workerId from the identity document. botocore base64-encodes UserData itself.
-        user_data = aws_kind.ec2_user_data(
-            root_url=self.root_url,
-            pool_id=batch.pool_id,
-            provider_id=self.id,
-            region=spec.region,
-            launch_config_id=spec.launch_config_id,
-            worker_config=spec.worker_config,
-            additional=spec.launch_config.get("additionalUserData"),
-        )
-        return {
-            **_plain(spec.launch_config.get("launchConfig") or {}),
-            "UserData": json.dumps(user_data),
-            # EC2 may launch fewer than asked when capacity is short; those intents get errors.
-            "MinCount": 1,
-            "MaxCount": len(batch.intents),
-            "ClientToken": _client_token(batch.batch_token),
-            "TagSpecifications": self._tag_specifications(batch),
-        }
-
-    def _tag_specifications(self, batch: LaunchBatch) -> list[dict[str, Any]]:
-        """worker-manager's merge: the user's instance (and volume) tag specifications become
-        one, its tags first and worker-manager's appended (a key given twice stays twice, and
-        EC2 refuses it, as it does for worker-manager); other resource types pass unchanged."""
-        spec = batch.spec
-        given = (spec.launch_config.get("launchConfig") or {}).get("TagSpecifications") or []
-        user: dict[str, list[dict[str, Any]]] = {"instance": [], "volume": []}
-        others = []
-        for item in _plain(given) if isinstance(given, list | tuple) else [given]:
-            if (
-                isinstance(item, dict)
-                and item.get("ResourceType") in user
-                and isinstance(item.get("Tags") or [], list)
-            ):
-                user[item["ResourceType"]] += item.get("Tags") or []
-            else:
-                # Other resource types as given; so is anything malformed, which botocore
-                # then refuses before sending (a definite bad-config error, not a crash).
-                others.append(item)
-        owned = {
-            TAG_DEPLOYMENT: self.deployment_id,
-            TAG_PROVIDER: self.id,
-            TAG_POOL: batch.pool_id,
-            TAG_LAUNCH_CONFIG: spec.launch_config_id,
-            TAG_BATCH: batch.batch_token,
-        }
-        if len(batch.intents) == 1:
-            # One instance per call: the call's tags can name the worker itself.
-            owned[TAG_WORKER] = batch.intents[0].worker_id
-        ours = [
-            *aws_kind.ec2_tags(pool_id=batch.pool_id, provider_id=self.id, owner=spec.pool_owner),
-            *({"Key": key, "Value": value} for key, value in owned.items()),
-        ]
-        return [
-            *others,
-            *({"ResourceType": kind, "Tags": [*tags, *ours]} for kind, tags in user.items()),
-        ]
+    # --- answers ---------------------------------------------------------------------------
 
     def _launch_results(
         self, batch: LaunchBatch, instances: list[dict[str, Any]]
@@ -410,7 +220,7 @@ class AwsProvider:
                     raw["InstanceId"],
                     None,
                     index,
-                    provider_data=_identity(raw),
+                    provider_data=identity(raw),
                     tc_worker_id=raw["InstanceId"],
                 )
             )
@@ -457,7 +267,7 @@ class AwsProvider:
         by_slot = {}
         by_worker = {}
         for raw in raws:
-            tags = _tags(raw)
+            tags = tags_of(raw)
             by_slot[(tags.get(TAG_BATCH), int(raw.get("AmiLaunchIndex", 0)))] = raw
             if TAG_WORKER in tags:
                 by_worker[tags[TAG_WORKER]] = raw
@@ -506,8 +316,8 @@ class AwsProvider:
             raws = [
                 raw
                 for reservation in page.pop("Reservations", [])
-                for raw in _with_owner(reservation, reservation.get("Instances", []))
-                if accept(_tags(raw))
+                for raw in with_owner(reservation, reservation.get("Instances", []))
+                if accept(tags_of(raw))
             ]
             del page  # the next page is parsed after this one is let go of
             yield raws
@@ -559,28 +369,7 @@ class AwsProvider:
     # --- mapping ---------------------------------------------------------------------------
 
     def cloud_instance(self, region: str, raw: dict[str, Any]) -> CloudInstance:
-        tags = _tags(raw)
-        state_reason = raw.get("StateReason") or {}
-        return CloudInstance(
-            worker_id=tags.get(TAG_WORKER),
-            cloud_id=raw["InstanceId"],
-            region=region,
-            state=map_state(self.id, raw["State"]["Name"]),
-            pool_id=tags.get(TAG_POOL),
-            launch_config_id=tags.get(TAG_LAUNCH_CONFIG),
-            launched_at=raw.get("LaunchTime"),
-            reason=state_reason.get("Code") or None,
-            preempted=state_reason.get("Code") in SPOT_INTERRUPTION_CODES,
-            batch_token=tags.get(TAG_BATCH),
-            launch_index=int(raw["AmiLaunchIndex"]) if "AmiLaunchIndex" in raw else None,
-            provider_data={
-                **_identity(raw),
-                "private_ip": raw.get("PrivateIpAddress"),
-                "spot": raw.get("InstanceLifecycle") == "spot",
-                "ec2_state": raw["State"]["Name"],
-            },
-            tc_worker_id=raw["InstanceId"],
-        )
+        return cloud_instance(self.id, region, raw)
 
     def _owned(self) -> dict[str, Any]:
         return _tag_filter(TAG_DEPLOYMENT, [self.deployment_id])
@@ -591,26 +380,8 @@ class AwsProvider:
         with self._lock:
             client = self._clients.get(region)
             if client is None:
-                client = self._clients[region] = self._build_client(region)
+                client = self._clients[region] = build_client(self._config, region)
             return client
-
-    def _build_client(self, region: str) -> Any:
-        from botocore.config import Config
-
-        gate = self._config.gate
-        config = Config(
-            # One attempt per call: the gate is the only retry policy.
-            retries={"total_max_attempts": 1},
-            connect_timeout=gate.timeout_s,
-            read_timeout=gate.timeout_s,
-            max_pool_connections=gate.concurrency,
-            user_agent_extra="wm",
-        )
-        with _SESSIONS_LOCK:  # boto3 sessions are not thread-safe; the clients they make are
-            session = _session(self._config.credentials)
-            return session.client(
-                "ec2", region_name=region, endpoint_url=self._config.endpoint, config=config
-            )
 
 
 def make(
@@ -619,85 +390,10 @@ def make(
     return AwsProvider(config, deployment_id, root_url)
 
 
-def _session(credentials: str) -> Any:
-    """The process's boto3 session for a credentials mode: one per process, because each new
-    session parses the EC2 service model again (~0.2 s)."""
-    import boto3
-    import botocore.session
-
-    from wm.providers.aws.listing import LeanParsers  # botocore's, loaded with the SDK
-
-    session = _SESSIONS.get(credentials)
-    if session is None:
-        core = botocore.session.get_session()
-        # DescribeInstances answers read for what wm reads (listing.py): most of a scan's CPU.
-        core.register_component("response_parser_factory", LeanParsers())
-        if credentials == "simulated":
-            session = boto3.session.Session(
-                aws_access_key_id=SIMULATED_ACCESS_KEY_ID,
-                aws_secret_access_key=SIMULATED_SECRET_ACCESS_KEY,
-                botocore_session=core,
-            )
-        else:
-            # boto3's usual chain: env, files, roles
-            session = boto3.session.Session(botocore_session=core)
-        _SESSIONS[credentials] = session
-    return session
-
-
-def _with_owner(reservation: Mapping[str, Any], instances: list[Any]) -> list[dict[str, Any]]:
-    # EC2 names the account on the reservation, not the instance: carried onto each instance
-    # so that what wm records per worker holds it (identity documents are checked against it).
-    owner = reservation.get("OwnerId")
-    return [{**raw, OWNER_KEY: owner} if owner else raw for raw in instances]
-
-
-def _identity(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What wm records at launch and checks identity documents against (identity.py)."""
-    return {
-        "account_id": raw.get(OWNER_KEY),
-        "availability_zone": raw.get("Placement", {}).get("AvailabilityZone"),
-        "image_id": raw.get("ImageId"),
-        "instance_type": raw.get("InstanceType"),
-    }
-
-
 def _tag_filter(key: str, values: Sequence[str]) -> dict[str, Any]:
     return {"Name": f"tag:{key}", "Values": list(values)}
-
-
-def _tags(raw: Mapping[str, Any]) -> dict[str, str]:
-    return {tag["Key"]: tag["Value"] for tag in raw.get("Tags", [])}
-
-
-def _client_token(batch_token: str) -> str:
-    if len(batch_token) <= CLIENT_TOKEN_MAX_CHARS:
-        return batch_token
-    return hashlib.sha256(batch_token.encode()).hexdigest()[:CLIENT_TOKEN_MAX_CHARS]
-
-
-def _plain(value: Any) -> Any:
-    """A copy of a launch config value in plain dicts and lists, so that nothing the SDK does
-    to its parameters reaches the launch spec (and read-only mappings serialise)."""
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: rare for EC2, and the gate's backoff covers it
-
-
-def _scrub(message: str) -> str:
-    return ACCESS_KEY_PATTERN.sub("<access-key-id>", message)

@@ -64,16 +64,12 @@ from wm.providers.azure.vm_body import admin_password, admin_username, vm_body
 from wm.providers.azure.vm_put import PutVm, put_vm
 from wm.providers.base import (
     NO_RECORDS,
-    TAG_DEPLOYMENT,
-    TAG_LAUNCH_CONFIG,
-    TAG_POOL,
-    TAG_PROVIDER,
-    TAG_WORKER,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
     UnitRecords,
     owned,
+    ownership_tags,
 )
 from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
@@ -211,11 +207,9 @@ class AzureProvider:
                 launch_config_id=spec.launch_config_id,
                 owner=spec.pool_owner,
             ),
-            TAG_DEPLOYMENT: self.deployment_id,
-            TAG_PROVIDER: self.id,
-            TAG_POOL: batch.pool_id,
-            TAG_WORKER: worker_id,
-            TAG_LAUNCH_CONFIG: spec.launch_config_id,
+            **ownership_tags(
+                self.deployment_id, self.id, batch.pool_id, spec.launch_config_id, worker=worker_id
+            ),
         }
 
     def _vm_body(self, batch: LaunchBatch, worker_id: str) -> dict:

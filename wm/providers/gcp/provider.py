@@ -4,7 +4,7 @@ A launch config is Taskcluster's (config-google.yml): the instances.insert body 
 `region`, `zone`, `workerConfig`, `workerManager` (and the deprecated `capacityPerInstance`).
 The body sent is that launch config without those keys, everything else verbatim, with
 worker-manager's overrides (services/worker-manager/src/providers/google.js) and wm's
-ownership labels (`insert_body`); it goes through the SDK's typed Instance, so a key the API
+ownership labels (insert_body.py); it goes through the SDK's typed Instance, so a key the API
 does not have fails the launch, naming the key, before any call.
 
 Creates are one `instances.insert` per intent with `requestId` derived from the intent's token,
@@ -20,13 +20,16 @@ Pre-emption costs no extra call: GCE shows a pre-empted Spot VM as TERMINATED wi
 field (the reason lives only in a `compute.instances.preempted` zone operation), and wm never
 stops its own instances (it deletes them), so a TERMINATED Spot instance is reported with
 reason "preempted" and any other stopped instance with its status as the reason.
+
+This module is the provider's calls and what it composes: insert_body.py (an insert's body and
+requestId), states.py (statuses -> worker states, stop reasons) and errors.py (the SDK's
+exceptions and finished Operations' errors -> ErrorCategory).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -36,17 +39,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
 from wm.config.provider_ids import gce_label
-from wm.errors import CloudError, ErrorCategory, UnknownCloudState
+from wm.errors import CloudError, ErrorCategory
 from wm.kinds import gcp as gcp_kind
 from wm.kinds.gcp import GcpProviderConfig
-from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.model import CloudInstance, WorkerRef
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
-    TAG_PROVIDER,
     TAG_WORKER,
     LaunchBatch,
     LaunchIntent,
@@ -54,8 +56,17 @@ from wm.providers.base import (
     TerminateResult,
     UnitRecords,
     owned,
+    ownership_tags,
 )
 from wm.providers.gate import provider_gate
+from wm.providers.gcp.errors import classify, done, operation_error
+from wm.providers.gcp.insert_body import insert_body, request_id
+from wm.providers.gcp.states import (
+    REASON_PREEMPTED,
+    SHUTTING_DOWN_STATUSES,
+    stop_reason,
+    worker_state,
+)
 from wm.providers.meter import carry
 from wm.take_over.marks import imported_from
 
@@ -70,56 +81,9 @@ LABEL_VALUE_MAX_CHARS = 63
 # Where a label had to be sanitised, the original value is kept in metadata under the label key.
 ORIGINAL_VALUE_KEYS = (TAG_POOL, TAG_LAUNCH_CONFIG, TAG_BATCH)
 WORKER_NAME_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035, as GCE names
-# uuid5 namespace turning wm's idempotency tokens into the UUIDs GCE requires as requestId.
-REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7c36-3f0e-4c55-9d7e-3b9a4f2f6c1e")
-REASON_PREEMPTED = "preempted"
-# What worker-manager leaves out of a launch config to make the insert body (google.js).
-NOT_IN_INSERT_BODY = frozenset(
-    {"region", "zone", "workerConfig", "workerManager", "capacityPerInstance"}
-)
 # The code of a launch failure wm finds before calling GCE: the launch config holds a key (or
 # a value) the API does not have, so no insert could take it.
 INVALID_LAUNCH_CONFIG = "invalidLaunchConfig"
-
-STATES: Mapping[str, WorkerState] = {
-    "PENDING": WorkerState.REQUESTED,  # flex-start: waiting for capacity
-    "PROVISIONING": WorkerState.REQUESTED,
-    "STAGING": WorkerState.REQUESTED,
-    "RUNNING": WorkerState.RUNNING,
-    # Under repair after a host failure: unusable for a while, then back to RUNNING or
-    # TERMINATED. It still exists and still costs, so it is not stopping; the lifecycle
-    # deadlines retire a worker that does not come back.
-    "REPAIRING": WorkerState.RUNNING,
-    "PENDING_STOP": WorkerState.STOPPING,
-    "STOPPING": WorkerState.STOPPING,
-    "SUSPENDING": WorkerState.STOPPING,
-    "DEPROVISIONING": WorkerState.STOPPING,
-    "STOPPED": WorkerState.STOPPED,
-    "SUSPENDED": WorkerState.STOPPED,
-    "TERMINATED": WorkerState.STOPPED,
-}
-STOPPED_STATUSES = frozenset(s for s, state in STATES.items() if state is WorkerState.STOPPED)
-# A delete is already under way (or GCE is shutting it down): another delete adds nothing.
-SHUTTING_DOWN_STATUSES = frozenset({"STOPPING", "PENDING_STOP", "DEPROVISIONING"})
-
-THROTTLE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
-QUOTA_REASONS = frozenset(
-    {
-        "quotaExceeded",
-        "QUOTA_EXCEEDED",
-        "ZONE_RESOURCE_POOL_EXHAUSTED",
-        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-    }
-)
-TRANSIENT_REASONS = frozenset({"backendError", "internalError", "resourceNotReady"})
-# Operation error codes (Operation.error.errors[].code), for creates that failed in the cloud.
-OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
-    "QUOTA_EXCEEDED": ErrorCategory.QUOTA,
-    "ZONE_RESOURCE_POOL_EXHAUSTED": ErrorCategory.QUOTA,
-    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": ErrorCategory.QUOTA,
-    "RATE_LIMIT_EXCEEDED": ErrorCategory.THROTTLED,
-    "INTERNAL_ERROR": ErrorCategory.TRANSIENT,
-}
 
 
 # GCE's per-project rate quotas: which each operation counts against.
@@ -212,7 +176,7 @@ class GcpProvider:
             if error.code == "alreadyExists":
                 return self._adopt(zone, index, intent)
             return self._failed(intent, index, error.not_found_as_config())
-        failure = _operation_error(self.id, op, "instances.insert")
+        failure = operation_error(self.id, op, "instances.insert")
         if failure is not None:
             return self._failed(intent, index, failure.not_found_as_config())
         if not op.target_id:  # GCE always names the new instance's id; be safe if it did not
@@ -280,14 +244,14 @@ class GcpProvider:
             launch_config_id=spec.launch_config_id,
             owner=spec.pool_owner,
         )
-        wm_labels = {
-            TAG_DEPLOYMENT: self._deployment,
-            TAG_PROVIDER: self._provider_label,
-            TAG_POOL: _label_value(batch.pool_id),
-            TAG_WORKER: intent.worker_id,
-            TAG_LAUNCH_CONFIG: _label_value(spec.launch_config_id),
-            TAG_BATCH: _label_value(batch.batch_token),
-        }
+        wm_labels = ownership_tags(
+            self._deployment,
+            self._provider_label,
+            _label_value(batch.pool_id),
+            _label_value(spec.launch_config_id),
+            worker=intent.worker_id,
+            batch=_label_value(batch.batch_token),
+        )
         originals = {
             TAG_POOL: batch.pool_id,
             TAG_LAUNCH_CONFIG: spec.launch_config_id,
@@ -436,12 +400,12 @@ class GcpProvider:
             if error.category is ErrorCategory.NOT_FOUND:
                 return TerminateResult(ref.worker_id, gone=True)
             raise
-        failure = _operation_error(self.id, op, "instances.delete")
+        failure = operation_error(self.id, op, "instances.delete")
         if failure is not None:
             return TerminateResult(ref.worker_id, gone=False, error=failure)
         # GCE finishes a delete operation only once the instance and its auto-delete disks
         # are gone: DONE is the cloud's confirmation.
-        return TerminateResult(ref.worker_id, gone=_done(op))
+        return TerminateResult(ref.worker_id, gone=done(op))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -484,8 +448,8 @@ class GcpProvider:
             pool_id=metadata.get(TAG_POOL) or labels.get(TAG_POOL),
             launch_config_id=metadata.get(TAG_LAUNCH_CONFIG) or labels.get(TAG_LAUNCH_CONFIG),
             launched_at=_timestamp(instance.creation_timestamp),
-            reason=_stop_reason(status, spot),
-            preempted=_stop_reason(status, spot) == REASON_PREEMPTED,
+            reason=stop_reason(status, spot),
+            preempted=stop_reason(status, spot) == REASON_PREEMPTED,
             batch_token=metadata.get(TAG_BATCH) or labels.get(TAG_BATCH),
             provider_data={
                 "name": instance.name,
@@ -500,89 +464,6 @@ class GcpProvider:
 # -- pure helpers (unit-tested) --------------------------------------------------------------------
 
 
-def worker_state(provider_id: str, status: str) -> WorkerState:
-    """wm's state for a GCE instance status; a status wm does not know is an error."""
-    state = STATES.get(status)
-    if state is None:
-        raise UnknownCloudState(provider_id, status)
-    return state
-
-
-def request_id(token: str) -> str:
-    """The requestId for an idempotency token: the token if it is a UUID, else a uuid5 of it."""
-    try:
-        parsed = uuid.UUID(token)
-    except ValueError:
-        parsed = None
-    if parsed is not None and parsed.int != 0:
-        return str(parsed)
-    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
-
-
-def insert_body(
-    launch_config: Mapping[str, Any],
-    *,
-    name: str,
-    labels: Mapping[str, str],
-    own_labels: Mapping[str, str],
-    description: str,
-    service_accounts: Sequence[Mapping[str, Any]],
-    metadata_items: Sequence[Mapping[str, str]],
-) -> dict[str, Any]:
-    """The instances.insert body of a Taskcluster Google launch config, as worker-manager
-    makes it (google.js `provision`): the launch config without its worker-manager keys,
-    verbatim, with worker-manager's overrides and wm's own labels.
-
-    `labels` (worker-manager's) go on the instance and into every PERSISTENT disk's
-    initializeParams.labels (after the disk's own `labels`, which GCE's AttachedDisk does not
-    have and so are moved there; other disks lose theirs); `own_labels` (wm's ownership)
-    on the instance only. The description is the launch config's, else the pool's; the
-    service accounts are wm's, never the launch config's; scheduling.automaticRestart is
-    false; `metadata_items` follow the launch config's metadata items.
-    """
-    body = {k: v for k, v in _plain(launch_config).items() if k not in NOT_IN_INSERT_BODY}
-    # A value of the wrong shape (labels not an object, disks not a list...) is left as it is:
-    # turning it into the SDK's Instance then fails with its key named.
-    body["name"] = name
-    body["labels"] = _merged(body.get("labels") or {}, {**labels, **own_labels})
-    body["description"] = body.get("description") or description
-    disks = body.get("disks") or []
-    body["disks"] = [_labelled_disk(d, labels) for d in disks] if isinstance(disks, list) else disks
-    body["serviceAccounts"] = [dict(account) for account in service_accounts]
-    body["scheduling"] = _merged(body.get("scheduling") or {}, {"automaticRestart": False})
-    metadata = body.get("metadata") or {}
-    given = (metadata.get("items") or []) if isinstance(metadata, dict) else []
-    items = [*given, *(dict(item) for item in metadata_items)] if isinstance(given, list) else given
-    body["metadata"] = {"items": items}
-    return body
-
-
-def _merged(value: Any, overrides: Mapping[str, Any]) -> Any:
-    return {**value, **overrides} if isinstance(value, dict) else value
-
-
-def _labelled_disk(disk: Any, labels: Mapping[str, str]) -> Any:
-    if not isinstance(disk, dict):
-        return disk
-    disk = dict(disk)
-    own = disk.pop("labels", None) or {}
-    params = disk.get("initializeParams") or {}
-    if disk.get("type") != "PERSISTENT" or not isinstance(params, dict):
-        return disk
-    merged = _merged(params.get("labels") or {}, own if isinstance(own, dict) else {})
-    disk["initializeParams"] = {**params, "labels": _merged(merged, labels)}
-    return disk
-
-
-def _plain(value: Any) -> Any:
-    """A deep copy made of dicts and lists (definitions may hold read-only mappings)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _identity(instance_id: int, zone: str) -> dict[str, str]:
     """What identity tokens are checked against (identity.py): the numeric id and zone."""
     return {"instance_id": str(instance_id), "zone": zone}
@@ -593,93 +474,8 @@ def _label_value(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "_", value.lower())[:LABEL_VALUE_MAX_CHARS]
 
 
-def _stop_reason(status: str, spot: bool) -> str | None:
-    if status not in STOPPED_STATUSES:
-        return None
-    if spot and status == "TERMINATED":
-        return REASON_PREEMPTED
-    return status.lower()
-
-
 def _timestamp(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text) if text else None
     except ValueError:
-        return None
-
-
-def _done(op: Any) -> bool:
-    return op.status.name == "DONE"
-
-
-def _operation_error(provider_id: str, op: Any, operation: str) -> CloudError | None:
-    """The error of an Operation that GCE already finished with one, else None."""
-    errors = list(op.error.errors) if _done(op) else []
-    if not errors:
-        return None
-    first = errors[0]
-    category = OPERATION_ERROR_CATEGORIES.get(first.code)
-    if category is None:
-        category = _category_for_status(op.http_error_status_code or 400)
-    message = "; ".join(f"{e.code}: {e.message}" for e in errors)
-    return CloudError(provider_id, category, first.code, message, operation=operation)
-
-
-def _category_for_status(status: int) -> ErrorCategory:
-    if status == 429:
-        return ErrorCategory.THROTTLED
-    if status >= 500:
-        return ErrorCategory.TRANSIENT
-    if status == 404:
-        return ErrorCategory.NOT_FOUND
-    return ErrorCategory.BAD_CONFIG
-
-
-def classify(provider_id: str, exc: BaseException) -> CloudError:
-    """Translate an exception of google-cloud-compute (REST) into a CloudError, once."""
-    import requests
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth_exc
-
-    if isinstance(exc, gexc.GoogleAPICallError) and exc.code is not None:
-        return _classify_api_error(provider_id, exc)
-    if isinstance(exc, requests.ConnectionError | requests.Timeout):
-        category = ErrorCategory.TRANSIENT
-    elif isinstance(exc, requests.RequestException):
-        category = ErrorCategory.BAD_CONFIG  # a malformed endpoint and the like
-    elif isinstance(exc, auth_exc.TransportError | gexc.RetryError | OSError):
-        category = ErrorCategory.TRANSIENT
-    elif isinstance(exc, auth_exc.GoogleAuthError):
-        category = ErrorCategory.BAD_CONFIG  # no or bad credentials
-    else:
-        category = ErrorCategory.BAD_CONFIG  # a bug or an unexpected answer: not worth retrying
-    return CloudError(provider_id, category, type(exc).__name__, str(exc)[:500])
-
-
-def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
-    # REST errors carry `error.errors[].reason` (exc.errors, a list of dicts) and sometimes a
-    # google.rpc.ErrorInfo in `error.details` (exc.reason).
-    reasons = [e.get("reason") for e in exc.errors if isinstance(e, Mapping) and e.get("reason")]
-    if exc.reason:
-        reasons.append(exc.reason)
-    status = int(exc.code)
-    if THROTTLE_REASONS.intersection(reasons):
-        category = ErrorCategory.THROTTLED
-    elif QUOTA_REASONS.intersection(reasons):
-        category = ErrorCategory.QUOTA
-    elif TRANSIENT_REASONS.intersection(reasons):
-        category = ErrorCategory.TRANSIENT
-    else:
-        category = _category_for_status(status)
-    code = reasons[0] if reasons else f"http-{status}"
-    return CloudError(
-        provider_id, category, code, exc.message, retry_after_s=_retry_after_s(exc.response)
-    )
-
-
-def _retry_after_s(response: Any) -> float | None:
-    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-    try:
-        return float(value) if value else None
-    except ValueError:  # an HTTP date: GCE does not send one
         return None

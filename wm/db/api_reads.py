@@ -13,10 +13,11 @@ from datetime import datetime
 from sqlalchemy import Engine, and_, func, select
 
 from wm.db.engine import one_statement
+from wm.db.filters import where_given
 from wm.db.pool_errors import error_from_row
 from wm.db.pools import launch_config_from_row, pool_from_row
 from wm.db.tables import launch_configs, worker_pool_errors, worker_pools, workers
-from wm.db.workers import worker_from_row
+from wm.db.workers import first_worker, worker_from_row
 from wm.model import LaunchConfigRecord, PoolError, PoolRecord, WorkerRecord
 from wm.pools.definition import HAND_MADE_LAUNCH_CONFIG_ID
 from wm.workers.registration_policy import RegistrationTarget
@@ -62,8 +63,7 @@ def worker_by_name(
         workers.c.tc_worker_id == tc_worker_id,
     )
     with engine.connect() as conn:
-        row = conn.execute(query).first()
-    return worker_from_row(row) if row else None
+        return first_worker(conn, query)
 
 
 def workers_page(
@@ -84,12 +84,12 @@ def workers_page(
         .offset(offset)
         .limit(limit)
     )
-    if worker_group is not None:
-        query = query.where(workers.c.worker_group == worker_group)
-    if state is not None:
-        query = query.where(workers.c.state == state)
-    if launch_config_id is not None:
-        query = query.where(workers.c.launch_config_id == launch_config_id)
+    query = where_given(
+        query,
+        (workers.c.worker_group, worker_group),
+        (workers.c.state, state),
+        (workers.c.launch_config_id, launch_config_id),
+    )
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]
 
@@ -158,10 +158,11 @@ def errors_page(
         .offset(offset)
         .limit(limit)
     )
-    if launch_config_id is not None:
-        query = query.where(worker_pool_errors.c.launch_config_id == launch_config_id)
-    if error_id is not None:
-        query = query.where(worker_pool_errors.c.error_id == error_id)
+    query = where_given(
+        query,
+        (worker_pool_errors.c.launch_config_id, launch_config_id),
+        (worker_pool_errors.c.error_id, error_id),
+    )
     with engine.connect() as conn:
         return [error_from_row(row) for row in conn.execute(query)]
 

@@ -10,6 +10,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from wm.db.arrays import ids_param
 from wm.db.engine import one_statement
+from wm.db.filters import where_given
 from wm.db.tables import tasks
 from wm.db.worker_writes import note_task_claimed
 from wm.model import Task
@@ -55,10 +56,7 @@ def list_tasks(
     limit: int | None = LIST_LIMIT,  # None: every row
 ) -> list[Task]:
     query = select(tasks).order_by(tasks.c.task_id).limit(limit)
-    if pool_id is not None:
-        query = query.where(tasks.c.pool_id == pool_id)
-    if state is not None:
-        query = query.where(tasks.c.state == state)
+    query = where_given(query, (tasks.c.pool_id, pool_id), (tasks.c.state, state))
     with engine.connect() as conn:
         return [_task(row) for row in conn.execute(query)]
 

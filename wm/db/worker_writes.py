@@ -25,7 +25,9 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Float,
+    Insert,
     Text,
+    Update,
     any_,
     bindparam,
     case,
@@ -44,7 +46,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from wm.db.arrays import ids_array
 from wm.db.engine import one_statement
 from wm.db.tables import launch_configs, worker_pools, workers
-from wm.db.workers import LaunchOutcome, NewWorker, worker_from_row
+from wm.db.workers import LaunchOutcome, NewWorker, first_worker, worker_from_row
 from wm.model import WorkerRecord
 from wm.workers.transitions import (
     ACCEPT,
@@ -419,11 +421,8 @@ def make_hand_made(engine: Engine, worker: HandMadeWorker) -> WorkerRecord | Non
             provider_data=dict(worker.provider_data),
         )
         .on_conflict_do_nothing(index_elements=[workers.c.worker_id])
-        .returning(*workers.c)
     )
-    with engine.begin() as conn:
-        found = conn.execute(statement).first()
-    return worker_from_row(found) if found else None
+    return _hand_made_written(engine, statement)
 
 
 def amend_hand_made(
@@ -444,11 +443,14 @@ def amend_hand_made(
         update(workers)
         .where(workers.c.worker_id == worker_id, guard(AMEND))
         .values(**values, last_modified=func.now(), version=workers.c.version + 1)
-        .returning(*workers.c)
     )
+    return _hand_made_written(engine, statement)
+
+
+def _hand_made_written(engine: Engine, statement: Insert | Update) -> WorkerRecord | None:
+    """The row MAKE or AMEND wrote, in its own transaction (None: it wrote none)."""
     with engine.begin() as conn:
-        found = conn.execute(statement).first()
-    return worker_from_row(found) if found else None
+        return first_worker(conn, statement.returning(*workers.c))
 
 
 def check_in(

@@ -13,9 +13,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Integer, Interval, any_, bindparam, func, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql import Executable
 
 from wm.db.arrays import ids_array, ids_param
 from wm.db.engine import one_statement
+from wm.db.filters import where_given
 from wm.db.tables import workers
 from wm.model import WorkerRecord, WorkerState
 
@@ -60,6 +62,12 @@ def worker_from_row(row) -> WorkerRecord:
     )
 
 
+def first_worker(conn: Connection, statement: Executable) -> WorkerRecord | None:
+    """The one worker a statement selects or returns (its first row), None when there is none."""
+    row = conn.execute(statement).first()
+    return worker_from_row(row) if row else None
+
+
 def list_workers(
     engine: Engine,
     *,
@@ -68,10 +76,11 @@ def list_workers(
     limit: int | None = LIST_LIMIT,  # None: every row
 ) -> list[WorkerRecord]:
     query = select(workers).order_by(workers.c.created, workers.c.worker_id).limit(limit)
-    if pool_id is not None:
-        query = query.where(workers.c.pool_id == pool_id)
-    if state is not None:
-        query = query.where(workers.c.state == state.value)
+    query = where_given(
+        query,
+        (workers.c.pool_id, pool_id),
+        (workers.c.state, state.value if state is not None else None),
+    )
     with engine.connect() as conn:
         return [worker_from_row(row) for row in conn.execute(query)]
 

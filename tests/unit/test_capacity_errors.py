@@ -207,6 +207,16 @@ def test_gce_operations_tell_capacity_from_quota(code: str, category: ErrorCateg
     assert error is not None and error.category is category
 
 
+def test_a_synchronous_gce_refusal_is_coded_by_the_reason_that_makes_it_capacity():
+    from tests.unit.test_gcp_states import http_error
+
+    error = gcp.classify(
+        "gcp", http_error(503, "resourceExhausted", info="ZONE_RESOURCE_POOL_EXHAUSTED")
+    )
+    assert (error.category, error.code) == (CAPACITY, "ZONE_RESOURCE_POOL_EXHAUSTED")
+    assert gcp.error_scope(error.code, EXHAUSTED, GCE_SPOT) is not None
+
+
 @pytest.mark.parametrize(
     ("code", "message", "launch", "scope"),
     [

@@ -100,6 +100,9 @@ def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
     else:
         category = _category_for_status(status)
     code = reasons[0] if reasons else f"http-{status}"
+    if category in (ErrorCategory.CAPACITY, ErrorCategory.QUOTA):
+        # The reason that made it one, whatever other reasons come first: error_scope reads it.
+        code = next(r for r in reasons if r in CAPACITY_REASONS | QUOTA_REASONS)
     return CloudError(
         provider_id, category, code, exc.message, retry_after_s=_retry_after_s(exc.response)
     )

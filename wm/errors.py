@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -27,7 +28,12 @@ class ErrorCategory(StrEnum):
 
     THROTTLED = "throttled"  # slow down and retry
     TRANSIENT = "transient"  # 5xx, timeout, connection reset: retry
-    QUOTA = "quota"  # the account or region is out of capacity: try elsewhere
+    # The cloud has no spare capacity of this offering (type x zone x market) now: try another
+    # zone, type or market, or this one later.
+    CAPACITY = "capacity"
+    # The account's limit (region x family x market, or every spot launch) is reached: launches
+    # anywhere in that scope fail until instances go or the limit is raised.
+    QUOTA = "quota"
     BAD_CONFIG = "bad-config"  # image, machine type, credentials: a human must fix it
     NOT_FOUND = "not-found"  # the resource does not exist (often: already gone)
     PAUSED = "paused"  # the gate refused the call because the provider is paused
@@ -39,6 +45,7 @@ RETRYABLE = frozenset({ErrorCategory.THROTTLED, ErrorCategory.TRANSIENT})
 # request may have been carried out and only its answer lost.
 DEFINITE_REFUSALS = frozenset(
     {
+        ErrorCategory.CAPACITY,
         ErrorCategory.QUOTA,
         ErrorCategory.BAD_CONFIG,
         ErrorCategory.THROTTLED,
@@ -46,6 +53,29 @@ DEFINITE_REFUSALS = frozenset(
         ErrorCategory.PAUSED,
     }
 )
+
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+
+
+@dataclass(frozen=True)
+class ErrorScope:
+    """Which launches a capacity or quota refusal says will fail too. A field that is None
+    covers every value: a quota with `family=None` holds for every type in its region, one with
+    `market=SPOT` for every spot launch there. Each provider's errors.py `error_scope` reads
+    it from the refusal and the launch config that met it (pure)."""
+
+    category: ErrorCategory  # CAPACITY or QUOTA
+    region: str | None  # region (EC2, GCE) or location (Azure); None: every region
+    zone: str | None = None
+    instance_type: str | None = None
+    # The family or quota bucket the cloud counts the limit in (EC2 "Standard", GCE "N2",
+    # Azure "standardDSv3Family"); None: every family.
+    family: str | None = None
+    market: str | None = None  # SPOT or ON_DEMAND; None: both
+    # Zones the cloud's message says do have capacity of this type (EC2's ICE message).
+    zones_with_capacity: tuple[str, ...] = ()
 
 
 # The code of a call wm did not send because its process is stopping.
@@ -90,7 +120,7 @@ class CloudError(WmError):
 
     @property
     def nothing_applied(self) -> bool:
-        """The cloud surely did nothing: it said no (quota, bad config, throttled), or wm
+        """The cloud surely did nothing: it said no (capacity, quota, bad config, throttled), or wm
         never sent the request (paused, stopping), and no earlier attempt may have acted."""
         return self.category in DEFINITE_REFUSALS and not self.maybe_applied
 

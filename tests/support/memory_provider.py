@@ -101,6 +101,16 @@ def quota_error(provider_id: str) -> CloudError:
     return CloudError(provider_id, ErrorCategory.QUOTA, "InstanceLimitExceeded", "quota reached")
 
 
+def capacity_error(provider_id: str) -> CloudError:
+    return CloudError(
+        provider_id,
+        ErrorCategory.CAPACITY,
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient m5.large capacity in the Availability Zone you "
+        "requested (us-east-1a).",
+    )
+
+
 # An unanswered create of this provider is looked up after at most one second.
 MEMORY_GATE = GateConfig(timeout_s=1.0, max_attempts=1)
 

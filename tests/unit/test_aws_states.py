@@ -53,7 +53,7 @@ def test_an_unknown_state_is_an_error_not_a_guess():
         ("Unavailable", 503, ErrorCategory.TRANSIENT),
         ("SomethingNew", 502, ErrorCategory.TRANSIENT),
         ("InstanceLimitExceeded", 400, ErrorCategory.QUOTA),
-        ("InsufficientInstanceCapacity", 500, ErrorCategory.QUOTA),
+        ("InsufficientInstanceCapacity", 500, ErrorCategory.CAPACITY),
         ("VcpuLimitExceeded", 400, ErrorCategory.QUOTA),
         ("MaxSpotInstanceCountExceeded", 400, ErrorCategory.QUOTA),
         ("InvalidAMIID.NotFound", 400, ErrorCategory.BAD_CONFIG),

@@ -100,7 +100,7 @@ def http_error(
         (http_error(429, info="RATE_LIMIT_EXCEEDED"), ErrorCategory.THROTTLED, None),
         (http_error(429), ErrorCategory.THROTTLED, "http-429"),
         (http_error(403, "quotaExceeded"), ErrorCategory.QUOTA, "quotaExceeded"),
-        (http_error(403, info="ZONE_RESOURCE_POOL_EXHAUSTED"), ErrorCategory.QUOTA, None),
+        (http_error(403, info="ZONE_RESOURCE_POOL_EXHAUSTED"), ErrorCategory.CAPACITY, None),
         (http_error(503, "backendError"), ErrorCategory.TRANSIENT, "backendError"),
         (http_error(500), ErrorCategory.TRANSIENT, None),
         (http_error(400, "resourceNotReady"), ErrorCategory.TRANSIENT, None),
@@ -143,7 +143,9 @@ def test_operations_finished_with_an_error_are_classified():
     assert category(operation("DONE")) is None
     assert category(operation("RUNNING")) is None
     assert category(operation("DONE", "QUOTA_EXCEEDED", 403)) is ErrorCategory.QUOTA
-    assert category(operation("DONE", "ZONE_RESOURCE_POOL_EXHAUSTED", 503)) is ErrorCategory.QUOTA
+    assert (
+        category(operation("DONE", "ZONE_RESOURCE_POOL_EXHAUSTED", 503)) is ErrorCategory.CAPACITY
+    )
     assert category(operation("DONE", "RESOURCE_NOT_FOUND", 404)) is ErrorCategory.NOT_FOUND
     assert category(operation("DONE", "SOMETHING_ELSE", 400)) is ErrorCategory.BAD_CONFIG
     assert category(operation("DONE", "SOMETHING_ELSE", 503)) is ErrorCategory.TRANSIENT

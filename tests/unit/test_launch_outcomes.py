@@ -22,6 +22,7 @@ def error(category: ErrorCategory, code: str = "X", maybe_applied: bool = False)
     ("scenario", "failure", "stopped"),
     [
         ("quota: the cloud refused", error(ErrorCategory.QUOTA), True),
+        ("capacity: the cloud has none to spare", error(ErrorCategory.CAPACITY), True),
         ("bad config: the cloud refused", error(ErrorCategory.BAD_CONFIG), True),
         ("throttled on every attempt", error(ErrorCategory.THROTTLED), True),
         ("refused unsent: the provider is paused", error(ErrorCategory.PAUSED, "Paused"), True),

@@ -71,11 +71,15 @@ class VirtualMachines(ArmState):
         behaviour = self.faults.behaviour
         quota = behaviour.quota_instances
         if quota is not None and len(self._vms) >= quota:
+            # Azure counts Spot VMs against Low Priority cores, the others against the regional
+            # (and family) cores; the sim holds one count and words it as the VM's would be.
+            spot = str(props.get("priority", "")).lower() in ("spot", "low")
+            which = "Low Priority" if spot else "Total Regional"
             raise ArmError(
                 409,
                 "OperationNotAllowed",
-                "Operation could not be completed as it results in exceeding approved Total "
-                "Regional Cores quota. Additional details - Deployment Model: Resource Manager, "
+                f"Operation could not be completed as it results in exceeding approved {which} "
+                "Cores quota. Additional details - Deployment Model: Resource Manager, "
                 f"Location: {location}, Current Limit: {quota}, Current Usage: {len(self._vms)}, "
                 f"Additional Required: 1, (Minimum) New Limit Required: {len(self._vms) + 1}.",
             )

@@ -28,9 +28,9 @@ from tests.fixtures.sim_ec2 import (
     AwsProviderFactory,
     aws_config,
 )
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import ON_DEMAND, CloudError, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
-from wm.providers.aws.errors import classify
+from wm.providers.aws.errors import classify, error_scope
 from wm.providers.aws.provider import AwsProvider, make
 from wm.providers.base import (
     TAG_BATCH,
@@ -366,7 +366,8 @@ def test_quota_errors_come_back_as_data(sim_ec2: SimEc2, aws_provider: AwsProvid
     # Three asked: EC2 launches the two that fit (MinCount=1); the third gets a quota error.
     partial = aws_provider.create(batch(3, token="first"))
     # Full: the whole batch is refused with EC2's InstanceLimitExceeded.
-    refused = aws_provider.create(batch(2, token="second"))
+    second = batch(2, token="second")
+    refused = aws_provider.create(second)
 
     assert [r.cloud_id is not None for r in partial] == [True, True, False]
     assert partial[2].error is not None
@@ -378,6 +379,12 @@ def test_quota_errors_come_back_as_data(sim_ec2: SimEc2, aws_provider: AwsProvid
         (None, ErrorCategory.QUOTA, "InstanceLimitExceeded")
     ] * 2
     assert len(sim_ec2.instances()) == 2
+    # EC2's limit holds for the type's vCPU bucket in the region, as the real one's does.
+    error = refused[0].error
+    assert error is not None
+    assert error_scope(error.code, error.message, second.spec) == ErrorScope(
+        ErrorCategory.QUOTA, EC2_REGION, family="Standard", market=ON_DEMAND
+    )
 
 
 def test_an_out_of_band_kill_shows_as_stopped_with_the_clouds_reason(

@@ -26,8 +26,9 @@ from tests.fixtures.sim_arm import (
     compute_client,
     network_client,
 )
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import ON_DEMAND, SPOT, CloudError, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
+from wm.providers.azure.errors import error_scope
 from wm.providers.azure.names import vm_name
 from wm.providers.azure.provider import AzureProvider
 from wm.providers.azure.states import REASON_SPOT_EVICTED
@@ -320,16 +321,26 @@ def test_a_5xx_storm_pauses_this_provider_only(
         healthy_sim.stop()
 
 
-def test_a_quota_error_comes_back_as_data(sim_arm: SimArm, azure_provider: AzureProvider):
+@pytest.mark.parametrize(
+    ("spot", "market"), [(False, ON_DEMAND), (True, SPOT)], ids=["regular", "spot"]
+)
+def test_a_quota_error_comes_back_as_data(
+    sim_arm: SimArm, azure_provider: AzureProvider, spot: bool, market: str
+):
     sim_arm.faults.behaviour.update(quota_instances=2)
 
-    results = azure_provider.create(batch(["w-q1", "w-q2", "w-q3"]))
+    launched = batch(["w-q1", "w-q2", "w-q3"], launch_config(spot=spot))
+    results = azure_provider.create(launched)
 
     errors = [r.error for r in results if r.error is not None]
     assert len(errors) == 1
     assert errors[0].category is ErrorCategory.QUOTA
     assert errors[0].code == "OperationNotAllowed"
     assert [r.cloud_id is not None for r in results].count(True) == 2
+    # Regular VMs meet the regional cores quota, Spot VMs the Low Priority one: every spot
+    # launch in the location.
+    scope = error_scope(errors[0].code, errors[0].message, launched.spec)
+    assert scope == ErrorScope(ErrorCategory.QUOTA, "eastus", market=market)
 
 
 def test_an_evicted_or_stopped_vm_shows_as_stopped_with_a_reason(

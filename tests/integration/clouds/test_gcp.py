@@ -29,9 +29,10 @@ from tests.fixtures.sim_gce import (
     GCE_ZONE,
     gcp_config,
 )
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import CloudError, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import TAG_DEPLOYMENT, TAG_WORKER, LaunchBatch, LaunchIntent, TerminateResult
+from wm.providers.gcp.errors import error_scope
 from wm.providers.gcp.provider import GcpProvider, make
 from wmsim.config import SimCloudConfig
 from wmsim.gcp.gce import SimGce, serve
@@ -443,7 +444,8 @@ def test_a_quota_error_comes_back_as_data(
     sim_gce.quota_style = quota_style  # type: ignore[assignment]
     sim_gce.faults.behaviour.update(quota_instances=2)
 
-    results = gcp_provider.create(batch(3))
+    launched = batch(3)
+    results = gcp_provider.create(launched)
 
     failed = [r for r in results if r.error is not None]
     assert len(failed) == 1
@@ -452,6 +454,11 @@ def test_a_quota_error_comes_back_as_data(
     assert failed[0].error.code == code
     assert "Quota 'INSTANCES' exceeded" in failed[0].error.message
     assert len(sim_gce.instances()) == 2
+    # An INSTANCES quota holds for every type and market in the region.
+    error = failed[0].error
+    assert error_scope(error.code, error.message, launched.spec) == ErrorScope(
+        ErrorCategory.QUOTA, GCE_ZONE.rsplit("-", 1)[0]
+    )
 
 
 def test_an_unknown_machine_type_is_a_config_error_as_data(gcp_provider: GcpProvider):

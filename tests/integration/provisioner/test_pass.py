@@ -13,7 +13,7 @@ from sqlalchemy import event, text
 
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
-from tests.support.memory_provider import MemoryProvider, quota_error
+from tests.support.memory_provider import MemoryProvider, capacity_error, quota_error
 from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
@@ -91,6 +91,26 @@ def test_quota_failures_become_pool_errors_and_stopped_rows_not_a_crash(engine, 
     assert [(e.kind, e.launch_config_id) for e in errors] == [("quota", failing.launch_config_id)]
     stopped = [w for w in list_workers(engine, pool_id=POOL) if w.stop_reason]
     assert {w.stop_reason for w in stopped} == {"launch failed: quota InstanceLimitExceeded"}
+
+
+def test_capacity_failures_are_filed_apart_from_quota_and_stop_their_rows(engine, aws):
+    # Scenario: the cloud has none of one launch config's offering to spare.
+    tasks.submit_tasks(engine, POOL, 10, 1.0)
+    failing = next(lc for lc in pool_store.load_launch_configs(engine) if lc.region == "us-east-1")
+    aws.fail_launch_configs[failing.launch_config_id] = capacity_error("aws-a")
+
+    (report,) = provisioner(engine, aws).run_pass("aws-a")
+
+    # A definite refusal, as a quota one: nothing made, the rows stopped, one pool error.
+    assert report.failed == 5 and report.launched == 5
+    errors = pool_errors.list_errors(engine, POOL)
+    assert [(e.kind, e.launch_config_id) for e in errors] == [
+        ("capacity", failing.launch_config_id)
+    ]
+    stopped = [w for w in list_workers(engine, pool_id=POOL) if w.stop_reason]
+    assert {w.stop_reason for w in stopped} == {
+        "launch failed: capacity InsufficientInstanceCapacity"
+    }
 
 
 def test_a_failing_config_gets_less_traffic_on_the_next_pass(engine, aws):

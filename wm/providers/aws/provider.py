@@ -205,6 +205,8 @@ class AwsProvider:
         for index, intent in enumerate(batch.intents):
             raw = by_index.get(index)
             if raw is None:
+                # EC2 launched fewer than MaxCount and says not why: an instance limit or
+                # short capacity. Filed as a quota refusal, as before capacity was a category.
                 error = CloudError(
                     self.id,
                     ErrorCategory.QUOTA,

@@ -1,29 +1,34 @@
 """GCE's errors -> wm's: google-cloud-compute's exceptions (`classify`, the gate's classifier for
 every GCE call) and the errors of Operations GCE already finished with one, as a CloudError of
-an ErrorCategory."""
+an ErrorCategory; and which launches a capacity or quota refusal holds for (`error_scope`,
+pure)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import ON_DEMAND, SPOT, CloudError, ErrorCategory, ErrorScope
+from wm.model import LaunchSpec
 
 THROTTLE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
-QUOTA_REASONS = frozenset(
-    {
-        "quotaExceeded",
-        "QUOTA_EXCEEDED",
-        "ZONE_RESOURCE_POOL_EXHAUSTED",
-        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-    }
+# The zone has none of the machine type to spare ("The zone '...' does not have enough resources
+# available to fulfill the request. Try a different zone, or try again later."; GCE's
+# "Troubleshooting VM creation", google/syzkaller#4385), in the insert's Operation or, as a
+# google.rpc.ErrorInfo reason, in a synchronous answer.
+CAPACITY_REASONS = frozenset(
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}
 )
+# The project's quota ("Quota 'N2_CPUS' exceeded.  Limit: 24.0 in region us-central1."): the
+# Operation's QUOTA_EXCEEDED, or a synchronous 403 quotaExceeded.
+QUOTA_REASONS = frozenset({"quotaExceeded", "QUOTA_EXCEEDED"})
 TRANSIENT_REASONS = frozenset({"backendError", "internalError", "resourceNotReady"})
 # Operation error codes (Operation.error.errors[].code), for creates that failed in the cloud.
 OPERATION_ERROR_CATEGORIES: Mapping[str, ErrorCategory] = {
     "QUOTA_EXCEEDED": ErrorCategory.QUOTA,
-    "ZONE_RESOURCE_POOL_EXHAUSTED": ErrorCategory.QUOTA,
-    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": ErrorCategory.QUOTA,
+    "ZONE_RESOURCE_POOL_EXHAUSTED": ErrorCategory.CAPACITY,
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": ErrorCategory.CAPACITY,
     "RATE_LIMIT_EXCEEDED": ErrorCategory.THROTTLED,
     "INTERNAL_ERROR": ErrorCategory.TRANSIENT,
 }
@@ -86,6 +91,8 @@ def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
     status = int(exc.code)
     if THROTTLE_REASONS.intersection(reasons):
         category = ErrorCategory.THROTTLED
+    elif CAPACITY_REASONS.intersection(reasons):
+        category = ErrorCategory.CAPACITY
     elif QUOTA_REASONS.intersection(reasons):
         category = ErrorCategory.QUOTA
     elif TRANSIENT_REASONS.intersection(reasons):
@@ -93,9 +100,54 @@ def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
     else:
         category = _category_for_status(status)
     code = reasons[0] if reasons else f"http-{status}"
+    if category in (ErrorCategory.CAPACITY, ErrorCategory.QUOTA):
+        # The reason that made it one, whatever other reasons come first: error_scope reads it.
+        code = next(r for r in reasons if r in CAPACITY_REASONS | QUOTA_REASONS)
     return CloudError(
         provider_id, category, code, exc.message, retry_after_s=_retry_after_s(exc.response)
     )
+
+
+# "Quota 'N2_CPUS' exceeded.  Limit: 24.0 in region us-central1." (GCE's quota page; SkyPilot's
+# provisioner reads the same) and "... Limit: 8.0 globally." for project-wide ones.
+QUOTA_MESSAGE = re.compile(
+    r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded.*?(?:in region (?P<region>[a-z0-9-]+)|globally)"
+)
+# Quotas that count no one family: every type's instances or vCPUs, addresses, disks.
+FAMILY_BLIND_METRICS = frozenset({"CPUS", "INSTANCES", "CPUS_ALL_REGIONS", "IN_USE_ADDRESSES"})
+
+
+def error_scope(code: str, message: str, spec: LaunchSpec) -> ErrorScope | None:
+    """Which launches GCE's refusal `code` of a launch of `spec` holds for: the offering
+    (machine type, zone, market) for a pool exhausted; for a quota, the region (None for a
+    global one), the family its metric counts (N2_CPUS: "N2"; CPUS: every family) and, for a
+    PREEMPTIBLE_* metric, spot only. None for other codes."""
+    config = spec.launch_config
+    machine_type = str(config.get("machineType") or "").rsplit("/", 1)[-1] or None
+    scheduling = config.get("scheduling") or {}
+    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+    zone = str(config.get("zone") or spec.region)
+    if code in CAPACITY_REASONS:
+        return ErrorScope(
+            ErrorCategory.CAPACITY,
+            zone.rsplit("-", 1)[0],
+            zone=zone,
+            instance_type=machine_type,
+            market=SPOT if spot else ON_DEMAND,
+        )
+    if code not in QUOTA_REASONS:
+        return None
+    found = QUOTA_MESSAGE.search(message)
+    if found is None:  # a quota wm cannot read: the launch's region, every family and market
+        return ErrorScope(ErrorCategory.QUOTA, str(config.get("region") or zone.rsplit("-", 1)[0]))
+    metric = found["metric"]
+    market = None
+    if metric.startswith("PREEMPTIBLE_"):
+        market, metric = SPOT, metric.removeprefix("PREEMPTIBLE_")
+    family = None
+    if metric.endswith("_CPUS") and metric not in FAMILY_BLIND_METRICS:
+        family = metric.removesuffix("_CPUS")
+    return ErrorScope(ErrorCategory.QUOTA, found["region"], family=family, market=market)
 
 
 def _retry_after_s(response: Any) -> float | None:

@@ -18,7 +18,7 @@ from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ProviderConfigBase
 from wm.config.loader import ProviderConfig
 from wm.kinds import KINDS, BootFacts, KindDescription, describe
-from wm.kinds.base import ONCE, WHILE_RUNNING, Registration
+from wm.kinds.base import ONCE, WHILE_RUNNING
 from wm.kinds.gcp import GcpProviderConfig
 from wm.pools.definition import DefinitionInvalid, parse_pool_definition
 from wm.pools.json_check import check
@@ -101,13 +101,6 @@ def _part_problem(
         if not description.hand_made:
             return None if value is None else "must be None: the launch configs' schema is used"
         return None if isinstance(value, Mapping) and value else "must be the pool config schema"
-    if field.name == "registration":
-        # A cloud's VM is requested before it boots; a hand-made worker is running when made.
-        if not isinstance(value, Registration):
-            return "must be a Registration"
-        expected = "WHILE_RUNNING" if description.hand_made else "ONCE"
-        ok = value == (WHILE_RUNNING if description.hand_made else ONCE)
-        return None if ok else f"must be {expected}: hand_made is {description.hand_made}"
     if origin is str:
         return None if isinstance(value, str) and value else "must be a non-empty string"
     if origin is int:
@@ -141,10 +134,6 @@ def kind_problems(key: str, description: KindDescription) -> list[str]:
     for call_class, limit in description.published_budgets.items():
         if type(call_class) is not CallClass or not isinstance(limit, BudgetLimit):
             problems.append(f"{key}.published_budgets: {call_class!r} is not CallClass->limit")
-    if description.scanned == description.hand_made:
-        # wm knows two ways a worker comes to be: a cloud it scans launches it, or createWorker
-        # makes it; a kind of both or neither would be served by no process, or by two.
-        problems.append(f"{key}.hand_made: must be the opposite of scanned ({description.scanned})")
     if description.provider_type not in TASKCLUSTER_PROVIDER_TYPES:
         problems.append(f"{key}.provider_type: {description.provider_type!r} is not Taskcluster's")
     problems += [
@@ -209,26 +198,14 @@ def test_a_kind_no_scanner_lists_with_budgets_or_a_batch_is_refused():
     ]
 
 
-def test_a_kind_whose_workers_come_from_both_a_cloud_and_create_worker_is_refused():
-    static = KINDS["static"]
-    both = dataclasses.replace(
-        KINDS["aws"],
-        hand_made=True,
-        registration=static.registration,
-        pool_config_schema=static.pool_config_schema,
-    )
+@pytest.mark.parametrize("key", sorted(KINDS))
+def test_a_kinds_workers_come_from_a_cloud_it_scans_or_from_create_worker_never_both(key: str):
+    # wm knows two ways a worker comes to be: a cloud it scans launches it (a VM registers
+    # once, from requested), or createWorker makes it (running, registering as it restarts).
+    description = KINDS[key]
 
-    assert kind_problems("aws", both) == ["aws.hand_made: must be the opposite of scanned (True)"]
-
-
-def test_a_kind_registering_its_workers_from_the_wrong_state_is_refused():
-    aws = dataclasses.replace(KINDS["aws"], registration=WHILE_RUNNING)
-    static = dataclasses.replace(KINDS["static"], registration=ONCE)
-
-    assert kind_problems("aws", aws) == ["aws.registration: must be ONCE: hand_made is False"]
-    assert kind_problems("static", static) == [
-        "static.registration: must be WHILE_RUNNING: hand_made is True"
-    ]
+    assert description.scanned is not description.hand_made
+    assert description.registration == (WHILE_RUNNING if description.hand_made else ONCE)
 
 
 def test_an_unknown_kind_fails_loudly_naming_the_known_ones():

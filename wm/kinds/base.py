@@ -94,21 +94,29 @@ class KindDescription:
     # The boot data worker-runner reads, as worker-manager writes it: where it is written is
     # the provider's business, the keys and values are this.
     boot_data: Callable[[BootFacts], Mapping[str, Any]]
-    # Whether a scanner lists this kind's providers' clouds, region by region, and a provisioner
-    # launches in them: `wm run scanner|provisioner --kind` offers it, those processes build
-    # its provider (its package's `make`), a pool's worker groups must be among its provider's
-    # regions, and the take-over's scans adopt its imported VMs. False (static): none of its
-    # workers is in a cloud wm lists: no budgets (published_budgets empty), no create batch
-    # (create_batch_max 0), no package `make`.
-    scanned: bool = True
     # Whether its workers are made and changed by createWorker and updateWorker (Taskcluster's
     # static provider; every other answers "not supported"): such a pool's definition carries
     # no launch configs but the one its workers belong to, a removed or expired worker stops
     # at once (nothing to delete), and a provisioner's job for its providers is stopping the
     # workers whose `expires` passed. Imported from a legacy worker-manager, they stay there.
+    # wm knows two ways a worker comes to be, so `scanned` and `registration` follow from it.
     hand_made: bool = False
-    # How registerWorker finds its workers (ONCE: a cloud's VM; WHILE_RUNNING: hand-made).
-    registration: Registration = ONCE
     # The whole pool `config` schema of this kind; None: the launching kinds' (min/max
     # capacity, scaling ratio, lifecycle, launch configs of `launch_config_schema`).
     pool_config_schema: Schema | None = None
+
+    @property
+    def scanned(self) -> bool:
+        """Whether a scanner lists this kind's providers' clouds, region by region, and a
+        provisioner launches in them: `wm run scanner|provisioner --kind` offers it, those
+        processes build its provider (its package's `make`), a pool's worker groups must be
+        among its provider's regions, and the take-over's scans adopt its imported VMs. False
+        (hand-made): none of its workers is in a cloud wm lists: no budgets (published_budgets
+        empty), no create batch (create_batch_max 0), no package `make`."""
+        return not self.hand_made
+
+    @property
+    def registration(self) -> Registration:
+        """How registerWorker finds its workers: a cloud's VM once, from requested; a hand-made
+        worker while running, as often as it restarts."""
+        return WHILE_RUNNING if self.hand_made else ONCE

@@ -230,3 +230,42 @@ class PoolStatus:
     running: int
     stopping: int
     errors_last_hour: int
+
+
+class SignalKind(StrEnum):
+    """What a cloud publishes about an offering that the launch choice reads."""
+
+    PRICE = "price"  # dollars per instance-hour
+    AVAILABILITY = "availability"  # 0..1: placement score / 10, obtainability, High/Medium/Low
+    PREEMPTION = "preemption"  # pre-emptions per instance-hour the cloud's history implies
+
+
+@dataclass(frozen=True, order=True)
+class Offering:
+    """Where a launch config launches, as a cloud prices and runs out of it: region, zone
+    (None: any zone of the region, the cloud picks), instance type and market ("spot" or
+    "on-demand", wm.errors.SPOT / ON_DEMAND). Each kind reads it from a launch config
+    (wm.kinds: `offering`)."""
+
+    region: str  # EC2 region, GCE region, Azure location
+    zone: str | None
+    instance_type: str  # EC2 InstanceType, GCE machine type name, Azure vmSize
+    market: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.market}:{self.instance_type}:{self.region}/{self.zone or '*'}"
+
+
+@dataclass(frozen=True)
+class OfferingSignal:
+    """One value a signal collector read from a cloud for an offering of a provider. A signal
+    with `offering.zone` None holds for every zone of the region (GCE and Azure price a
+    region)."""
+
+    provider_id: str
+    offering: Offering
+    kind: SignalKind
+    value: float
+    source: str  # the API it came from ("DescribeSpotPriceHistory", "retail-prices", ...)
+    observed_at: datetime

@@ -207,6 +207,31 @@ def test_gce_operations_tell_capacity_from_quota(code: str, category: ErrorCateg
     assert error is not None and error.category is category
 
 
+def test_a_gce_pool_exhausted_operation_names_the_zones_that_have_the_type():
+    from google.cloud import compute_v1
+
+    op = compute_v1.Operation(name="op", status="DONE", operation_type="insert")
+    info = compute_v1.ErrorInfo(
+        reason="ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+        metadatas={"zonesAvailable": "us-central1-b,us-central1-f"},
+    )
+    op.error = compute_v1.Error(
+        errors=[
+            compute_v1.Errors(
+                code="ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+                message=EXHAUSTED_WITH_DETAILS,
+                error_details=[compute_v1.ErrorDetails(error_info=info)],
+            )
+        ]
+    )
+    error = gcp.operation_error("gcp", op, "instances.insert")
+
+    assert error is not None
+    scope = gcp.error_scope(error.code, error.message, GCE_SPOT)
+    assert scope is not None
+    assert scope.zones_with_capacity == ("us-central1-b", "us-central1-f")
+
+
 def test_a_synchronous_gce_refusal_is_coded_by_the_reason_that_makes_it_capacity():
     from tests.unit.test_gcp_states import http_error
 

@@ -47,8 +47,20 @@ def operation_error(provider_id: str, op: Any, operation: str) -> CloudError | N
     category = OPERATION_ERROR_CATEGORIES.get(first.code)
     if category is None:
         category = _category_for_status(op.http_error_status_code or 400)
-    message = "; ".join(f"{e.code}: {e.message}" for e in errors)
+    message = "; ".join(f"{e.code}: {e.message}{_zones_available(e)}" for e in errors)
     return CloudError(provider_id, category, first.code, message, operation=operation)
+
+
+def _zones_available(error: Any) -> str:
+    """GCE names the zones that do have the machine type in a pool-exhausted error's
+    ErrorInfo (`metadatas.zonesAvailable`, comma-separated); carried in the message, where
+    `error_scope` reads it, as EC2's ICE message carries its own."""
+    zones = [
+        str(detail.error_info.metadatas["zonesAvailable"])
+        for detail in getattr(error, "error_details", ())
+        if "zonesAvailable" in detail.error_info.metadatas
+    ]
+    return f" {ZONES_AVAILABLE_MARK}{','.join(zones)})" if zones else ""
 
 
 def _category_for_status(status: int) -> ErrorCategory:
@@ -113,6 +125,8 @@ def _classify_api_error(provider_id: str, exc: Any) -> CloudError:
 QUOTA_MESSAGE = re.compile(
     r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded.*?(?:in region (?P<region>[a-z0-9-]+)|globally)"
 )
+ZONES_AVAILABLE_MARK = "(zonesAvailable: "
+ZONES_AVAILABLE = re.compile(r"\(zonesAvailable: ([a-z0-9,\s-]+)\)")
 # Quotas that count no one family: every type's instances or vCPUs, addresses, disks.
 FAMILY_BLIND_METRICS = frozenset({"CPUS", "INSTANCES", "CPUS_ALL_REGIONS", "IN_USE_ADDRESSES"})
 
@@ -128,12 +142,15 @@ def error_scope(code: str, message: str, spec: LaunchSpec) -> ErrorScope | None:
     spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
     zone = str(config.get("zone") or spec.region)
     if code in CAPACITY_REASONS:
+        hint = ZONES_AVAILABLE.search(message)
+        zones = tuple(z.strip() for z in hint.group(1).split(",") if z.strip()) if hint else ()
         return ErrorScope(
             ErrorCategory.CAPACITY,
             zone.rsplit("-", 1)[0],
             zone=zone,
             instance_type=machine_type,
             market=SPOT if spot else ON_DEMAND,
+            zones_with_capacity=zones,
         )
     if code not in QUOTA_REASONS:
         return None

@@ -116,7 +116,9 @@ def score(
         if c.preemption_prior is not None and not _on_demand(c.offering)
     ]
     neutral_prior = median(spot_priors) if spot_priors else 0.0
-    known_ready = [c.evidence.median_ready_s for c in configs if c.evidence.median_ready_s]
+    known_ready = [
+        ready for c in configs if (ready := c.evidence.median_ready_s) is not None and ready >= 0
+    ]
     neutral_ready = median(known_ready) if known_ready else None
     costed = [
         _cost(c, price, neutral_price, neutral_prior, neutral_ready, pool, now)
@@ -171,12 +173,14 @@ def _cost(
     prior = config.preemption_prior
     if prior is None:
         prior = 0.0 if _on_demand(config.offering) else neutral_prior
-    hours = max(0.0, evidence.running_hours)
-    rate = (max(0.0, evidence.preempted) + PRIOR_HOURS * max(0.0, prior)) / (hours + PRIOR_HOURS)
-    if rate > 0:
+    hours, preempted = max(0.0, evidence.running_hours), max(0.0, evidence.preempted)
+    rate = (preempted + PRIOR_HOURS * max(0.0, prior)) / (hours + PRIOR_HOURS)
+    if rate > 0 and (config.preemption_prior is not None or preempted > 0):
         why.append(f"{rate:.3f} pre-emptions per instance-hour")
 
-    ready_s = evidence.median_ready_s if evidence.median_ready_s else neutral_ready
+    ready_s = evidence.median_ready_s
+    if ready_s is None or ready_s < 0:
+        ready_s = neutral_ready
     ready_h = (ready_s or 0.0) / 3600
     lost_h = (pool.median_task_s or 0.0) / 2 / 3600
     life_h = (pool.mean_lifetime_s or 0.0) / 3600

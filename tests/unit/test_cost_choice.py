@@ -105,8 +105,13 @@ def test_with_nothing_known_every_factor_is_one_and_the_weights_launch():
         ),
         (
             "the cloud's availability multiplies",
-            [config("a", availability=0.5), config("b")],
+            [config("a", availability=0.5), config("b", availability=1.0)],
             {"a": 0.5, "b": 1.0},
+        ),
+        (
+            "an unknown availability counts at the pool's median: neutral",
+            [config("a", availability=0.2), config("b", availability=0.6), config("c")],
+            {"a": 0.2, "b": 0.6, "c": pytest.approx(0.4)},
         ),
         (
             "a cloud's zero never quite starves a config",
@@ -236,7 +241,8 @@ def test_every_reason_is_said_in_words():
         config("probe", price=1.0, bench=PROBE_DUE),
         config("unknown", no_offering=True, launched=5.0, registered=3.0),
     )
-    assert got["cheap"].why == ("the cheapest",)
+    median_availability = "availability unknown: counted at the pool's median, 0.80"
+    assert got["cheap"].why == (median_availability, "the cheapest")
     assert got["dear"].why == (
         "the cloud rates its availability 0.80",
         "1.0 capacity refusals to 0.0 creates lately",
@@ -246,6 +252,7 @@ def test_every_reason_is_said_in_words():
     assert got["benched"].why[0] == "benched until 08:05:00 UTC after 2 capacity refusals"
     assert got["probe"].why[0] == "probe: one worker to try it again after 1 capacity refusal"
     assert got["unknown"].why == (
+        median_availability,
         "price unknown: counted at the pool's median",
         "2 of 5 recent launches never registered",
         "1.29x dearer than the cheapest",  # 1 / q, q = (4 + 3) / (4 + 5),

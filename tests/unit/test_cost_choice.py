@@ -159,6 +159,33 @@ def test_factor(scenario, configs, expected):
     assert factors(*configs) == expected, scenario
 
 
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "garbage"),
+    [
+        ("a price of 0", {"price": 0.0}),
+        ("a negative price", {"price": -1.0}),
+        ("a price that is no number", {"price": NAN}),
+        ("an infinite price", {"price": INF}),
+        ("an availability that is no number", {"availability": NAN}),
+        ("a pre-emption prior that is no number", {"prior": NAN}),
+        ("a negative pre-emption prior", {"prior": -3.0}),
+        ("a time to ready that is no number", {"median_ready_s": NAN}),
+        ("a count that is no number", {"capacity_failures": NAN, "launched": INF}),
+    ],
+)
+def test_garbage_is_unknown_and_unknown_is_neutral(scenario, garbage):
+    pool = PoolFacts(median_task_s=600, mean_lifetime_s=HOUR)
+    siblings = [config("b", price=1.0, availability=0.5, prior=0.1, median_ready_s=60.0)]
+    with_garbage = by_id(config("a", **garbage), *siblings, pool=pool)
+    with_nothing = by_id(config("a"), *siblings, pool=pool)
+    # Unknown: a counts at its sibling's values, so it weighs as its sibling does.
+    assert with_garbage["a"].factor == with_nothing["a"].factor == with_nothing["b"].factor
+    assert with_garbage["b"] == with_nothing["b"], scenario
+
+
 def test_pre_emptions_cost_half_a_task_and_the_boot_per_pre_emption():
     # λ0 = 0.5/h with no own hours; L = half of 2 h; R = 0 -> e = p · 1.5.
     pool = PoolFacts(median_task_s=2 * HOUR)

@@ -26,8 +26,9 @@ known every factor is exactly 1.0, so the cost choice launches as the weights do
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from statistics import median
 
@@ -110,6 +111,7 @@ def score(
     configs: Sequence[ConfigView], pool: PoolFacts, now: float, beta: float = DEFAULT_BETA
 ) -> list[Scored]:
     """One Scored per config, in the order given. Deterministic in its arguments."""
+    configs = [_sane(c) for c in configs]
     prices = [_per_capacity(c) for c in configs]
     neutral = _Neutral.of(configs, prices)
     costed = [_cost(c, price, neutral, pool, now) for c, price in zip(configs, prices, strict=True)]
@@ -140,9 +142,7 @@ class _Neutral:
             for c in configs
             if c.preemption_prior is not None and not _on_demand(c.offering)
         ]
-        known_ready = [
-            r for c in configs if (r := c.evidence.median_ready_s) is not None and r >= 0
-        ]
+        known_ready = [r for c in configs if (r := c.evidence.median_ready_s) is not None]
         return cls(
             price=median(known_prices) if known_prices else None,
             cloud_availability=median(known_availability) if known_availability else 1.0,
@@ -155,9 +155,38 @@ def _clamped(availability: float) -> float:
     return min(1.0, max(AVAILABILITY_FLOOR, availability))
 
 
+def _sane(config: ConfigView) -> ConfigView:
+    """Garbage is unknown: a price that is not above 0, a signal, count or time that is not
+    a finite number (a source's garbage must not starve or flood a config)."""
+
+    def finite(value: float | None, least: float) -> float | None:
+        return value if value is not None and math.isfinite(value) and value >= least else None
+
+    price = config.price_per_hour
+    evidence = config.evidence
+    counts = {
+        name: finite(getattr(evidence, name), 0.0) or 0.0
+        for name in (
+            "creates_ok",
+            "capacity_failures",
+            "preempted",
+            "running_hours",
+            "launched",
+            "registered",
+        )
+    }
+    return replace(
+        config,
+        price_per_hour=price if finite(price, 0.0) and price > 0 else None,
+        availability=finite(config.availability, -math.inf),
+        preemption_prior=finite(config.preemption_prior, 0.0),
+        evidence=replace(evidence, median_ready_s=finite(evidence.median_ready_s, 0.0), **counts),
+    )
+
+
 def _per_capacity(config: ConfigView) -> float | None:
     price = config.price_per_hour
-    if price is None or price < 0 or config.capacity_per_worker <= 0:
+    if price is None or config.capacity_per_worker <= 0:
         return None
     return price / config.capacity_per_worker
 
@@ -203,7 +232,7 @@ def _cost(
         why.append(f"{rate:.3f} pre-emptions per instance-hour")
 
     ready_s = evidence.median_ready_s
-    if ready_s is None or ready_s < 0:
+    if ready_s is None:
         ready_s = neutral.ready_s
     ready_h = (ready_s or 0.0) / 3600
     lost_h = (pool.median_task_s or 0.0) / 2 / 3600

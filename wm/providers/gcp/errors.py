@@ -139,7 +139,8 @@ def error_scope(code: str, message: str, spec: LaunchSpec) -> ErrorScope | None:
     config = spec.launch_config
     machine_type = str(config.get("machineType") or "").rsplit("/", 1)[-1] or None
     scheduling = config.get("scheduling") or {}
-    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+    model = str(scheduling.get("provisioningModel") or "").upper()
+    spot = model == "SPOT" or bool(scheduling.get("preemptible"))
     zone = str(config.get("zone") or spec.region)
     if code in CAPACITY_REASONS:
         hint = ZONES_AVAILABLE.search(message)

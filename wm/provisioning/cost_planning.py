@@ -51,6 +51,18 @@ def read(engine: Engine, provider_id: str, pool_ids: Sequence[str]) -> Reading:
     )
 
 
+def with_probes_out(reading: Reading, probed: Sequence[Offering], now: float) -> Reading:
+    """The reading with these offerings' probes out (sent by an earlier planning of the pass,
+    their bench not written yet): not probed twice in one window."""
+    if not probed:
+        return reading
+    bench = dict(reading.bench)
+    for offering in probed:
+        entry = bench.get(offering, BenchEntry(BenchState()))
+        bench[offering] = BenchEntry(offering_bench.after_probe(entry.state, now), entry.last_code)
+    return replace(reading, bench=bench)
+
+
 def signal(
     signals: Mapping[tuple[Offering, SignalKind], OfferingSignal],
     offering: Offering,

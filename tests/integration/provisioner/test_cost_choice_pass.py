@@ -13,11 +13,13 @@ from sqlalchemy import event
 from tests.fixtures.sim_ec2 import EC2_REGION
 from wm.config.launch_choice import LaunchChoiceConfig, PoolChoiceConfig
 from wm.db import offering_state, tasks
+from wm.db.offering_state import BenchEntry
 from wm.db.workers import list_workers
 from wm.model import Offering, OfferingSignal, SignalKind, WorkerState
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
 from wm.providers.base import TAG_LAUNCH_CONFIG
+from wm.provisioning.offering_bench import BenchState
 from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wmsim.aws.ec2 import SimEc2
@@ -114,4 +116,23 @@ def test_a_pool_launching_by_weights_reads_and_writes_nothing_of_the_cost_choice
     provisioner(engine, aws_provider, "weights").run_pass(aws_provider.id)
 
     assert not [s for s in statements if "offering_" in s]
+    assert offering_state.read_bench(engine, aws_provider.id) == {}
+
+
+def test_a_bench_run_out_gets_one_probe_worker_whose_launch_reopens_the_zone(
+    engine, aws_provider, sim_ec2: SimEc2, spot_pool
+):
+    # Scenario: the cheap zone was benched after a refusal; its window has just run out.
+    ran_out = datetime.now(UTC).timestamp() - 1
+    offering_state.write_bench(
+        engine, aws_provider.id, {CHEAP: BenchEntry(BenchState(1, ran_out), "Insufficient")}
+    )
+    tasks.submit_tasks(engine, POOL, 4, 1.0)
+
+    (report,) = provisioner(engine, aws_provider, "cost").run_pass(aws_provider.id)
+
+    # One worker probes the cheap zone; the rest of the pass goes where capacity is known.
+    assert (report.launched, report.failed) == (4, 0)
+    assert launched_in(engine) == ["lc-cheap-1a", "lc-dear-1b", "lc-dear-1b", "lc-dear-1b"]
+    # EC2 took the probe: the zone is open again.
     assert offering_state.read_bench(engine, aws_provider.id) == {}

@@ -5,6 +5,7 @@ is read or written."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -136,3 +137,26 @@ def test_a_bench_run_out_gets_one_probe_worker_whose_launch_reopens_the_zone(
     assert launched_in(engine) == ["lc-cheap-1a", "lc-dear-1b", "lc-dear-1b", "lc-dear-1b"]
     # EC2 took the probe: the zone is open again.
     assert offering_state.read_bench(engine, aws_provider.id) == {}
+
+
+def test_a_pool_in_shadow_logs_its_scores_and_benches_but_launches_by_weights(
+    engine, aws_provider, sim_ec2: SimEc2, spot_pool, caplog
+):
+    sim_ec2.faults.behaviour.update(no_capacity=["m5.large@us-east-1a"])
+    tasks.submit_tasks(engine, POOL, 1, 1.0)
+    passes = provisioner(engine, aws_provider, "shadow")
+
+    with caplog.at_level(logging.INFO, logger="wm"):
+        passes.run_pass(aws_provider.id)
+        (second,) = passes.run_pass(aws_provider.id)
+
+    choices = [r.wm_fields for r in caplog.records if getattr(r, "wm_event", "") == "launch-choice"]
+    assert [c["mode"] for c in choices] == ["shadow", "shadow"]
+    # The second pass's scores see the bench: the cheap zone would get nothing...
+    weights = {c["launch_config"]: c["final_weight"] for c in choices[1]["configs"]}
+    assert weights["lc-cheap-1a"] == 0 and weights["lc-dear-1b"] > 0
+    assert CHEAP in offering_state.read_bench(engine, aws_provider.id)
+    # ...but shadow launches by Taskcluster's weights: the cheap zone's 1.0, halved by its
+    # error, still beats the other's 0.3.
+    assert second.failed == 1
+    assert launched_in(engine) == []

@@ -118,3 +118,35 @@ def test_in_cost_mode_scores_replace_weights_and_a_probe_is_one_worker_only():
     assert (a.weight, a.recent_errors, a.probe_only, a.offering_key) == (0.2, 0, True, A.key)
     assert a.live_spot_capacity == 4
     assert (od.weight, od.probe_only, od.live_spot_capacity) == (0.7, False, 0)
+
+
+def test_a_pools_cost_per_hour_is_its_running_workers_at_the_prices_held():
+    from datetime import UTC, datetime
+
+    from prometheus_client import REGISTRY
+
+    from wm.model import LaunchConfigRecord, OfferingSignal, SignalKind
+
+    at = datetime.now(UTC)
+    configs = [
+        LaunchConfigRecord("pool/cost", "a", "us-east-1", 1, 1.0, None),
+        LaunchConfigRecord("pool/cost", "b", "us-east-1", 1, 1.0, None),
+        LaunchConfigRecord("pool/cost", "od", "us-east-1", 1, 1.0, None),
+    ]
+    offerings = {"a": A, "b": B, "od": OD}
+    # A region's price holds for its zones; the on-demand offering has none held.
+    signals = {
+        (A, SignalKind.PRICE): OfferingSignal("aws", A, SignalKind.PRICE, 0.05, "t", at),
+        (Offering("us-east-1", None, "m5.large", SPOT), SignalKind.PRICE): OfferingSignal(
+            "aws", B, SignalKind.PRICE, 0.07, "t", at
+        ),
+    }
+    cost = cost_planning.export_cost(
+        "pool/cost",
+        configs,
+        lambda lc: offerings[lc.launch_config_id],
+        signals,
+        {"a": 3, "b": 2, "od": 5},
+    )
+    assert cost == 3 * 0.05 + 2 * 0.07
+    assert REGISTRY.get_sample_value("wm_pool_cost_per_hour", {"pool": "pool/cost"}) == cost

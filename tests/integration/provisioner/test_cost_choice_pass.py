@@ -9,6 +9,7 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import event
 
 from tests.fixtures.sim_ec2 import EC2_REGION
@@ -104,6 +105,11 @@ def test_a_zone_out_of_capacity_is_benched_and_the_next_pass_launches_in_the_oth
     assert (second.launched, second.failed) == (1, 0)
     assert launched_in(engine) == ["lc-dear-1b"]
     assert [vm.tags[TAG_LAUNCH_CONFIG] for vm in sim_ec2.instances()] == ["lc-dear-1b"]
+    # Its gauges say what the last pass weighed.
+    weight = lambda lc: REGISTRY.get_sample_value(  # noqa: E731
+        "wm_launch_choice_weight", {"pool": POOL, "launch_config": lc}
+    )
+    assert weight("lc-cheap-1a") == 0 and weight("lc-dear-1b") > 0
 
 
 def test_a_pool_launching_by_weights_reads_and_writes_nothing_of_the_cost_choice(

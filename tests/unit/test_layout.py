@@ -297,6 +297,7 @@ LAYERS = (
         (
             "wm.provisioning.creates_in_flight",
             "wm.provisioning.launch_outcomes",
+            "wm.provisioning.cost_planning",  # the cost choice's reads and bench writes in a pass
             "wm.scanning.scan_errors",
             "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end
         ),

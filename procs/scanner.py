@@ -45,6 +45,7 @@ def add_jobs(
         orphan_grace_s=config.intervals.orphan_grace_s,
         stop=runtime.stop,
         queue=build_queue(config, runtime.engine),
+        launch_choice=config.launch_choice,
     )
     for provider in chosen:
         for region in provider.regions:

@@ -4,11 +4,12 @@ and the provisioner's end-to-end tests use the simulated clouds)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from wm.config.loader import GateConfig
-from wm.errors import CloudError, ErrorCategory
-from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.errors import CloudError, ErrorCategory, ErrorScope
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef, WorkerState
 from wm.providers.base import (
     NO_RECORDS,
     LaunchBatch,
@@ -92,6 +93,15 @@ class MemoryProvider:
         for ref in refs:
             self.instances.pop(ref.worker_id, None)
         return [TerminateResult(r.worker_id, True) for r in refs]
+
+    def offering(self, launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+        return None  # a memory cloud has no market
+
+    def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
+        return None
+
+    def failed_launch(self, reason: str | None) -> CloudError | None:
+        return None  # every launch it takes, it makes
 
     def close(self) -> None:
         pass

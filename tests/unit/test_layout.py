@@ -299,6 +299,7 @@ LAYERS = (
             "wm.provisioning.launch_outcomes",
             "wm.provisioning.cost_planning",  # the cost choice's reads and bench writes in a pass
             "wm.scanning.scan_errors",
+            "wm.scanning.launch_failures",  # launches a cloud failed after taking them
             "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end
         ),
     ),

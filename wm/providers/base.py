@@ -205,6 +205,13 @@ class Provider(Protocol):
         None when it is no capacity or quota refusal."""
         ...
 
+    def failed_launch(self, reason: str | None) -> CloudError | None:
+        """The refusal a worker's stop reason records when the cloud failed its launch after
+        accepting the create (an ARM deployment's AllocationFailed, a GCE insert operation's
+        ZONE_RESOURCE_POOL_EXHAUSTED), classified as a refused create is; None for any other
+        reason."""
+        ...
+
     def close(self) -> None:
         """Release clients and connections."""
         ...

@@ -388,3 +388,33 @@ def _moment(epoch_s: float | None) -> str | None:
     if epoch_s is None:
         return None
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")
+
+
+def bench_after_failed_launches(
+    engine: Engine,
+    provider_id: str,
+    failures: Sequence[tuple[LaunchConfigRecord, CloudError]],
+    offering_of: OfferingOf,
+    scope_of: Callable[[CloudError, LaunchSpec], ErrorScope | None],
+    now: float,
+) -> dict[Offering, BenchEntry]:
+    """Bench what launches the cloud failed after accepting them say (a scan finds those: an
+    ARM deployment's AllocationFailed, a GCE insert operation's pool exhausted) as a refused
+    create's would: the same rules, for the failed launch configs' offerings. Returns the rows
+    written."""
+    outcomes = []
+    for lc, error in failures:
+        spec = LaunchSpec(
+            launch_config_id=lc.launch_config_id,
+            region=lc.region,
+            capacity_per_worker=lc.capacity_per_worker,
+            launch_config=lc.configuration,
+        )
+        outcomes.append(CreateOutcome(offering_of(lc), spec, False, error))
+    offerings = {o.offering for o in outcomes if o.offering is not None}
+    if not offerings:
+        return {}
+    bench = offering_state.read_bench(engine, provider_id)
+    changes = bench_after(bench, offerings, (), outcomes, scope_of, now)
+    offering_state.write_bench(engine, provider_id, changes)
+    return changes

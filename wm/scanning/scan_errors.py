@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wm.db.pool_errors import NewPoolError
+from wm.errors import CloudError, ErrorCategory
 from wm.model import WorkerRecord
 from wm.workers import lifecycle
 
 ERROR_EXAMPLES = 5  # worker ids named in one pool error
-# Stop reasons of workers whose launch the cloud accepted and then failed.
-LAUNCH_FAILURE_REASONS = ("arm-deployment-failed", "arm-deployment-canceled")
+# Refusals filed under their category, as the provisioner files a refused create's.
+FILED_AS_KIND = frozenset({ErrorCategory.CAPACITY, ErrorCategory.QUOTA})
 
 
 def registration_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
@@ -51,26 +52,31 @@ def _error_extra(workers: Sequence[WorkerRecord]) -> dict[str, object]:
     }
 
 
-def failed_launch(reason: str | None) -> bool:
-    return (reason or "").startswith(LAUNCH_FAILURE_REASONS)
-
-
-def launch_errors(workers: Sequence[WorkerRecord]) -> list[NewPoolError]:
+def launch_errors(failed: Sequence[tuple[WorkerRecord, CloudError]]) -> list[NewPoolError]:
     """One pool error per launch config and reason whose workers the cloud failed to launch
-    after accepting them; weighed, like every launch error, against the launch config."""
-    by_config: dict[tuple[str, str, str], list[WorkerRecord]] = {}
-    for worker in workers:
+    after accepting them (each with the refusal its provider read from the stop reason);
+    weighed, like every launch error, against the launch config. A capacity or quota refusal
+    is filed as its own kind, as a refused create is."""
+    by_config: dict[tuple[str, str, str], list[tuple[WorkerRecord, CloudError]]] = {}
+    for worker, refusal in failed:
         key = (worker.pool_id, worker.launch_config_id, worker.stop_reason or "")
-        by_config.setdefault(key, []).append(worker)
-    return [
-        NewPoolError(
-            pool_id=pool_id,
-            kind="launch-failed",
-            title=f"launch failed: {reason.split(':', 1)[0]}",
-            description=reason,
-            provider_id=failed[0].provider_id,
-            launch_config_id=launch_config_id,
-            extra=_error_extra(failed),
+        by_config.setdefault(key, []).append((worker, refusal))
+    errors = []
+    for (pool_id, launch_config_id, reason), group in sorted(
+        by_config.items(), key=lambda item: item[0]
+    ):
+        refusal = group[0][1]
+        kind = refusal.category if refusal.category in FILED_AS_KIND else "launch-failed"
+        workers = [w for w, _ in group]
+        errors.append(
+            NewPoolError(
+                pool_id=pool_id,
+                kind=str(kind),
+                title=f"launch failed: {refusal.code}",
+                description=reason,
+                provider_id=workers[0].provider_id,
+                launch_config_id=launch_config_id,
+                extra=_error_extra(workers),
+            )
         )
-        for (pool_id, launch_config_id, reason), failed in sorted(by_config.items())
-    ]
+    return errors

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
+from wm.config.launch_choice import LaunchChoiceConfig
 from wm.db import claims, pool_errors, scan_writes, scans
 from wm.db import pools as pool_store
 from wm.errors import CloudError
@@ -39,14 +40,10 @@ from wm.providers.base import Provider, TerminateResult, UnitRecords
 from wm.providers.meter import CallMeter, metered
 from wm.provisioning.intent_sightings import IntentSightings
 from wm.queues import QueueSource
-from wm.scanning import scan_diff
+from wm.scanning import launch_failures, scan_diff
 from wm.scanning.listing import Listing, launch_configs_of
 from wm.scanning.report import ScanOverran, ScanReport, ScanStopped
-from wm.scanning.scan_errors import (
-    failed_launch,
-    launch_errors,
-    registration_errors,
-)
+from wm.scanning.scan_errors import registration_errors
 from wm.take_over.adoption_report import AdoptionReport
 from wm.workers import lifecycle, stages
 from wm.workers.transitions import DEADLINE, DELETED, GONE, RowChange
@@ -75,6 +72,8 @@ class Scanner:
     stop: threading.Event = field(default_factory=threading.Event)
     # Where the tasks of pre-empted workers go back to pending (None: nowhere to put them).
     queue: QueueSource | None = None
+    # Which pools' launch choice reads the bench a failed launch moves ([launch_choice]).
+    launch_choice: LaunchChoiceConfig = field(default_factory=LaunchChoiceConfig)
     # (provider id, region) -> cloud id -> when this process first saw that tagged instance
     # without a launch time (orphan grace); one no longer listed in its unit is forgotten.
     _first_seen: dict[tuple[str, str], dict[str, datetime]] = field(default_factory=dict)
@@ -326,13 +325,8 @@ class ScanPass:
         self.changed_rows.update({w.worker_id: w for w in changed})
         # A worker the cloud says never launched (an ARM deployment that failed): a launch
         # error against its launch config, as the provisioner records a refused create.
-        failed = {
-            c.worker_id
-            for c in changes
-            if c.to_state == WorkerState.STOPPING and failed_launch(c.reason)
-        }
-        pool_errors.record_errors(
-            self.engine, launch_errors([w for w in changed if w.worker_id in failed])
+        launch_failures.record(
+            self.engine, self.provider, self.scanner.launch_choice, changes, changed
         )
         preempted = {c.worker_id for c in changes if c.preempted}
         lost = [w for w in changed if w.worker_id in preempted]

@@ -195,6 +195,10 @@ class AwsProvider:
     def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
         return aws_errors.error_scope(error.code, error.message, spec)
 
+    def failed_launch(self, reason: str | None) -> CloudError | None:
+        """EC2 refuses a launch in RunInstances' answer, never after taking it."""
+        return None
+
     def close(self) -> None:
         self.gate.close()
         with self._lock:

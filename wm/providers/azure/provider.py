@@ -41,6 +41,7 @@ from wm.kinds.azure import AzureProviderConfig
 from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef, WorkerState
 from wm.ops.telemetry import log
 from wm.providers.azure import errors as azure_errors
+from wm.providers.azure import launch_failures
 from wm.providers.azure.arm import (
     TORN_DOWN_TYPES,
     VM_TYPE,
@@ -522,6 +523,9 @@ class AzureProvider:
 
     def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
         return azure_errors.error_scope(error.code, error.message, spec)
+
+    def failed_launch(self, reason: str | None) -> CloudError | None:
+        return launch_failures.failed_launch(self.id, reason)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

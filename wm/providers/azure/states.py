@@ -21,6 +21,7 @@ from wm.providers.base import TAG_LAUNCH_CONFIG, TAG_POOL, TAG_WORKER
 
 VM_ID = "vmId"
 REASON_SPOT_EVICTED = "spot-eviction"
+PROVISIONING_FAILED = "ProvisioningState/failed/"  # a stop reason: the failure code follows
 
 # Provisioning state -> worker state; None means the power state decides.
 PROVISIONING_STATES: dict[str, WorkerState | None] = {
@@ -118,7 +119,7 @@ def stop_reason(
     # ARM shows no eviction status: an evicted Spot VM (Deallocate policy) is just
     # deallocated. wm never deallocates VMs, so a deallocated Spot VM was evicted.
     if failure:
-        return f"ProvisioningState/failed/{failure}"
+        return f"{PROVISIONING_FAILED}{failure}"
     if state is WorkerState.STOPPED or (power or "").lower() == "deallocating":
         if spot and (power or "").lower() in ("deallocated", "deallocating"):
             return REASON_SPOT_EVICTED

@@ -63,6 +63,22 @@ def _zones_available(error: Any) -> str:
     return f" {ZONES_AVAILABLE_MARK}{','.join(zones)})" if zones else ""
 
 
+# A worker's stop reason when GCE refused its insert in the operation, after accepting it:
+# "gce-operation-failed: <code>: <message>" (the provider's lookup writes it).
+OPERATION_FAILED = "gce-operation-failed: "
+REASON_MAX_CHARS = 500
+
+
+def failed_launch(provider_id: str, reason: str | None) -> CloudError | None:
+    """The refusal a worker's stop reason records, when GCE failed its insert after taking
+    it, classified as the operation's error is; None for any other reason."""
+    if not reason or not reason.startswith(OPERATION_FAILED):
+        return None
+    code, _, message = reason.removeprefix(OPERATION_FAILED).partition(": ")
+    category = OPERATION_ERROR_CATEGORIES.get(code, ErrorCategory.BAD_CONFIG)
+    return CloudError(provider_id, category, code, message, operation="instances.insert")
+
+
 def _category_for_status(status: int) -> ErrorCategory:
     if status == 429:
         return ErrorCategory.THROTTLED

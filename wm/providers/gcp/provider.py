@@ -42,7 +42,7 @@ from wm.config.provider_ids import gce_label
 from wm.errors import CloudError, ErrorCategory, ErrorScope
 from wm.kinds import gcp as gcp_kind
 from wm.kinds.gcp import GcpProviderConfig
-from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef, WorkerState
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
@@ -60,7 +60,13 @@ from wm.providers.base import (
 )
 from wm.providers.gate import provider_gate
 from wm.providers.gcp import errors as gcp_errors
-from wm.providers.gcp.errors import classify, done, operation_error
+from wm.providers.gcp.errors import (
+    OPERATION_FAILED,
+    REASON_MAX_CHARS,
+    classify,
+    done,
+    operation_error,
+)
 from wm.providers.gcp.insert_body import insert_body, request_id
 from wm.providers.gcp.states import (
     REASON_PREEMPTED,
@@ -93,6 +99,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.delete": (CallClass.WRITE,),
     "instances.get": (CallClass.READ,),
     "instances.list": (CallClass.LIST,),
+    "zoneOperations.get": (CallClass.READ,),
 }
 
 
@@ -100,10 +107,16 @@ def make(
     config: GcpProviderConfig, deployment_id: str, root_url: str = DEFAULT_ROOT_URL
 ) -> GcpProvider:
     """Build the provider with its SDK client and gate (wm/providers/__init__.py calls this)."""
-    return GcpProvider(config, deployment_id, _instances_client(config), root_url)
+    return GcpProvider(
+        config,
+        deployment_id,
+        _client(config, "InstancesClient"),
+        root_url,
+        operations=_client(config, "ZoneOperationsClient"),
+    )
 
 
-def _instances_client(config: GcpProviderConfig) -> Any:
+def _client(config: GcpProviderConfig, name: str) -> Any:
     # The SDK loads lazily, so a scanner for another cloud never imports it.
     from google.api_core.client_options import ClientOptions
     from google.auth.credentials import AnonymousCredentials
@@ -112,7 +125,7 @@ def _instances_client(config: GcpProviderConfig) -> Any:
     options = ClientOptions(api_endpoint=config.endpoint) if config.endpoint else None
     # Simulated: fixed anonymous credentials, so google.auth.default never probes metadata.
     credentials = AnonymousCredentials() if config.credentials == "simulated" else None
-    return compute_v1.InstancesClient(
+    return getattr(compute_v1, name)(
         credentials=credentials, client_options=options, transport="rest"
     )
 
@@ -128,6 +141,8 @@ class GcpProvider:
         deployment_id: str,
         instances: Any,
         root_url: str = DEFAULT_ROOT_URL,
+        *,
+        operations: Any = None,
     ) -> None:
         from google.cloud import compute_v1
 
@@ -141,6 +156,8 @@ class GcpProvider:
         # The provider id as labels hold it: escaped, injective (wm/config/provider_ids.py).
         self._provider_label = gce_label(config.id)
         self._instances = instances
+        # Zone operations: where GCE says how an insert it accepted ended (None: never asked).
+        self._operations = operations
         self.gate = provider_gate(config, classify, CALL_CLASSES)
         self._timeout_s = config.gate.timeout_s
         # Fans calls out; the gate still bounds how many reach the cloud at once.
@@ -335,9 +352,50 @@ class GcpProvider:
         if imported_from(ref.provider_data) is not None:  # the take-over's (none without it)
             return None if self.adoption is None else self.adoption.lookup_one(ref)
         instance = self.get(ref.region, ref.worker_id)
-        if instance is None or not self._owns(instance, ref.worker_id):
+        if instance is None:
+            return self._insert_outcome(ref)
+        if not self._owns(instance, ref.worker_id):
             return None
         return self.cloud_instance(instance, ref.region)
+
+    def _insert_outcome(self, ref: WorkerRef) -> CloudInstance | None:
+        """A worker GCE does not show, as its insert operation tells it: still being made
+        (the operation runs), or refused after GCE accepted the insert. GCE fails a zone out
+        of the machine type (ZONE_RESOURCE_POOL_EXHAUSTED) in the operation, often minutes
+        later, and the instance is then gone: worker-manager's scanner reads the operation
+        for the same reason. None: gone, nothing to tell."""
+        name = ref.provider_data.get("operation")
+        if not name or self._operations is None:
+            return None
+        try:
+            op = self._call(
+                "zoneOperations.get",
+                self._operations.get,
+                project=self._project,
+                zone=ref.region,
+                operation=str(name),
+            )
+        except CloudError as error:
+            if error.category is ErrorCategory.NOT_FOUND:  # GCE keeps operations for a while
+                return None
+            raise
+        state = None if done(op) else WorkerState.REQUESTED
+        failure = operation_error(self.id, op, "instances.insert")
+        if failure is not None:
+            state = WorkerState.STOPPED
+        if state is None:
+            return None
+        # The operation's errors, each "<code>: <message>", the first its code.
+        reason = f"{OPERATION_FAILED}{failure.message}" if failure else None
+        return CloudInstance(
+            worker_id=ref.worker_id,
+            cloud_id=ref.cloud_id or str(op.target_id),
+            region=ref.region,
+            state=state,
+            reason=reason[:REASON_MAX_CHARS] if reason else None,
+            provider_data=dict(ref.provider_data),
+            tc_worker_id=ref.cloud_id or None,
+        )
 
     def get(self, zone: str, name: str) -> Any | None:
         try:
@@ -414,10 +472,15 @@ class GcpProvider:
     def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
         return gcp_errors.error_scope(error.code, error.message, spec)
 
+    def failed_launch(self, reason: str | None) -> CloudError | None:
+        return gcp_errors.failed_launch(self.id, reason)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.gate.close()
         self._instances.transport.close()
+        if self._operations is not None:
+            self._operations.transport.close()
 
     # -- helpers ---------------------------------------------------------------------------------
 

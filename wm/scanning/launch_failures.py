@@ -1,0 +1,89 @@
+"""Launches the cloud failed after accepting them, as a scan finds them: the VM or deployment
+ends failed (Azure's AllocationFailed comes that way) or the insert's operation does (GCE's
+ZONE_RESOURCE_POOL_EXHAUSTED). Each provider reads the refusal from the stop reason it gave
+the worker (`failed_launch`); the scan files it as a pool error against its launch config, and
+for a pool whose launch choice reads the bench ([launch_choice] shadow or cost) benches the
+offering as a refused create would."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Engine
+
+from wm.config.launch_choice import ChoiceMode, LaunchChoiceConfig
+from wm.db import pool_errors
+from wm.db.pools import load_launch_configs
+from wm.errors import CloudError
+from wm.model import WorkerRecord, WorkerState
+from wm.ops.telemetry import log
+from wm.providers.base import Provider
+from wm.provisioning import cost_planning
+from wm.scanning.scan_errors import FILED_AS_KIND, launch_errors
+from wm.workers.transitions import RowChange
+
+
+def record(
+    engine: Engine,
+    provider: Provider,
+    launch_choice: LaunchChoiceConfig,
+    changes: Sequence[RowChange],
+    changed: Sequence[WorkerRecord],
+) -> None:
+    refusals: dict[str, CloudError] = {}
+    for change in changes:
+        if change.to_state != WorkerState.STOPPING:
+            continue
+        refusal = provider.failed_launch(change.reason)
+        if refusal is not None:
+            refusals[change.worker_id] = refusal
+    failed = [(w, refusals[w.worker_id]) for w in changed if w.worker_id in refusals]
+    if not failed:
+        return
+    pool_errors.record_errors(engine, launch_errors(failed))
+    benching = [
+        (w, e)
+        for w, e in failed
+        if e.category in FILED_AS_KIND
+        and launch_choice.for_pool(w.pool_id).mode != ChoiceMode.WEIGHTS
+    ]
+    if benching:
+        _bench(engine, provider, benching)
+
+
+def _bench(
+    engine: Engine, provider: Provider, failed: Sequence[tuple[WorkerRecord, CloudError]]
+) -> None:
+    try:
+        configs = {
+            (lc.pool_id, lc.launch_config_id): lc
+            for lc in load_launch_configs(engine, pool_ids=sorted({w.pool_id for w, _ in failed}))
+        }
+        failures = [
+            (configs[(w.pool_id, w.launch_config_id)], e)
+            for w, e in failed
+            if (w.pool_id, w.launch_config_id) in configs
+        ]
+        changes = cost_planning.bench_after_failed_launches(
+            engine,
+            provider.id,
+            failures,
+            lambda lc: provider.offering(lc.configuration, lc.region),
+            provider.error_scope,
+            time.time(),
+        )
+    except Exception:  # the bench is advice: a failure here must not fail the scan's writes
+        log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)
+        return
+    for offering, entry in changes.items():
+        log(
+            "offering-bench",
+            provider=provider.id,
+            offering=offering.key,
+            failures=entry.state.failures,
+            benched_until=entry.state.benched_until,
+            code=entry.last_code,
+            found_by="scan",
+        )

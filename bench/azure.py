@@ -74,7 +74,8 @@ from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
 from wm.providers import build_provider
-from wm.provisioning.provisioner import Provisioner, new_worker_id
+from wm.provisioning.pool_plan import new_worker_id
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanning.scanner import Scanner
 from wmsim.azure.arm import SimArm

@@ -53,7 +53,7 @@ from wm.model import LaunchConfigRecord, PoolRecord, WorkerState
 from wm.ops.telemetry import log
 from wm.providers.base import LaunchBatch, LaunchResult, Provider
 from wm.provisioning.creates_in_flight import CREATE_CONCURRENCY
-from wm.provisioning.provisioner import PoolPassReport, plan_pool
+from wm.provisioning.pool_plan import PoolPassReport, plan_pool
 from wm.queues import QueueSource
 
 NO_RECENT_ERRORS: Mapping[tuple[str, str], int] = {}  # the old design had no error weighting

@@ -36,7 +36,7 @@ from wm.model import WorkerRecord
 from wm.providers import build_provider
 from wm.providers.base import Provider
 from wm.provisioning.launch_outcomes import judge_results
-from wm.provisioning.provisioner import _batch as provisioner_batch
+from wm.provisioning.pool_plan import batch_of as provisioner_batch
 from wmsim.aws.ec2 import SimEc2
 from wmsim.azure.arm import SimArm
 from wmsim.fleet import proof_fetcher

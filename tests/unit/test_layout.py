@@ -298,6 +298,8 @@ LAYERS = (
             "wm.provisioning.creates_in_flight",
             "wm.provisioning.launch_outcomes",
             "wm.provisioning.cost_planning",  # the cost choice's reads and bench writes in a pass
+            "wm.provisioning.pool_plan",  # a pass's planning of its pools, and its rounds
+            "wm.provisioning.cost_pass",  # the cost choice as a pass runs it
             "wm.scanning.scan_errors",
             "wm.scanning.launch_failures",  # launches a cloud failed after taking them
             "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end

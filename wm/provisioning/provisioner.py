@@ -11,52 +11,38 @@ from __future__ import annotations
 
 import functools
 import logging
-import secrets
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from prometheus_client import Gauge
 from sqlalchemy import Engine
 
-from wm.config.launch_choice import ChoiceMode, LaunchChoiceConfig
-from wm.db import claims, offering_state, pool_errors, scans, worker_writes, workers
+from wm.config.launch_choice import LaunchChoiceConfig
+from wm.db import claims, pool_errors, scans, worker_writes, workers
 from wm.db import pools as pool_store
-from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
+from wm.db.workers import LaunchOutcome, PoolCapacity
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
-from wm.model import LaunchConfigRecord, Offering, PoolRecord, WorkerRecord, WorkerRef
+from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.ops.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log, observe_stages
-from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
-from wm.provisioning import cost_planning, estimator, launch_choice
-from wm.provisioning.cost_planning import PoolScore
+from wm.providers.base import LaunchBatch, LaunchResult, Provider
+from wm.provisioning import estimator
+from wm.provisioning.cost_pass import CostPass
 from wm.provisioning.creates_in_flight import creates_in_flight
 from wm.provisioning.intent_sightings import IntentSightings
 from wm.provisioning.launch_outcomes import judge_results
 from wm.provisioning.pass_news import PassNews
+from wm.provisioning.pool_plan import (
+    PlanRound,
+    PoolPassReport,
+    PoolPlan,
+    plan_pool,
+    shortfall_or_none,
+)
 from wm.queues import QueueCounts, QueueSource
 from wm.workers import lifecycle, stages
-
-WORKER_ID_HEX = 14  # "w" + 14 hex: 15 characters, within Windows' computer name limit
-
-
-@dataclass(frozen=True)
-class PoolPassReport:
-    """What one pass did for one pool (logged as one line, returned for tests)."""
-
-    pool_id: str
-    pending: int
-    claimed: int
-    existing: int
-    requested: int
-    stopping: int
-    to_add: int
-    launched: int = 0
-    failed: int = 0
-    withdrawn: int = 0  # intents deleted unsent: the process stopped before their create
-    recovered: int = 0
 
 
 @dataclass
@@ -71,9 +57,11 @@ class Provisioner:
     # default, and then a pass makes exactly the reads and calls it always made.
     launch_choice: LaunchChoiceConfig = field(default_factory=LaunchChoiceConfig)
     _news: dict[str, PassNews] = field(init=False, repr=False)
+    _cost: CostPass = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._news = {provider_id: PassNews() for provider_id in self.providers}
+        self._cost = CostPass(self.engine, self.launch_choice)
 
     def news(self, provider_id: str) -> None:
         """Tasks arrived for one of this provider's pools: a pass of it waiting for its creates
@@ -229,9 +217,9 @@ class Provisioner:
         accepted = worker_writes.record_launches(self.engine, outcomes)
         _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
-        self._bench_after(provider, rounds, results)
+        self._cost.bench_after(provider, rounds, results)
         self._advise_scale_down(pools, rounds[-1].demand)
-        self._export_costs(provider, pools, configs, rounds)
+        self._cost.export_costs(provider, pools, configs, rounds)
         withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
         if withdrawn:
             log("intents-withdrawn", provider=provider.id, workers=withdrawn)
@@ -243,8 +231,8 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
-        earlier: Sequence[_Round] = (),
-    ) -> _Round:
+        earlier: Sequence[PlanRound] = (),
+    ) -> PlanRound:
         """Read demand and capacity, plan every pool and commit the intents (one planning).
         `earlier`: the pass's plannings before this one (their probes are out)."""
         pool_ids = [p.pool_id for p in pools]
@@ -253,7 +241,7 @@ class Provisioner:
         # Each pool's shortfall, estimated once (None: the estimate failed, and planning the
         # pool says why).
         short = {
-            p.pool_id: _shortfall_or_none(p, demand[p.pool_id], capacity[p.pool_id]) for p in pools
+            p.pool_id: shortfall_or_none(p, demand[p.pool_id], capacity[p.pool_id]) for p in pools
         }
         # Only a pool that launches chooses among its launch configs: a pass with nothing to
         # launch (most passes) reads no errors.
@@ -264,7 +252,7 @@ class Provisioner:
                 if configs[pool_id] and (to_add is None or to_add > 0)
             ]
         )
-        scores, reading = self._score(provider, pools, configs, short, earlier)
+        scores, reading = self._cost.score(provider, pools, configs, short, earlier)
         plans = []
         for pool in pools:
             try:
@@ -297,7 +285,7 @@ class Provisioner:
         # Committed before any cloud call, or the pass stops.
         committed = claim.commit_intents(intents)
         _observe_stages(provider.id, committed, "pending_to_requested")
-        return _Round(demand, capacity, plans, scores, reading)
+        return PlanRound(demand, capacity, plans, scores, reading)
 
     def _plan_late(
         self,
@@ -305,8 +293,8 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
-        earlier: Sequence[_Round],
-    ) -> _Round | None:
+        earlier: Sequence[PlanRound],
+    ) -> PlanRound | None:
         """Plan again, under the same claim, for news that came while the creates are out:
         what is out counts as requested capacity. A late planning that fails is reported and
         sends nothing (None); the creates out are still waited for and recorded, and the next
@@ -316,147 +304,6 @@ class Provisioner:
         except Exception:
             log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
             return None
-
-    def _score(
-        self,
-        provider: Provider,
-        pools: list[PoolRecord],
-        configs: dict[str, list[LaunchConfigRecord]],
-        short: Mapping[str, int | None],
-        earlier: Sequence[_Round] = (),
-    ) -> tuple[dict[str, PoolScore], cost_planning.Reading | None]:
-        """Score the launch configs of the pools in "shadow" or "cost" mode that launch, from
-        one reading of the signals, bench and evidence; log each in a `launch-choice` line. A
-        pool whose scoring fails launches by weights (and says so)."""
-        if self.launch_choice.all_weights:
-            return {}, None
-        choices = {p.pool_id: self.launch_choice.for_pool(p.pool_id) for p in pools}
-        opted = [
-            p.pool_id
-            for p in pools
-            if choices[p.pool_id].mode != ChoiceMode.WEIGHTS
-            and configs[p.pool_id]
-            and (short[p.pool_id] is None or (short[p.pool_id] or 0) > 0)
-        ]
-        if not opted:
-            return {}, None
-        try:
-            reading = cost_planning.read(self.engine, provider.id, opted)
-        except Exception:  # the choice falls back to weights; the pass goes on
-            log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider.id)
-            return {}, None
-        now = time.time()
-        # The bench is written once the pass's creates are in: a probe an earlier planning of
-        # this pass sent is the window's one already.
-        reading = cost_planning.with_probes_out(reading, _probes_sent(earlier), now)
-        scores = {}
-        for pool_id in opted:
-            try:
-                scores[pool_id] = cost_planning.score_pool(
-                    pool_id,
-                    choices[pool_id],
-                    configs[pool_id],
-                    lambda lc: provider.offering(lc.configuration, lc.region),
-                    reading,
-                    now,
-                )
-                cost_planning.report(pool_id, provider.id, scores[pool_id])
-            except Exception:
-                cost_planning.log_failed(provider.id, pool_id)
-        return scores, reading
-
-    def _bench_after(
-        self, provider: Provider, rounds: Sequence[_Round], results: Mapping[str, LaunchResult]
-    ) -> None:
-        """Write what the pass's creates of opted-in pools say of their offerings: refused
-        capacity or quota benches the offerings the refusal's scope covers, a success clears
-        its offering, a probe sent is the window's one."""
-        scored = [(r, pool_id, s) for r in rounds for pool_id, s in r.scores.items()]
-        if not scored:
-            return
-        try:
-            offering_of: dict[tuple[str, str], Offering | None] = {}
-            for _, pool_id, score in scored:
-                for lc_id, offering in score.offerings.items():
-                    offering_of[(pool_id, lc_id)] = offering
-            # The first reading of the pass: the bench as it was before its creates (a later
-            # planning's holds its earlier probes too, which bench_after adds itself).
-            first = next(r.reading for r in rounds if r.reading is not None)
-            probed = _probes_sent(rounds)
-            outcomes = []
-            for planned in rounds:
-                for batch in planned.batches():
-                    key = (batch.pool_id, batch.spec.launch_config_id)
-                    if key not in offering_of:
-                        continue
-                    for intent in batch.intents:
-                        result = results.get(intent.worker_id)
-                        if result is None:
-                            continue
-                        outcomes.append(
-                            cost_planning.CreateOutcome(
-                                offering_of[key],
-                                batch.spec,
-                                result.cloud_id is not None,
-                                result.error,
-                            )
-                        )
-            changes = cost_planning.bench_after(
-                first.bench,
-                {o for o in offering_of.values() if o is not None},
-                probed,
-                outcomes,
-                provider.error_scope,
-                time.time(),
-            )
-            offering_state.write_bench(self.engine, provider.id, changes)
-            for offering, entry in changes.items():
-                log(
-                    "offering-bench",
-                    provider=provider.id,
-                    offering=offering.key,
-                    failures=entry.state.failures,
-                    benched_until=entry.state.benched_until,
-                    code=entry.last_code,
-                )
-        except Exception:
-            log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)
-
-    def _export_costs(
-        self,
-        provider: Provider,
-        pools: list[PoolRecord],
-        configs: dict[str, list[LaunchConfigRecord]],
-        rounds: Sequence[_Round],
-    ) -> None:
-        """Each opted-in pool's cost per hour at the prices wm holds (a gauge)."""
-        if self.launch_choice.all_weights:
-            return
-        opted = [
-            p.pool_id
-            for p in pools
-            if self.launch_choice.for_pool(p.pool_id).mode != ChoiceMode.WEIGHTS
-        ]
-        if not opted:
-            return
-        try:
-            reading = next((r.reading for r in rounds if r.reading is not None), None)
-            signals = (
-                reading.signals
-                if reading is not None
-                else offering_state.read_signals(self.engine, provider.id)
-            )
-            running = offering_state.running_workers(self.engine, opted)
-            for pool_id in opted:
-                cost_planning.export_cost(
-                    pool_id,
-                    configs[pool_id],
-                    lambda lc: provider.offering(lc.configuration, lc.region),
-                    signals,
-                    {lc: n for (p, lc), n in running.items() if p == pool_id},
-                )
-        except Exception:
-            log("pool-cost-failed", logging.ERROR, exc_info=True, provider=provider.id)
 
     def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
         """Recent errors and pre-emptions per (pool, launch config): both make a launch config
@@ -515,37 +362,8 @@ class Provisioner:
         return _create_batch(provider, batch)
 
 
-def _probes_sent(rounds: Sequence[_Round]) -> list[Offering]:
-    """The offerings the plannings' cost-mode pools sent their window's probe to."""
-    sent: list[Offering] = []
-    for planned in rounds:
-        for plan in planned.plans:
-            score = planned.scores.get(plan.report.pool_id)
-            if score is not None and score.launches_by_cost:
-                launched: dict[str, int] = {}
-                for intent in plan.intents:
-                    launched[intent.launch_config_id] = launched.get(intent.launch_config_id, 0) + 1
-                sent += cost_planning.probes(score, launched)
-    return sent
-
-
-@dataclass(frozen=True)
-class _Round:
-    """One planning of a pass: what it read, and its plans (their intents committed)."""
-
-    demand: Mapping[str, QueueCounts]
-    capacity: Mapping[str, PoolCapacity]
-    plans: list[PoolPlan]
-    # The cost choice's scores of the opted-in pools that launch, and what they were read from.
-    scores: Mapping[str, PoolScore] = field(default_factory=dict)
-    reading: cost_planning.Reading | None = None
-
-    def batches(self) -> list[LaunchBatch]:
-        return [b for plan in self.plans for b in plan.batches]
-
-
 def _reports(
-    rounds: Sequence[_Round], outcomes: Sequence[LaunchOutcome], recovered: Mapping[str, int]
+    rounds: Sequence[PlanRound], outcomes: Sequence[LaunchOutcome], recovered: Mapping[str, int]
 ) -> list[PoolPassReport]:
     """A report per pool planned: its last planning's reading, what all of them added, and
     what came of their creates. Exports each pool's gauges from its last planning alone, whose
@@ -572,126 +390,6 @@ def _reports(
         reports.append(report)
         _export_gauges(plans[-1].report, rounds[-1].capacity[pool_id])  # read at every round
     return reports
-
-
-@dataclass(frozen=True)
-class PoolPlan:
-    report: PoolPassReport
-    intents: tuple[NewWorker, ...] = ()
-    batches: tuple[LaunchBatch, ...] = ()
-
-
-def plan_pool(
-    pool: PoolRecord,
-    configs: list[LaunchConfigRecord],
-    demand: QueueCounts,
-    capacity: PoolCapacity,
-    errors: Mapping[tuple[str, str], int],
-    *,
-    batch_max: int,
-    to_add: int | None = None,
-    cost: PoolScore | None = None,
-) -> PoolPlan:
-    """Estimate (unless `to_add` is the estimate already), choose launch configs and name the
-    new workers: no I/O. `batch_max`: workers per create call (the provider's). `cost`: the
-    pool's cost scoring, launched by in "cost" mode (in "shadow" it was only logged)."""
-    if to_add is None:
-        to_add = shortfall(pool, demand, capacity)
-    report = PoolPassReport(
-        pool_id=pool.pool_id,
-        pending=demand.pending,
-        claimed=demand.claimed,
-        existing=capacity.existing,
-        requested=capacity.requested,
-        stopping=capacity.stopping,
-        to_add=to_add,
-    )
-    if to_add <= 0 or not configs:
-        return PoolPlan(report)
-    options = [
-        launch_choice.LaunchOption(
-            launch_config_id=lc.launch_config_id,
-            weight=lc.weight,
-            capacity_per_worker=lc.capacity_per_worker,
-            max_capacity=lc.max_capacity,
-            current_capacity=capacity.by_launch_config.get(lc.launch_config_id, 0),
-            recent_errors=errors.get((pool.pool_id, lc.launch_config_id), 0),
-        )
-        for lc in configs
-    ]
-    by_id = {lc.launch_config_id: lc for lc in configs}
-    intents: list[NewWorker] = []
-    batches: list[LaunchBatch] = []
-    if cost is not None and cost.launches_by_cost:
-        options = cost.options(options, capacity.by_launch_config)
-        allocations = launch_choice.choose(to_add, options, spread=cost.choice.spread)
-    else:
-        allocations = launch_choice.choose(to_add, options)
-    for allocation in allocations:
-        lc = by_id[allocation.launch_config_id]
-        for start in range(0, allocation.workers, batch_max):
-            count = min(batch_max, allocation.workers - start)
-            batch_intents, batch = _batch(pool, lc, count, demand.oldest_pending_at)
-            intents += batch_intents
-            batches.append(batch)
-    return PoolPlan(report, tuple(intents), tuple(batches))
-
-
-def shortfall(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> int:
-    """The capacity the pool is short of (the estimator's answer on its demand and capacity)."""
-    return estimator.estimate(
-        pending=demand.pending,
-        claimed=demand.claimed,
-        min_capacity=pool.min_capacity,
-        max_capacity=pool.max_capacity,
-        scaling_ratio=pool.scaling_ratio,
-        existing=capacity.existing,
-        requested=capacity.requested,
-        stopping=capacity.stopping,
-    )
-
-
-def _shortfall_or_none(pool: PoolRecord, demand: QueueCounts, capacity: PoolCapacity) -> int | None:
-    """The pool's shortfall; None where estimating fails (planning the pool estimates again
-    and reports why)."""
-    try:
-        return shortfall(pool, demand, capacity)
-    except Exception:
-        return None
-
-
-def new_worker_id() -> str:
-    # Starts with a letter and is lowercase hex: valid as a GCE name and an Azure VM name.
-    return "w" + secrets.token_hex(WORKER_ID_HEX // 2)
-
-
-def _batch(
-    pool: PoolRecord, lc: LaunchConfigRecord, count: int, demand_at: datetime | None = None
-) -> tuple[list[NewWorker], LaunchBatch]:
-    batch_token = uuid.uuid4().hex
-    rows = [
-        NewWorker(
-            worker_id=new_worker_id(),
-            pool_id=pool.pool_id,
-            worker_group=lc.region,
-            provider_id=pool.provider_id or "",
-            capacity=lc.capacity_per_worker,
-            launch_config_id=lc.launch_config_id,
-            idempotency_token=str(uuid.uuid4()),
-            batch_token=batch_token,
-            launch_index=index,
-            expires_in_s=pool.registration_timeout_s,
-            demand_at=demand_at,
-        )
-        for index in range(count)
-    ]
-    batch = LaunchBatch(
-        pool_id=pool.pool_id,
-        spec=lc.spec(pool),
-        intents=tuple(LaunchIntent(r.worker_id, r.idempotency_token) for r in rows),
-        batch_token=batch_token,
-    )
-    return rows, batch
 
 
 def _create_batch(provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:

@@ -12,7 +12,7 @@ import pytest
 from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.base import LaunchBatch, LaunchIntent
-from wm.provisioning.provisioner import new_worker_id
+from wm.provisioning.pool_plan import new_worker_id
 from wmsim.aws import run_instances as ec2_launch
 from wmsim.azure import launch_configs
 from wmsim.gcp import launch_config as gce_launch

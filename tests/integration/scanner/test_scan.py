@@ -38,7 +38,8 @@ from wm.providers.base import (
     LaunchBatch,
     LaunchIntent,
 )
-from wm.provisioning.provisioner import Provisioner, new_worker_id
+from wm.provisioning.pool_plan import new_worker_id
+from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
 from wm.scanning.report import ScanOverran
 from wm.scanning.scanner import Scanner

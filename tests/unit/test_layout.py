@@ -240,6 +240,8 @@ LAYERS = (
             "wm.provisioning.intent_sightings",
             "wm.provisioning.pass_news",  # demand that came while a pass's creates are out
             "wm.provisioning.launch_choice",
+            "wm.provisioning.cost_choice",
+            "wm.provisioning.offering_bench",
             "wm.workers.lifecycle",
             "wm.workers.stages",
             "wm.pools.apply_plan",
@@ -295,6 +297,7 @@ LAYERS = (
         (
             "wm.provisioning.creates_in_flight",
             "wm.provisioning.launch_outcomes",
+            "wm.provisioning.cost_planning",  # the cost choice's reads and bench writes in a pass
             "wm.scanning.scan_errors",
             "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end
         ),

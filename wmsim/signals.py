@@ -125,29 +125,65 @@ class SignalValues:
         self._market: MarketLike | None = None
         self._lock = threading.Lock()
 
-    def use_market(self, market: MarketLike | None) -> None:
-        """Serve this market's values (None: the static table again)."""
+    def use_market(
+        self, market: MarketLike | None, clock: Callable[[], float] | None = None
+    ) -> None:
+        """Serve this market's values (None: the static table again). `clock` is the market's
+        time in seconds (its scenario starts at 0); by default the seconds since this call."""
+        if clock is None:
+            attached = time.monotonic()
+            clock = lambda: time.monotonic() - attached  # noqa: E731
         with self._lock:
             self._market = market
+            self._clock = clock
 
     @property
     def market(self) -> MarketLike | None:
         return self._market
 
-    def _sim_offering(self, o: Offering) -> Any:
+    def _matching(self, o: Offering) -> list[Any]:
+        """The market's offerings an API's offering stands for: itself, or with no zone every
+        zone of its region (a regional price or score covers them all)."""
         from wmsim.market import SimOffering  # only with a market attached
 
-        return SimOffering(o.cloud, o.region, o.zone, o.instance_type, o.market)
+        if o.zone is not None:
+            return [SimOffering(o.cloud, o.region, o.zone, o.instance_type, o.market)]
+        return [
+            m
+            for m in self.known_raw()
+            if (m.region, m.instance_type, m.market) == (o.region, o.instance_type, o.market)
+        ] or [SimOffering(o.cloud, o.region, None, o.instance_type, o.market)]
 
-    def _ask(self, what: str, o: Offering) -> Any:
+    def _ask(self, what: str, o: Offering, best: Callable[[list[Any]], Any] = max) -> Any:
+        """The market's value (the best of the zones a zoneless offering stands for); None
+        without a market or for what the market does not hold (the static value then)."""
         market = self._market
         if market is None:
             return None
-        return getattr(market, what)(self._sim_offering(o), self._clock())
+        values = []
+        for m in self._matching(o):
+            try:
+                values.append(getattr(market, what)(m, self._clock()))
+            except KeyError:
+                continue
+        return best(values) if values else None
+
+    def knows(self, o: Offering) -> bool:
+        """Whether the APIs list this offering: any without a market, the market's own with."""
+        if self._market is None:
+            return True
+        return any(
+            (m.region, m.zone, m.instance_type) == (o.region, o.zone, o.instance_type)
+            for m in self.known_raw()
+        )
+
+    def known_raw(self) -> list[Any]:
+        market = self._market
+        return [] if market is None else [m for m in market.offerings if m.cloud == self.cloud]
 
     def price(self, o: Offering) -> float:
         """$/h now."""
-        if (value := self._ask("price", o)) is not None:
+        if (value := self._ask("price", o, min)) is not None:
             return float(value)
         base = on_demand_price(o.instance_type)
         return round(base * self.spot_share, 6) if o.market == SPOT else base
@@ -165,19 +201,14 @@ class SignalValues:
         return STATIC_UPTIME_S if value is None else float(value)
 
     def eviction_bucket(self, o: Offering) -> str:
-        value = self._ask("eviction_bucket", o)
+        value = self._ask("eviction_bucket", o, lambda found: found[0])
         return STATIC_EVICTION_BUCKET if value is None else str(value)
 
     def known(self) -> list[Offering]:
         """The market's offerings of this cloud (none without a market: the APIs then answer
         for what they are asked about, or for the static table's types)."""
-        market = self._market
-        if market is None:
-            return []
         return [
-            Offering(o.cloud, o.region, o.zone, o.instance_type, o.market)
-            for o in market.offerings
-            if o.cloud == self.cloud
+            Offering(o.cloud, o.region, o.zone, o.instance_type, o.market) for o in self.known_raw()
         ]
 
     def types_in(self, region: str) -> list[str]:

@@ -98,7 +98,10 @@ class Ec2Signals:
         items = []
         for instance_type in types or self.signals.types_in(region):
             for zone, zone_id in zones:
-                price = self.signals.price(Offering(KIND, region, zone, instance_type, SPOT))
+                offering = Offering(KIND, region, zone, instance_type, SPOT)
+                if not self.signals.knows(offering):
+                    continue  # a market's cloud offers only its own offerings
+                price = self.signals.price(offering)
                 items.append(
                     "<item>"
                     f"<availabilityZone>{zone}</availabilityZone>"

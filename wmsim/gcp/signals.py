@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ DEFAULT_ZONE_LETTERS = ("a", "b", "c", "f")
 RAM_SHARE = 7.5  # a GiB-hour costs about this share of a core-hour (GCE's N2: 0.0316 / 0.0042)
 SKU_PAGE_MAX = 5000
 NANOS = 1_000_000_000
+UPTIME_MAX_S = 30 * 86_400.0
 
 
 def _money(amount: float) -> dict[str, Any]:
@@ -57,6 +59,11 @@ def _region_words(region: str) -> str:
     if region.startswith(("europe-", "me-", "africa-")):
         return "EMEA"
     return "APAC"
+
+
+def _uptime_s(seconds: float) -> int:
+    """Whole seconds, a VM that is never pre-empted reported as lasting UPTIME_MAX_S."""
+    return round(min(seconds, UPTIME_MAX_S)) if math.isfinite(seconds) else round(UPTIME_MAX_S)
 
 
 class GceSignals:
@@ -192,7 +199,7 @@ class GceSignals:
                     {
                         "scores": {
                             "obtainability": round(self.signals.obtainability(o), 3),
-                            "estimatedUptime": f"{round(self.signals.estimated_uptime_s(o))}s",
+                            "estimatedUptime": f"{_uptime_s(self.signals.estimated_uptime_s(o))}s",
                         },
                         "shards": [
                             {

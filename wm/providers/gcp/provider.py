@@ -62,6 +62,7 @@ from wm.providers.gate import provider_gate
 from wm.providers.gcp import errors as gcp_errors
 from wm.providers.gcp.errors import classify, done, operation_error
 from wm.providers.gcp.insert_body import insert_body, request_id
+from wm.providers.gcp.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.gcp.states import (
     REASON_PREEMPTED,
     SHUTTING_DOWN_STATUSES,
@@ -93,6 +94,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.delete": (CallClass.WRITE,),
     "instances.get": (CallClass.READ,),
     "instances.list": (CallClass.LIST,),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 
 

@@ -59,7 +59,7 @@ class AwsSignals:
     def __init__(self, config: AwsProviderConfig, gate: Gate) -> None:
         self.provider_id = config.id
         self._config = config
-        self._gate = gate
+        self.gate = gate
         self._clients: dict[str, Any] = {}
         self._zone_names: dict[str, dict[str, str]] = {}  # region -> zone id -> zone name
         self._lock = threading.Lock()
@@ -171,7 +171,7 @@ class AwsSignals:
         client = self._client(region)
         method = getattr(client, _snake(operation))
         spend = tuple(Draw(region, c) for c in CALL_CLASSES[operation])
-        return self._gate.call(operation, method, spend=spend, background=True, **request)
+        return self.gate.call(operation, method, spend=spend, background=True, **request)
 
     def _client(self, region: str) -> Any:
         with self._lock:

@@ -6,7 +6,8 @@ priority (background calls):
   (`serviceName`, `priceType eq 'Consumption'`, `armRegionName`, the `armSkuName`s),
   following NextPageLink; spot meters are the skuNames ending " Spot", Windows meters the
   productNames ending " Windows" (the provider's `signals.os`); Azure prices a location, so
-  every zone of it gets the location's price. Its own host and no ARM quota: no bucket.
+  every zone of it gets the location's price. Its own host, with no ARM quota: it still
+  draws a read from the account's budget (CALL_CLASSES).
 - pre-emption: Resource Graph `SpotResources`, the `skuspotevictionrate` rows of the
   locations and sizes wanted (one query), each `evictionRate` bucket ("0-5" ... "20+": the
   share of spot VMs evicted in a day of running) read at its middle as a rate per
@@ -34,7 +35,9 @@ from wm.providers.signal_sources import DAY_S, Cadence, SignalSource, SourceGarb
 PRICES = SignalSource("RetailPrices_List", (SignalKind.PRICE,), Cadence.PRICE, DAY_S)
 EVICTIONS = SignalSource("Resources_Query", (SignalKind.PREEMPTION,), Cadence.PREEMPTION, DAY_S)
 SOURCES = (PRICES, EVICTIONS)
-CALL_CLASSES = {"RetailPrices_List": (), "Resources_Query": (CallClass.READ,)}
+# Retail Prices is its own public host with no ARM quota; it still draws a read, so that every
+# call wm makes is paced by one bucket or another (a daily read costs nothing that matters).
+CALL_CLASSES = {"RetailPrices_List": (CallClass.READ,), "Resources_Query": (CallClass.READ,)}
 RETAIL_ENDPOINT = "https://prices.azure.com"
 RETAIL_API_VERSION = "2023-01-01-preview"
 RETAIL_PAGES_MAX = 50
@@ -71,7 +74,7 @@ class AzureSignals:
     def __init__(self, config: AzureProviderConfig, gate: Gate, clients: Any) -> None:
         self.provider_id = config.id
         self._config = config
-        self._gate = gate
+        self.gate = gate
         self._clients = clients
 
     def collect(self, source: str, offerings: Sequence[Offering]) -> list[OfferingSignal]:
@@ -102,7 +105,7 @@ class AzureSignals:
             for _ in range(RETAIL_PAGES_MAX):
                 if url is None:
                     break
-                page = self._gate.call(PRICES.name, self._get, url, params, background=True)
+                page = self.gate.call("RetailPrices_List", self._get, url, params, background=True)
                 for item in _items(page):
                     name, product = str(item.get("skuName", "")), str(item.get("productName", ""))
                     if "Low Priority" in name or product.endswith(" Windows") != windows:
@@ -165,7 +168,7 @@ class AzureSignals:
             options={"resultFormat": "objectArray"},
         )
         client = self._clients.resource_graph
-        answer = self._gate.call(EVICTIONS.name, client.resources, request, background=True)
+        answer = self.gate.call("Resources_Query", client.resources, request, background=True)
         rates: dict[tuple[str, str], float] = {}
         rows = answer.data if isinstance(answer.data, list) else None
         if rows is None:

@@ -5,8 +5,7 @@ gate at its lowest priority (background calls):
   google-cloud-billing, paged, the whole catalogue: GCE publishes no per-type price), a
   machine type's price being its vCPUs times its family's core-hour SKU plus its memory times
   the GiB-hour SKU of its region (machine_shapes.py; custom types get none), spot from the
-  "Preemptible" SKUs. The Billing API has its own quota, not Compute's: it draws from no
-  Compute bucket.
+  "Preemptible" SKUs. The Billing API has its own quota; its pages still draw Compute reads.
 - availability and pre-emption: `regions.advice.capacity` (google-cloud-compute's
   AdviceClient) per region, machine type and market for the zones wanted: `obtainability`
   (0..1) per zone, and `estimatedUptime` read as a pre-emption rate of 1 / uptime per
@@ -38,7 +37,9 @@ ADVICE = SignalSource(
     demand_only=True,
 )
 SOURCES = (PRICES, ADVICE)
-CALL_CLASSES = {"skus.list": (), "advice.capacity": (CallClass.READ,)}
+# The Billing API has its own quota; its pages still draw Compute reads, so that every call wm
+# makes is paced by one bucket or another (a daily read of a few pages costs nothing that matters).
+CALL_CLASSES = {"skus.list": (CallClass.READ,), "advice.capacity": (CallClass.READ,)}
 COMPUTE_SERVICE = "services/6F81-5844-456A"
 BILLING_ENDPOINT = "cloudbilling.googleapis.com"
 SKU_PAGE_SIZE = 5000
@@ -54,7 +55,7 @@ class GcpSignals:
     def __init__(self, config: GcpProviderConfig, gate: Gate) -> None:
         self.provider_id = config.id
         self._config = config
-        self._gate = gate
+        self.gate = gate
         self._catalog: Any = None
         self._advice: Any = None
         self._lock = threading.Lock()
@@ -78,8 +79,8 @@ class GcpSignals:
             request = billing_v1.ListSkusRequest(
                 parent=COMPUTE_SERVICE, page_size=SKU_PAGE_SIZE, page_token=token
             )
-            page = self._gate.call(
-                PRICES.name,
+            page = self.gate.call(
+                "skus.list",
                 lambda r: next(iter(client.list_skus(request=r).pages)),
                 request,
                 background=True,
@@ -137,8 +138,8 @@ class GcpSignals:
                 },
                 distribution_policy={"zones": [{"zone": f"zones/{z}"} for z in zones]},
             )
-            answer = self._gate.call(
-                ADVICE.name,
+            answer = self.gate.call(
+                "advice.capacity",
                 client.capacity,
                 project=self._config.project,
                 region=region,

@@ -110,9 +110,9 @@ def _add_signals_job(
         },
         signals.retry_s,
     )
-    runtime.add_job(
-        f"signals:{provider.id}", job.run, SIGNALS_TICK_S, spread=True, provider=provider.id
-    )
+    # Often enough to retry a failed source on time; a run with nothing due asks nothing.
+    tick_s = min(SIGNALS_TICK_S, signals.retry_s)
+    runtime.add_job(f"signals:{provider.id}", job.run, tick_s, spread=True, provider=provider.id)
 
 
 def _ensure_scan_units(runtime: Runtime, config: Config) -> None:

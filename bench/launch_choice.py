@@ -19,9 +19,10 @@ The pools (per scenario file): tasks arrive (Poisson, plus a burst every few hou
 pool and the same for every arm; every PASS_S the demand not covered by idle or booting
 workers is launched for; a granted instance boots (the cloud's boot_s), registers (unless the
 offering's `unregistered` share says it never will: then it is stopped after
-REGISTRATION_TIMEOUT_S), claims tasks, and stops after IDLE_TIMEOUT_S idle. The market
-pre-empts running spot by its hazard (common random numbers per offering and step, so two arms
-running the same instances meet the same pre-emptions); a pre-empted task's work is lost and
+REGISTRATION_TIMEOUT_S), claims tasks, and stops after IDLE_TIMEOUT_S idle. The market's
+hazard pre-empts running spot: each worker runs an exponential clock in integrated hazard, the
+pool's n-th launch getting the same clock in every arm (common random numbers), so two arms
+running the same workers meet the same pre-emptions; a pre-empted task's work is lost and
 it is queued again. The market's ledger bills every instance (per second, 60 s minimum).
 
 Figures per arm (issue 40 §4), over every pool of the scenario:
@@ -120,6 +121,9 @@ class Worker:
     # A create the cloud will refuse but has not yet (a GCE operation, an ARM deployment):
     # the pass counts it as capacity on its way until the refusal arrives, as both services do.
     phantom: bool = False
+    # Its pre-emption clock: pre-empted once the hazard it has run under adds up to this.
+    budget: float = math.inf
+    spent: float = 0.0
 
 
 @dataclass
@@ -174,6 +178,7 @@ class Sim:
         self.learn: list[tuple[float, int, Callable[[], None]]] = []  # (when, n, what)
         self._n = 0
         self.boot_rng = random.Random(f"boot:{seed}")
+        self.launched: dict[str, int] = defaultdict(int)
 
     # what an arm calls to launch
     def create(self, pool: PoolSpec, lc: LaunchConfigSpec, count: int, now: float, *,
@@ -190,7 +195,9 @@ class Sim:
             spec = self.market.spec(o)
             boot = cloud.boot_s * (0.8 + 0.4 * self.boot_rng.random())
             never = self.boot_rng.random() < spec.unregistered
-            self.workers[pool.pool_id].append(Worker(wid, lc, now, None if never else now + boot))
+            worker = Worker(wid, lc, now, None if never else now + boot)
+            worker.budget = self._budget(pool)
+            self.workers[pool.pool_id].append(worker)
         if granted == 0 and code is not None:
             self.counts.capacity_errors += 1
             quota = code == cloud.quota_code
@@ -209,6 +216,14 @@ class Sim:
         elif granted > 0:
             self.arm.created(pool, lc, granted, now)
         return granted
+
+    def _budget(self, pool: PoolSpec) -> float:
+        """The n-th worker a pool launches gets the same exponential clock in every arm
+        (common random numbers): arms that run the same workers under the same hazard meet the
+        same pre-emptions, so what differs between arms is their choice, not the draws."""
+        self.launched[pool.pool_id] += 1
+        u = random.Random(f"preempt:{self.seed}:{pool.pool_id}:{self.launched[pool.pool_id]}")
+        return -math.log(1.0 - u.random())
 
     def _later(self, when: float, what: Callable[[], None]) -> None:
         self._n += 1
@@ -279,26 +294,27 @@ class Sim:
                     self.counts.never_registered += 1
                     self.arm.never_registered(pool, w, now)
                     self.stop(w, now)
-        # pre-emption by the market's hazard, the same draws for every arm
-        by_offering: dict[str, list[Worker]] = defaultdict(list)
+        # pre-emption by the market's hazard (each worker's clock: the same as the market's
+        # reclaims draws in law, an exponential time in integrated hazard)
+        rates: dict[str, float] = {}
         for w in live:
-            if w.stopped is None and not w.phantom and w.lc.offering.market == SPOT:
-                by_offering[w.lc.offering.key].append(w)
-        for key in sorted(by_offering):
-            group = sorted(by_offering[key], key=lambda w: w.accepted)
-            rng = random.Random(f"{self.seed}:{pool_id}:{key}:{now}")
-            o = group[0].lc.offering
-            self.counts.exposure += self.market.hazard(o, now) * len(group) * STEP_S / 3600
-            n = self.market.reclaims(o, len(group), now, STEP_S, rng)
-            for w in rng.sample(group, n) if n else ():
-                self.counts.preemptions += 1
-                if w.task is not None:
-                    w.task.started = None
-                    w.task.demands.append([now, None])
-                    queue.insert(0, w.task)
-                    w.task = None
-                self.arm.preempted(pool, w, now)
-                self.stop(w, now)
+            if w.stopped is not None or w.phantom or w.lc.offering.market != SPOT:
+                continue
+            o = w.lc.offering
+            if o.key not in rates:
+                rates[o.key] = self.market.hazard(o, now) * STEP_S / 3600
+            w.spent += rates[o.key]
+            self.counts.exposure += rates[o.key]
+            if w.spent < w.budget:
+                continue
+            self.counts.preemptions += 1
+            if w.task is not None:
+                w.task.started = None
+                w.task.demands.append([now, None])
+                queue.insert(0, w.task)
+                w.task = None
+            self.arm.preempted(pool, w, now)
+            self.stop(w, now)
         # completions, claims, idle timeouts
         for w in self.live(pool_id):
             if not w.registered:

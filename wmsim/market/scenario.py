@@ -60,6 +60,8 @@ class CloudModel:
     even_split_abort: bool
     boot_s: float
     on_demand: dict[str, float]
+    refusal_delay_s: float
+    signals: dict[str, Any]  # the signal names, cadences and call scopes (clouds.toml)
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,20 @@ def load_clouds(path: Path = CLOUDS_FILE) -> dict[str, CloudModel]:
             even_split_abort=bool(c["even_split_abort"]),
             boot_s=float(c["boot_s"]),
             on_demand={k: float(v) for k, v in c["on_demand"].items()},
+            refusal_delay_s=float(c["refusal_delay_s"]),
+            signals={
+                k: c[k]
+                for k in (
+                    "availability_signal",
+                    "preemption_signal",
+                    "price_refresh_s",
+                    "availability_refresh_s",
+                    "preemption_refresh_s",
+                    "price_calls",
+                    "availability_calls",
+                    "preemption_calls",
+                )
+            },
         )
     return out
 

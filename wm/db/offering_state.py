@@ -169,7 +169,7 @@ def write_bench(engine: Engine, provider_id: str, entries: Mapping[Offering, Ben
                         "probe_sent_at": _moment(entry.state.probe_sent_at),
                         "last_code": entry.last_code,
                     }
-                    for offering, entry in sorted(keep.items())
+                    for offering, entry in sorted(keep.items(), key=lambda item: item[0].key)
                 ]
             )
             statement = statement.on_conflict_do_update(
@@ -183,7 +183,7 @@ def write_bench(engine: Engine, provider_id: str, entries: Mapping[Offering, Ben
                 },
             )
             conn.execute(statement)
-        for offering in sorted(cleared):
+        for offering in sorted(cleared, key=lambda o: o.key):
             conn.execute(
                 offering_bench.delete().where(
                     and_(
@@ -230,7 +230,7 @@ SELECT pool_id, launch_config_id, GROUPING(launch_config_id) AS whole_pool,
                 AND ready_at > at - make_interval(secs => :ready_window_s)) AS median_ready_s,
     avg(extract(epoch FROM stopped_at - up_at))
         FILTER (WHERE stopped_at IS NOT NULL AND up_at IS NOT NULL
-                AND stopped_at > at - make_interval(secs => :preempt_hl))
+                AND stopped_at > at - make_interval(secs => :window_s))
         AS mean_lifetime_s
 FROM w
 GROUP BY GROUPING SETS ((pool_id, launch_config_id), (pool_id))

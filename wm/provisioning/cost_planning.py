@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
@@ -48,6 +49,18 @@ def read(engine: Engine, provider_id: str, pool_ids: Sequence[str]) -> Reading:
         bench=offering_state.read_bench(engine, provider_id),
         evidence=offering_state.read_evidence(engine, pool_ids),
     )
+
+
+def with_probes_out(reading: Reading, probed: Sequence[Offering], now: float) -> Reading:
+    """The reading with these offerings' probes out (sent by an earlier planning of the pass,
+    their bench not written yet): not probed twice in one window."""
+    if not probed:
+        return reading
+    bench = dict(reading.bench)
+    for offering in probed:
+        entry = bench.get(offering, BenchEntry(BenchState()))
+        bench[offering] = BenchEntry(offering_bench.after_probe(entry.state, now), entry.last_code)
+    return replace(reading, bench=bench)
 
 
 def signal(
@@ -206,6 +219,65 @@ def export_cost(
     return total
 
 
+# -- `wm pools explain` ------------------------------------------------------------------------
+
+
+def explain(
+    pool_id: str,
+    choice: PoolChoice,
+    configs: Sequence[LaunchConfigRecord],
+    offering_of: OfferingOf,
+    reading: Reading,
+    running: Mapping[str, int],
+    now: float,
+) -> dict[str, object]:
+    """Why the pool launches where it does: per launch config its offering, what wm holds of
+    it, its bench, Taskcluster's weight and the weight the cost choice gives it (what the
+    pass would launch by in "cost" mode; in "weights" mode it launches by Taskcluster's)."""
+    result = score_pool(pool_id, choice, configs, offering_of, reading, now)
+    by_id = {s.launch_config_id: s for s in result.scored}
+    rows = []
+    cost = 0.0
+    priced = False
+    for lc in configs:
+        scored = by_id[lc.launch_config_id]
+        offering = result.offerings.get(lc.launch_config_id)
+        entry = reading.bench.get(offering) if offering is not None else None
+        state = entry.state if entry is not None else BenchState()
+        workers = running.get(lc.launch_config_id, 0)
+        if scored.price_per_hour is not None:
+            priced = True
+            cost += workers * scored.price_per_hour
+        rows.append(
+            {
+                "launch_config_id": lc.launch_config_id,
+                "offering": offering.key if offering is not None else None,
+                "price_per_hour": scored.price_per_hour,
+                "availability": scored.availability,
+                "preemption_rate": scored.preemption_rate,
+                "ready_s": scored.ready_s,
+                "registered_ratio": scored.registered_ratio,
+                "effective_price": scored.effective_price,
+                "admission": str(scored.admission),
+                "bench_failures": state.failures,
+                "benched_until": _moment(state.benched_until),
+                "bench_code": entry.last_code if entry is not None else None,
+                "weight": lc.weight,
+                "final_weight": scored.final_weight,
+                "running_workers": workers,
+                "why": list(scored.why),
+            }
+        )
+    return {
+        "pool_id": pool_id,
+        "mode": str(choice.mode),
+        "beta": choice.beta,
+        "spread": choice.spread,
+        "cost_per_hour": cost if priced else None,
+        "launch_configs": rows,
+    }
+
+
 # -- the bench after a pass's creates --------------------------------------------------------
 
 
@@ -310,3 +382,9 @@ def probes(result: PoolScore, launched: Mapping[str, int]) -> list[Offering]:
 
 def log_failed(provider_id: str, pool_id: str) -> None:
     log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider_id, pool=pool_id)
+
+
+def _moment(epoch_s: float | None) -> str | None:
+    if epoch_s is None:
+        return None
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="seconds")

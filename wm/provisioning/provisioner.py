@@ -219,7 +219,7 @@ class Provisioner:
             with creates_in_flight(functools.partial(self._send, provider), news) as out:
                 out.send(rounds[0].batches())
                 while out.news_while_out(self.stop):
-                    late = self._plan_late(claim, provider, pools, configs)
+                    late = self._plan_late(claim, provider, pools, configs, rounds)
                     if late is not None:
                         rounds.append(late)
                         out.send(late.batches())
@@ -243,8 +243,10 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
+        earlier: Sequence[_Round] = (),
     ) -> _Round:
-        """Read demand and capacity, plan every pool and commit the intents (one planning)."""
+        """Read demand and capacity, plan every pool and commit the intents (one planning).
+        `earlier`: the pass's plannings before this one (their probes are out)."""
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
@@ -262,7 +264,7 @@ class Provisioner:
                 if configs[pool_id] and (to_add is None or to_add > 0)
             ]
         )
-        scores, reading = self._score(provider, pools, configs, short)
+        scores, reading = self._score(provider, pools, configs, short, earlier)
         plans = []
         for pool in pools:
             try:
@@ -303,13 +305,14 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
+        earlier: Sequence[_Round],
     ) -> _Round | None:
         """Plan again, under the same claim, for news that came while the creates are out:
         what is out counts as requested capacity. A late planning that fails is reported and
         sends nothing (None); the creates out are still waited for and recorded, and the next
         pass plans again."""
         try:
-            return self._plan_round(claim, provider, pools, configs)
+            return self._plan_round(claim, provider, pools, configs, earlier)
         except Exception:
             log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
             return None
@@ -320,6 +323,7 @@ class Provisioner:
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
         short: Mapping[str, int | None],
+        earlier: Sequence[_Round] = (),
     ) -> tuple[dict[str, PoolScore], cost_planning.Reading | None]:
         """Score the launch configs of the pools in "shadow" or "cost" mode that launch, from
         one reading of the signals, bench and evidence; log each in a `launch-choice` line. A
@@ -342,6 +346,9 @@ class Provisioner:
             log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider.id)
             return {}, None
         now = time.time()
+        # The bench is written once the pass's creates are in: a probe an earlier planning of
+        # this pass sent is the window's one already.
+        reading = cost_planning.with_probes_out(reading, _probes_sent(earlier), now)
         scores = {}
         for pool_id in opted:
             try:
@@ -368,23 +375,14 @@ class Provisioner:
         if not scored:
             return
         try:
-            bench: dict[Offering, offering_state.BenchEntry] = {}
             offering_of: dict[tuple[str, str], Offering | None] = {}
-            probed: list[Offering] = []
-            for planned, pool_id, score in scored:
-                assert planned.reading is not None
-                bench.update(planned.reading.bench)
+            for _, pool_id, score in scored:
                 for lc_id, offering in score.offerings.items():
                     offering_of[(pool_id, lc_id)] = offering
-                if score.launches_by_cost:
-                    launched: dict[str, int] = {}
-                    for plan in planned.plans:
-                        if plan.report.pool_id == pool_id:
-                            for intent in plan.intents:
-                                launched[intent.launch_config_id] = (
-                                    launched.get(intent.launch_config_id, 0) + 1
-                                )
-                    probed += cost_planning.probes(score, launched)
+            # The first reading of the pass: the bench as it was before its creates (a later
+            # planning's holds its earlier probes too, which bench_after adds itself).
+            first = next(r.reading for r in rounds if r.reading is not None)
+            probed = _probes_sent(rounds)
             outcomes = []
             for planned in rounds:
                 for batch in planned.batches():
@@ -404,7 +402,7 @@ class Provisioner:
                             )
                         )
             changes = cost_planning.bench_after(
-                bench,
+                first.bench,
                 {o for o in offering_of.values() if o is not None},
                 probed,
                 outcomes,
@@ -515,6 +513,20 @@ class Provisioner:
             error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
             return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
         return _create_batch(provider, batch)
+
+
+def _probes_sent(rounds: Sequence[_Round]) -> list[Offering]:
+    """The offerings the plannings' cost-mode pools sent their window's probe to."""
+    sent: list[Offering] = []
+    for planned in rounds:
+        for plan in planned.plans:
+            score = planned.scores.get(plan.report.pool_id)
+            if score is not None and score.launches_by_cost:
+                launched: dict[str, int] = {}
+                for intent in plan.intents:
+                    launched[intent.launch_config_id] = launched.get(intent.launch_config_id, 0) + 1
+                sent += cost_planning.probes(score, launched)
+    return sent
 
 
 @dataclass(frozen=True)

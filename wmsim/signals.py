@@ -70,6 +70,9 @@ STATIC_SCORE = 9  # placement score where capacity is ample
 STATIC_OBTAINABILITY = 0.9
 STATIC_UPTIME_S = 6 * 3600.0
 STATIC_EVICTION_BUCKET = "0-5"
+# A market may be shared by the clouds of one `wmsim serve`, each answering on its own threads:
+# its reads advance it, one at a time.
+_MARKET_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -161,11 +164,12 @@ class SignalValues:
         if market is None:
             return None
         values = []
-        for m in self._matching(o):
-            try:
-                values.append(getattr(market, what)(m, self._clock()))
-            except KeyError:
-                continue
+        with _MARKET_LOCK:
+            for m in self._matching(o):
+                try:
+                    values.append(getattr(market, what)(m, self._clock()))
+                except KeyError:
+                    continue
         return best(values) if values else None
 
     def knows(self, o: Offering) -> bool:

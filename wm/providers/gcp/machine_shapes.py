@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# GiB of memory per vCPU by class; N1's differ from the newer families'.
+# GiB of memory per vCPU by class; some families differ from the usual.
 MEMORY_PER_VCPU_GIB = {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0}
-N1_MEMORY_PER_VCPU_GIB = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
+FAMILY_MEMORY_PER_VCPU_GIB = {
+    "n1": {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9},
+    "c3": {"standard": 4.0, "highmem": 8.0, "highcpu": 2.0},
+    "c3d": {"standard": 4.0, "highmem": 8.0, "highcpu": 2.0},
+    "c4": {"standard": 3.75, "highmem": 7.75, "highcpu": 2.0},
+    "c4d": {"standard": 3.875, "highmem": 7.875, "highcpu": 1.875},
+}
 # Shared-core types: (vCPUs billed, GiB).
 SHARED_CORE = {
     "e2-micro": (0.25, 1.0),
@@ -22,6 +28,8 @@ SHARED_CORE = {
     "f1-micro": (0.2, 0.6),
     "g1-small": (0.5, 1.7),
 }
+# Shared-core families priced as another's SKUs.
+SHARED_CORE_FAMILY = {"f1": "n1", "g1": "n1"}
 # How the Billing Catalog's descriptions name each family ("N2 Instance Core running in ...").
 FAMILY_WORDS = {
     "n1": "N1 Predefined",
@@ -31,8 +39,15 @@ FAMILY_WORDS = {
     "c2": "Compute optimized",
     "c2d": "C2D AMD",
     "c3": "C3",
+    "c3d": "C3D",
+    "c4": "C4",
+    "c4d": "C4D",
     "t2d": "T2D AMD",
+    "t2a": "T2A Arm",
 }
+# Suffixes that add something billed apart (local SSD) to a predefined shape.
+APART_SUFFIXES = ("-lssd",)
+MIB_PER_GIB = 1024
 
 
 @dataclass(frozen=True)
@@ -43,15 +58,28 @@ class Shape:
 
 
 def shape(machine_type: str) -> Shape | None:
-    """The shape of a predefined machine type; None for custom or unknown ones (no price)."""
+    """The shape of a machine type, priced by its family's core and memory SKUs; None for
+    what cannot be told (no price then). Custom types (`n2-custom-8-32768`, `custom-4-4096`
+    for N1) are priced at their family's predefined rates: GCE bills custom ones a few per cent
+    more, on SKUs of their own, so their price here is a little low. Local SSD (`-lssd`) is
+    billed apart and left out."""
     if machine_type in SHARED_CORE:
         vcpus, gib = SHARED_CORE[machine_type]
-        return Shape(machine_type.split("-")[0], vcpus, gib)
+        family = machine_type.split("-")[0]
+        return Shape(SHARED_CORE_FAMILY.get(family, family), vcpus, gib)
+    for suffix in APART_SUFFIXES:
+        machine_type = machine_type.removesuffix(suffix)
     parts = machine_type.split("-")
+    if parts[0] == "custom":
+        parts = ["n1", *parts]
+    if len(parts) == 4 and parts[1] == "custom" and parts[2].isdigit() and parts[3].isdigit():
+        if parts[0] not in FAMILY_WORDS:
+            return None
+        return Shape(parts[0], float(parts[2]), int(parts[3]) / MIB_PER_GIB)
     if len(parts) != 3 or not parts[2].isdigit():
         return None
     family, klass, count = parts[0], parts[1], int(parts[2])
-    per_vcpu = (N1_MEMORY_PER_VCPU_GIB if family == "n1" else MEMORY_PER_VCPU_GIB).get(klass)
+    per_vcpu = FAMILY_MEMORY_PER_VCPU_GIB.get(family, MEMORY_PER_VCPU_GIB).get(klass)
     if per_vcpu is None or family not in FAMILY_WORDS:
         return None
     return Shape(family, float(count), count * per_vcpu)

@@ -42,6 +42,9 @@ class ArmState:
     deployments: ArmDeployments  # Microsoft.Resources: deployments, template specs, groups
     signals: SignalValues  # what the signal APIs serve (wmsim/azure/signals.py)
     signal_fates: SignalFates
+    # Compute Recommender's Spot Placement Score, by location (wmsim/azure/signals.py)
+    _spot_placement_scores: Callable[[str], Response]
+
     _lock: threading.RLock
     _vms: dict[str, _Vm]
     _resources: dict[str, _Resource]  # NICs, public IPs and disks

@@ -11,6 +11,10 @@
   ARM): a `SpotResources` query on `microsoft.compute/skuspotevictionrate/location` answers a
   row per location and size its `in~ (...)` lists name, with `properties.evictionRate`
   ("0-5", "5-10", ... "20+"); the sim reads those lists, not the rest of the KQL.
+- Spot Placement Score `POST /subscriptions/{sub}/providers/Microsoft.Compute/locations/{l}/
+  placementScores/spot/generate` (Compute Recommender, a token needed): per location, size
+  and (with `availabilityZones`) zone "High", "Medium" or "Low", from the values' 1..10
+  placement score, at most 8 locations and 5 sizes a request as on Azure.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ DEFAULT_SIGNAL_TYPES = ("Standard_D2s_v3", "Standard_D4s_v3", "Standard_F8s_v2",
 DEFAULT_LOCATIONS = ("eastus", "westus2", "westeurope", "northeurope")
 RETAIL_PRICES = "RetailPrices_List"
 RESOURCE_GRAPH = "Resources_Query"
+SPOT_PLACEMENT_SCORES = "SpotPlacementScores_Post"
+PLACEMENT_LOCATIONS_MAX = 8  # Azure's limits on one request
+PLACEMENT_SIZES_MAX = 5
 RETAIL_PAGE_SIZE = 100
 EVICTION_TYPE = "microsoft.compute/skuspotevictionrate/location"
 _TERM = re.compile(r"(\w+)\s+eq\s+'((?:[^']|'')*)'", re.IGNORECASE)
@@ -154,6 +161,47 @@ class ArmSignals:
                         )
         return items
 
+    # -- Spot Placement Score -----------------------------------------------------------------
+
+    def _spot_placement_scores(self, location: str) -> Response:
+        if (fault := self._signal_fault(SPOT_PLACEMENT_SCORES)) is not None:
+            return fault
+        body = self._body()
+        locations = [str(x) for x in body.get("desiredLocations") or []]
+        sizes = [str(x.get("sku", "")) for x in body.get("desiredSizes") or [] if x.get("sku")]
+        if not locations or not sizes:
+            raise ArmError(400, "BadRequest", "desiredLocations and desiredSizes are required.")
+        if len(locations) > PLACEMENT_LOCATIONS_MAX or len(sizes) > PLACEMENT_SIZES_MAX:
+            raise ArmError(
+                400,
+                "BadRequest",
+                f"At most {PLACEMENT_LOCATIONS_MAX} locations and {PLACEMENT_SIZES_MAX} sizes.",
+            )
+        zonal = bool(body.get("availabilityZones"))
+        scores = []
+        for region in locations:
+            for size in sizes:
+                zones = [
+                    o.zone
+                    for o in self.signals.known()
+                    if (o.region, o.instance_type, o.market) == (region, size, SPOT) and o.zone
+                ]
+                if zonal and not zones and self.signals.market is None:
+                    zones = ["1", "2", "3"]
+                for zone in zones if zonal and zones else [None]:
+                    score = self.signals.placement_score(Offering(KIND, region, zone, size, SPOT))
+                    entry = {
+                        "sku": size,
+                        "region": region,
+                        "score": placement_words(score),
+                        "isQuotaAvailable": True,
+                    }
+                    if zone is not None:
+                        entry["availabilityZone"] = zone
+                    scores.append(entry)
+        answer = {**body, "placementScores": scores}
+        return Response(json.dumps(answer), status=200, mimetype="application/json")
+
     # -- Resource Graph -----------------------------------------------------------------------
 
     def _resource_graph(self, request: Request) -> Response:
@@ -196,6 +244,11 @@ class ArmSignals:
             "resultTruncated": "false",
         }
         return Response(json.dumps(answer), status=200, mimetype="application/json")
+
+
+def placement_words(score: int) -> str:
+    """A 1..10 placement score in Azure's words."""
+    return "High" if score >= 7 else "Medium" if score >= 4 else "Low"
 
 
 def _canonical_size(size: str) -> str:

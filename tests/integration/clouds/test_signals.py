@@ -246,3 +246,44 @@ def test_a_source_slower_than_the_gate_timeout_fails_as_timeout_after_one_attemp
     assert failure_reason(failure.value) == "timeout"
     assert cloud.sim.faults.counts()[source] == 1  # a background call is tried once
     assert not collector.gate.paused  # even a gate that pauses after one failure
+
+
+# -- Azure's Spot Placement Score (Compute Recommender, a preview API) --------------------------
+
+
+@pytest.fixture
+def azure_collector(sim_arm, make_azure_provider) -> SignalCollector:
+    config = azure_config(sim_arm)
+    collector = build_signals(config, make_azure_provider(sim_arm))
+    assert collector is not None
+    return collector
+
+
+def test_azure_placement_scores_are_read_per_location_size_and_zone(sim_arm, azure_collector):
+    offerings = [
+        Offering("eastus", "2", "Standard_D2s_v3", SPOT),
+        Offering("westeurope", None, "Standard_F8s_v2", SPOT),
+    ]
+
+    signals = azure_collector.collect("SpotPlacementScores_Post", offerings)
+
+    assert {(s.offering, s.kind, s.value) for s in signals} == {
+        (o, SignalKind.AVAILABILITY, 0.9)
+        for o in offerings  # the static table: ample, "High"
+    }
+
+
+@pytest.mark.parametrize(
+    ("fate", "reason"), [(sim_signals.FORBIDDEN, "forbidden"), (sim_signals.GARBAGE, "garbage")]
+)
+def test_azure_placement_scores_refused_or_garbled_fail_with_that_reason(
+    sim_arm, azure_collector, fate, reason
+):
+    sim_arm.signal_fates.force("SpotPlacementScores_Post", fate)
+
+    with pytest.raises(Exception) as failure:
+        azure_collector.collect(
+            "SpotPlacementScores_Post", [Offering("eastus", None, "Standard_D2s_v3", SPOT)]
+        )
+
+    assert failure_reason(failure.value) == reason

@@ -82,6 +82,11 @@ class AzureClients:
             return client
 
     @property
+    def recommender(self) -> Any:
+        """Compute Recommender (the launch choice's Spot Placement Scores)."""
+        return self._client("recommender", "azure.mgmt.computerecommender", "RecommenderMgmtClient")
+
+    @property
     def session(self) -> Any:
         """The one HTTP session (Retail Prices, a public API with no SDK, reads through it)."""
         return self._session

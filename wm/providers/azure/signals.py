@@ -13,8 +13,11 @@ priority (background calls):
   share of spot VMs evicted in a day of running) read at its middle as a rate per
   instance-hour. It counts against ARM's reads.
 
-Azure's Spot Placement Score is still a preview API with no SDK in the registry: not read
-(capacity comes from wm's own create outcomes).
+- availability: Compute Recommender's Spot Placement Score (azure-mgmt-computerecommender,
+  a preview API), per location, size and, for zonal offerings, zone: "High", "Medium" or
+  "Low" read as 0.9, 0.5, 0.2; at most 8 locations and 5 sizes a request, so one request per
+  (up to 8 locations, up to 5 sizes); only for offerings of pools with demand. It counts
+  against ARM's writes (a POST).
 """
 
 from __future__ import annotations
@@ -34,10 +37,25 @@ from wm.providers.signal_sources import DAY_S, Cadence, SignalSource, SourceGarb
 
 PRICES = SignalSource("RetailPrices_List", (SignalKind.PRICE,), Cadence.PRICE, DAY_S)
 EVICTIONS = SignalSource("Resources_Query", (SignalKind.PREEMPTION,), Cadence.PREEMPTION, DAY_S)
-SOURCES = (PRICES, EVICTIONS)
+SCORES = SignalSource(
+    "SpotPlacementScores_Post",
+    (SignalKind.AVAILABILITY,),
+    Cadence.CAPACITY,
+    900.0,
+    demand_only=True,
+)
+SOURCES = (PRICES, EVICTIONS, SCORES)
 # Retail Prices is its own public host with no ARM quota; it still draws a read, so that every
 # call wm makes is paced by one bucket or another (a daily read costs nothing that matters).
-CALL_CLASSES = {"RetailPrices_List": (CallClass.READ,), "Resources_Query": (CallClass.READ,)}
+CALL_CLASSES = {
+    "RetailPrices_List": (CallClass.READ,),
+    "Resources_Query": (CallClass.READ,),
+    "SpotPlacementScores_Post": (CallClass.WRITE,),
+}
+PLACEMENT_LOCATIONS_MAX = 8
+PLACEMENT_SIZES_MAX = 5
+PLACEMENT_AVAILABILITY = {"High": 0.9, "Medium": 0.5, "Low": 0.2}
+PLACEMENT_COUNT = 10  # VMs asked about: one fixed request per set, as on EC2
 RETAIL_ENDPOINT = "https://prices.azure.com"
 RETAIL_API_VERSION = "2023-01-01-preview"
 RETAIL_PAGES_MAX = 50
@@ -83,6 +101,8 @@ class AzureSignals:
             return self._prices(offerings)
         if source == EVICTIONS.name:
             return self._evictions(spot)
+        if source == SCORES.name:
+            return self._placement_scores(spot)
         raise KeyError(f"Azure has no signal source {source!r}")
 
     # -- Retail Prices ----------------------------------------------------------------------
@@ -148,6 +168,50 @@ class AzureSignals:
             raise SourceGarbage("Retail Prices answered no object")
         return body
 
+    # -- Spot Placement Score ---------------------------------------------------------------
+
+    def _placement_scores(self, offerings: Sequence[Offering]) -> list[OfferingSignal]:
+        locations = sorted({o.region for o in offerings})
+        sizes = sorted({o.instance_type for o in offerings})
+        zonal = any(o.zone is not None for o in offerings)
+        client = self._clients.recommender
+        scores: dict[tuple[str, str, str | None], float] = {}
+        for where in _chunks(locations, PLACEMENT_LOCATIONS_MAX):
+            for what in _chunks(sizes, PLACEMENT_SIZES_MAX):
+                request = {
+                    "desiredLocations": where,
+                    "desiredSizes": [{"sku": size} for size in what],
+                    "desiredCount": PLACEMENT_COUNT,
+                    "availabilityZones": zonal,
+                }
+                answer = self.gate.call(
+                    "SpotPlacementScores_Post",
+                    client.spot_placement_scores.post,
+                    where[0],
+                    request,
+                    background=True,
+                )
+                for item in answer.placement_scores or []:
+                    value = PLACEMENT_AVAILABILITY.get(str(item.score))
+                    if value is None or not item.region or not item.sku:
+                        continue  # DataNotFoundOrStale, RestrictedSkuNotAvailable: neutral
+                    key = (item.region.lower(), item.sku.lower(), item.availability_zone)
+                    scores[key] = value
+        now = datetime.now(UTC)
+        found = []
+        for offering in offerings:
+            region, size = offering.region.lower(), offering.instance_type.lower()
+            value = scores.get((region, size, offering.zone))
+            if value is None and offering.zone is None:
+                # Any zone will do: the best zone's score, else the region's.
+                zoned = [v for (r, s, _), v in scores.items() if (r, s) == (region, size)]
+                value = max(zoned, default=None)
+            if value is None:
+                value = scores.get((region, size, None))
+            if value is not None:
+                found.append(self._signal(offering, SignalKind.AVAILABILITY, SCORES, value, now))
+        return found
+
     # -- Resource Graph ---------------------------------------------------------------------
 
     def _evictions(self, offerings: Sequence[Offering]) -> list[OfferingSignal]:
@@ -199,6 +263,10 @@ class AzureSignals:
 
     def close(self) -> None:
         """The clients close with the provider."""
+
+
+def _chunks(values: Sequence[str], size: int) -> list[list[str]]:
+    return [list(values[i : i + size]) for i in range(0, len(values), size)]
 
 
 def _items(page: dict[str, Any]) -> list[dict[str, Any]]:

@@ -171,3 +171,46 @@ def test_a_slow_source_holds_up_no_scan_and_pauses_nothing(engine, sim_ec2, prov
     held = offering_state.read_signals(engine, PROVIDER)
     assert not any(s.source == PRICES for s in held.values())
     assert any(s.source == SCORES for s in held.values())  # the other source still read
+
+
+def test_the_offerings_wanted_are_those_of_pools_choosing_by_cost_and_with_demand(
+    tmp_path, db_url, engine, sim_ec2, monkeypatch
+):
+    from tests.support.stack import Stack, aws_provider, pool
+    from wm.db import tasks
+    from wm.queues.builtin import BuiltinQueue
+    from wm.scanning.signals_job import wanted_offerings
+
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    aws = aws_provider(sim_ec2)
+    image = "ami-0abcdef1234567890"
+
+    def one_config(machine_type: str) -> list[dict]:
+        return [{"region": "us-east-1", "machine_type": machine_type, "image": image}]
+
+    stack = Stack.write(
+        tmp_path,
+        db_url,
+        [aws],
+        [
+            pool("proj/busy", aws, launch_configs=one_config("m5.large")),
+            pool("proj/idle", aws, launch_configs=one_config("c5.large")),
+            pool("proj/weights", aws, launch_configs=one_config("t3.small")),
+        ],
+    )
+    stack.sync_pools(engine)
+    tasks.submit_tasks(engine, "proj/busy", 2, 5.0)
+    provider = build_provider(stack.config().provider("aws-sim"), "test-deploy")
+    try:
+        wanted = wanted_offerings(
+            engine,
+            "aws-sim",
+            lambda pool_id: pool_id != "proj/weights",
+            lambda lc: provider.offering(lc.configuration, lc.region),
+            BuiltinQueue(engine),
+        )
+    finally:
+        provider.close()
+
+    assert sorted(o.instance_type for o in wanted.all) == ["c5.large", "m5.large"]
+    assert [o.instance_type for o in wanted.with_demand] == ["m5.large"]

@@ -34,14 +34,27 @@ class _Frozen(Frozen):
     """The simulator's tables are as strict as wm's."""
 
 
-# [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), and where
-# `wmsim serve` keeps its certificates and endpoints.
+def _known_scenario(name: str | None) -> str | None:
+    """A market scenario (wmsim/market/scenarios: a name, or a file) that can be read."""
+    if name is not None:
+        from wmsim.market.scenario import load as load_scenario
+
+        load_scenario(name)  # ScenarioError (a ValueError) names what is wrong
+    return name
+
+
+# [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), where
+# `wmsim serve` keeps its certificates and endpoints, and the market scenario whose values the
+# clouds' signal APIs serve (wmsim/signals.py; none: a static price table, as before).
 SimConfig = create_model(
     "SimConfig",
     __base__=_Frozen,
+    __validators__={"_market": field_validator("market")(_known_scenario)},
     **{kind: (SimCloudConfig, SimCloudConfig()) for kind in CLOUDS},
     # Beside the config file, as the paths its providers name (which point into it).
     state_dir=(ConfigPath, Field(".wm-sim", validate_default=True)),
+    market=(str | None, None),
+    market_seed=(int, 1),
 )
 
 

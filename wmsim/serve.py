@@ -30,9 +30,16 @@ def start_all(sim: SimConfig, kinds: tuple[str, ...] = tuple(CLOUDS)) -> list[Ru
     state_dir = Path(sim.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     started: list[RunningSim] = []
+    market = None
+    if sim.market is not None:  # the clouds' signal APIs serve its values (wmsim/signals.py)
+        from wmsim.market import Market
+
+        market = Market.from_scenario(sim.market, sim.market_seed)
     try:
         for kind in kinds:
             started.append(sim_cloud(kind).serve(getattr(sim, kind), state_dir))
+            if market is not None:
+                started[-1].signals.use_market(market)
     except BaseException:
         for running in started:
             running.stop()

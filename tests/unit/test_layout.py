@@ -311,6 +311,7 @@ LAYERS = (
         (
             "wm.provisioning.provisioner",
             "wm.scanning.scanner",
+            "wm.scanning.signals_job",  # the launch choice's signal reads, a job per provider
             # The web process: the API, and during a take-over its forwarding to the legacy
             # worker-manager and the lists merged from both sides.
             (

@@ -117,6 +117,20 @@ POOL_COST_PER_HOUR = Gauge(
     ["pool"],
     multiprocess_mode=CHILDREN_MERGE,
 )
+# The launch choice's signal reads (wm/scanning/signals_job.py): a source that fails is neutral,
+# and shows here and in a `signal-fetch-failed` log line.
+SIGNAL_FETCH_FAILURES = Counter(
+    "wm_signal_fetch_failures_total",
+    "Signal reads that failed, by provider, source and reason (down, forbidden, garbage, "
+    "timeout, throttled, deferred, paused, error).",
+    ["provider", "source", "reason"],
+)
+SIGNAL_LAST_SUCCESS = Gauge(
+    "wm_signal_last_success_timestamp_seconds",
+    "When each signal source of a provider was last read successfully (epoch seconds).",
+    ["provider", "source"],
+    multiprocess_mode=CHILDREN_MERGE,
+)
 SCAN_SECONDS = Histogram(
     "wm_scan_seconds",
     "Duration of one scan of one provider region.",

@@ -38,6 +38,7 @@ from wm.providers.aws.clients import build_client
 from wm.providers.aws.errors import classify
 from wm.providers.aws.instances import cloud_instance, identity, tags_of, with_owner
 from wm.providers.aws.run_request import run_request
+from wm.providers.aws.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
@@ -68,6 +69,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "RunInstances": (CallClass.RUN_INSTANCES_CALLS, CallClass.RUN_INSTANCES),
     "DescribeInstances": (CallClass.DESCRIBE,),
     "TerminateInstances": (CallClass.TERMINATE_INSTANCES_CALLS, CallClass.TERMINATE_INSTANCES),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 PER_INSTANCE = frozenset({CallClass.RUN_INSTANCES, CallClass.TERMINATE_INSTANCES})
 

@@ -61,6 +61,7 @@ from wm.providers.azure.listing import (
     vm_list_request,
 )
 from wm.providers.azure.names import vm_name
+from wm.providers.azure.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.azure.states import VM_ID, Listed, joined, model_of, view_statuses
 from wm.providers.azure.vm_body import admin_password, admin_username, vm_body
 from wm.providers.azure.vm_put import PutVm, put_vm
@@ -108,6 +109,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "NetworkInterfaces_List": (CallClass.READ,),
     "PublicIPAddresses_List": (CallClass.READ,),
     "Disks_ListByResourceGroup": (CallClass.READ,),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 
 

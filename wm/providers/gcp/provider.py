@@ -68,6 +68,7 @@ from wm.providers.gcp.errors import (
     operation_error,
 )
 from wm.providers.gcp.insert_body import insert_body, request_id
+from wm.providers.gcp.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.gcp.states import (
     REASON_PREEMPTED,
     SHUTTING_DOWN_STATUSES,
@@ -100,6 +101,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.get": (CallClass.READ,),
     "instances.list": (CallClass.LIST,),
     "zoneOperations.get": (CallClass.READ,),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 
 

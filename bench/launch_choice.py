@@ -206,6 +206,9 @@ class Sim:
         if granted == 0 and code is not None:
             self.counts.capacity_errors += 1
             quota = code == cloud.quota_code
+            hint = ()
+            if not quota and cloud.refusal_names_zones:
+                hint = tuple(self.market.zones_with_capacity(o, now))
             if cloud.refusal_delay_s > 0:
                 self._n += 1
                 ghost = Worker(
@@ -218,7 +221,7 @@ class Sim:
                 )
             self._later(
                 now + cloud.refusal_delay_s,
-                lambda: self.arm.refused(pool, lc, code, quota, now + cloud.refusal_delay_s),
+                lambda: self.arm.refused(pool, lc, code, quota, now + cloud.refusal_delay_s, hint),
             )
         elif granted > 0:
             self.arm.created(pool, lc, granted, now)
@@ -397,7 +400,9 @@ class Arm:
         raise NotImplementedError
 
     def refused(self, pool: PoolSpec, lc: LaunchConfigSpec, code: str, quota: bool,
-                now: float) -> None:  # fmt: skip
+                now: float, hint: tuple[str, ...]) -> None:  # fmt: skip
+        """A create was refused (known at `now`); `hint`: zones the refusal names as having
+        the type."""
         pass
 
     def created(self, pool: PoolSpec, lc: LaunchConfigSpec, n: int, now: float) -> None:
@@ -421,7 +426,7 @@ class WorkerManagerArm(Arm):
         self.rng = random.Random(f"worker-manager:{seed}")
         self.errors: dict[str, list[tc.PoolError]] = defaultdict(list)
 
-    def refused(self, pool, lc, code, quota, now):  # type: ignore[no-untyped-def]
+    def refused(self, pool, lc, code, quota, now, hint):  # type: ignore[no-untyped-def]
         # GCE and Azure file the refusal with its config when the operation or deployment
         # fails; AWS's is filed at once, without one (below, in launch).
         if not _even_split(pool, self._market):
@@ -478,7 +483,7 @@ class WeightsArm(Arm):
         super().__init__(seed)
         self.recent: dict[str, list[float]] = defaultdict(list)
 
-    def refused(self, pool, lc, code, quota, now):  # type: ignore[no-untyped-def]
+    def refused(self, pool, lc, code, quota, now, hint):  # type: ignore[no-untyped-def]
         self.recent[_lc_key(pool, lc)].append(now)
 
     def preempted(self, pool, w, now):  # type: ignore[no-untyped-def]
@@ -560,7 +565,7 @@ class CostArm(WeightsArm):
         self.last_step: dict[str, float] = defaultdict(float)
 
     # evidence
-    def refused(self, pool, lc, code, quota, now):  # type: ignore[no-untyped-def]
+    def refused(self, pool, lc, code, quota, now, hint):  # type: ignore[no-untyped-def]
         self.evidence[_lc_key(pool, lc)].failures.add(1, now)
         key = lc.offering.key
         state = self.bench.get(key, offering_bench.BenchState())
@@ -570,9 +575,16 @@ class CostArm(WeightsArm):
             lc.offering.zone,
             lc.offering.instance_type,
             market=lc.offering.market,
+            zones_with_capacity=hint,
         )
         first = offering_bench.first_ttl_s(scope, code)
         self.bench[key] = offering_bench.after_refusal(state, now, first)
+        for other in offering_bench.unbenched_by_hint(scope):
+            sim_key = SimOffering(
+                lc.offering.cloud, other.region, other.zone, other.instance_type, other.market
+            ).key
+            if sim_key in self.bench:
+                self.bench[sim_key] = offering_bench.after_success(self.bench[sim_key])
 
     def created(self, pool, lc, n, now):  # type: ignore[no-untyped-def]
         ev = self.evidence[_lc_key(pool, lc)]

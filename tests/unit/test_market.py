@@ -203,3 +203,16 @@ def test_a_bad_scenario_is_refused_naming_what_is_wrong(tmp_path: Path, text: st
 def test_an_unknown_scenario_name_lists_the_known_ones():
     with pytest.raises(ScenarioError, match="known: S0, S1, S2, S3, S4, S5"):
         Market.from_scenario("S9", 1)
+
+
+def test_a_refusal_names_the_zones_that_have_the_type():
+    market = Market.from_scenario("S1", 1)  # us-east-1a dry from minute 120
+
+    assert market.zones_with_capacity(AWS_A, 130 * 60) == [
+        "us-east-1b",
+        "us-east-1c",
+        "us-east-1d",
+    ]
+    market.try_launch(AWS_B, market.spare(AWS_B, 130 * 60), 130 * 60, all_or_nothing=True)
+    assert "us-east-1b" not in market.zones_with_capacity(AWS_A, 130 * 60)
+    assert "us-east-1a" not in market.zones_with_capacity(AWS_B, 130 * 60)  # it is dry

@@ -232,6 +232,19 @@ class Market:
             return self.cloud(o).capacity_code
         return None
 
+    def zones_with_capacity(self, o: SimOffering, now: float) -> list[str]:
+        """The other zones of o's region where its type and market could be had now: what
+        EC2's InsufficientInstanceCapacity message and GCE's zonesAvailable name."""
+        return sorted(
+            other.zone
+            for other in self.offerings
+            if other.zone
+            and other.zone != o.zone
+            and (other.cloud, other.region, other.instance_type, other.market)
+            == (o.cloud, o.region, o.instance_type, o.market)
+            and self.spare(other, now) > 0
+        )
+
     def try_launch(self, o: SimOffering, count: int, now: float, *, all_or_nothing: bool) -> int:
         """Instances granted (and held in use until `stop`); all or none when asked."""
         room = self.spare(o, now)

@@ -10,8 +10,10 @@ from pydantic import Field
 
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
+from wm.errors import ON_DEMAND, SPOT
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import INTEGER_MIN_1, OBJECT, STRING, closed, worker_manager
+from wm.model import Offering
 from wm.pools.json_check import Schema
 
 # EC2's published defaults, per account and region ("Request throttling for the Amazon EC2
@@ -147,6 +149,29 @@ def boot_data(facts: BootFacts) -> Mapping[str, Any]:
     )
 
 
+def offering(launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+    """The worker group is the region; the zone is Placement.AvailabilityZone when the launch
+    config pins one (None: EC2 picks, or the subnet decides, which only EC2 can say); spot only
+    for InstanceMarketOptions.MarketType "spot" (EC2's enum, lower case; without it EC2
+    launches on demand). None without a string InstanceType (EC2 would pick its default)."""
+    run = launch_config.get("launchConfig")
+    if not isinstance(run, Mapping):
+        return None
+    instance_type = run.get("InstanceType")
+    if not isinstance(instance_type, str) or not instance_type:
+        return None
+    placement = run.get("Placement")
+    zone = placement.get("AvailabilityZone") if isinstance(placement, Mapping) else None
+    options = run.get("InstanceMarketOptions")
+    market_type = options.get("MarketType") if isinstance(options, Mapping) else None
+    return Offering(
+        region=worker_group,
+        zone=zone if isinstance(zone, str) and zone else None,
+        instance_type=instance_type,
+        market=SPOT if market_type == "spot" else ON_DEMAND,
+    )
+
+
 DESCRIPTION = KindDescription(
     name="aws",
     config_model=AwsProviderConfig,
@@ -162,4 +187,5 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Instance identity document validation error",
     boot_data=boot_data,
+    offering=offering,
 )

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase, removed_setting
+from wm.errors import ON_DEMAND, SPOT
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription
 from wm.kinds.schema_parts import (
     BOOLEAN,
@@ -25,6 +26,7 @@ from wm.kinds.schema_parts import (
     holds,
     worker_manager,
 )
+from wm.model import Offering
 from wm.pools.json_check import Schema, check, js_truthy
 
 # Azure's published defaults, per subscription. Resource Manager's buckets ("Understand how
@@ -248,6 +250,45 @@ def template_form(launch_config: Mapping[str, Any]) -> bool:
     return js_truthy(launch_config.get("armDeployment"))
 
 
+# Azure's spot priorities (ARM matches enums without regard to case); "Low" is the older
+# low-priority VM, sold and evicted as spot.
+SPOT_PRIORITIES = frozenset({"spot", "low"})
+
+
+def offering(launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+    """The worker group is the location. The resource form: hardwareProfile.vmSize, priority,
+    and the zone when `zones` names exactly one (none or several: Azure picks). The ARM form:
+    the deployment's `vmSize` and `priority` parameter values, no zone (what the template does
+    with its parameters only the template says). A missing priority is Azure's default,
+    Regular (on demand), as wm.providers.azure.errors.error_scope reads it, so a refusal's
+    scope and the offering agree; a template that hard-codes Spot without a `priority`
+    parameter is on demand to wm. None without a string VM size."""
+    if template_form(launch_config):
+        deployment = launch_config.get("armDeployment")
+        parameters = deployment.get("parameters") if isinstance(deployment, Mapping) else None
+        parameters = parameters if isinstance(parameters, Mapping) else {}
+
+        def value(name: str) -> Any:
+            parameter = parameters.get(name)
+            return parameter.get("value") if isinstance(parameter, Mapping) else None
+
+        size, priority, zones = value("vmSize"), value("priority"), None
+    else:
+        hardware = launch_config.get("hardwareProfile")
+        size = hardware.get("vmSize") if isinstance(hardware, Mapping) else None
+        priority, zones = launch_config.get("priority"), launch_config.get("zones")
+    if not isinstance(size, str) or not size:
+        return None
+    zone = zones[0] if isinstance(zones, list) and len(zones) == 1 else None
+    spot = isinstance(priority, str) and priority.lower() in SPOT_PRIORITIES
+    return Offering(
+        region=worker_group,
+        zone=str(zone) if zone not in (None, "") else None,
+        instance_type=size,
+        market=SPOT if spot else ON_DEMAND,
+    )
+
+
 def override_warnings(launch_config: Mapping[str, Any], path: str) -> list[str]:
     if template_form(launch_config) and not isinstance(arm_location(launch_config), str):
         return [
@@ -364,4 +405,5 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Signature validation error",
     boot_data=boot_data,
+    offering=offering,
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ProviderConfigBase
-from wm.model import WorkerState
+from wm.model import Offering, WorkerState
 from wm.pools.json_check import Schema
 
 MANAGED_BY = "taskcluster"  # the managed-by tag or label worker-manager puts on what it makes
@@ -51,6 +51,11 @@ WHILE_RUNNING = Registration(WorkerState.RUNNING, "worker is not running")
 def no_problems(launch_config: Mapping[str, Any], path: str) -> list[str]:
     """For a kind whose launch configs need no check beyond their schema (or no warnings)."""
     return []
+
+
+def no_offering(launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+    """For a kind whose launch configs launch in no cloud market (static)."""
+    return None
 
 
 def never(launch_config: Mapping[str, Any]) -> bool:
@@ -94,6 +99,11 @@ class KindDescription:
     # The boot data worker-runner reads, as worker-manager writes it: where it is written is
     # the provider's business, the keys and values are this.
     boot_data: Callable[[BootFacts], Mapping[str, Any]]
+    # Where a launch config launches as its cloud prices and runs out of it, from the launch
+    # config (verbatim) and its worker group (LaunchConfigRecord.region): what the launch
+    # choice benches, prices and scores. None when the launch config does not say (a missing
+    # or non-string instance type; a kind with no cloud).
+    offering: Callable[[Mapping[str, Any], str], Offering | None]
     # Whether its workers are made and changed by createWorker and updateWorker (Taskcluster's
     # static provider; every other answers "not supported"): such a pool's definition carries
     # no launch configs but the one its workers belong to, a removed or expired worker stops

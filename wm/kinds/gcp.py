@@ -13,8 +13,10 @@ from pydantic import Field, field_validator, model_validator
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ConfigPath, ProviderConfigBase
 from wm.config.provider_ids import gce_label_problem
+from wm.errors import ON_DEMAND, SPOT
 from wm.kinds.base import MANAGED_BY, BootFacts, KindDescription, never, no_problems
 from wm.kinds.schema_parts import ARRAY, INTEGER_MIN_1, OBJECT, STRING, worker_manager
+from wm.model import Offering
 from wm.pools.json_check import Schema
 
 # GCE's published defaults, per project ("Compute Engine rate quotas": 1,500 requests a minute
@@ -170,6 +172,32 @@ def boot_data(facts: BootFacts) -> Mapping[str, Any]:
     )
 
 
+def offering(launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+    """The worker group is the zone, its region the zone less its last "-x" (GCE's naming:
+    us-central1-a in us-central1); the type is machineType's last path segment
+    ("zones/us-central1-a/machineTypes/n2-standard-2" or a bare name); spot for
+    scheduling.provisioningModel SPOT (GCE reads its enums without regard to case) or the
+    older scheduling.preemptible. None without a machine type or a zone-shaped worker group."""
+    machine_type = launch_config.get("machineType")
+    if not isinstance(machine_type, str) or not machine_type.rsplit("/", 1)[-1]:
+        return None
+    region, dash, _ = worker_group.rpartition("-")
+    if not dash or not region:
+        return None
+    scheduling = launch_config.get("scheduling")
+    scheduling = scheduling if isinstance(scheduling, Mapping) else {}
+    model = scheduling.get("provisioningModel")
+    spot = (isinstance(model, str) and model.upper() == "SPOT") or scheduling.get(
+        "preemptible"
+    ) is True
+    return Offering(
+        region=region,
+        zone=worker_group,
+        instance_type=machine_type.rsplit("/", 1)[-1],
+        market=SPOT if spot else ON_DEMAND,
+    )
+
+
 DESCRIPTION = KindDescription(
     name="gcp",
     config_model=GcpProviderConfig,
@@ -185,4 +213,5 @@ DESCRIPTION = KindDescription(
     create_batch_max=CREATE_BATCH_MAX,
     proof_rejected="Token validation error",
     boot_data=boot_data,
+    offering=offering,
 )

@@ -13,7 +13,7 @@ from pydantic import model_validator
 
 from wm.calls import CallClass
 from wm.config.base import BudgetLimit, ProviderConfigBase
-from wm.kinds.base import BootFacts, KindDescription, never, no_problems
+from wm.kinds.base import BootFacts, KindDescription, never, no_offering, no_problems
 from wm.kinds.schema_parts import MAX_REREGISTRATION_TIMEOUT_S, OBJECT, closed
 from wm.pools.json_check import Schema
 
@@ -111,6 +111,7 @@ DESCRIPTION = KindDescription(
     # to every refused proof).
     proof_rejected="bad staticSecret in workerIdentityProof",
     boot_data=boot_data,
+    offering=no_offering,  # hand-made machines: no cloud sells them
     hand_made=True,
     pool_config_schema=POOL_CONFIG,
 )

@@ -87,13 +87,14 @@ from wmsim.azure.errors import ArmError, error_answer, server_error
 from wmsim.azure.images import Images
 from wmsim.azure.networks import Networks
 from wmsim.azure.operations import Operation, Operations
-from wmsim.azure.resources import RecordedPut, _key, _Resource, _Vm, _Vnet
+from wmsim.azure.resources import RecordedPut, _json, _key, _Resource, _Vm, _Vnet
 from wmsim.azure.tls import make_certificate
 from wmsim.azure.vm_metadata import VmMetadata
 from wmsim.azure.vm_views import sim_vm
 from wmsim.azure.vms import VM_PUTS_KEPT, VirtualMachines
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm
 from wmsim.cloud import SimCloudConfig
+from wmsim.market_sim import MarketBound
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
 
@@ -112,8 +113,11 @@ class SimArm(
     Operations,
     VmMetadata,
     Control,
+    MarketBound,
 ):
     """The simulated ARM endpoint. `endpoint` is the provider config's endpoint and authority."""
+
+    market_kind = "azure"
 
     def __init__(
         self,
@@ -184,6 +188,7 @@ class SimArm(
             self._vm_puts.clear()
             self.deployments.reset()
         self.preemptions.clear()
+        self.use_market(self.market_initial)
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
 
@@ -206,6 +211,7 @@ class SimArm(
         with self._lock:
             vm = self._find(cloud_id_or_name)
             vm.reason = reason
+            self._market_stopped(_key(vm.id))
             policy = str(vm.properties.get("evictionPolicy", "Deallocate")).lower()
             if vm.spot and policy == "delete":
                 self._drop_vm(_key(vm.id))
@@ -213,7 +219,9 @@ class SimArm(
                 vm.power = "deallocated" if vm.spot else "stopped"
 
     def _preempt_due(self) -> None:
-        """Evict the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        """Evict the Spot VMs whose time has come (Behaviour.preempt_share, and the market's
+        reclaims)."""
+        self._market_reclaims()
         for vm_id in self.preemptions.due():
             with contextlib.suppress(KeyError):
                 self.kill(vm_id, "evicted")
@@ -280,6 +288,11 @@ class SimArm(
         parts = [unquote(p) for p in request.path.split("/") if p]
         lower = [p.lower() for p in parts]
         if lower[:1] == ["_sim"]:
+            found = self._market_control(
+                request.method, "/" + "/".join(lower), request.get_json(silent=True)
+            )
+            if found is not None:
+                return _json(found[1], found[0])
             return self._control(request, lower[1:])
         if len(lower) == 4 and lower[1:] == ["v2.0", ".well-known", "openid-configuration"]:
             return entra.openid_configuration(self.endpoint, parts[0])

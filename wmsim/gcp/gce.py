@@ -79,6 +79,7 @@ from wmsim.gcp.operations import Operation, ZoneOperations
 from wmsim.gcp.rest import backend_error, json_response
 from wmsim.gcp.routes import rules
 from wmsim.gcp.vm import Vm
+from wmsim.market_sim import MarketBound
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
 
@@ -115,8 +116,10 @@ class GceState:
     inserts: deque[InsertRecord] = field(default_factory=lambda: deque(maxlen=INSERTS_KEPT))
 
 
-class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes):
+class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound):
     """A GCE REST server on 127.0.0.1 holding instances and zone operations in memory."""
+
+    market_kind = "gcp"
 
     def __init__(
         self,
@@ -218,12 +221,15 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes):
             op_type = KILL_OPERATION_TYPES.get(reason, "compute.instances.guestTerminate")
             op = self._new_op(vm.project, vm.zone, op_type, vm, done_at=time.monotonic())
             op.status_message = reason
+            self._market_stopped(str(vm.id))
             if reason == "preempted" and vm.scheduling.get("instanceTerminationAction") == "DELETE":
                 # A Spot VM told to DELETE on pre-emption is gone; only the operation remains.
                 del self._state.vms[(vm.project, vm.zone, vm.name)]
 
     def _preempt_due(self) -> None:
-        """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share, and the
+        market's reclaims)."""
+        self._market_reclaims()
         for vm_id in self.preemptions.due():
             with contextlib.suppress(KeyError):
                 self.kill(vm_id, "preempted")
@@ -233,6 +239,7 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes):
         with self._lock:
             vm = self._find(cloud_id_or_name)
             del self._state.vms[(vm.project, vm.zone, vm.name)]
+            self._market_stopped(str(vm.id))
 
     def seed_instances(
         self,
@@ -271,6 +278,7 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes):
         with self._lock:
             self._state = GceState()
         self.preemptions.clear()
+        self.use_market(self.market_initial)
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
 
@@ -370,6 +378,11 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes):
         request = Request(environ)
         if (vm := metadata.vm_path(request.path)) is not None:
             return metadata.respond(start_response, self._metadata(request, *vm))
+        found = self._market_control(
+            request.method, request.path, request.get_json(force=True, silent=True)
+        )
+        if found is not None:
+            return json_response(found[1], found[0])(environ, start_response)
         try:
             endpoint, args = self._urls.bind_to_environ(environ).match()
         except NotFound:

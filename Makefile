@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.isolation
 	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.registration
+	$(BIN)/python -m bench.launch_choice
 	$(BIN)/python -m bench.check
 
 # Mutation testing of the pure decision modules (tools/mutate.py, README "Mutation testing"):

@@ -19,18 +19,20 @@ The pools (per scenario file): tasks arrive (Poisson, plus a burst every few hou
 pool and the same for every arm; every PASS_S the demand not covered by idle or booting
 workers is launched for; a granted instance boots (the cloud's boot_s), registers (unless the
 offering's `unregistered` share says it never will: then it is stopped after
-REGISTRATION_TIMEOUT_S), claims tasks, and stops after IDLE_TIMEOUT_S idle. The market
-pre-empts running spot by its hazard (common random numbers per offering and step, so two arms
-running the same instances meet the same pre-emptions); a pre-empted task's work is lost and
+REGISTRATION_TIMEOUT_S), claims tasks, and stops after IDLE_TIMEOUT_S idle. The market's
+hazard pre-empts running spot: each worker runs an exponential clock in integrated hazard, the
+pool's n-th launch getting the same clock in every arm (common random numbers), so two arms
+running the same workers meet the same pre-emptions; a pre-empted task's work is lost and
 it is queued again. The market's ledger bills every instance (per second, 60 s minimum).
 
 Figures per arm (issue 40 §4), over every pool of the scenario:
 cost_per_task_hour ($ billed / hours of completed tasks' run time), time_to_capacity_p50_s and
 _p95_s (from a task's demand to its claim, for demand arising within 30 min after a place the
-pool launches in runs dry: tasks arriving, and tasks re-queued by a pre-emption), preemptions_per_1000_worker_hours, capacity_errors_per_100_creates
-(capacity and quota refusals; a create is one call: EC2's RunInstances, one instance on GCE and
-Azure), never_registered (launches), signal_api_calls_per_hour. `ratio` is worker-manager's
-figure over the arm's (bench/README.md's baseline / wm).
+pool launches in runs dry: tasks arriving, and tasks re-queued by a pre-emption),
+preemptions_per_1000_worker_hours, capacity_errors_per_100_creates (capacity and quota
+refusals; a create is one call: EC2's RunInstances, one instance on GCE and Azure),
+never_registered (launches), signal_api_calls_per_hour. `ratio` is worker-manager's figure
+over the arm's (bench/README.md's baseline / wm).
 
     .venv/bin/python -m bench.launch_choice                  # S0..S5, seed 1
     .venv/bin/python -m bench.launch_choice --scenarios S1 S3 --seed 7 --hours 6
@@ -83,12 +85,13 @@ FIGURES = (
     "time_to_capacity_p50_s",
     "time_to_capacity_p95_s",
     "preemptions_per_1000_worker_hours",
+    "preemption_exposure_per_1000_worker_hours",
     "capacity_errors_per_100_creates",
     "never_registered",
     "signal_api_calls_per_hour",
 )
 # Worker-manager reads no signals: the control's deviation leaves that figure out.
-CONTROL_FIGURES = FIGURES[:-1]
+CONTROL_FIGURES = tuple(f for f in FIGURES if f != "signal_api_calls_per_hour")
 RESULTS = REPO_DIR / "bench" / "results" / "launch_choice.json"
 
 
@@ -115,6 +118,12 @@ class Worker:
     task: Task | None = None
     idle_since: float | None = None
     stopped: float | None = None
+    # A create the cloud will refuse but has not yet (a GCE operation, an ARM deployment):
+    # the pass counts it as capacity on its way until the refusal arrives, as both services do.
+    phantom: bool = False
+    # Its pre-emption clock: pre-empted once the hazard it has run under adds up to this.
+    budget: float = math.inf
+    spent: float = 0.0
 
 
 @dataclass
@@ -138,6 +147,7 @@ class Counts:
     creates: int = 0
     capacity_errors: int = 0
     preemptions: int = 0
+    exposure: float = 0.0  # expected pre-emptions: the hazard integrated over running workers
     never_registered: int = 0
     signal_calls: int = 0
     worker_s: float = 0.0
@@ -168,6 +178,7 @@ class Sim:
         self.learn: list[tuple[float, int, Callable[[], None]]] = []  # (when, n, what)
         self._n = 0
         self.boot_rng = random.Random(f"boot:{seed}")
+        self.launched: dict[str, int] = defaultdict(int)
 
     # what an arm calls to launch
     def create(self, pool: PoolSpec, lc: LaunchConfigSpec, count: int, now: float, *,
@@ -184,10 +195,20 @@ class Sim:
             spec = self.market.spec(o)
             boot = cloud.boot_s * (0.8 + 0.4 * self.boot_rng.random())
             never = self.boot_rng.random() < spec.unregistered
-            self.workers[pool.pool_id].append(Worker(wid, lc, now, None if never else now + boot))
+            worker = Worker(wid, lc, now, None if never else now + boot)
+            worker.budget = self._budget(pool)
+            self.workers[pool.pool_id].append(worker)
         if granted == 0 and code is not None:
             self.counts.capacity_errors += 1
             quota = code == cloud.quota_code
+            if cloud.refusal_delay_s > 0:
+                self._n += 1
+                ghost = Worker(f"{self.arm.name}-{self._n}", lc, now, None, phantom=True)
+                self.workers[pool.pool_id].append(ghost)
+                self._later(
+                    now + cloud.refusal_delay_s,
+                    lambda: self.stop(ghost, ghost.accepted + cloud.refusal_delay_s),
+                )
             self._later(
                 now + cloud.refusal_delay_s,
                 lambda: self.arm.refused(pool, lc, code, quota, now + cloud.refusal_delay_s),
@@ -195,6 +216,14 @@ class Sim:
         elif granted > 0:
             self.arm.created(pool, lc, granted, now)
         return granted
+
+    def _budget(self, pool: PoolSpec) -> float:
+        """The n-th worker a pool launches gets the same exponential clock in every arm
+        (common random numbers): arms that run the same workers under the same hazard meet the
+        same pre-emptions, so what differs between arms is their choice, not the draws."""
+        self.launched[pool.pool_id] += 1
+        u = random.Random(f"preempt:{self.seed}:{pool.pool_id}:{self.launched[pool.pool_id]}")
+        return -math.log(1.0 - u.random())
 
     def _later(self, when: float, what: Callable[[], None]) -> None:
         self._n += 1
@@ -205,6 +234,8 @@ class Sim:
 
     def stop(self, w: Worker, now: float) -> None:
         w.stopped = now
+        if w.phantom:
+            return
         self.counts.worker_s += now - w.accepted
         self.market.stop(w.worker_id, now)
 
@@ -217,7 +248,7 @@ class Sim:
             self.market.advance(now)
             while self.learn and self.learn[0][0] <= now:
                 heapq.heappop(self.learn)[2]()
-            for pool_id, pool in self.pools.items():
+            for pool in self.pools.values():
                 self._step_pool(pool, now)
             if i % per_pass == 0:
                 for pool in self.pools.values():
@@ -234,7 +265,9 @@ class Sim:
         return self.arrivals[pool_id][1]
 
     def _time_after_dry(self, t: Task, dry_watch: Sequence[str], pool_id: str) -> None:
-        places = set(dry_watch) or {lc.offering.place for lc in self.pools[pool_id].launch_configs}
+        places = {lc.offering.place for lc in self.pools[pool_id].launch_configs}
+        if dry_watch:
+            places &= set(dry_watch)
         starts = [start for start, place in self.market.dry_starts if place in places]
         demands = t.demands if t.first_claim is not None else [[t.arrive, None]]
         for demand_at, claimed in demands:
@@ -253,7 +286,7 @@ class Sim:
         live = self.live(pool_id)
         # registration, or giving up on a worker that never registers
         for w in live:
-            if not w.registered:
+            if not w.registered and not w.phantom:
                 if w.ready_at is not None and w.ready_at <= now:
                     w.registered, w.idle_since = True, now
                     self.arm.registered(pool, w, now)
@@ -261,33 +294,36 @@ class Sim:
                     self.counts.never_registered += 1
                     self.arm.never_registered(pool, w, now)
                     self.stop(w, now)
-        # pre-emption by the market's hazard, the same draws for every arm
-        by_offering: dict[str, list[Worker]] = defaultdict(list)
+        # pre-emption by the market's hazard (each worker's clock: the same as the market's
+        # reclaims draws in law, an exponential time in integrated hazard)
+        rates: dict[str, float] = {}
         for w in live:
-            if w.stopped is None and w.lc.offering.market == SPOT:
-                by_offering[w.lc.offering.key].append(w)
-        for key in sorted(by_offering):
-            group = sorted(by_offering[key], key=lambda w: w.accepted)
-            rng = random.Random(f"{self.seed}:{pool_id}:{key}:{now}")
-            n = self.market.reclaims(group[0].lc.offering, len(group), now, STEP_S, rng)
-            for w in rng.sample(group, n) if n else ():
-                self.counts.preemptions += 1
-                if w.task is not None:
-                    w.task.started = None
-                    w.task.demands.append([now, None])
-                    queue.insert(0, w.task)
-                    w.task = None
-                self.arm.preempted(pool, w, now)
-                self.stop(w, now)
+            if w.stopped is not None or w.phantom or w.lc.offering.market != SPOT:
+                continue
+            o = w.lc.offering
+            if o.key not in rates:
+                rates[o.key] = self.market.hazard(o, now) * STEP_S / 3600
+            w.spent += rates[o.key]
+            self.counts.exposure += rates[o.key]
+            if w.spent < w.budget:
+                continue
+            self.counts.preemptions += 1
+            if w.task is not None:
+                w.task.started = None
+                w.task.demands.append([now, None])
+                queue.insert(0, w.task)
+                w.task = None
+            self.arm.preempted(pool, w, now)
+            self.stop(w, now)
         # completions, claims, idle timeouts
         for w in self.live(pool_id):
             if not w.registered:
                 continue
-            if w.task is not None and w.task.started is not None:
-                if now - w.task.started >= w.task.duration:
-                    self.counts.completed_task_s += w.task.duration
-                    w.task.done = True
-                    w.task, w.idle_since = None, now
+            done = w.task is not None and w.task.started is not None
+            if done and now - w.task.started >= w.task.duration:  # type: ignore[union-attr,operator]
+                self.counts.completed_task_s += w.task.duration
+                w.task.done = True
+                w.task, w.idle_since = None, now
             if w.task is None and queue:
                 task = queue.pop(0)
                 task.started = now
@@ -297,9 +333,8 @@ class Sim:
                 elif task.demands and task.demands[-1][1] is None:
                     task.demands[-1][1] = now
                 w.task, w.idle_since = task, None
-            if w.task is None and w.idle_since is not None:
-                if now - w.idle_since >= IDLE_TIMEOUT_S:
-                    self.stop(w, now)
+            if w.task is None and w.idle_since is not None and now - w.idle_since >= IDLE_TIMEOUT_S:
+                self.stop(w, now)
 
     def _pass(self, pool: PoolSpec, now: float) -> None:
         live = self.live(pool.pool_id)
@@ -683,6 +718,10 @@ def run_arm(scenario: str, arm: str, seed: int, hours: float | None) -> dict[str
         "preemptions_per_1000_worker_hours": rounded(counts.preemptions / worker_h * 1000, 2)
         if worker_h
         else None,
+        # the same without the draws' noise: what the arm exposed its workers to
+        "preemption_exposure_per_1000_worker_hours": rounded(counts.exposure / worker_h * 1000, 2)
+        if worker_h
+        else None,
         "capacity_errors_per_100_creates": rounded(counts.capacity_errors / counts.creates * 100, 2)
         if counts.creates
         else None,
@@ -749,7 +788,8 @@ def table(name: str, title: str, result: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{name}: {title}"]
     lines += [
-        r[0].ljust(widths[0]) + "".join(c.rjust(w + 2) for c, w in zip(r[1:], widths[1:]))
+        r[0].ljust(widths[0])
+        + "".join(c.rjust(w + 2) for c, w in zip(r[1:], widths[1:], strict=True))
         for r in rows
     ]
     return "\n".join(lines)

@@ -240,6 +240,8 @@ LAYERS = (
             "wm.provisioning.intent_sightings",
             "wm.provisioning.pass_news",  # demand that came while a pass's creates are out
             "wm.provisioning.launch_choice",
+            "wm.provisioning.offering_bench",  # an offering benched after a capacity refusal
+            "wm.provisioning.cost_choice",  # launch configs scored by cost and availability
             "wm.workers.lifecycle",
             "wm.workers.stages",
             "wm.pools.apply_plan",

@@ -17,15 +17,18 @@ the pool's median task (the work a pre-emption loses); R_c: median accepted -> r
 H: a worker's mean lifetime (boot time is paid once per life); q_c: the share of launches that
 registered, Beta(4, 0) prior. e_min: the cheapest open or probing config of weight > 0.
 
-Anything unknown is neutral: a price or a time to ready the pool's median of the known ones, an
-availability 1, a pre-emption prior the pool's median (0 for on demand). With nothing known
-every factor is exactly 1.0, so the cost choice launches as the weights do.
+Anything unknown is neutral, the pool's median of the known values: a price (per unit of
+capacity), a cloud availability (1 when none is known), a time to ready, a pre-emption prior
+(of spot offerings; 0 for on demand). A config whose signal alone is missing (a failed call,
+a region the source does not cover) is then neither favoured nor shunned for it. With nothing
+known every factor is exactly 1.0, so the cost choice launches as the weights do.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from statistics import median
 
@@ -61,7 +64,8 @@ class ConfigView:
     offering: Offering | None
     capacity_per_worker: int
     price_per_hour: float | None  # None: unknown -> neutral (pool median)
-    availability: float | None  # 0..1, None: unknown -> 1.0
+    # 0..1, None: unknown -> the pool's median of the known ones (1.0 when none is)
+    availability: float | None
     preemption_prior: float | None  # per instance-hour, None: unknown
     evidence: Evidence
     bench: BenchState
@@ -107,31 +111,82 @@ def score(
     configs: Sequence[ConfigView], pool: PoolFacts, now: float, beta: float = DEFAULT_BETA
 ) -> list[Scored]:
     """One Scored per config, in the order given. Deterministic in its arguments."""
+    configs = [_sane(c) for c in configs]
     prices = [_per_capacity(c) for c in configs]
-    known_prices = [p for p in prices if p is not None]
-    neutral_price = median(known_prices) if known_prices else None
-    spot_priors = [
-        c.preemption_prior
-        for c in configs
-        if c.preemption_prior is not None and not _on_demand(c.offering)
-    ]
-    neutral_prior = median(spot_priors) if spot_priors else 0.0
-    known_ready = [c.evidence.median_ready_s for c in configs if c.evidence.median_ready_s]
-    neutral_ready = median(known_ready) if known_ready else None
-    costed = [
-        _cost(c, price, neutral_price, neutral_prior, neutral_ready, pool, now)
-        for c, price in zip(configs, prices, strict=True)
-    ]
+    neutral = _Neutral.of(configs, prices)
+    costed = [_cost(c, price, neutral, pool, now) for c, price in zip(configs, prices, strict=True)]
     eligible = [
         k.effective for k in costed if k.config.weight > 0 and k.admission is not Admission.BENCHED
     ]
     e_min = min(eligible or [k.effective for k in costed if k.config.weight > 0] or [1.0])
-    return [_scored(k, e_min, beta, neutral_price is not None) for k in costed]
+    return [_scored(k, e_min, beta, neutral.price is not None) for k in costed]
+
+
+@dataclass(frozen=True)
+class _Neutral:
+    """What an unknown counts as: the pool's median of the known values."""
+
+    price: float | None  # per capacity-hour; None: no config's price is known
+    cloud_availability: float
+    prior: float  # of spot offerings
+    ready_s: float | None
+
+    @classmethod
+    def of(cls, configs: Sequence[ConfigView], prices: Sequence[float | None]) -> _Neutral:
+        known_prices = [p for p in prices if p is not None]
+        known_availability = [
+            _clamped(c.availability) for c in configs if c.availability is not None
+        ]
+        spot_priors = [
+            c.preemption_prior
+            for c in configs
+            if c.preemption_prior is not None and not _on_demand(c.offering)
+        ]
+        known_ready = [r for c in configs if (r := c.evidence.median_ready_s) is not None]
+        return cls(
+            price=median(known_prices) if known_prices else None,
+            cloud_availability=median(known_availability) if known_availability else 1.0,
+            prior=median(spot_priors) if spot_priors else 0.0,
+            ready_s=median(known_ready) if known_ready else None,
+        )
+
+
+def _clamped(availability: float) -> float:
+    return min(1.0, max(AVAILABILITY_FLOOR, availability))
+
+
+def _sane(config: ConfigView) -> ConfigView:
+    """Garbage is unknown: a price that is not above 0, a signal, count or time that is not
+    a finite number (a source's garbage must not starve or flood a config)."""
+
+    def finite(value: float | None, least: float) -> float | None:
+        return value if value is not None and math.isfinite(value) and value >= least else None
+
+    price = config.price_per_hour
+    evidence = config.evidence
+    counts = {
+        name: finite(getattr(evidence, name), 0.0) or 0.0
+        for name in (
+            "creates_ok",
+            "capacity_failures",
+            "preempted",
+            "running_hours",
+            "launched",
+            "registered",
+        )
+    }
+    return replace(
+        config,
+        price_per_hour=price if finite(price, 0.0) and price > 0 else None,
+        availability=finite(config.availability, -math.inf),
+        preemption_prior=finite(config.preemption_prior, 0.0),
+        evidence=replace(evidence, median_ready_s=finite(evidence.median_ready_s, 0.0), **counts),
+    )
 
 
 def _per_capacity(config: ConfigView) -> float | None:
     price = config.price_per_hour
-    if price is None or price < 0 or config.capacity_per_worker <= 0:
+    if price is None or config.capacity_per_worker <= 0:
         return None
     return price / config.capacity_per_worker
 
@@ -143,9 +198,7 @@ def _on_demand(offering: Offering | None) -> bool:
 def _cost(
     config: ConfigView,
     price: float | None,
-    neutral_price: float | None,
-    neutral_prior: float,
-    neutral_ready: float | None,
+    neutral: _Neutral,
     pool: PoolFacts,
     now: float,
 ) -> _Costed:
@@ -154,29 +207,33 @@ def _cost(
     state = admission(config.bench, now)
     why += _bench_words(config.bench, state)
 
-    cloud = 1.0
+    cloud = neutral.cloud_availability
     if config.availability is not None:
-        cloud = min(1.0, max(AVAILABILITY_FLOOR, config.availability))
+        cloud = _clamped(config.availability)
         why.append(f"the cloud rates its availability {cloud:.2f}")
+    elif cloud < 1.0:
+        why.append(f"availability unknown: counted at the pool's median, {cloud:.2f}")
     ok, refused = max(0.0, evidence.creates_ok), max(0.0, evidence.capacity_failures)
     availability = cloud * (1 + ok) / (1 + ok + refused)
     if refused > 0:
         why.append(f"{refused:.1f} capacity refusals to {ok:.1f} creates lately")
 
     if price is None:
-        if neutral_price is not None:
+        if neutral.price is not None:
             why.append("price unknown: counted at the pool's median")
-        price = neutral_price if neutral_price is not None else 1.0
+        price = neutral.price if neutral.price is not None else 1.0
 
     prior = config.preemption_prior
     if prior is None:
-        prior = 0.0 if _on_demand(config.offering) else neutral_prior
-    hours = max(0.0, evidence.running_hours)
-    rate = (max(0.0, evidence.preempted) + PRIOR_HOURS * max(0.0, prior)) / (hours + PRIOR_HOURS)
-    if rate > 0:
+        prior = 0.0 if _on_demand(config.offering) else neutral.prior
+    hours, preempted = max(0.0, evidence.running_hours), max(0.0, evidence.preempted)
+    rate = (preempted + PRIOR_HOURS * max(0.0, prior)) / (hours + PRIOR_HOURS)
+    if rate > 0 and (config.preemption_prior is not None or preempted > 0):
         why.append(f"{rate:.3f} pre-emptions per instance-hour")
 
-    ready_s = evidence.median_ready_s if evidence.median_ready_s else neutral_ready
+    ready_s = evidence.median_ready_s
+    if ready_s is None:
+        ready_s = neutral.ready_s
     ready_h = (ready_s or 0.0) / 3600
     lost_h = (pool.median_task_s or 0.0) / 2 / 3600
     life_h = (pool.mean_lifetime_s or 0.0) / 3600

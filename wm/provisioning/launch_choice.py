@@ -9,7 +9,7 @@ split follows the weights exactly over a pass and never depends on a random draw
 
 Two more limits, off unless asked for (the cost choice asks, wm.provisioning.cost_choice):
 an option that is only a probe of a benched offering gets one worker, ahead of the shares; and
-`spread` caps any one offering's share of the pass's new capacity and of the pool's live spot
+`spread` caps any one offering's share of the pass's new capacity and of the pool's spot
 capacity while another option with weight and room remains (a dry spell reclaims a zone's spot
 all at once; SkyPilot's one-zone hammering, research §7).
 """
@@ -54,23 +54,26 @@ def choose(
 ) -> list[Allocation]:
     """Workers per launch config covering `to_add` capacity (the last may overshoot it).
 
-    `spread` (0 < spread <= 1; None: no cap): an offering that already has new capacity this
-    pass takes no more once that would pass `spread` of `to_add`, nor, when it already runs
-    some, once its live spot capacity and new capacity would pass `spread` of the pool's live
-    spot capacity plus `to_add`, while an option of another offering (or of none) with weight
-    and room remains. Each offering's first worker of a pass is never capped by the pass share.
+    `spread` (0 < spread <= 1; None: no cap) holds each offering (options of one offering_key
+    together) to two shares, while an option of another offering, or of none, with weight and
+    room is not held: its share of the pass, new capacity over `to_add` (an offering's first
+    worker of a pass always allowed); and its share of the pool's spot capacity after the
+    pass, live and new capacity over the pool's live spot capacity plus `to_add` (allowed
+    while it has none). When every option is held by the pass share, the pool share alone
+    holds them (a pool whose live workers crowd one offering fills the others first); when
+    every option is held by that too, the weights alone choose.
     """
     if spread is not None and not 0 < spread <= 1:
         raise ValueError(f"spread must be in (0, 1], not {spread!r}")
     given = {o.launch_config_id: 0 for o in options}  # capacity handed out this pass
     workers = dict.fromkeys(given, 0)
     ordered = sorted(options, key=lambda o: o.launch_config_id)
-    live_by_offering: dict[str, int] = {}
+    live: dict[str, int] = {}
     for option in ordered:
         if option.offering_key is not None:
             key = option.offering_key
-            live_by_offering[key] = live_by_offering.get(key, 0) + option.live_spot_capacity
-    live_total = sum(live_by_offering.values())
+            live[key] = live.get(key, 0) + option.live_spot_capacity
+    live_total = sum(live.values())
     remaining = to_add
     # A probe tests whether a benched offering has capacity again: it goes first, so that a
     # small pass or a low weight cannot put it off window after window.
@@ -91,23 +94,7 @@ def choose(
             if score > 0:
                 scores[lc_id] = score
         if spread is not None:
-            new_by_offering: dict[str, int] = {}
-            for option in ordered:
-                if option.offering_key is not None:
-                    key = option.offering_key
-                    new_by_offering[key] = (
-                        new_by_offering.get(key, 0) + given[option.launch_config_id]
-                    )
-            capped = {
-                option.launch_config_id
-                for option in ordered
-                if option.launch_config_id in scores
-                and _over_spread(
-                    option, spread, to_add, new_by_offering, live_by_offering, live_total
-                )
-            }
-            if capped and len(capped) < len(scores):
-                scores = {lc_id: s for lc_id, s in scores.items() if lc_id not in capped}
+            scores = _spread(scores, ordered, given, live, live_total, spread, to_add)
         best, best_score = None, 0.0
         for option in ordered:
             score = scores.get(option.launch_config_id, 0.0)
@@ -125,23 +112,43 @@ def choose(
     ]
 
 
-def _over_spread(
-    option: LaunchOption,
+def _spread(
+    scores: dict[str, float],
+    ordered: Sequence[LaunchOption],
+    given: dict[str, int],
+    live: dict[str, int],
+    live_total: int,
     spread: float,
     to_add: int,
-    new_by_offering: dict[str, int],
-    live_by_offering: dict[str, int],
-    live_total: int,
-) -> bool:
-    """Whether one more worker of `option` would take its offering past `spread`."""
-    key = option.offering_key
-    if key is None:
-        return False
-    new, live = new_by_offering.get(key, 0), live_by_offering.get(key, 0)
-    after = new + option.capacity_per_worker
-    if new > 0 and after > spread * to_add:
-        return True
-    return live > 0 and live + after > spread * (live_total + to_add)
+) -> dict[str, float]:
+    """The candidates `spread` leaves for the next worker (see choose)."""
+    new: dict[str, int] = {}
+    for option in ordered:
+        if option.offering_key is not None:
+            key = option.offering_key
+            new[key] = new.get(key, 0) + given[option.launch_config_id]
+    candidates = [o for o in ordered if o.launch_config_id in scores]
+
+    def over_pool(option: LaunchOption) -> bool:
+        key = option.offering_key
+        if key is None:
+            return False
+        had = live.get(key, 0) + new.get(key, 0)
+        after = had + option.capacity_per_worker
+        return had > 0 and after > spread * (live_total + to_add)
+
+    def over_pass(option: LaunchOption) -> bool:
+        key = option.offering_key
+        if key is None:
+            return False
+        had = new.get(key, 0)
+        return had > 0 and had + option.capacity_per_worker > spread * to_add
+
+    for held in (lambda o: over_pool(o) or over_pass(o), over_pool):
+        free = {o.launch_config_id for o in candidates if not held(o)}
+        if free:
+            return {lc_id: s for lc_id, s in scores.items() if lc_id in free}
+    return scores
 
 
 def _weight(option: LaunchOption, given: int) -> float:

@@ -94,7 +94,7 @@ def build(real_pools: Path) -> dict[str, Any]:
         "hours": 24,
         "price_spread": 0.15,
         "regimes": {"ample_min": 720, "tight_min": 45, "dry_min": 30, "dry_share": 0.4},
-        "offerings": [{"key": key, "capacity": 40} for key in sorted(offerings)],
+        "offerings": [{"key": key, "capacity": 80} for key in sorted(offerings)],
         "pools": out_pools,
     }
 

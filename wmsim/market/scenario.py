@@ -178,11 +178,16 @@ def load_clouds(path: Path = CLOUDS_FILE) -> dict[str, CloudModel]:
             signals={
                 k: c[k]
                 for k in (
-                    "availability_signal", "preemption_signal", "price_refresh_s",
-                    "availability_refresh_s", "preemption_refresh_s", "price_calls",
-                    "availability_calls", "preemption_calls",
+                    "availability_signal",
+                    "preemption_signal",
+                    "price_refresh_s",
+                    "availability_refresh_s",
+                    "preemption_refresh_s",
+                    "price_calls",
+                    "availability_calls",
+                    "preemption_calls",
                 )
-            },  # fmt: skip
+            },
         )
     return out
 

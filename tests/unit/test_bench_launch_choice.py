@@ -1,0 +1,54 @@
+"""bench.launch_choice runs a short scenario end to end and writes figures of the agreed shape
+(their values are the benchmark's output, not a test's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import launch_choice
+from bench.check import README, evaluate, parse_goals, read_results
+
+
+def test_a_short_run_writes_every_arms_figures_and_their_ratios(tmp_path: Path):
+    output = tmp_path / "launch_choice.json"
+
+    assert launch_choice.main(["--scenarios", "S1", "--hours", "3", "--output", str(output)]) == 0
+
+    result = json.loads(output.read_text())
+    s1 = result["scenarios"]["S1"]
+    for arm in launch_choice.ARMS:
+        assert set(launch_choice.FIGURES) <= set(s1[arm])
+        assert s1[arm]["creates"] > 0
+        assert s1[arm]["completed_task_hours"] > 0
+        assert s1[arm]["tasks_timed_after_dry"] > 0  # the 2-hour dry spell is inside 3 hours
+    assert set(s1["ratio"]) == {"wm-weights", "wm-cost"}
+    assert set(s1["ratio"]["wm-cost"]) >= set(launch_choice.FIGURES)
+    assert isinstance(s1["control_deviation"], float)
+    assert s1["worker-manager"]["signal_api_calls_per_hour"] == 0
+    assert s1["wm-cost"]["signal_api_calls_per_hour"] > 0
+
+
+def test_the_same_seed_gives_the_same_figures():
+    first = launch_choice.run_arm("S1", "worker-manager", 5, 1.0)
+    again = launch_choice.run_arm("S1", "worker-manager", 5, 1.0)
+
+    assert first == again
+
+
+def test_the_goals_read_the_launch_choice_result_file(tmp_path: Path):
+    goals = [g for g in parse_goals(README.read_text()) if g.benchmark == "launch_choice"]
+    output = tmp_path / "launch_choice.json"
+    launch_choice.main(["--scenarios", *launch_choice.SCENARIOS, "--hours", "0.5",
+                        "--output", str(output)])  # fmt: skip
+    results = read_results(tmp_path, ["launch_choice"])
+
+    assert goals
+    for goal in goals:
+        # every goal finds its path (a figure may be null on so short a run, never misnamed)
+        outcome = evaluate(goal, results["launch_choice"])
+        assert outcome.file_found
+        node = results["launch_choice"]
+        for key in goal.path:
+            assert key in node, f"{goal.expression}: no {key!r}"
+            node = node[key]

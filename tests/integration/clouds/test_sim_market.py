@@ -393,7 +393,7 @@ def test_azure_refuses_spot_beyond_the_low_priority_cores_quota(
     results = azure_provider.create(launched)
 
     errors = [r.error for r in results if r.error is not None]
-    assert [r.error is None for r in results] == [True, True, False]
+    assert len(errors) == 1  # the PUTs go out at once: any one of them is the third
     assert (errors[0].category, errors[0].code) == (ErrorCategory.QUOTA, "OperationNotAllowed")
     assert "exceeding approved LowPriorityCores quota" in errors[0].message
     assert "Current Limit: 16" in errors[0].message  # two D8 VMs: 16 cores

@@ -44,9 +44,7 @@ ON_DEMAND = "on-demand"
 CAPACITY = "capacity"
 QUOTA = "quota"
 SWEEP_STEP_S = 60.0  # market seconds per reclaim draw: the market's own tick
-# The cloud's notice before it takes a spot VM back (market seconds): EC2's two-minute spot
-# interruption notice, GCE's and Azure's 30 s (preemption notice, Scheduled Events Preempt).
-NOTICE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
+
 
 
 @dataclass(frozen=True)
@@ -320,9 +318,12 @@ class SimMarket:
 class MarketBound:
     """What a simulated cloud adds to obey a market: `use_market`, the reclaims it turns into
     its own pre-emptions, and the /_sim/market and /_sim/ledger control routes. The sim sets
-    `market_kind` (wm's kind name) and has `preemptions`."""
+    `market_kind` (wm's kind name) and `market_notice_s`, and has `preemptions`."""
 
     market_kind: str
+    # The cloud's notice before it takes a spot VM back, in market seconds: EC2's two-minute
+    # spot interruption notice, GCE's and Azure's 30 s (preemption notice, Scheduled Events).
+    market_notice_s: float = 30.0
     preemptions: Preemptions
     market: SimMarket | None = None
     market_initial: MarketSettings | None = None  # what `reset` goes back to
@@ -349,7 +350,7 @@ class MarketBound:
             return
         keys = market.reclaims(self.market_kind)
         if keys:
-            at = time.monotonic() + market.real_s(NOTICE_S.get(self.market_kind, 30.0))
+            at = time.monotonic() + market.real_s(self.market_notice_s)
             for key in keys:
                 self.preemptions.schedule_at(key, at)
 

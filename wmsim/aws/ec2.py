@@ -135,6 +135,7 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBo
     """moto's EC2 on 127.0.0.1 with latency, faults, quotas, lifecycle and instance paging."""
 
     market_kind = "aws"
+    market_notice_s = 120.0  # the spot interruption notice
 
     def __init__(
         self,

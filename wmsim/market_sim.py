@@ -46,7 +46,6 @@ QUOTA = "quota"
 SWEEP_STEP_S = 60.0  # market seconds per reclaim draw: the market's own tick
 
 
-
 @dataclass(frozen=True)
 class MarketSettings:
     """A market scenario as a sim is told to obey it."""

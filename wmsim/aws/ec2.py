@@ -37,6 +37,12 @@ of it, in the same process, adds:
   the instance changes (wmsim/aws/pages.py): the sim's cost of a request is what changed, not
   the fleet, so a benchmark's listing measures the client, not moto.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market),
+RunInstances beyond the offering's spare capacity or spot quota is refused as EC2 refuses it
+(wmsim/aws/market.py), running spot instances are reclaimed by the market's hazard (terminated
+with Server.SpotInstanceTermination after the two-minute notice), and every instance is billed
+(GET /_sim/ledger).
+
 Control endpoints for other processes live under /_sim/ (see `_control`); they are neither
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
 forces the outcome of the next requests (`queue_outcomes`); GET /_sim/launch-requests lists the

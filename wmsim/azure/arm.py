@@ -56,6 +56,11 @@ metadata.azure.com leaf under a simulated Microsoft root, see wmsim/azure/attest
 `identity_trust_path` is the root's and issuing CA's PEM (the config's `identity_roots`);
 `mint_attested` makes forgeries for tests.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market), a VM
+PUT (alone or in a deployment) beyond the offering's spare capacity or quota is refused or fails
+its provisioning as Azure does (wmsim/azure/market.py), running Spot VMs are evicted by the
+market's hazard, and every VM is billed (GET /_sim/ledger).
+
 This module holds the SimArm's lifecycle, test accessors and request path (faults,
 throttling, authentication, dispatch); its parts are mixins of one job each, listed in
 arm_state.py. Launch configs the sim accepts are launch_configs.py's.

@@ -25,6 +25,11 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
 - Spot (scheduling.provisioningModel SPOT, or preemptible) is what the body says; a pre-empted
   Spot VM is TERMINATED, or gone when its instanceTerminationAction is DELETE.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market), an
+insert beyond the offering's spare capacity or quota ends its Operation with GCE's error
+(wmsim/gcp/market.py), running Spot VMs are pre-empted by the market's hazard, and every VM is
+billed (GET /_sim/ledger).
+
 Inserts are recorded as they reached the cloud, body as sent (camelCase JSON) and the reason
 of any refusal: `inserts()` in process, GET /_sim/creates over HTTP. `example_launch_config`
 makes a Taskcluster Google launch config the simulation accepts as it is.

@@ -109,6 +109,22 @@ cloud = "azure"
 region = "westeurope"
 market = "spot"
 instances = 2
+[[offerings]]
+key = "aws/eu-west-1/eu-west-1a/{EC2_TYPE}/spot"
+capacity = 50
+[[quotas]]
+cloud = "aws"
+region = "eu-west-1"
+market = "spot"
+instances = 2
+[[offerings]]
+key = "gcp/europe-west4/europe-west4-b/{GCE_TYPE}/spot"
+capacity = 50
+[[quotas]]
+cloud = "gcp"
+region = "europe-west4"
+market = "spot"
+instances = 1
 """
 
 
@@ -133,10 +149,11 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 30.0) -> Any:
 
 
 def ec2_spec(zone: str) -> LaunchSpec:
-    config = ec2_launch_config("us-east-1", instance_type=EC2_TYPE, spot=True, launch_config_id=LC)
+    region = zone[:-1]
+    config = ec2_launch_config(region, instance_type=EC2_TYPE, spot=True, launch_config_id=LC)
     config["launchConfig"]["Placement"] = {"AvailabilityZone": zone}
     return LaunchSpec(
-        launch_config_id=LC, region="us-east-1", capacity_per_worker=1, launch_config=config
+        launch_config_id=LC, region=region, capacity_per_worker=1, launch_config=config
     )
 
 
@@ -235,6 +252,24 @@ def test_ec2_reclaims_spot_in_a_dry_spell_with_the_spot_termination_reason(
     assert {i.reason for i in reclaimed} == {"Server.SpotInstanceTermination"}
 
 
+def test_ec2_refuses_spot_beyond_the_spot_instance_quota(
+    sim_ec2: SimEc2, aws_provider: AwsProvider, scenario: MarketSettings
+):
+    sim_ec2.use_market(scenario)
+
+    first = aws_provider.create(ec2_batch(2, "eu-west-1a", "quota-1"))
+    launched = ec2_batch(1, "eu-west-1a", "quota-2")
+    (refused,) = aws_provider.create(launched)
+
+    assert all(r.error is None for r in first)
+    error = refused.error
+    assert error is not None
+    assert (error.category, error.code) == (ErrorCategory.QUOTA, "MaxSpotInstanceCountExceeded")
+    assert ec2_scope(error.code, error.message, launched.spec) == ErrorScope(
+        ErrorCategory.QUOTA, "eu-west-1", market=SPOT
+    )
+
+
 # -- GCE ------------------------------------------------------------------------------------
 
 
@@ -272,6 +307,27 @@ def test_gce_ends_the_insert_operation_with_pool_exhausted_and_the_zones_availab
     # The operation is GCE's: DONE, with the 503 GCE reports for it.
     (op,) = [o for o in sim_gce._state.ops.values() if o.operation_type == "insert"]
     assert op.http_error == (503, "SERVICE UNAVAILABLE")
+
+
+def test_gce_refuses_spot_beyond_the_preemptible_cpus_quota(
+    sim_gce: SimGce, gcp_provider: GcpProvider, scenario: MarketSettings
+):
+    sim_gce.use_market(scenario)
+
+    (first,) = gcp_provider.create(gce_batch(1, "europe-west4-b"))
+    launched = gce_batch(1, "europe-west4-b")
+    (refused,) = gcp_provider.create(
+        LaunchBatch(POOL, launched.spec, (LaunchIntent("g-second", "t-second"),), "second")
+    )
+
+    assert first.error is None
+    error = refused.error
+    assert error is not None
+    assert (error.category, error.code) == (ErrorCategory.QUOTA, "QUOTA_EXCEEDED")
+    assert "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 4.0 in region europe-west4." in error.message
+    assert gce_scope(error.code, error.message, launched.spec) == ErrorScope(
+        ErrorCategory.QUOTA, "europe-west4", market=SPOT
+    )
 
 
 def test_gce_bills_what_it_made_per_pool_and_launch_config(

@@ -113,7 +113,7 @@ class SimMarket:
     _held: dict[str, _Held] = field(init=False, default_factory=dict)
     _tags: dict[str, dict[str, str]] = field(init=False, default_factory=dict)  # ever billed
     _swept: dict[str, float] = field(init=False, default_factory=dict)
-    _lock: threading.RLock = field(init=False, default_factory=threading.RLock)
+    lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     _rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,7 +139,7 @@ class SimMarket:
         (the region's zoneless offering, else its zone with the most to spare). None: the
         scenario does not list it, and the market does not govern it."""
         market = SPOT if spot else ON_DEMAND
-        with self._lock:
+        with self.lock:
             now = self.now()
             same = [
                 o
@@ -159,7 +159,7 @@ class SimMarket:
         Granted VMs count as in use until `started` bills them or `release` gives them back."""
         if offering is None:
             return Grant(None, maximum)
-        with self._lock:
+        with self.lock:
             now = self.now()
             granted = self.market.try_launch(offering, maximum, now, all_or_nothing=False)
             if granted >= minimum:
@@ -170,7 +170,7 @@ class SimMarket:
     def release(self, offering: SimOffering | None, count: int) -> None:
         """Give back granted VMs the cloud did not make after all."""
         if offering is not None and count > 0:
-            with self._lock:
+            with self.lock:
                 self.market.release(offering, count)
 
     def _refusal(self, o: SimOffering, count: int, now: float) -> Refusal:
@@ -220,7 +220,7 @@ class SimMarket:
         """A granted VM the cloud made, billed from now; `key` is how the sim pre-empts it."""
         if offering is None:
             return
-        with self._lock:
+        with self.lock:
             if key in self._held:
                 return
             self._held[key] = _Held(kind, offering)
@@ -229,7 +229,7 @@ class SimMarket:
 
     def stopped(self, key: str) -> None:
         """The VM was deleted, pre-empted or vanished: billing ends, its capacity is free."""
-        with self._lock:
+        with self.lock:
             held = self._held.pop(key, None)
             if held is not None:
                 self.market.stop(key, self.now())
@@ -237,7 +237,7 @@ class SimMarket:
     def reclaims(self, kind: str) -> list[str]:
         """The keys of running spot VMs of this cloud the market takes back since the last
         call (each once): draws from the hazard of each offering, a market tick at a time."""
-        with self._lock:
+        with self.lock:
             now = self.now()
             since = self._swept.get(kind, self.settings.start_s)
             self._swept[kind] = now
@@ -268,7 +268,7 @@ class SimMarket:
     def ledger(self, kind: str) -> dict[str, Any]:
         """What this cloud billed so far: every VM it holds or held, and the sums by pool and
         by launch config (wm's tags), in dollars."""
-        with self._lock:
+        with self.lock:
             now = self.now()
             ledger = self.market.ledger
             rows = []
@@ -314,6 +314,26 @@ class SimMarket:
         }
 
 
+class Locked:
+    """A market whose every method runs under the sim's market lock: the pure Market moves its
+    state as it is read (`advance`), and the signal APIs read it from their own threads."""
+
+    def __init__(self, market: Market, lock: threading.RLock) -> None:
+        self._market = market
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._market, name)
+        if not callable(value):
+            return value
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return value(*args, **kwargs)
+
+        return locked
+
+
 class MarketBound:
     """What a simulated cloud adds to obey a market: `use_market`, the reclaims it turns into
     its own pre-emptions, and the /_sim/market and /_sim/ledger control routes. The sim sets
@@ -337,9 +357,10 @@ class MarketBound:
         signals = getattr(self, "signals", None)
         if signals is not None:
             market = self.market
-            signals.use_market(
-                None if market is None else market.market, None if market is None else market.now
-            )
+            if market is None:
+                signals.use_market(None, None)
+            else:
+                signals.use_market(Locked(market.market, market.lock), market.now)
 
     def _market_reclaims(self) -> None:
         """Schedule the pre-emption of the spot VMs the market takes back, after the cloud's

@@ -167,6 +167,17 @@ class SimMarket:
             self.market.release(offering, granted)
             return Grant(offering, 0, self._refusal(offering, minimum, now))
 
+    def check(self, offering: SimOffering | None, count: int) -> Refusal | None:
+        """How a create of `count` would be refused now (None: it would be granted), taking
+        nothing: a deployment's validation asks before anything is made."""
+        if offering is None:
+            return None
+        with self.lock:
+            now = self.now()
+            if self.market.refusal(offering, count, now) is None:
+                return None
+            return self._refusal(offering, count, now)
+
     def release(self, offering: SimOffering | None, count: int) -> None:
         """Give back granted VMs the cloud did not make after all."""
         if offering is not None and count > 0:

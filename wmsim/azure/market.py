@@ -10,9 +10,13 @@ no, where and how Azure gives them.
   409 Conflict, as Azure answers it ("... 'Following SKUs have failed for Capacity
   Restrictions: Standard_B2s' is currently not available in location 'eastus' ...";
   terraform's "performing CreateOrUpdate: unexpected status 409 (409 Conflict) with error:
-  SkuNotAvailable", Azure-Samples/azuresandbox#70); in a deployment, its VM operation fails.
+  SkuNotAvailable", Azure-Samples/azuresandbox#70).
 - Quota: OperationNotAllowed, 409, "exceeding approved LowPriorityCores quota" for Spot VMs and
   the Total Regional Cores quota for the others, counted in cores.
+- In an ARM deployment, quota and SKU restrictions fail its validation: the PUT is answered
+  400 InvalidTemplateDeployment with QuotaExceeded or SkuNotAvailable as inner errors
+  (fabragaMS/ADPE2E#4, MicrosoftLearning's "The deployment validation failed"); allocation
+  fails while it runs, in the VM's deployment operation.
 """
 
 from __future__ import annotations
@@ -66,6 +70,19 @@ def synchronous_refusal(refusal: Refusal, location: str) -> ArmError | None:
             "different zone. See https://aka.ms/azureskunotavailable for details.",
         )
     return None
+
+
+def validation_problem(refusal: Refusal, location: str, target: str) -> dict[str, Any] | None:
+    """The inner error an ARM deployment's validation gives for a VM the market would refuse
+    at once: Azure's validation checks quotas and SKU restrictions before deploying (400
+    InvalidTemplateDeployment, "See inner errors for details": QuotaExceeded with the cores
+    quota's message, or SkuNotAvailable). None for what fails only while deploying
+    (allocation)."""
+    refused = synchronous_refusal(refusal, location)
+    if refused is None:
+        return None
+    code = "QuotaExceeded" if refusal.reason == QUOTA else refused.code
+    return {"code": code, "target": target, "message": refused.message}
 
 
 def allocation_failure(refusal: Refusal) -> tuple[str, str]:

@@ -10,6 +10,7 @@ import collections
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -115,6 +116,32 @@ class VirtualMachines(ArmState):
         if self.market is not None:
             self.market.started(market_arm.KIND, _key(rid), offering, vm.tags)
         return vm, 201
+
+    def _market_preflight(self, name: str, resources: list[tuple[str, dict[str, Any]]]) -> None:
+        """A deployment's validation, for the VMs it would make (id, body): 400
+        InvalidTemplateDeployment when the market would refuse one of them at once."""
+        market = self.market
+        if market is None:
+            return
+        problems = []
+        for rid, body in resources:
+            location = str(body.get("location") or "")
+            zone, size, spot = market_arm.offering_params(body)
+            if size is None:
+                continue
+            offering = market.offering(market_arm.KIND, location, zone, size, spot)
+            refusal = market.check(offering, 1)
+            problem = refusal and market_arm.validation_problem(refusal, location, rid)
+            if problem:
+                problems.append(problem)
+        if problems:
+            raise ArmError(
+                400,
+                "InvalidTemplateDeployment",
+                f"The template deployment '{name}' is not valid according to the validation "
+                f"procedure. The tracking id is '{uuid.uuid4()}'. See inner errors for details.",
+                details=problems,
+            )
 
     def _market_decides(
         self, body: dict[str, Any], location: str, check: bool

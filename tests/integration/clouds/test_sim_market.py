@@ -6,6 +6,7 @@ Real SDKs and wm's providers against the sims; nothing patched."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,16 +15,24 @@ from typing import Any
 import boto3
 import pytest
 from azure.core.exceptions import HttpResponseError
+from azure.mgmt.resource.deployments import DeploymentsMgmtClient
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.fixtures.sim_arm import AZURE_RESOURCE_GROUP, AZURE_SUBSCRIPTION, compute_client
+from tests.fixtures.sim_arm import (
+    AZURE_RESOURCE_GROUP,
+    AZURE_SUBSCRIPTION,
+    compute_client,
+    sdk_credential,
+    sdk_options,
+)
 from tests.fixtures.sim_gce import GCE_ZONE
 from wm.errors import SPOT, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.aws.errors import classify as classify_ec2
 from wm.providers.aws.errors import error_scope as ec2_scope
 from wm.providers.aws.provider import AwsProvider
+from wm.providers.azure import arm_workers
 from wm.providers.azure.errors import classify as classify_arm
 from wm.providers.azure.errors import error_scope as arm_scope
 from wm.providers.azure.provider import AzureProvider
@@ -35,13 +44,19 @@ from wmsim.aws.ec2 import SimEc2
 from wmsim.aws.moto_models import DEFAULT_IMAGE
 from wmsim.aws.run_instances import example_launch_config as ec2_launch_config
 from wmsim.azure.arm import SimArm
+from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.azure.launch_configs import example_launch_config as arm_launch_config
+from wmsim.azure.templates import WORKER_TEMPLATE
 from wmsim.gcp.gce import SimGce
 from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
 from wmsim.market import SimOffering
 from wmsim.market_sim import MarketSettings
 
 POOL = "proj-ci/market"
+WORKER_IMAGE = (
+    f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/images/providers/Microsoft.Compute/"
+    "images/win2022"
+)
 LC = "lc-market"
 EC2_TYPE, GCE_TYPE, ARM_SIZE = "m5.large", "n2-standard-4", "Standard_D8ads_v5"
 # us-east-1a, us-central1-a and Azure eastus zone 1 are dry from the start; their neighbours
@@ -109,6 +124,22 @@ cloud = "azure"
 region = "westeurope"
 market = "spot"
 instances = 2
+[[offerings]]
+key = "azure/westus2/*/{ARM_SIZE}/spot"
+capacity = 50
+[[events]]
+place = "azure/westus2/*"
+regime = "dry"
+at_min = 0
+for_min = 120
+[[offerings]]
+key = "azure/centralus/*/{ARM_SIZE}/spot"
+capacity = 20
+[[events]]
+place = "azure/centralus/*"
+regime = "tight"
+at_min = 0
+for_min = 120
 [[offerings]]
 key = "aws/eu-west-1/eu-west-1a/{EC2_TYPE}/spot"
 capacity = 50
@@ -457,6 +488,90 @@ def test_azure_refuses_spot_beyond_the_low_priority_cores_quota(
     assert arm_scope(errors[0].code, errors[0].message, launched.spec) == ErrorScope(
         ErrorCategory.QUOTA, "westeurope", market=SPOT
     )
+
+
+def deployments_client(sim: SimArm) -> DeploymentsMgmtClient:
+    return DeploymentsMgmtClient(sdk_credential(sim), AZURE_SUBSCRIPTION, **sdk_options(sim))
+
+
+def worker_deployment(location: str, vm: str) -> dict[str, Any]:
+    """The simulated ARM's worker template (Spot by default) for one VM."""
+    values = {
+        "location": location,
+        "vmName": vm,
+        "computerName": vm[-15:],
+        "adminUsername": "wmadmin",
+        "adminPassword": "Wm-Secret-12345",
+        "customData": "e30=",
+        "vmSize": ARM_SIZE,
+        "imageId": WORKER_IMAGE,
+        "subnetId": default_subnet_id(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP),
+    }
+    return {
+        "properties": {
+            "mode": "Incremental",
+            "template": json.loads(WORKER_TEMPLATE.read_text()),
+            "parameters": {name: {"value": value} for name, value in values.items()},
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("location", "inner"),
+    [("westus2", "SkuNotAvailable"), ("westeurope", "QuotaExceeded")],
+    ids=["dry", "quota"],
+)
+def test_an_arm_deployment_fails_validation_where_azure_checks_sku_and_quota(
+    sim_arm: SimArm, scenario: MarketSettings, location: str, inner: str
+):
+    sim_arm.use_market(scenario)
+    sim_arm.register_image(WORKER_IMAGE, location)
+    sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, location)
+    with deployments_client(sim_arm) as client:
+        for i in range(2 if location == "westeurope" else 0):  # the spot quota's two
+            body = worker_deployment(location, f"vm-fill-{i}")
+            client.deployments.begin_create_or_update(AZURE_RESOURCE_GROUP, f"d-{i}", body).result()
+
+        with pytest.raises(HttpResponseError) as refused:
+            client.deployments.begin_create_or_update(
+                AZURE_RESOURCE_GROUP, "d-refused", worker_deployment(location, "vm-refused")
+            )
+
+    assert refused.value.status_code == 400
+    error = refused.value.response.json()["error"]
+    assert error["code"] == "InvalidTemplateDeployment"
+    assert [d["code"] for d in error["details"]] == [inner]
+    assert sim_arm.deployments.puts("d-refused")[0].error_code == "InvalidTemplateDeployment"
+
+
+def test_an_arm_deployment_whose_vm_finds_no_room_fails_with_allocation_failed(
+    sim_arm: SimArm, scenario: MarketSettings
+):
+    # centralus holds a few D8 spot VMs (tight): the deployments beyond them are accepted and
+    # fail while they run, their VM's operation with AllocationFailed.
+    sim_arm.use_market(scenario)
+    sim_arm.register_image(WORKER_IMAGE, "centralus")
+    sim_arm.deployments.create_resource_group(AZURE_SUBSCRIPTION, AZURE_RESOURCE_GROUP, "centralus")
+    names = [f"d-c{i}" for i in range(6)]
+    with deployments_client(sim_arm) as client:
+        for i, name in enumerate(names):
+            body = worker_deployment("centralus", f"vm-c{i}")
+            client.deployments.begin_create_or_update(
+                AZURE_RESOURCE_GROUP, name, body, polling=False
+            ).result()
+
+        def all_ended() -> list[Any]:
+            found = [client.deployments.get(AZURE_RESOURCE_GROUP, name) for name in names]
+            running = ("Accepted", "Running")
+            return [] if any(d.properties.provisioning_state in running for d in found) else found
+
+        ended = wait_for(all_ended)
+
+    states = [d.properties.provisioning_state for d in ended]
+    assert "Succeeded" in states and "Failed" in states
+    failed = next(d for d in ended if d.properties.provisioning_state == "Failed")
+    view = arm_workers.view("azure-test", AZURE_RESOURCE_GROUP, failed.as_dict())
+    assert view.failure is not None and view.failure.startswith("AllocationFailed: ")
 
 
 # -- without a market -----------------------------------------------------------------------

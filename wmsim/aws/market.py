@@ -18,6 +18,7 @@ from wmsim.aws.wire import Answer, ec2_error
 from wmsim.market_sim import QUOTA, Refusal
 
 KIND = "aws"
+ROOT_VOLUME_TYPE = "gp2"  # the sim's images' root volumes
 
 
 def offering_params(request: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
@@ -35,7 +36,7 @@ def instance_tags(request: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
-def refusal_answer(refusal: Refusal, asked: int) -> Answer:
+def refusal_answer(refusal: Refusal, asked: int, asked_zone: bool) -> Answer:
     o = refusal.offering
     if refusal.reason == QUOTA:
         if o.market == "spot":
@@ -50,16 +51,18 @@ def refusal_answer(refusal: Refusal, asked: int) -> Answer:
             "Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment "
             "to this limit.",
         )
+    # A request that names no zone hears of the zones that would take its root volume
+    # (fedora-copr/copr#3279: "... in zones with support for 'gp3' volumes.").
     where = (
         f"the Availability Zone you requested ({o.zone})"
-        if o.zone
-        else f"the Region you requested ({o.region})"
+        if asked_zone
+        else f"zones with support for '{ROOT_VOLUME_TYPE}' volumes"
     )
     message = (
         f"We currently do not have sufficient {o.instance_type} capacity in {where}. Our system "
         "will be working on provisioning additional capacity."
     )
-    if refusal.zones_with_capacity:
+    if asked_zone and refusal.zones_with_capacity:
         message += (
             f" You can currently get {o.instance_type} capacity by not specifying an "
             "Availability Zone in your request or choosing "

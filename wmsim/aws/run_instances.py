@@ -455,7 +455,7 @@ class RunInstances:
                 offering = market.offering(market_ec2.KIND, region, zone, instance_type, spot)
             grant = market.grant(offering, wanted_min, launch)
             if grant.refusal is not None:
-                return market_ec2.refusal_answer(grant.refusal, wanted_min)
+                return market_ec2.refusal_answer(grant.refusal, wanted_min, zone is not None)
             launch = grant.count
             if offering is not None and offering.zone and not zone:
                 form["Placement.AvailabilityZone"] = offering.zone  # where EC2 chose to put it

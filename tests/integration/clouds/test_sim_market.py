@@ -265,6 +265,26 @@ def test_ec2_refusal_is_a_500_in_ec2s_error_shape_and_all_or_nothing_when_min_is
     assert len(partial["Instances"]) == spare
 
 
+def test_ec2_refuses_a_create_naming_no_zone_only_when_no_zone_can_take_it_all(
+    sim_ec2: SimEc2, scenario: MarketSettings
+):
+    sim_ec2.use_market(scenario)
+    ec2 = raw_ec2(sim_ec2)
+    asked = dict(ImageId=DEFAULT_IMAGE, InstanceType=EC2_TYPE, InstanceMarketOptions=SPOT_OPTIONS)
+
+    placed = ec2.run_instances(MinCount=3, MaxCount=3, **asked)
+    with pytest.raises(ClientError) as refused:
+        ec2.run_instances(MinCount=500, MaxCount=500, **asked)
+
+    # EC2 picks a zone with room (never the dry us-east-1a) and puts all three there.
+    zones = {i["Placement"]["AvailabilityZone"] for i in placed["Instances"]}
+    assert len(zones) == 1 and zones != {"us-east-1a"}
+    assert refused.value.response["Error"]["Message"] == (
+        f"We currently do not have sufficient {EC2_TYPE} capacity in zones with support for "
+        "'gp2' volumes. Our system will be working on provisioning additional capacity."
+    )
+
+
 def test_ec2_reclaims_spot_in_a_dry_spell_with_the_spot_termination_reason(
     sim_ec2: SimEc2, aws_provider: AwsProvider, scenario: MarketSettings
 ):

@@ -34,8 +34,8 @@ refusals; a create is one call: EC2's RunInstances, one instance on GCE and Azur
 never_registered (launches), signal_api_calls_per_hour. `ratio` is worker-manager's figure
 over the arm's (bench/README.md's baseline / wm).
 
-    .venv/bin/python -m bench.launch_choice                  # S0..S5, seed 1
-    .venv/bin/python -m bench.launch_choice --scenarios S1 S3 --seed 7 --hours 6
+    .venv/bin/python -m bench.launch_choice                  # S0..S5, seeds 1 to 3
+    .venv/bin/python -m bench.launch_choice --scenarios S1 S3 --seeds 7 --hours 6
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import random
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -65,6 +65,7 @@ from wmsim.market import Market
 from wmsim.market.scenario import LaunchConfigSpec, PoolSpec, SimOffering
 
 SCENARIOS = ("S0", "S1", "S2", "S3", "S4", "S5")
+SEEDS = (1, 2, 3)  # the figures are means over these: one seed's run swings (README)
 ARMS = ("worker-manager", "wm-weights", "wm-cost")
 BASELINE = "worker-manager"
 STEP_S = 20.0
@@ -111,6 +112,7 @@ class Task:
 @dataclass
 class Worker:
     worker_id: str
+    pool_id: str
     lc: LaunchConfigSpec
     accepted: float
     ready_at: float | None  # None: never registers
@@ -179,6 +181,9 @@ class Sim:
         self._n = 0
         self.boot_rng = random.Random(f"boot:{seed}")
         self.launched: dict[str, int] = defaultdict(int)
+        # the last run times of completed tasks and lifetimes of stopped workers, per pool
+        self.finished: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=200))
+        self.lifetimes: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=200))
 
     # what an arm calls to launch
     def create(self, pool: PoolSpec, lc: LaunchConfigSpec, count: int, now: float, *,
@@ -195,7 +200,7 @@ class Sim:
             spec = self.market.spec(o)
             boot = cloud.boot_s * (0.8 + 0.4 * self.boot_rng.random())
             never = self.boot_rng.random() < spec.unregistered
-            worker = Worker(wid, lc, now, None if never else now + boot)
+            worker = Worker(wid, pool.pool_id, lc, now, None if never else now + boot)
             worker.budget = self._budget(pool)
             self.workers[pool.pool_id].append(worker)
         if granted == 0 and code is not None:
@@ -203,7 +208,9 @@ class Sim:
             quota = code == cloud.quota_code
             if cloud.refusal_delay_s > 0:
                 self._n += 1
-                ghost = Worker(f"{self.arm.name}-{self._n}", lc, now, None, phantom=True)
+                ghost = Worker(
+                    f"{self.arm.name}-{self._n}", pool.pool_id, lc, now, None, phantom=True
+                )
                 self.workers[pool.pool_id].append(ghost)
                 self._later(
                     now + cloud.refusal_delay_s,
@@ -236,6 +243,7 @@ class Sim:
         w.stopped = now
         if w.phantom:
             return
+        self.lifetimes[w.pool_id].append(now - w.accepted)
         self.counts.worker_s += now - w.accepted
         self.market.stop(w.worker_id, now)
 
@@ -283,7 +291,7 @@ class Sim:
             queue.append(tasks[idx])
             idx += 1
         self.arrivals[pool_id] = (idx, tasks)
-        live = self.live(pool_id)
+        self.workers[pool_id] = live = self.live(pool_id)  # the stopped ones are done with
         # registration, or giving up on a worker that never registers
         for w in live:
             if not w.registered and not w.phantom:
@@ -319,9 +327,14 @@ class Sim:
         for w in self.live(pool_id):
             if not w.registered:
                 continue
-            done = w.task is not None and w.task.started is not None
-            if done and now - w.task.started >= w.task.duration:  # type: ignore[union-attr,operator]
-                self.counts.completed_task_s += w.task.duration
+            task = w.task
+            if (
+                task is not None
+                and task.started is not None
+                and now - task.started >= task.duration
+            ):
+                self.counts.completed_task_s += task.duration
+                self.finished[pool_id].append(task.duration)
                 w.task.done = True
                 w.task, w.idle_since = None, now
             if w.task is None and queue:
@@ -485,7 +498,8 @@ class WeightsArm(Arm):
                 launch_config_id=lc.launch_config_id,
                 weight=1.0 if lc.weight is None else lc.weight,
                 capacity_per_worker=lc.capacity_per_worker,
-                max_capacity=lc.max_capacity if lc.max_capacity is not None else pool.max_capacity,
+                # as wm's provisioner passes it: the config's own, None when it has none
+                max_capacity=lc.max_capacity,
                 current_capacity=capacity[lc.launch_config_id],
                 recent_errors=self._recent(pool, lc, now),
             )
@@ -543,8 +557,6 @@ class CostArm(WeightsArm):
         self.evidence: dict[str, LcEvidence] = defaultdict(LcEvidence)
         self.signals: dict[tuple[str, str], tuple[float, float]] = {}  # (kind, key) -> (at, v)
         self.read_at: dict[tuple[str, str], float] = {}  # (kind, call scope) -> last read
-        self.lifetimes: list[float] = []
-        self.task_s: list[float] = []
         self.last_step: dict[str, float] = defaultdict(float)
 
     # evidence
@@ -577,7 +589,6 @@ class CostArm(WeightsArm):
 
     def preempted(self, pool, w, now):  # type: ignore[no-untyped-def]
         self.evidence[_lc_key(pool, w.lc)].preempted.add(1, now)
-        self.lifetimes.append(now - w.accepted)
 
     def before_pass(self, sim: Sim, pool: PoolSpec, now: float, demand: bool) -> None:
         # running hours since the last pass, by config
@@ -585,18 +596,16 @@ class CostArm(WeightsArm):
         self.last_step[pool.pool_id] = now
         for w in sim.live(pool.pool_id):
             self.evidence[_lc_key(pool, w.lc)].running_h.add(dt_h, now)
-        stopped = [w for w in sim.workers[pool.pool_id] if w.stopped is not None]
-        self.lifetimes = [w.stopped - w.accepted for w in stopped[-200:]]  # type: ignore[operator]
         self._read_signals(sim.market, pool, now, demand)
 
     def launch(self, sim: Sim, pool: PoolSpec, to_spawn: int, now: float) -> None:
         by_id = {lc.launch_config_id: lc for lc in pool.launch_configs}
         live = sim.live(pool.pool_id)
         views = [self._view(pool, lc, live, now) for lc in pool.launch_configs]
-        done = [t for t in sim.arrivals[pool.pool_id][1] if t.done][-200:]
+        done, lives = sim.finished[pool.pool_id], sim.lifetimes[pool.pool_id]
         facts = cost_choice.PoolFacts(
-            median_task_s=statistics.median(t.duration for t in done) if done else None,
-            mean_lifetime_s=statistics.fmean(self.lifetimes) if self.lifetimes else None,
+            median_task_s=statistics.median(done) if done else None,
+            mean_lifetime_s=statistics.fmean(lives) if lives else None,
         )
         scored = {s.launch_config_id: s for s in cost_choice.score(views, facts, now)}
         options = []
@@ -738,55 +747,89 @@ def run_arm(scenario: str, arm: str, seed: int, hours: float | None) -> dict[str
     }
 
 
-def control_deviation(result: dict[str, Any]) -> float | None:
-    """The largest |arm / worker-manager - 1| over the control's figures and arms (two zeros
-    agree; a zero against a number is a full deviation)."""
-    worst = 0.0
+def control_deviation(result: dict[str, Any]) -> dict[str, float]:
+    """Per arm, the largest |arm / worker-manager - 1| over the control's figures (two zeros
+    or two nulls agree; a zero or null against a number is a full deviation)."""
+    out = {}
     base = result[BASELINE]
     for arm in ARMS:
         if arm == BASELINE:
             continue
+        worst = 0.0
         for name in CONTROL_FIGURES:
             ours, theirs = result[arm][name], base[name]
-            if (ours is None and theirs is None) or ours == theirs:
+            if ours == theirs:
                 continue
             if not ours or not theirs:
-                worst = max(worst, 1.0)
+                worst = 1.0
                 continue
             worst = max(worst, abs(ours / theirs - 1))
-    return round(worst, 4)
+        out[arm] = round(worst, 4)
+    return out
 
 
-def run_scenario(scenario: str, seed: int, hours: float | None) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for arm in ARMS:
-        started = time.perf_counter()
-        result[arm] = run_arm(scenario, arm, seed, hours)
-        print(
-            f"  {scenario} {arm}: {time.perf_counter() - started:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+def mean_figures(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's mean over the seeds that have one (None where none has)."""
+    out: dict[str, Any] = {}
+    for name in runs[0]:
+        values = [r[name] for r in runs if r[name] is not None]
+        out[name] = round(statistics.fmean(values), 4) if values else None
+    return out
+
+
+def run_scenario(scenario: str, seeds: Sequence[int], hours: float | None) -> dict[str, Any]:
+    """Every arm on every seed; the figures are the means over the seeds, the ratios those of
+    the means, and `ratio_range` each ratio's lowest and highest over the seeds."""
+    per_seed: dict[str, dict[str, Any]] = {}
+    for seed in seeds:
+        runs: dict[str, Any] = {}
+        for arm in ARMS:
+            started = time.perf_counter()
+            runs[arm] = run_arm(scenario, arm, seed, hours)
+            took = time.perf_counter() - started
+            print(f"  {scenario} seed {seed} {arm}: {took:.1f} s", file=sys.stderr, flush=True)
+        runs["ratio"] = {a: ratios(runs[a], runs[BASELINE]) for a in ARMS if a != BASELINE}
+        per_seed[str(seed)] = runs
+    result: dict[str, Any] = {
+        arm: mean_figures([per_seed[str(seed)][arm] for seed in seeds]) for arm in ARMS
+    }
     result["ratio"] = {
         arm: ratios(result[arm], result[BASELINE]) for arm in ARMS if arm != BASELINE
     }
+    result["ratio_range"] = {
+        arm: {
+            fig: _range([per_seed[str(seed)]["ratio"][arm][fig] for seed in seeds])
+            for fig in FIGURES
+        }
+        for arm in ARMS
+        if arm != BASELINE
+    }
     result["control_deviation"] = control_deviation(result)
+    result["per_seed"] = per_seed
     return result
 
 
+def _range(values: Sequence[float | None]) -> list[float] | None:
+    known = [v for v in values if v is not None]
+    return [min(known), max(known)] if known else None
+
+
 def table(name: str, title: str, result: dict[str, Any]) -> str:
-    rows = [("figure", *ARMS, "wm-weights ratio", "wm-cost ratio")]
+    rows = [("figure", *ARMS, "wm-weights ratio", "wm-cost ratio", "wm-cost ratio, seeds")]
     for fig in FIGURES:
+        spread = result["ratio_range"]["wm-cost"][fig]
         rows.append(
             (
                 fig,
                 *(cell(result[arm][fig]) for arm in ARMS),
                 cell(result["ratio"]["wm-weights"][fig]),
                 cell(result["ratio"]["wm-cost"][fig]),
+                "-" if spread is None else f"{spread[0]:g} to {spread[1]:g}",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"{name}: {title}"]
+    deviation = ", ".join(f"{a} {v:g}" for a, v in result["control_deviation"].items())
+    lines = [f"{name}: {title} (largest deviation from worker-manager: {deviation})"]
     lines += [
         r[0].ljust(widths[0])
         + "".join(c.rjust(w + 2) for c, w in zip(r[1:], widths[1:], strict=True))
@@ -798,7 +841,7 @@ def table(name: str, title: str, result: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--hours", type=float, help="simulated hours (default: the scenario's)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     return parser.parse_args(argv)
@@ -810,12 +853,12 @@ def main(argv: list[str] | None = None) -> int:
     scenarios: dict[str, Any] = {}
     tables = []
     for name in args.scenarios:
-        market = Market.from_scenario(name, args.seed)
-        scenarios[name] = run_scenario(name, args.seed, args.hours)
+        market = Market.from_scenario(name, args.seeds[0])
+        scenarios[name] = run_scenario(name, args.seeds, args.hours)
         scenarios[name]["title"] = market.scenario.title
         tables.append(table(name, market.scenario.title, scenarios[name]))
     result = {
-        "seed": args.seed,
+        "seeds": args.seeds,
         "hours": args.hours,
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": scenarios,

@@ -13,7 +13,12 @@ from bench.check import README, evaluate, parse_goals, read_results
 def test_a_short_run_writes_every_arms_figures_and_their_ratios(tmp_path: Path):
     output = tmp_path / "launch_choice.json"
 
-    assert launch_choice.main(["--scenarios", "S1", "--hours", "3", "--output", str(output)]) == 0
+    assert (
+        launch_choice.main(
+            ["--scenarios", "S1", "--hours", "3", "--seeds", "1", "2", "--output", str(output)]
+        )
+        == 0
+    )
 
     result = json.loads(output.read_text())
     s1 = result["scenarios"]["S1"]
@@ -24,7 +29,9 @@ def test_a_short_run_writes_every_arms_figures_and_their_ratios(tmp_path: Path):
         assert s1[arm]["tasks_timed_after_dry"] > 0  # the 2-hour dry spell is inside 3 hours
     assert set(s1["ratio"]) == {"wm-weights", "wm-cost"}
     assert set(s1["ratio"]["wm-cost"]) >= set(launch_choice.FIGURES)
-    assert isinstance(s1["control_deviation"], float)
+    assert set(s1["control_deviation"]) == {"wm-weights", "wm-cost"}
+    assert set(s1["per_seed"]) == {"1", "2"}
+    assert set(s1["ratio_range"]["wm-cost"]) == set(launch_choice.FIGURES)
     assert s1["worker-manager"]["signal_api_calls_per_hour"] == 0
     assert s1["wm-cost"]["signal_api_calls_per_hour"] > 0
 
@@ -40,7 +47,7 @@ def test_the_goals_read_the_launch_choice_result_file(tmp_path: Path):
     goals = [g for g in parse_goals(README.read_text()) if g.benchmark == "launch_choice"]
     output = tmp_path / "launch_choice.json"
     launch_choice.main(["--scenarios", *launch_choice.SCENARIOS, "--hours", "0.5",
-                        "--output", str(output)])  # fmt: skip
+                        "--seeds", "1", "--output", str(output)])  # fmt: skip
     results = read_results(tmp_path, ["launch_choice"])
 
     assert goals

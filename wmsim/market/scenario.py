@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,11 @@ class SimOffering:
     instance_type: str
     market: str  # "spot" or "on-demand"
 
-    @property
+    @cached_property  # read in every step of a benchmark: made once
     def key(self) -> str:
         return f"{self.cloud}/{self.region}/{self.zone or '*'}/{self.instance_type}/{self.market}"
 
-    @property
+    @cached_property
     def place(self) -> str:
         """What one spare-capacity regime covers: a zone, or a region where there is none."""
         return f"{self.cloud}/{self.region}/{self.zone or '*'}"

@@ -36,6 +36,7 @@ from wm.providers.azure import arm_workers
 from wm.providers.azure.errors import classify as classify_arm
 from wm.providers.azure.errors import error_scope as arm_scope
 from wm.providers.azure.provider import AzureProvider
+from wm.providers.azure.states import REASON_SPOT_EVICTED
 from wm.providers.azure.vm_body import vm_body
 from wm.providers.base import LaunchBatch, LaunchIntent
 from wm.providers.gcp.errors import error_scope as gce_scope
@@ -140,6 +141,24 @@ place = "azure/centralus/*"
 regime = "tight"
 at_min = 0
 for_min = 120
+[[offerings]]
+key = "gcp/us-east1/us-east1-b/{GCE_TYPE}/spot"
+capacity = 50
+[[events]]
+place = "gcp/us-east1/us-east1-b"
+regime = "dry"
+at_min = 2
+for_min = 60
+reclaim = 0.999
+[[offerings]]
+key = "azure/northeurope/*/{ARM_SIZE}/spot"
+capacity = 50
+[[events]]
+place = "azure/northeurope/*"
+regime = "dry"
+at_min = 2
+for_min = 60
+reclaim = 0.999
 [[offerings]]
 key = "aws/eu-west-1/eu-west-1a/{EC2_TYPE}/spot"
 capacity = 50
@@ -382,6 +401,21 @@ def test_gce_refuses_spot_beyond_the_preemptible_cpus_quota(
     )
 
 
+def test_gce_preempts_spot_in_a_dry_spell(
+    sim_gce: SimGce, gcp_provider: GcpProvider, scenario: MarketSettings
+):
+    # A market minute is a real second; us-east1-b runs dry at minute 2.
+    sim_gce.use_market(MarketSettings(scenario.scenario, scenario.seed, speed=60.0))
+    made = gcp_provider.create(gce_batch(3, "us-east1-b"))
+    assert all(r.cloud_id for r in made)
+
+    def preempted() -> list[Any]:
+        found = gcp_provider.list_instances("us-east1-b")
+        return [i for i in found if i.state is WorkerState.STOPPED and i.preempted]
+
+    assert wait_for(preempted)
+
+
 def test_gce_bills_what_it_made_per_pool_and_launch_config(
     sim_gce: SimGce, gcp_provider: GcpProvider, scenario: MarketSettings
 ):
@@ -473,6 +507,21 @@ def test_azure_accepts_the_put_and_fails_its_provisioning_with_zonal_allocation_
     assert arm_scope(error.code, error.message, spec) == ErrorScope(
         ErrorCategory.CAPACITY, "eastus", zone="2", instance_type=ARM_SIZE, market=SPOT
     )
+
+
+def test_azure_evicts_spot_in_a_dry_spell(
+    sim_arm: SimArm, azure_provider: AzureProvider, scenario: MarketSettings
+):
+    # A market minute is a real second; northeurope runs dry at minute 2.
+    sim_arm.use_market(MarketSettings(scenario.scenario, scenario.seed, speed=60.0))
+    made = azure_provider.create(arm_batch(["w-ne-1", "w-ne-2", "w-ne-3"], "northeurope", None))
+    assert all(r.error is None for r in made)
+
+    def evicted() -> list[Any]:
+        found = azure_provider.list_instances("northeurope")
+        return [i for i in found if i.state is WorkerState.STOPPED and i.preempted]
+
+    assert {i.reason for i in wait_for(evicted)} == {REASON_SPOT_EVICTED}
 
 
 def test_azure_answers_a_dry_zone_with_sku_not_available_at_once(

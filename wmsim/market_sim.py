@@ -44,6 +44,7 @@ ON_DEMAND = "on-demand"
 CAPACITY = "capacity"
 QUOTA = "quota"
 SWEEP_STEP_S = 60.0  # market seconds per reclaim draw: the market's own tick
+SWEEP_MIN_S = 5.0  # market seconds between draws (a draw costs one per running spot VM)
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,10 @@ class Grant:
     refusal: Refusal | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Held:
     kind: str
     offering: SimOffering
-    doomed: bool = False  # chosen for reclaim; its pre-emption is scheduled
 
 
 @dataclass
@@ -112,6 +112,10 @@ class SimMarket:
     _attached_at: float = field(init=False)
     _held: dict[str, _Held] = field(init=False, default_factory=dict)
     _tags: dict[str, dict[str, str]] = field(init=False, default_factory=dict)  # ever billed
+    # Running spot VMs not yet chosen for reclaim, by cloud and offering.
+    _spot: dict[str, dict[SimOffering, set[str]]] = field(
+        init=False, default_factory=lambda: defaultdict(lambda: defaultdict(set))
+    )
     _swept: dict[str, float] = field(init=False, default_factory=dict)
     lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     _rng: random.Random = field(init=False)
@@ -236,6 +240,8 @@ class SimMarket:
                 return
             self._held[key] = _Held(kind, offering)
             self._tags[key] = dict(tags)
+            if offering.market == SPOT:
+                self._spot[kind][offering].add(key)
             self.market.start(key, offering, self.now())
 
     def stopped(self, key: str) -> None:
@@ -243,6 +249,7 @@ class SimMarket:
         with self.lock:
             held = self._held.pop(key, None)
             if held is not None:
+                self._spot[held.kind][held.offering].discard(key)
                 self.market.stop(key, self.now())
 
     def reclaims(self, kind: str) -> list[str]:
@@ -251,6 +258,8 @@ class SimMarket:
         with self.lock:
             now = self.now()
             since = self._swept.get(kind, self.settings.start_s)
+            if now - since < SWEEP_MIN_S:
+                return []  # a request a moment after the last: nothing worth a draw
             self._swept[kind] = now
             chosen: list[str] = []
             t = since
@@ -261,16 +270,15 @@ class SimMarket:
             return chosen
 
     def _reclaim_step(self, kind: str, t: float, dt: float) -> list[str]:
-        running: dict[SimOffering, list[str]] = defaultdict(list)
-        for key, held in self._held.items():
-            if held.kind == kind and held.offering.market == SPOT and not held.doomed:
-                running[held.offering].append(key)
         chosen = []
-        for offering in sorted(running, key=lambda o: o.key):
+        running = self._spot[kind]
+        for offering in sorted((o for o in running if running[o]), key=lambda o: o.key):
+            count = self.market.reclaims(offering, len(running[offering]), t, dt, self._rng)
+            if count <= 0:
+                continue
             keys = sorted(running[offering])
-            count = self.market.reclaims(offering, len(keys), t, dt, self._rng)
             for key in self._rng.sample(keys, min(count, len(keys))):
-                self._held[key].doomed = True
+                running[offering].discard(key)  # doomed: pre-empted after the notice
                 chosen.append(key)
         return chosen
 

@@ -91,6 +91,7 @@ def add_jobs(
         build_queue(config, runtime.engine),
         providers,
         runtime.stop,
+        launch_choice=config.launch_choice,
     )
     for provider in launching:
         runtime.add_job(

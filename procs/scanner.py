@@ -13,11 +13,17 @@ from collections.abc import Callable, Sequence
 
 from procs.providers import build_providers, launching_providers
 from procs.runtime import Runtime
-from wm.config.loader import Config
+from wm.config.launch_choice import ChoiceMode
+from wm.config.loader import Config, ProviderConfig
 from wm.db import pool_errors, scan_writes
 from wm.db import pools as pool_store
+from wm.providers import build_signals
+from wm.providers.base import Provider
+from wm.providers.signal_sources import Cadence
 from wm.queues import build_queue
+from wm.queues.base import QueueSource
 from wm.scanning.scanner import Scanner
+from wm.scanning.signals_job import SIGNALS_TICK_S, SignalsJob, wanted_offerings
 
 HOUSEKEEPING_INTERVAL_S = 600.0
 # A region whose scan started less than this share of its interval ago is left to the replica
@@ -35,6 +41,7 @@ def add_jobs(
     providers = build_providers(
         chosen, config.deployment_id, runtime.engine, runtime.stop, config.root_url
     )
+    queue = build_queue(config, runtime.engine)
     scanner = Scanner(
         runtime.engine,
         providers,
@@ -44,7 +51,7 @@ def add_jobs(
         missing_grace_s=config.intervals.missing_grace_s,
         orphan_grace_s=config.intervals.orphan_grace_s,
         stop=runtime.stop,
-        queue=build_queue(config, runtime.engine),
+        queue=queue,
     )
     for provider in chosen:
         for region in provider.regions:
@@ -62,7 +69,50 @@ def add_jobs(
             HOUSEKEEPING_INTERVAL_S,
             provider=provider.id,
         )
+        _add_signals_job(runtime, config, provider, providers[provider.id], queue)
     return lambda: [p.close() for p in providers.values()]
+
+
+def _add_signals_job(
+    runtime: Runtime,
+    config: Config,
+    provider_config: ProviderConfig,
+    provider: Provider,
+    queue: QueueSource,
+) -> None:
+    """The provider's signal reads (wm/scanning/signals_job.py), when something reads them:
+    a pool in shadow or cost mode, or the provider's `signals.enabled`."""
+    signals = provider_config.signals
+    if signals.enabled is False or (signals.enabled is None and config.launch_choice.all_weights):
+        return
+    collector = build_signals(provider_config, provider)
+    if collector is None:
+        return
+
+    def chooses_by_cost(pool_id: str) -> bool:
+        mode = config.launch_choice.for_pool(pool_id).mode
+        return signals.enabled is True or mode != ChoiceMode.WEIGHTS
+
+    job = SignalsJob(
+        runtime.engine,
+        collector,
+        lambda: wanted_offerings(
+            runtime.engine,
+            provider.id,
+            chooses_by_cost,
+            lambda lc: provider.offering(lc.configuration, lc.region),
+            queue,
+        ),
+        {
+            Cadence.PRICE: signals.price_interval_s,
+            Cadence.CAPACITY: signals.capacity_interval_s,
+            Cadence.PREEMPTION: signals.preemption_interval_s,
+        },
+        signals.retry_s,
+    )
+    # Often enough to retry a failed source on time; a run with nothing due asks nothing.
+    tick_s = min(SIGNALS_TICK_S, signals.retry_s)
+    runtime.add_job(f"signals:{provider.id}", job.run, tick_s, spread=True, provider=provider.id)
 
 
 def _ensure_scan_units(runtime: Runtime, config: Config) -> None:

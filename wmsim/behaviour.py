@@ -33,6 +33,9 @@ from typing import Any
 
 from wmsim.cloud import SimCloudConfig
 
+# Behaviour keys that hold a list (sent as JSON arrays to /_sim/behaviour).
+TUPLE_KEYS = frozenset({"fault_operations", "no_capacity"})
+
 
 @dataclass
 class Behaviour:
@@ -56,6 +59,10 @@ class Behaviour:
     # "random": each call draws its fate; "even": the draws follow a low-discrepancy sequence,
     # so the rates hold exactly over any run of calls and a scenario repeats call for call.
     fault_spread: str = "random"
+    # Offerings with no spare capacity: EC2 refuses a RunInstances of the type there with
+    # InsufficientInstanceCapacity, naming the region's other zones ("m5.large@us-east-1a" one
+    # zone; "m5.large@us-east-1" the region, wherever EC2 would place it).
+    no_capacity: tuple[str, ...] = ()
     preempt_share: float = 0.0  # share of spot VMs the cloud pre-empts (EC2/GCE) or evicts
     preempt_within_s: float = 60.0  # ... at a uniform moment this long after they boot
     # The cloud's create-rate bucket, counted in VMs (EC2's RunInstances resource bucket holds
@@ -78,7 +85,7 @@ class Behaviour:
         if changes.get("fault_spread", "random") not in FAULT_SPREADS:
             raise ValueError(f"fault_spread must be one of {list(FAULT_SPREADS)}")
         for key, value in changes.items():
-            setattr(self, key, tuple(value) if key == "fault_operations" else value)
+            setattr(self, key, tuple(value) if key in TUPLE_KEYS else value)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,6 +20,7 @@ from wm.config.base import Frozen
 
 if TYPE_CHECKING:
     from wmsim.bootdata import CloudMetadata
+    from wmsim.signals import SignalValues
 
 
 class SimCloudConfig(Frozen):
@@ -46,6 +47,7 @@ class RunningSim(Protocol):
     """A simulated cloud `wmsim serve` started."""
 
     endpoint: str
+    signals: SignalValues  # what its signal APIs serve (wmsim/signals.py)
 
     def stop(self) -> None: ...
 

@@ -285,3 +285,46 @@ def test_the_scanner_process_adopts_an_imported_azure_worker_and_reports_an_unkn
     assert not any(kept.worker_id in r for r in left)
     code, _ = process.terminate()
     assert code == 0
+
+
+def test_a_scanner_reads_signals_for_pools_that_choose_by_cost_and_outlives_a_refusing_source(
+    tmp_path, db_url, engine, sim_gce, stacks
+):
+    from wm.db import offering_state
+    from wmsim.signals import FORBIDDEN
+
+    gcp = gcp_provider(sim_gce, scan_interval_s=1.0, signals={"retry_s": 1.0})
+    stack = Stack.write(
+        tmp_path, db_url, [gcp], [pool("proj/cost", gcp)], launch_choice={"default": "shadow"}
+    )
+    stacks.append(stack)
+    stack.sync_pools(engine)
+    # No permission for the Billing Catalog at first (a 403), then the grant arrives.
+    sim_gce.signal_fates.force("skus.list", FORBIDDEN)
+
+    scanner = stack.start("scanner", "--kind", "gcp")
+
+    scanner.wait_for(lambda: scanner.events("signal-fetch-failed"), 30, "the refused read logged")
+    (failed, *_) = scanner.events("signal-fetch-failed")
+    assert (failed["provider"], failed["source"], failed["reason"]) == (
+        "gcp-sim",
+        "skus.list",
+        "forbidden",
+    )
+    scanner.wait_for(
+        lambda: any(
+            s.source == "skus.list" for s in offering_state.read_signals(engine, "gcp-sim").values()
+        ),
+        30,
+        "the price read and kept in Postgres after the retry",
+    )
+    (price,) = offering_state.read_signals(engine, "gcp-sim").values()
+    assert (price.offering.region, price.offering.zone, price.offering.instance_type) == (
+        "us-central1",
+        "us-central1-a",
+        "e2-small",
+    )
+    assert price.value > 0
+    assert scans(scanner)  # scanning went on meanwhile
+    code, _ = scanner.terminate()
+    assert code == 0

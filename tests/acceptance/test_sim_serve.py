@@ -26,11 +26,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def served(tmp_path, request):
+def sim_section() -> str:
+    """More keys of the [sim] table the served clouds are started with."""
+    return ""
+
+
+@pytest.fixture
+def served(tmp_path, sim_section):
     config = (REPO / "config.toml").read_text()
     config = re.sub(r"^port = 510\d$", "port = 0", config, flags=re.M)
-    config += f'\n[sim]\nstate_dir = "{tmp_path / "sim"}"\n'
-    config += getattr(request, "param", "")  # more [sim] keys
+    config += f'\n[sim]\nstate_dir = "{tmp_path / "sim"}"\n{sim_section}'
     path = tmp_path / "config.toml"
     path.write_text(config)
     env = {**os.environ, "WM_CONFIG": str(path)}
@@ -105,9 +110,8 @@ def test_each_printed_endpoint_answers_a_one_line_sdk_call(served):
 
 
 @pytest.mark.parametrize(
-    ("served", "scenario"),
+    ("sim_section", "scenario"),
     [("", None), ('market = "S1"\nmarket_seed = 3\n', "S1")],
-    indirect=["served"],
     ids=["no-market", "market-S1"],
 )
 def test_every_cloud_obeys_the_market_the_config_names_and_none_by_default(served, scenario):
@@ -124,3 +128,28 @@ def test_every_cloud_obeys_the_market_the_config_names_and_none_by_default(serve
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("sim_section", ['market = "S1"\nmarket_seed = 7\n'])
+def test_a_named_market_is_what_the_served_clouds_price_with(served):
+    from wmsim.market import Market, SimOffering
+
+    _, by_kind = served
+    ec2 = boto3.client(
+        "ec2",
+        region_name="us-east-1",
+        endpoint_url=by_kind["aws"]["endpoint"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=BotoConfig(retries={"total_max_attempts": 1}),
+    )
+    history = ec2.describe_spot_price_history(InstanceTypes=["m5.2xlarge"])["SpotPriceHistory"]
+
+    # S1's prices do not drift: what the market prices at its start it prices throughout.
+    market = Market.from_scenario("S1", 7)
+    expected = {
+        zone: market.price(SimOffering("aws", "us-east-1", zone, "m5.2xlarge", "spot"), 0.0)
+        for zone in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
+    }
+    got = {item["AvailabilityZone"]: float(item["SpotPrice"]) for item in history}
+    assert got == pytest.approx(expected, rel=1e-5)  # and only the market's zones

@@ -76,6 +76,14 @@ def test_sentry_repeat_window_comes_from_the_environment_and_a_typo_is_named():
             ),
             "providers[0].budgets.run-instances.burst: must be at least 251 at per_s 2",
         ),
+        (
+            lambda d: d["providers"][0].update(signals={"price_intreval_s": 60}),
+            "providers[0].signals.price_intreval_s: unknown key",
+        ),
+        (
+            lambda d: d["providers"][1].update(signals={"os": "macos"}),
+            "providers[1].signals.os: must be one of",
+        ),
     ],
 )
 def test_each_problem_is_named_by_its_key_path(edit, expected):

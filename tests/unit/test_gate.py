@@ -378,3 +378,63 @@ def test_the_longest_call_is_every_attempt_timing_out_with_the_longest_backoffs(
         FakeClock(), timeout_s=10.0, max_attempts=4, backoff_base_s=1.0, backoff_max_s=3.0
     )
     assert gate.longest_call_s() == 4 * 10.0 + (1.0 + 2.0 + 3.0)
+
+
+# -- background calls: the launch choice's signal reads, the gate's lowest priority -----------
+
+
+class BusyBudget(RecordingBudget):
+    """A shared budget whose buckets are spoken for: every take must wait."""
+
+    def take(self, draws) -> float:
+        super().take(draws)
+        return 0.5
+
+
+def test_a_background_call_is_not_sent_when_the_budget_would_make_it_wait():
+    clock = FakeClock()
+    gate = make_gate(clock, classes={"Read": (CallClass.READ,)})
+    gate.use_budget(BusyBudget())
+    sent = []
+
+    with pytest.raises(CloudError) as refused:
+        gate.call("Read", lambda: sent.append(1), background=True)
+
+    assert refused.value.code == "Deferred"
+    assert sent == [] and clock.slept == []  # neither sent nor waited for
+    # A foreground call waits its turn, as ever.
+    gate.call("Read", lambda: sent.append(1))
+    assert sent == [1] and clock.slept == [0.5]
+
+
+def test_a_failing_background_call_is_tried_once_and_never_pauses_the_provider():
+    clock = FakeClock()
+    gate = make_gate(clock, pause_after_failures=1)
+    calls = []
+
+    def fail():
+        calls.append(1)
+        raise Boom(ErrorCategory.TRANSIENT)
+
+    with pytest.raises(CloudError):
+        gate.call("Read", fail, background=True)
+
+    assert calls == [1]
+    assert not gate.paused
+    with pytest.raises(CloudError):
+        gate.call("Read", fail)
+    assert gate.paused  # the same failure in the foreground pauses, as ever
+
+
+def test_a_background_call_is_refused_while_the_provider_is_paused():
+    clock = FakeClock()
+    gate = make_gate(clock, pause_after_failures=1, max_attempts=1)
+    with pytest.raises(CloudError):
+        gate.call("Write", lambda: (_ for _ in ()).throw(Boom(ErrorCategory.TRANSIENT)))
+    sent = []
+
+    with pytest.raises(CloudError) as refused:
+        gate.call("Read", lambda: sent.append(1), background=True)
+
+    assert refused.value.category is ErrorCategory.PAUSED
+    assert sent == []

@@ -297,6 +297,7 @@ LAYERS = (
         (
             "wm.provisioning.creates_in_flight",
             "wm.provisioning.launch_outcomes",
+            "wm.provisioning.cost_planning",  # the cost choice's reads and bench writes in a pass
             "wm.scanning.scan_errors",
             "wm.take_over.adoption_report",  # the take-over's word at each scan, and its end
         ),
@@ -307,6 +308,7 @@ LAYERS = (
         (
             "wm.provisioning.provisioner",
             "wm.scanning.scanner",
+            "wm.scanning.signals_job",  # the launch choice's signal reads, a job per provider
             # The web process: the API, and during a take-over its forwarding to the legacy
             # worker-manager and the lists merged from both sides.
             (

@@ -4,6 +4,7 @@ definitions operators apply from files (Taskcluster's, as JSON or YAML)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
@@ -11,9 +12,11 @@ import yaml
 
 from wm.cli.context import CliContext, UserError, echo_json, echo_table, json_option
 from wm.config.loader import POOLS_MOVED, missing_files, read_toml
-from wm.db import pool_errors
+from wm.db import offering_state, pool_errors
 from wm.db import pools as pool_store
 from wm.errors import ConfigError
+from wm.kinds import KINDS
+from wm.model import LaunchConfigRecord, Offering
 from wm.pools import config_tables
 from wm.pools.apply_plan import unscanned_worker_groups
 from wm.pools.changes import ApplyDefinitions, ApplyRefused, apply_change
@@ -23,6 +26,7 @@ from wm.pools.definition import (
     parse_definition_documents,
     parse_pool_definition,
 )
+from wm.provisioning import cost_planning
 
 
 @click.group("config")
@@ -239,3 +243,84 @@ def errors(obj: CliContext, pool_id: str, as_json: bool) -> None:
             for e in found
         ],
     )
+
+
+@pools.command()
+@click.argument("pool_id")
+@json_option
+@click.pass_obj
+def explain(obj: CliContext, pool_id: str, as_json: bool) -> None:
+    """Where POOL launches and why: per launch config its offering, price, availability,
+    pre-emption rate, time to ready, bench, Taskcluster's weight and the cost choice's weight
+    (`[launch_choice]` says which of them the pool launches by)."""
+    config = obj.config()
+    engine = obj.engine()
+    pool = next(iter(pool_store.load_pools(engine, [pool_id])), None)
+    if pool is None or pool.removed:
+        raise UserError(
+            f"no pool {pool_id!r} in the database (apply its definition with `wm pools apply`)"
+        )
+    configs = [
+        lc
+        for lc in pool_store.load_launch_configs(engine, include_archived=False, pool_ids=[pool_id])
+        if lc.configuration
+    ]
+    kind = config.provider_kinds().get(pool.provider_id or "")
+    description = KINDS.get(kind) if kind is not None else None
+
+    def offering_of(lc: LaunchConfigRecord) -> Offering | None:
+        if description is None:
+            return None
+        return description.offering(lc.configuration, lc.region)
+
+    provider_id = pool.provider_id or ""
+    reading = cost_planning.read(engine, provider_id, [pool_id])
+    running = {lc: n for (p, lc), n in offering_state.running_workers(engine, [pool_id]).items()}
+    found = cost_planning.explain(
+        pool_id,
+        config.launch_choice.for_pool(pool_id),
+        configs,
+        offering_of,
+        reading,
+        running,
+        time.time(),
+    )
+    if as_json:
+        echo_json(found)
+        return
+    cost = found["cost_per_hour"]
+    click.echo(
+        f"{pool_id}: launches by {found['mode']} (beta {found['beta']:g}, spread "
+        f"{found['spread']:g}); running workers cost "
+        + (f"${cost:.4f}/h" if cost is not None else "unknown (no prices held)")
+    )
+    echo_table(
+        ["launch config", "offering", "$/h", "avail", "preempt/h", "ready s", "bench",
+         "weight", "final", "why"],
+        [
+            (
+                row["launch_config_id"],
+                row["offering"] or "-",
+                _number(row["price_per_hour"]),
+                _number(row["availability"]),
+                _number(row["preemption_rate"]),
+                _number(row["ready_s"], "{:.0f}"),
+                _bench(row),
+                _number(row["weight"]),
+                _number(row["final_weight"]),
+                "; ".join(row["why"]) or "-",
+            )
+            for row in found["launch_configs"]
+        ],
+    )  # fmt: skip
+
+
+def _number(value: object, form: str = "{:.4g}") -> str:
+    return "-" if value is None else form.format(value)
+
+
+def _bench(row: dict) -> str:
+    until = row["benched_until"]
+    if until is None:
+        return row["admission"]
+    return f"{row['admission']} until {until} ({row['bench_failures']}x {row['bench_code']})"

@@ -122,6 +122,24 @@ class BudgetLimit(Frozen):
         return max(self.burst / 2, self.burst - self.per_s * JITTER_RESERVE_S)
 
 
+class SignalsConfig(Frozen):
+    """A provider's `signals` table: how often wm reads its cloud's signal sources (prices,
+    capacity, pre-emption priors) for the launch choice (wm/scanning/signals_job.py)."""
+
+    # None: collect when the launch choice reads signals (a pool in shadow or cost mode);
+    # true or false: always, never.
+    enabled: bool | None = None
+    # Refresh cadences; None: the source's own (EC2 prices 10 min, GCE and Azure prices daily,
+    # capacity 15 min, pre-emption priors daily).
+    price_interval_s: float | None = Field(None, gt=0)
+    capacity_interval_s: float | None = Field(None, gt=0)
+    preemption_interval_s: float | None = Field(None, gt=0)
+    # A source that failed is tried again after this long (or its cadence, if shorter).
+    retry_s: float = Field(120.0, gt=0)
+    # The operating system prices are read for (EC2's ProductDescription, Azure's meters).
+    os: Literal["linux", "windows"] = "linux"
+
+
 class ProviderConfigBase(Frozen):
     """What every provider of every kind is configured with; each kind's model adds its own
     keys and its `kind` literal."""
@@ -152,6 +170,8 @@ class ProviderConfigBase(Frozen):
     # also list the VMs worker-manager made for this providerId (found by worker-manager's own
     # tags and labels), adopt those `wm import` brought in, and report, never delete, the rest.
     adopt_legacy: bool = False
+    # The launch choice's signals read from this provider's cloud.
+    signals: SignalsConfig = SignalsConfig()
 
     @property
     def budget_account(self) -> str:

@@ -31,6 +31,7 @@ from wm.config.base import (
     removed_setting,
 )
 from wm.config.base import GateConfig as GateConfig  # where callers have always found it
+from wm.config.launch_choice import LaunchChoiceConfig
 from wm.config.provider_ids import PROVIDER_ID_PATTERN
 from wm.errors import ConfigError
 from wm.kinds import KINDS, KindDescription
@@ -178,6 +179,8 @@ class Config(Frozen):
     database: DatabaseConfig = DatabaseConfig()
     # Set while moving from a live worker-manager: forwarding to it is on (None: off).
     take_over: TakeOverConfig | None = None
+    # How each pool chooses among its launch configs (wm/config/launch_choice.py).
+    launch_choice: LaunchChoiceConfig = LaunchChoiceConfig()
     providers: tuple[ProviderConfig, ...] = ()
     env: Environment = Environment()
     source: str = DEFAULT_CONFIG_PATH

@@ -249,3 +249,38 @@ deployment_keys = Table(
     Column("secret", Text, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+
+def _offering_columns() -> list[Column]:
+    # An offering of a provider; zone '' stands for "any zone of the region" (a primary key
+    # has no NULLs).
+    return [
+        Column(name, Text, primary_key=True)
+        for name in ("provider_id", "region", "zone", "instance_type", "market")
+    ]
+
+
+# What a cloud publishes about an offering (wm.model.OfferingSignal), one row per signal kind:
+# written by the scanners' signal jobs, read by every provisioner's pass (issue 40).
+offering_signals = Table(
+    "offering_signals",
+    metadata,
+    *_offering_columns(),
+    Column("kind", Text, primary_key=True),  # a wm.model.SignalKind
+    Column("value", Float, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("observed_at", DateTime(timezone=True), nullable=False),
+)
+
+# Offerings that refused capacity lately (wm/provisioning/offering_bench.py): no launches there
+# until benched_until, but one probe per window; a success clears the row's count.
+offering_bench = Table(
+    "offering_bench",
+    metadata,
+    *_offering_columns(),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    Column("benched_until", DateTime(timezone=True), nullable=True),
+    Column("probe_sent_at", DateTime(timezone=True), nullable=True),
+    Column("last_code", Text, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

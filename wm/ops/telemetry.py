@@ -103,6 +103,34 @@ PROVISION_GAUGES = Gauge(
     ["pool", "measure"],
     multiprocess_mode=CHILDREN_MERGE,
 )
+# The launch choice by cost (pools in "shadow" or "cost" mode, wm/provisioning/cost_planning.py).
+LAUNCH_CHOICE_WEIGHT = Gauge(
+    "wm_launch_choice_weight",
+    "Per pool and launch config at its last launching pass: the weight the cost choice gives "
+    "it (Taskcluster's weight x availability x price factor; 0 while benched).",
+    ["pool", "launch_config"],
+    multiprocess_mode=CHILDREN_MERGE,
+)
+POOL_COST_PER_HOUR = Gauge(
+    "wm_pool_cost_per_hour",
+    "Per pool: what its running workers cost per hour at the prices wm holds.",
+    ["pool"],
+    multiprocess_mode=CHILDREN_MERGE,
+)
+# The launch choice's signal reads (wm/scanning/signals_job.py): a source that fails is neutral,
+# and shows here and in a `signal-fetch-failed` log line.
+SIGNAL_FETCH_FAILURES = Counter(
+    "wm_signal_fetch_failures_total",
+    "Signal reads that failed, by provider, source and reason (down, forbidden, garbage, "
+    "timeout, throttled, deferred, paused, error).",
+    ["provider", "source", "reason"],
+)
+SIGNAL_LAST_SUCCESS = Gauge(
+    "wm_signal_last_success_timestamp_seconds",
+    "When each signal source of a provider was last read successfully (epoch seconds).",
+    ["provider", "source"],
+    multiprocess_mode=CHILDREN_MERGE,
+)
 SCAN_SECONDS = Histogram(
     "wm_scan_seconds",
     "Duration of one scan of one provider region.",

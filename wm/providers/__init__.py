@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import threading
 
     from wm.providers.gate import Budget
+    from wm.providers.signal_sources import SignalCollector
     from wm.workers.identity import Clock, IdentityVerifier
 
 
@@ -48,6 +49,17 @@ def build_provider(
     if stop is not None:
         provider.gate.stop_on(stop)
     return provider
+
+
+def build_signals(config: ProviderConfig, provider: Provider) -> SignalCollector | None:
+    """The launch choice's signal reads of one provider (its package's signals.py, through the
+    provider's gate); None for a kind whose package reads none."""
+    package = kind_package(config.kind)
+    try:
+        module = importlib.import_module(f"{package.__name__}.signals")
+    except ModuleNotFoundError:
+        return None
+    return module.make_signals(config, provider)
 
 
 def build_verifier(

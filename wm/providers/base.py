@@ -36,8 +36,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wm.errors import CloudError
-from wm.model import CloudInstance, LaunchSpec, WorkerRecord, WorkerRef
+from wm.errors import CloudError, ErrorScope
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRecord, WorkerRef
 
 if TYPE_CHECKING:
     from wm.providers.gate import Gate
@@ -193,6 +193,16 @@ class Provider(Protocol):
         """The scan wrote these listed instances' `record` on their rows: what the provider
         kept in the cloud only until then may go (Azure: a succeeded ARM deployment). Failures
         are logged, not raised: the next scan lists and records them again."""
+        ...
+
+    def offering(self, launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+        """Where a launch config launches, as the cloud prices it (its kind's description
+        reads it); None when it cannot tell."""
+        ...
+
+    def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
+        """Which launches a refusal of a create of `spec` holds for (its kind's errors.py);
+        None when it is no capacity or quota refusal."""
         ...
 
     def close(self) -> None:

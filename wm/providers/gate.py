@@ -10,6 +10,12 @@ clients that way): the gate is the only retry policy.
 
 Exceptions are translated once, by the provider's `classify`, into `CloudError`; messages are
 the cloud's own error text, which carries no credentials.
+
+Background calls (`background=True`: the launch choice's signal reads) are the gate's lowest
+priority: sent only when neither this process's bucket nor the shared budget makes them wait
+(else refused as `Deferred`, the bucket's turn left to creates and scans), tried once, and
+their failures never pause the provider: a signal source that is down or slow must not stop
+the calls that launch and scan.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from wm.config.loader import BudgetLimit, GateConfig
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory, UnclassedOperation
 from wm.ops.telemetry import CLOUD_API_CALLS, CLOUD_API_PAUSED, CLOUD_API_SECONDS, log
 from wm.providers.meter import count_call
+
+DEFERRED = "Deferred"  # a background call not sent: the budget had no spare turn for it
 
 T = TypeVar("T")
 # Threads beyond `concurrency` so that calls abandoned at their timeout (still blocked in the
@@ -181,18 +189,23 @@ class Gate:
         /,
         *args: object,
         spend: Sequence[Draw] | None = None,
+        background: bool = False,
         **kwargs: object,
     ) -> T:
         """Run one SDK call under the gate's limits; raise CloudError when it finally fails.
 
         `spend` is what the call costs from the account's shared budget; by default one of each
         class its operation draws from, account-wide. An operation missing from the gate's
-        table raises UnclassedOperation before anything is sent.
+        table raises UnclassedOperation before anything is sent. `background`: the lowest
+        priority (see the module's docstring).
         """
         if self._classes is not None and operation not in self._classes:
             raise UnclassedOperation(self.provider_id, operation)
         if spend is None:
             spend = tuple(Draw(ACCOUNT_WIDE, c) for c in (self._classes or {}).get(operation, ()))
+        if background:
+            self._refuse_if_paused(operation)
+            return self._attempt(operation, fn, args, kwargs, spend, background=True)
         attempt = 0
         maybe_applied = False  # an earlier attempt may have been carried out
         while True:
@@ -231,10 +244,22 @@ class Gate:
         args: tuple,
         kwargs: dict,
         spend: Sequence[Draw] = (),
+        *,
+        background: bool = False,
     ) -> T:
         wait_s = self._limiter.take(operation, spend)
         if self.budget is not None and spend:
             wait_s = max(wait_s, self.budget.take(spend))
+        if wait_s > 0 and background:
+            # The tokens taken are a debt of at most one call; waiting it out would hold a
+            # create or a scan behind a signal read.
+            raise CloudError(
+                self.provider_id,
+                ErrorCategory.THROTTLED,
+                DEFERRED,
+                f"not sent: the API budget is busy for {wait_s:.2f}s",
+                operation=operation,
+            )
         if wait_s > 0:
             self._wait(operation, wait_s)
         with self._slots:
@@ -255,18 +280,18 @@ class Gate:
                     operation=operation,
                     maybe_applied=True,
                 )
-                self._record_failure(operation, error, started)
+                self._record_failure(operation, error, started, pausing=not background)
                 raise error from None
             except CloudError as error:
                 _sent(error)
-                self._record_failure(operation, error, started)
+                self._record_failure(operation, error, started, pausing=not background)
                 raise
             except Exception as exc:
                 error = _sent(self._classify(exc))
                 error.operation = error.operation or operation
-                self._record_failure(operation, error, started)
+                self._record_failure(operation, error, started, pausing=not background)
                 raise error from exc
-            self._record_success(operation, started)
+            self._record_success(operation, started, resuming=not background)
             return result
 
     def _wait(self, operation: str, seconds: float) -> None:
@@ -299,9 +324,11 @@ class Gate:
                 operation=operation,
             )
 
-    def _record_success(self, operation: str, started: float) -> None:
+    def _record_success(self, operation: str, started: float, *, resuming: bool = True) -> None:
         CLOUD_API_SECONDS.labels(self.provider_id, operation).observe(self._clock() - started)
         CLOUD_API_CALLS.labels(self.provider_id, operation, "ok").inc()
+        if not resuming:  # a signal source answering says nothing of the launch APIs
+            return
         with self._lock:
             self._failures = 0
             resumed, self._was_paused = self._was_paused, False
@@ -309,10 +336,12 @@ class Gate:
             CLOUD_API_PAUSED.labels(self.provider_id).set(0)
             log("cloud-api-resumed", provider=self.provider_id, operation=operation)
 
-    def _record_failure(self, operation: str, error: CloudError, started: float) -> None:
+    def _record_failure(
+        self, operation: str, error: CloudError, started: float, *, pausing: bool = True
+    ) -> None:
         CLOUD_API_SECONDS.labels(self.provider_id, operation).observe(self._clock() - started)
         CLOUD_API_CALLS.labels(self.provider_id, operation, str(error.category)).inc()
-        if not error.retryable:
+        if not error.retryable or not pausing:
             return
         with self._lock:
             self._failures += 1

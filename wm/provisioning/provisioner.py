@@ -22,14 +22,16 @@ from datetime import datetime, timedelta
 from prometheus_client import Gauge
 from sqlalchemy import Engine
 
-from wm.db import claims, pool_errors, scans, worker_writes, workers
+from wm.config.launch_choice import ChoiceMode, LaunchChoiceConfig
+from wm.db import claims, offering_state, pool_errors, scans, worker_writes, workers
 from wm.db import pools as pool_store
 from wm.db.workers import LaunchOutcome, NewWorker, PoolCapacity
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
-from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
+from wm.model import LaunchConfigRecord, Offering, PoolRecord, WorkerRecord, WorkerRef
 from wm.ops.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log, observe_stages
 from wm.providers.base import LaunchBatch, LaunchIntent, LaunchResult, Provider
-from wm.provisioning import estimator, launch_choice
+from wm.provisioning import cost_planning, estimator, launch_choice
+from wm.provisioning.cost_planning import PoolScore
 from wm.provisioning.creates_in_flight import creates_in_flight
 from wm.provisioning.intent_sightings import IntentSightings
 from wm.provisioning.launch_outcomes import judge_results
@@ -65,6 +67,9 @@ class Provisioner:
     stop: threading.Event = field(default_factory=threading.Event)
     # pool id -> open intent -> first seen under this process's claim (intent recovery)
     intent_sightings: IntentSightings = field(default_factory=IntentSightings)
+    # How each pool chooses among its launch configs ([launch_choice]); all "weights" by
+    # default, and then a pass makes exactly the reads and calls it always made.
+    launch_choice: LaunchChoiceConfig = field(default_factory=LaunchChoiceConfig)
     _news: dict[str, PassNews] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -214,7 +219,7 @@ class Provisioner:
             with creates_in_flight(functools.partial(self._send, provider), news) as out:
                 out.send(rounds[0].batches())
                 while out.news_while_out(self.stop):
-                    late = self._plan_late(claim, provider, pools, configs)
+                    late = self._plan_late(claim, provider, pools, configs, rounds)
                     if late is not None:
                         rounds.append(late)
                         out.send(late.batches())
@@ -224,7 +229,9 @@ class Provisioner:
         accepted = worker_writes.record_launches(self.engine, outcomes)
         _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
+        self._bench_after(provider, rounds, results)
         self._advise_scale_down(pools, rounds[-1].demand)
+        self._export_costs(provider, pools, configs, rounds)
         withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
         if withdrawn:
             log("intents-withdrawn", provider=provider.id, workers=withdrawn)
@@ -236,8 +243,10 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
+        earlier: Sequence[_Round] = (),
     ) -> _Round:
-        """Read demand and capacity, plan every pool and commit the intents (one planning)."""
+        """Read demand and capacity, plan every pool and commit the intents (one planning).
+        `earlier`: the pass's plannings before this one (their probes are out)."""
         pool_ids = [p.pool_id for p in pools]
         demand = self.queue.counts(pool_ids)
         capacity = workers.capacity_by_pool(self.engine, pool_ids)
@@ -255,6 +264,7 @@ class Provisioner:
                 if configs[pool_id] and (to_add is None or to_add > 0)
             ]
         )
+        scores, reading = self._score(provider, pools, configs, short, earlier)
         plans = []
         for pool in pools:
             try:
@@ -267,6 +277,7 @@ class Provisioner:
                         errors,
                         batch_max=provider.create_batch_max,
                         to_add=short[pool.pool_id],
+                        cost=scores.get(pool.pool_id),
                     )
                 )
                 _warn_far_above_max(pool, capacity[pool.pool_id])
@@ -286,7 +297,7 @@ class Provisioner:
         # Committed before any cloud call, or the pass stops.
         committed = claim.commit_intents(intents)
         _observe_stages(provider.id, committed, "pending_to_requested")
-        return _Round(demand, capacity, plans)
+        return _Round(demand, capacity, plans, scores, reading)
 
     def _plan_late(
         self,
@@ -294,16 +305,158 @@ class Provisioner:
         provider: Provider,
         pools: list[PoolRecord],
         configs: dict[str, list[LaunchConfigRecord]],
+        earlier: Sequence[_Round],
     ) -> _Round | None:
         """Plan again, under the same claim, for news that came while the creates are out:
         what is out counts as requested capacity. A late planning that fails is reported and
         sends nothing (None); the creates out are still waited for and recorded, and the next
         pass plans again."""
         try:
-            return self._plan_round(claim, provider, pools, configs)
+            return self._plan_round(claim, provider, pools, configs, earlier)
         except Exception:
             log("late-planning-failed", logging.ERROR, exc_info=True, provider=provider.id)
             return None
+
+    def _score(
+        self,
+        provider: Provider,
+        pools: list[PoolRecord],
+        configs: dict[str, list[LaunchConfigRecord]],
+        short: Mapping[str, int | None],
+        earlier: Sequence[_Round] = (),
+    ) -> tuple[dict[str, PoolScore], cost_planning.Reading | None]:
+        """Score the launch configs of the pools in "shadow" or "cost" mode that launch, from
+        one reading of the signals, bench and evidence; log each in a `launch-choice` line. A
+        pool whose scoring fails launches by weights (and says so)."""
+        if self.launch_choice.all_weights:
+            return {}, None
+        choices = {p.pool_id: self.launch_choice.for_pool(p.pool_id) for p in pools}
+        opted = [
+            p.pool_id
+            for p in pools
+            if choices[p.pool_id].mode != ChoiceMode.WEIGHTS
+            and configs[p.pool_id]
+            and (short[p.pool_id] is None or (short[p.pool_id] or 0) > 0)
+        ]
+        if not opted:
+            return {}, None
+        try:
+            reading = cost_planning.read(self.engine, provider.id, opted)
+        except Exception:  # the choice falls back to weights; the pass goes on
+            log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider.id)
+            return {}, None
+        now = time.time()
+        # The bench is written once the pass's creates are in: a probe an earlier planning of
+        # this pass sent is the window's one already.
+        reading = cost_planning.with_probes_out(reading, _probes_sent(earlier), now)
+        scores = {}
+        for pool_id in opted:
+            try:
+                scores[pool_id] = cost_planning.score_pool(
+                    pool_id,
+                    choices[pool_id],
+                    configs[pool_id],
+                    lambda lc: provider.offering(lc.configuration, lc.region),
+                    reading,
+                    now,
+                )
+                cost_planning.report(pool_id, provider.id, scores[pool_id])
+            except Exception:
+                cost_planning.log_failed(provider.id, pool_id)
+        return scores, reading
+
+    def _bench_after(
+        self, provider: Provider, rounds: Sequence[_Round], results: Mapping[str, LaunchResult]
+    ) -> None:
+        """Write what the pass's creates of opted-in pools say of their offerings: refused
+        capacity or quota benches the offerings the refusal's scope covers, a success clears
+        its offering, a probe sent is the window's one."""
+        scored = [(r, pool_id, s) for r in rounds for pool_id, s in r.scores.items()]
+        if not scored:
+            return
+        try:
+            offering_of: dict[tuple[str, str], Offering | None] = {}
+            for _, pool_id, score in scored:
+                for lc_id, offering in score.offerings.items():
+                    offering_of[(pool_id, lc_id)] = offering
+            # The first reading of the pass: the bench as it was before its creates (a later
+            # planning's holds its earlier probes too, which bench_after adds itself).
+            first = next(r.reading for r in rounds if r.reading is not None)
+            probed = _probes_sent(rounds)
+            outcomes = []
+            for planned in rounds:
+                for batch in planned.batches():
+                    key = (batch.pool_id, batch.spec.launch_config_id)
+                    if key not in offering_of:
+                        continue
+                    for intent in batch.intents:
+                        result = results.get(intent.worker_id)
+                        if result is None:
+                            continue
+                        outcomes.append(
+                            cost_planning.CreateOutcome(
+                                offering_of[key],
+                                batch.spec,
+                                result.cloud_id is not None,
+                                result.error,
+                            )
+                        )
+            changes = cost_planning.bench_after(
+                first.bench,
+                {o for o in offering_of.values() if o is not None},
+                probed,
+                outcomes,
+                provider.error_scope,
+                time.time(),
+            )
+            offering_state.write_bench(self.engine, provider.id, changes)
+            for offering, entry in changes.items():
+                log(
+                    "offering-bench",
+                    provider=provider.id,
+                    offering=offering.key,
+                    failures=entry.state.failures,
+                    benched_until=entry.state.benched_until,
+                    code=entry.last_code,
+                )
+        except Exception:
+            log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)
+
+    def _export_costs(
+        self,
+        provider: Provider,
+        pools: list[PoolRecord],
+        configs: dict[str, list[LaunchConfigRecord]],
+        rounds: Sequence[_Round],
+    ) -> None:
+        """Each opted-in pool's cost per hour at the prices wm holds (a gauge)."""
+        if self.launch_choice.all_weights:
+            return
+        opted = [
+            p.pool_id
+            for p in pools
+            if self.launch_choice.for_pool(p.pool_id).mode != ChoiceMode.WEIGHTS
+        ]
+        if not opted:
+            return
+        try:
+            reading = next((r.reading for r in rounds if r.reading is not None), None)
+            signals = (
+                reading.signals
+                if reading is not None
+                else offering_state.read_signals(self.engine, provider.id)
+            )
+            running = offering_state.running_workers(self.engine, opted)
+            for pool_id in opted:
+                cost_planning.export_cost(
+                    pool_id,
+                    configs[pool_id],
+                    lambda lc: provider.offering(lc.configuration, lc.region),
+                    signals,
+                    {lc: n for (p, lc), n in running.items() if p == pool_id},
+                )
+        except Exception:
+            log("pool-cost-failed", logging.ERROR, exc_info=True, provider=provider.id)
 
     def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
         """Recent errors and pre-emptions per (pool, launch config): both make a launch config
@@ -362,6 +515,20 @@ class Provisioner:
         return _create_batch(provider, batch)
 
 
+def _probes_sent(rounds: Sequence[_Round]) -> list[Offering]:
+    """The offerings the plannings' cost-mode pools sent their window's probe to."""
+    sent: list[Offering] = []
+    for planned in rounds:
+        for plan in planned.plans:
+            score = planned.scores.get(plan.report.pool_id)
+            if score is not None and score.launches_by_cost:
+                launched: dict[str, int] = {}
+                for intent in plan.intents:
+                    launched[intent.launch_config_id] = launched.get(intent.launch_config_id, 0) + 1
+                sent += cost_planning.probes(score, launched)
+    return sent
+
+
 @dataclass(frozen=True)
 class _Round:
     """One planning of a pass: what it read, and its plans (their intents committed)."""
@@ -369,6 +536,9 @@ class _Round:
     demand: Mapping[str, QueueCounts]
     capacity: Mapping[str, PoolCapacity]
     plans: list[PoolPlan]
+    # The cost choice's scores of the opted-in pools that launch, and what they were read from.
+    scores: Mapping[str, PoolScore] = field(default_factory=dict)
+    reading: cost_planning.Reading | None = None
 
     def batches(self) -> list[LaunchBatch]:
         return [b for plan in self.plans for b in plan.batches]
@@ -420,9 +590,11 @@ def plan_pool(
     *,
     batch_max: int,
     to_add: int | None = None,
+    cost: PoolScore | None = None,
 ) -> PoolPlan:
     """Estimate (unless `to_add` is the estimate already), choose launch configs and name the
-    new workers: no I/O. `batch_max`: workers per create call (the provider's)."""
+    new workers: no I/O. `batch_max`: workers per create call (the provider's). `cost`: the
+    pool's cost scoring, launched by in "cost" mode (in "shadow" it was only logged)."""
     if to_add is None:
         to_add = shortfall(pool, demand, capacity)
     report = PoolPassReport(
@@ -450,7 +622,12 @@ def plan_pool(
     by_id = {lc.launch_config_id: lc for lc in configs}
     intents: list[NewWorker] = []
     batches: list[LaunchBatch] = []
-    for allocation in launch_choice.choose(to_add, options):
+    if cost is not None and cost.launches_by_cost:
+        options = cost.options(options, capacity.by_launch_config)
+        allocations = launch_choice.choose(to_add, options, spread=cost.choice.spread)
+    else:
+        allocations = launch_choice.choose(to_add, options)
+    for allocation in allocations:
         lc = by_id[allocation.launch_config_id]
         for start in range(0, allocation.workers, batch_max):
             count = min(batch_max, allocation.workers - start)

@@ -43,6 +43,11 @@ RunInstances beyond the offering's spare capacity or spot quota is refused as EC
 with Server.SpotInstanceTermination after the two-minute notice), and every instance is billed
 (GET /_sim/ledger).
 
+Signals: DescribeSpotPriceHistory (moto's answer is a constant) and GetSpotPlacementScores are
+the sim's own (wmsim/aws/signals.py), from `signals` (wmsim/signals.py: a market's values when
+one is attached with `signals.use_market`, else a static table); POST /_sim/signal-fates
+{"operation", "fates": ["forbidden"|"garbage"]} forces their next answers' faults.
+
 Control endpoints for other processes live under /_sim/ (see `_control`); they are neither
 counted nor faulted. Besides the common ones, POST /_sim/outcomes {"outcomes": ["throttle"]}
 forces the outcome of the next requests (`queue_outcomes`); GET /_sim/launch-requests lists the
@@ -116,10 +121,12 @@ from wmsim.aws.moto_models import (
 from wmsim.aws.query import EC2_API_VERSION, launch_params
 from wmsim.aws.run_instances import LAUNCH_REQUESTS_KEPT, LaunchRequest, RunInstances
 from wmsim.aws.seeding import Ec2Seeding
+from wmsim.aws.signals import DEFAULT_SIGNAL_TYPES, KIND, SIGNAL_ACTIONS, SPOT_SHARE, Ec2Signals
 from wmsim.aws.wire import Answer, ec2_error, int_param, json_answer, read_body, region_of, respond
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm
 from wmsim.cloud import SimCloudConfig
 from wmsim.market_sim import MarketBound
+from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir, pem, signing_key
 from wmsim.wsgi import ServerThread
 
@@ -137,7 +144,7 @@ METADATA_STATES = frozenset({"running", "stopping", "shutting-down"})
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBound):
+class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signals, MarketBound):
     """moto's EC2 on 127.0.0.1 with latency, faults, quotas, lifecycle and instance paging."""
 
     market_kind = "aws"
@@ -154,6 +161,9 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBo
     ) -> None:
         self.faults = Faults(behaviour, seed=seed)
         self.preemptions = Preemptions(self.faults)
+        # What DescribeSpotPriceHistory and GetSpotPlacementScores serve (wmsim/signals.py).
+        self.signals = SignalValues(KIND, SPOT_SHARE, DEFAULT_SIGNAL_TYPES)
+        self.signal_fates = SignalFates()
         self._initial_behaviour = self.faults.behaviour.as_dict()  # what reset() goes back to
         self.terminated_visible_s = terminated_visible_s
         self.account_id = claim_account()
@@ -254,6 +264,7 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBo
             self._drop_moto_state()
         self.preemptions.clear()
         self.use_market(self.market_initial)
+        self.signal_fates.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial_behaviour)
 
@@ -442,6 +453,8 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBo
             self._sync(time.monotonic())
             if action == "DescribeInstances":
                 answer = self._describe_instances(environ, params, region)
+            elif action in SIGNAL_ACTIONS:
+                answer = self._signal_answer(action, params, region)
             elif action == "RunInstances":
                 answer = self._run_instances(environ, params, region)
             else:
@@ -528,6 +541,9 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, MarketBo
                 return json_answer(self.faults.behaviour.as_dict())
             if route == ("POST", "/_sim/outcomes"):
                 self.queue_outcomes(*body["outcomes"])
+                return json_answer({"status": "ok"})
+            if route == ("POST", "/_sim/signal-fates"):
+                self.signal_fates.force(body["operation"], *body["fates"])
                 return json_answer({"status": "ok"})
             if route == ("GET", "/_sim/launch-requests"):
                 return json_answer([asdict(r) for r in self.launch_requests()])

@@ -418,6 +418,26 @@ class RunInstances:
             self._client_tokens[token] = (digest(launch_params(params)), answer)
         return answer
 
+    def _no_capacity(self, params: dict[str, str], region: str) -> Answer | None:
+        """EC2's refusal of a type in a zone (or region) the behaviour says is dry, in EC2's
+        words: the zones that do have capacity are named (aws-parallelcluster#2716)."""
+        dry = set(self.faults.behaviour.no_capacity)
+        instance_type = params.get("InstanceType", "m1.small")
+        zone = params.get("Placement.AvailabilityZone")
+        if f"{instance_type}@{region}" not in dry and f"{instance_type}@{zone}" not in dry:
+            return None
+        zones = [z.name for z in self._backend(region).describe_availability_zones()]
+        others = [z for z in zones if z != zone and f"{instance_type}@{z}" not in dry]
+        where = f"the Availability Zone you requested ({zone})" if zone else "your region"
+        return ec2_error(
+            500,
+            "InsufficientInstanceCapacity",
+            f"We currently do not have sufficient {instance_type} capacity in {where}. Our "
+            "system will be working on provisioning additional capacity. You can currently get "
+            f"{instance_type} capacity by not specifying an Availability Zone in your request "
+            f"or choosing {', '.join(others)}.",
+        )
+
     def _launch(
         self,
         environ: dict[str, Any],
@@ -427,6 +447,9 @@ class RunInstances:
     ) -> Answer:
         wanted_min = int(params.get("MinCount", "1"))
         wanted_max = int(params.get("MaxCount", str(wanted_min)))
+        refusal = self._no_capacity(params, region)
+        if refusal is not None:
+            return refusal
         launch = wanted_max
         quota = self.faults.behaviour.quota_instances
         if quota is not None:

@@ -61,6 +61,12 @@ PUT (alone or in a deployment) beyond the offering's spare capacity or quota is 
 its provisioning as Azure does (wmsim/azure/market.py), running Spot VMs are evicted by the
 market's hazard, and every VM is billed (GET /_sim/ledger).
 
+Signals (wmsim/azure/signals.py): Retail Prices at /api/retail/prices (no token, as on
+prices.azure.com) and Resource Graph's SpotResources eviction rates, from `signals`
+(wmsim/signals.py: a market's values when one is attached with `signals.use_market`, else a
+static table); POST /_sim/signal-fates {"operation": "RetailPrices_List"|"Resources_Query",
+"fates": ["forbidden"|"garbage"]} forces faults.
+
 This module holds the SimArm's lifecycle, test accessors and request path (faults,
 throttling, authentication, dispatch); its parts are mixins of one job each, listed in
 arm_state.py. Launch configs the sim accepts are launch_configs.py's.
@@ -93,6 +99,14 @@ from wmsim.azure.images import Images
 from wmsim.azure.networks import Networks
 from wmsim.azure.operations import Operation, Operations
 from wmsim.azure.resources import RecordedPut, _json, _key, _Resource, _Vm, _Vnet
+from wmsim.azure.signals import (
+    DEFAULT_SIGNAL_TYPES,
+    KIND,
+    RESOURCE_GRAPH,
+    RETAIL_PRICES,
+    SPOT_SHARE,
+    ArmSignals,
+)
 from wmsim.azure.tls import make_certificate
 from wmsim.azure.vm_metadata import VmMetadata
 from wmsim.azure.vm_views import sim_vm
@@ -100,6 +114,7 @@ from wmsim.azure.vms import VM_PUTS_KEPT, VirtualMachines
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm
 from wmsim.cloud import SimCloudConfig
 from wmsim.market_sim import MarketBound
+from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
 
@@ -119,6 +134,7 @@ class SimArm(
     VmMetadata,
     Control,
     MarketBound,
+    ArmSignals,
 ):
     """The simulated ARM endpoint. `endpoint` is the provider config's endpoint and authority."""
 
@@ -134,6 +150,9 @@ class SimArm(
     ) -> None:
         self.faults = Faults(behaviour, seed=seed)
         self.preemptions = Preemptions(self.faults)
+        # What Retail Prices and Resource Graph's SpotResources serve (wmsim/signals.py).
+        self.signals = SignalValues(KIND, SPOT_SHARE, DEFAULT_SIGNAL_TYPES)
+        self.signal_fates = SignalFates()
         self._initial = Behaviour(**self.faults.behaviour.as_dict())
         self.delete_missing_status = DELETE_MISSING_STATUS  # or 404: see the module docstring
         self._port = port
@@ -194,6 +213,7 @@ class SimArm(
             self.deployments.reset()
         self.preemptions.clear()
         self.use_market(self.market_initial)
+        self.signal_fates.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
 
@@ -303,6 +323,12 @@ class SimArm(
             return entra.openid_configuration(self.endpoint, parts[0])
         if len(lower) == 4 and lower[1:] == ["oauth2", "v2.0", "token"]:
             return entra.token(request)
+        if lower == ["api", "retail", "prices"]:  # prices.azure.com's: public, no token
+            self._signal_before(RETAIL_PRICES, request, token=False)
+            return self._retail_prices(request)
+        if lower == ["providers", "microsoft.resourcegraph", "resources"]:
+            self._signal_before(RESOURCE_GRAPH, request, token=True)
+            return self._resource_graph(request)
         if lower[:1] != ["subscriptions"] or len(parts) < 2:
             raise ArmError(404, "InvalidResourceType", f"no route for {request.path}")
         route = self._route(request.method, parts, lower)
@@ -325,6 +351,18 @@ class SimArm(
             self._request = request
             self._sweep()
             return handler()
+
+    def _signal_before(self, operation: str, request: Request, *, token: bool) -> None:
+        """A signal request counted, delayed and maybe faulted as any other; Retail Prices
+        asks for no token or api-version."""
+        if token:
+            self._before(operation, request)
+            return
+        outcome = self.faults.before(operation)
+        if outcome == Outcome.THROTTLE:
+            raise ArmError(429, "TooManyRequests", "Too many requests. Please retry later.")
+        if outcome == Outcome.FAIL:
+            raise server_error(request)
 
     def _before(self, operation: str, request: Request) -> Outcome:
         """Count, delay and maybe fault the request; then check the basics ARM checks.

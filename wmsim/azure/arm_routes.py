@@ -20,6 +20,7 @@ from wmsim.azure.resources import (
     VM_TYPE,
     VNET_TYPE,
 )
+from wmsim.azure.signals import SPOT_PLACEMENT_SCORES
 
 # (provider namespace, resource type segment) -> canonical type and the operation-id prefix.
 CHILD_KINDS = {
@@ -43,6 +44,13 @@ class ArmRoutes(ArmState):
             ns, kind = rest_lower[1], rest_lower[2]
             if (ns, kind) == (COMPUTE, "virtualmachines") and len(rest) == 3 and method == "GET":
                 return "VirtualMachines_ListAll", lambda: self._list_vms(sub, None, None)
+            if (
+                ns == COMPUTE
+                and kind == "locations"
+                and rest_lower[4:] == ["placementscores", "spot", "generate"]
+                and method == "POST"
+            ):  # Compute Recommender's Spot Placement Score (wmsim/azure/signals.py)
+                return SPOT_PLACEMENT_SCORES, lambda: self._spot_placement_scores(rest[3].lower())
             if kind == "locations" and len(rest) == 6 and rest_lower[4] == "operations":
                 return "Operations_Get", lambda: self._operation(rest[5])
             if (

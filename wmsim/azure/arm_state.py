@@ -24,7 +24,8 @@ from wmsim.azure.resources import _json, _key, _Resource, _Vm
 if TYPE_CHECKING:
     import threading
 
-    from wmsim.behaviour import Faults, Preemptions
+    from wmsim.signals import SignalFates, SignalValues
+from wmsim.behaviour import Faults, Preemptions
 
 # ARM chooses VM list page sizes itself (no $top on VM lists); the sim uses this unless
 # behaviour.page_size_max is smaller.
@@ -39,6 +40,11 @@ class ArmState:
     preemptions: Preemptions
     delete_missing_status: int
     deployments: ArmDeployments  # Microsoft.Resources: deployments, template specs, groups
+    signals: SignalValues  # what the signal APIs serve (wmsim/azure/signals.py)
+    signal_fates: SignalFates
+    # Compute Recommender's Spot Placement Score, by location (wmsim/azure/signals.py)
+    _spot_placement_scores: Callable[[str], Response]
+
     _lock: threading.RLock
     _vms: dict[str, _Vm]
     _resources: dict[str, _Resource]  # NICs, public IPs and disks

@@ -51,6 +51,11 @@ class Control(ArmState):
                 return self._control_vm(lambda: self.fail(body["id"]))
             case "POST", ["reset"]:
                 self.reset()
+            case "POST", ["signal-fates"]:
+                try:
+                    self.signal_fates.force(str(body["operation"]), *body["fates"])
+                except (KeyError, ValueError) as exc:
+                    return _json({"error": str(exc)}, 400)
             case "GET", ["attested", vm_name]:
                 nonce = request.args.get("nonce") or None
                 return self._control_vm_json(lambda: self.attested_document(vm_name, nonce))

@@ -45,6 +45,11 @@ instance identity token its metadata server would mint (format=full), an RS256 J
 the sim's own key; the JWKS is at GET /_sim/jwks and in the file `identity_trust_path` (the provider
 config's `identity_jwks`); `mint_identity_token` makes forgeries for tests.
 
+Signals (wmsim/gcp/signals.py): the Cloud Billing Catalog's Compute Engine SKUs and
+regions.advice.capacity, from `signals` (wmsim/signals.py: a market's values when one is
+attached with `signals.use_market`, else a static table); POST /_sim/signal-fates
+{"operation": "skus.list"|"advice.capacity", "fates": ["forbidden"|"garbage"]} forces faults.
+
 The parts, each in its module of wmsim/gcp: the URL map (`routes`), GCE's REST conventions
 (`rest`) and error shape (`errors`), the instances routes and store (`instances`, `vm`), zone
 operations (`operations`), networks, subnetworks and images (`catalog_routes` over `catalog`,
@@ -83,8 +88,10 @@ from wmsim.gcp.instances import INSERTS_KEPT, InsertRecord, Instances
 from wmsim.gcp.operations import Operation, ZoneOperations
 from wmsim.gcp.rest import backend_error, json_response
 from wmsim.gcp.routes import rules
+from wmsim.gcp.signals import DEFAULT_SIGNAL_TYPES, KIND, SPOT_SHARE, GceSignals
 from wmsim.gcp.vm import Vm
 from wmsim.market_sim import MarketBound
+from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
 
@@ -121,7 +128,7 @@ class GceState:
     inserts: deque[InsertRecord] = field(default_factory=lambda: deque(maxlen=INSERTS_KEPT))
 
 
-class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound):
+class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals, MarketBound):
     """A GCE REST server on 127.0.0.1 holding instances and zone operations in memory."""
 
     market_kind = "gcp"
@@ -138,6 +145,9 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound)
     ) -> None:
         self.faults = Faults(behaviour or Behaviour(), seed=seed)
         self.preemptions = Preemptions(self.faults)
+        # What the Billing Catalog and capacity advice serve (wmsim/signals.py).
+        self.signals = SignalValues(KIND, SPOT_SHARE, DEFAULT_SIGNAL_TYPES)
+        self.signal_fates = SignalFates()
         self.quota_style: QuotaStyle = quota_style
         self.throttle_status = throttle_status  # 403 (GCE's usual) or 429
         self._initial = (self.faults.behaviour.as_dict(), quota_style, throttle_status)
@@ -165,6 +175,8 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound)
             "images.insert": self._image_insert,
             "images.get": self._image_get,
             "images.getFromFamily": self._image_get_from_family,
+            "skus.list": self._skus_list,
+            "advice.capacity": self._advice_capacity,
         }
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -284,6 +296,7 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound)
             self._state = GceState()
         self.preemptions.clear()
         self.use_market(self.market_initial)
+        self.signal_fates.clear()
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
 
@@ -456,6 +469,8 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, MarketBound)
                     return json_response(identity_jwks())
                 case "sim.requests":
                     return json_response(self.faults.counts())
+                case "sim.signal-fates":
+                    self.signal_fates.force(str(body["operation"]), *body["fates"])
                 case "sim.requests.reset":
                     self.faults.reset_counts()
                 case "sim.behaviour":

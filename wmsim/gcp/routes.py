@@ -34,7 +34,11 @@ def rules() -> list[Rule]:
             methods=["GET"],
             endpoint="instances.aggregatedList",
         ),
+        # Signals: the Billing Catalog (its own host on GCP) and capacity advice.
+        Rule("/v1/services/<service>/skus", methods=["GET"], endpoint="skus.list"),
+        Rule(f"{region}/advice/capacity", methods=["POST"], endpoint="advice.capacity"),
         Rule("/_sim/requests", methods=["GET"], endpoint="sim.requests"),
+        Rule("/_sim/signal-fates", methods=["POST"], endpoint="sim.signal-fates"),
         Rule("/_sim/requests/reset", methods=["POST"], endpoint="sim.requests.reset"),
         Rule("/_sim/behaviour", methods=["POST"], endpoint="sim.behaviour"),
         Rule("/_sim/instances", methods=["GET"], endpoint="sim.instances"),

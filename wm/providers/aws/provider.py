@@ -29,14 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 from wm.calls import CallClass, Draw
 from wm.config.loader import DEFAULT_ROOT_URL
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import CloudError, ErrorCategory, ErrorScope
 from wm.kinds import aws as aws_kind
 from wm.kinds.aws import AwsProviderConfig
-from wm.model import CloudInstance, WorkerRef
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef
+from wm.providers.aws import errors as aws_errors
 from wm.providers.aws.clients import build_client
 from wm.providers.aws.errors import classify
 from wm.providers.aws.instances import cloud_instance, identity, tags_of, with_owner
 from wm.providers.aws.run_request import run_request
+from wm.providers.aws.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
@@ -67,6 +69,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "RunInstances": (CallClass.RUN_INSTANCES_CALLS, CallClass.RUN_INSTANCES),
     "DescribeInstances": (CallClass.DESCRIBE,),
     "TerminateInstances": (CallClass.TERMINATE_INSTANCES_CALLS, CallClass.TERMINATE_INSTANCES),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 PER_INSTANCE = frozenset({CallClass.RUN_INSTANCES, CallClass.TERMINATE_INSTANCES})
 
@@ -187,6 +190,12 @@ class AwsProvider:
                             worker_id, state_or_error == "terminated"
                         )
         return [results[ref.worker_id] for ref in refs]
+
+    def offering(self, launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+        return aws_kind.DESCRIPTION.offering(launch_config, worker_group)
+
+    def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
+        return aws_errors.error_scope(error.code, error.message, spec)
 
     def close(self) -> None:
         self.gate.close()

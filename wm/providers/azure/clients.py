@@ -69,6 +69,28 @@ class AzureClients:
             "resources", "azure.mgmt.resource.resources", "ResourceManagementClient"
         )
 
+    @property
+    def resource_graph(self) -> Any:
+        """Resource Graph (the launch choice's eviction rates); it takes no subscription."""
+        with self._lock:
+            client = self._lazy.get("resource_graph")
+            if client is None:
+                from azure.mgmt.resourcegraph import ResourceGraphClient
+
+                client = ResourceGraphClient(self.credential, **self._client_options())
+                self._lazy["resource_graph"] = client
+            return client
+
+    @property
+    def recommender(self) -> Any:
+        """Compute Recommender (the launch choice's Spot Placement Scores)."""
+        return self._client("recommender", "azure.mgmt.computerecommender", "RecommenderMgmtClient")
+
+    @property
+    def session(self) -> Any:
+        """The one HTTP session (Retail Prices, a public API with no SDK, reads through it)."""
+        return self._session
+
     def _client(self, name: str, module: str, class_name: str) -> Any:
         """The client `name`, built once, when first used: its SDK package is imported then."""
         with self._lock:

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
-from wm.errors import CloudError, ConfigError, ErrorCategory
+from wm.errors import CloudError, ConfigError, ErrorCategory, ErrorScope
 from wm.kinds import azure as azure_kind
 from wm.kinds.azure import AzureProviderConfig
-from wm.model import CloudInstance, WorkerRef, WorkerState
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef, WorkerState
 from wm.ops.telemetry import log
+from wm.providers.azure import errors as azure_errors
 from wm.providers.azure.arm import (
     TORN_DOWN_TYPES,
     VM_TYPE,
@@ -59,6 +60,7 @@ from wm.providers.azure.listing import (
     vm_list_request,
 )
 from wm.providers.azure.names import vm_name
+from wm.providers.azure.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.azure.states import VM_ID, Listed, joined, model_of, view_statuses
 from wm.providers.azure.vm_body import admin_password, admin_username, vm_body
 from wm.providers.azure.vm_put import PutVm, put_vm
@@ -106,6 +108,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "NetworkInterfaces_List": (CallClass.READ,),
     "PublicIPAddresses_List": (CallClass.READ,),
     "Disks_ListByResourceGroup": (CallClass.READ,),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 
 
@@ -515,6 +518,12 @@ class AzureProvider:
     @staticmethod
     def provisioning_state(vm: Any) -> str:
         return _text(vm.properties.provisioning_state).lower()
+
+    def offering(self, launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+        return azure_kind.DESCRIPTION.offering(launch_config, worker_group)
+
+    def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
+        return azure_errors.error_scope(error.code, error.message, spec)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from wm.calls import CallClass
 from wm.config.loader import DEFAULT_ROOT_URL
 from wm.config.provider_ids import gce_label
-from wm.errors import CloudError, ErrorCategory
+from wm.errors import CloudError, ErrorCategory, ErrorScope
 from wm.kinds import gcp as gcp_kind
 from wm.kinds.gcp import GcpProviderConfig
-from wm.model import CloudInstance, WorkerRef
+from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef
 from wm.providers.base import (
     NO_RECORDS,
     TAG_BATCH,
@@ -59,8 +59,10 @@ from wm.providers.base import (
     ownership_tags,
 )
 from wm.providers.gate import provider_gate
+from wm.providers.gcp import errors as gcp_errors
 from wm.providers.gcp.errors import classify, done, operation_error
 from wm.providers.gcp.insert_body import insert_body, request_id
+from wm.providers.gcp.signals import CALL_CLASSES as SIGNAL_CALL_CLASSES
 from wm.providers.gcp.states import (
     REASON_PREEMPTED,
     SHUTTING_DOWN_STATUSES,
@@ -92,6 +94,7 @@ CALL_CLASSES: Mapping[str, tuple[CallClass, ...]] = {
     "instances.delete": (CallClass.WRITE,),
     "instances.get": (CallClass.READ,),
     "instances.list": (CallClass.LIST,),
+    **SIGNAL_CALL_CLASSES,  # the launch choice's signal reads (signals.py)
 }
 
 
@@ -406,6 +409,12 @@ class GcpProvider:
         # GCE finishes a delete operation only once the instance and its auto-delete disks
         # are gone: DONE is the cloud's confirmation.
         return TerminateResult(ref.worker_id, gone=done(op))
+
+    def offering(self, launch_config: Mapping[str, Any], worker_group: str) -> Offering | None:
+        return gcp_kind.DESCRIPTION.offering(launch_config, worker_group)
+
+    def error_scope(self, error: CloudError, spec: LaunchSpec) -> ErrorScope | None:
+        return gcp_errors.error_scope(error.code, error.message, spec)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -27,7 +27,7 @@ from tests.fixtures.sim_arm import (
     sdk_options,
 )
 from tests.fixtures.sim_gce import GCE_ZONE
-from wm.errors import SPOT, ErrorCategory, ErrorScope
+from wm.errors import ON_DEMAND, SPOT, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.aws.errors import classify as classify_ec2
 from wm.providers.aws.errors import error_scope as ec2_scope
@@ -167,6 +167,14 @@ cloud = "aws"
 region = "eu-west-1"
 market = "spot"
 instances = 2
+[[offerings]]
+key = "aws/eu-west-1/eu-west-1b/{EC2_TYPE}/on-demand"
+capacity = 50
+[[quotas]]
+cloud = "aws"
+region = "eu-west-1"
+market = "on-demand"
+instances = 1
 [[offerings]]
 key = "gcp/europe-west4/europe-west4-b/{GCE_TYPE}/spot"
 capacity = 50
@@ -338,6 +346,35 @@ def test_ec2_refuses_spot_beyond_the_spot_instance_quota(
     assert (error.category, error.code) == (ErrorCategory.QUOTA, "MaxSpotInstanceCountExceeded")
     assert ec2_scope(error.code, error.message, launched.spec) == ErrorScope(
         ErrorCategory.QUOTA, "eu-west-1", market=SPOT
+    )
+
+
+def test_ec2_refuses_on_demand_beyond_the_instance_limit(sim_ec2: SimEc2, scenario: MarketSettings):
+    sim_ec2.use_market(scenario)
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=sim_ec2.endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    placed = {"AvailabilityZone": "eu-west-1b"}
+
+    with pytest.raises(ClientError) as refused:
+        ec2.run_instances(
+            ImageId=DEFAULT_IMAGE, InstanceType=EC2_TYPE, MinCount=2, MaxCount=2, Placement=placed
+        )
+
+    error = classify_ec2("aws-test", refused.value)
+    assert (error.category, error.code) == (ErrorCategory.QUOTA, "InstanceLimitExceeded")
+    assert "current instance limit of 1" in error.message
+    config = ec2_launch_config("eu-west-1", instance_type=EC2_TYPE, launch_config_id=LC)
+    spec = LaunchSpec(
+        launch_config_id=LC, region="eu-west-1", capacity_per_worker=1, launch_config=config
+    )
+    assert ec2_scope(error.code, error.message, spec) == ErrorScope(
+        ErrorCategory.QUOTA, "eu-west-1", family="Standard", market=ON_DEMAND
     )
 
 

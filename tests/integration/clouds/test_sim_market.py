@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from wmsim.azure.arm import SimArm
 from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.azure.launch_configs import example_launch_config as arm_launch_config
 from wmsim.azure.templates import WORKER_TEMPLATE
+from wmsim.control import SimClient
 from wmsim.gcp.gce import SimGce
 from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
 from wmsim.market import SimOffering
@@ -678,6 +680,30 @@ def test_an_arm_deployment_whose_vm_finds_no_room_fails_with_allocation_failed(
     failed = next(d for d in ended if d.properties.provisioning_state == "Failed")
     view = arm_workers.view("azure-test", AZURE_RESOURCE_GROUP, failed.as_dict())
     assert view.failure is not None and view.failure.startswith("AllocationFailed: ")
+
+
+# -- the control API ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["aws", "gcp", "azure"])
+def test_the_market_is_set_and_the_ledger_read_over_each_sims_control_api(
+    request: pytest.FixtureRequest, kind: str, scenario: MarketSettings
+):
+    sim = request.getfixturevalue({"aws": "sim_ec2", "gcp": "sim_gce", "azure": "sim_arm"}[kind])
+    cert = getattr(sim, "cert_path", None)
+    client = SimClient(kind, sim.endpoint, str(cert) if cert else None)
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        client.use_market("no-such-scenario")
+    set_to = client.use_market(scenario.scenario, seed=5, speed=2.0)
+    ledger = client.ledger()
+    client.use_market(None)
+
+    assert refused.value.code == 400
+    assert "no market scenario 'no-such-scenario'" in json.loads(refused.value.read())["error"]
+    assert (set_to["scenario"], set_to["seed"], set_to["speed"]) == (scenario.scenario, 5, 2.0)
+    assert (ledger["total"], ledger["instances"]) == (0.0, [])
+    assert client.market() == {"scenario": None}
 
 
 # -- without a market -----------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import launch_choice
+from bench import launch_arms, launch_choice
 from bench.check import README, evaluate, parse_goals, read_results
 
 
@@ -59,3 +59,18 @@ def test_the_goals_read_the_launch_choice_result_file(tmp_path: Path):
         for key in goal.path:
             assert key in node, f"{goal.expression}: no {key!r}"
             node = node[key]
+
+
+def test_the_cost_arm_scores_with_the_pools_median_task_and_worker_lifetime(monkeypatch):
+    seen = []
+    score = launch_arms.cost_choice.score
+
+    def spy(views, facts, now, beta=3.0):  # type: ignore[no-untyped-def]
+        seen.append(facts)
+        return score(views, facts, now, beta)
+
+    monkeypatch.setattr(launch_arms.cost_choice, "score", spy)
+    launch_choice.run_arm("S3", "wm-cost", 1, 3.0)
+
+    assert seen[-1].median_task_s is not None and seen[-1].median_task_s > 0
+    assert seen[-1].mean_lifetime_s is not None and seen[-1].mean_lifetime_s > 0

@@ -203,3 +203,32 @@ def test_a_bad_scenario_is_refused_naming_what_is_wrong(tmp_path: Path, text: st
 def test_an_unknown_scenario_name_lists_the_known_ones():
     with pytest.raises(ScenarioError, match="known: S0, S1, S2, S3, S4, S5"):
         Market.from_scenario("S9", 1)
+
+
+def test_a_refusal_names_the_zones_that_have_the_type():
+    market = Market.from_scenario("S1", 1)  # us-east-1a dry from minute 120
+
+    assert market.zones_with_capacity(AWS_A, 130 * 60) == [
+        "us-east-1b",
+        "us-east-1c",
+        "us-east-1d",
+    ]
+    market.try_launch(AWS_B, market.spare(AWS_B, 130 * 60), 130 * 60, all_or_nothing=True)
+    assert "us-east-1b" not in market.zones_with_capacity(AWS_A, 130 * 60)
+    assert "us-east-1a" not in market.zones_with_capacity(AWS_B, 130 * 60)  # it is dry
+
+
+def test_a_market_with_an_origin_reads_epoch_seconds_and_refuses_them_without_one():
+    relative = Market.from_scenario("S1", 1)
+    epoch = 1_800_000_000.0
+    absolute = Market.from_scenario("S1", 1, origin=epoch)
+
+    assert absolute.regime(AWS_A.place, epoch + 130 * 60) == "dry"
+    assert absolute.spare(AWS_A, epoch + 130 * 60) == relative.spare(AWS_A, 130 * 60) == 0
+    assert absolute.price(AWS_B, epoch + 3600) == relative.price(AWS_B, 3600)
+    absolute.try_launch(AWS_B, 1, epoch, all_or_nothing=True)
+    absolute.start("i-1", AWS_B, epoch)
+    absolute.stop("i-1", epoch + 3600)
+    assert absolute.cost(epoch + 7200) == pytest.approx(relative.price(AWS_B, 0))
+    with pytest.raises(ValueError, match="origin"):
+        relative.price(AWS_B, epoch)

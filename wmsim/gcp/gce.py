@@ -396,11 +396,12 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals, 
         request = Request(environ)
         if (vm := metadata.vm_path(request.path)) is not None:
             return metadata.respond(start_response, self._metadata(request, *vm))
-        found = self._market_control(
-            request.method, request.path, request.get_json(force=True, silent=True)
-        )
-        if found is not None:
-            return json_response(found[1], found[0])(environ, start_response)
+        if request.path.startswith(("/_sim/market", "/_sim/ledger")):
+            found = self._market_control(
+                request.method, request.path, request.get_json(force=True, silent=True)
+            )
+            if found is not None:
+                return json_response(found[1], found[0])(environ, start_response)
         try:
             endpoint, args = self._urls.bind_to_environ(environ).match()
         except NotFound:

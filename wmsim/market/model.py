@@ -47,12 +47,16 @@ PRICE_PULL = 0.05  # how fast a drifting price returns to its level, per step
 EVICTION_BUCKETS = ((5, "0-5"), (10, "5-10"), (15, "10-15"), (20, "15-20"))
 SIGNAL_NOISE_S = 300.0  # a signal's noise is redrawn every five minutes
 SPOT = "spot"
+MAX_SPAN_S = 400 * 86400.0  # no scenario runs longer: a later time is an epoch second by mistake
 
 
 class Market:
-    def __init__(self, scenario: Scenario, seed: int) -> None:
+    def __init__(self, scenario: Scenario, seed: int, *, origin: float = 0.0) -> None:
         self.scenario = scenario
         self.seed = seed
+        # The time the scenario starts at: every `now` is read as now - origin (0: times are
+        # seconds since the start; a served market passes the epoch second it started at).
+        self.origin = origin
         self.offerings: list[SimOffering] = [s.offering for s in scenario.offerings]
         self.ledger = Ledger()
         self._spec: dict[str, OfferingSpec] = {s.offering.key: s for s in scenario.offerings}
@@ -66,7 +70,8 @@ class Market:
             p: [(0.0, "ample")] for p in self._places
         }
         self._spike: dict[str, tuple[float, float]] = {}  # place -> (start, reclaim share)
-        self.dry_starts: list[tuple[float, str]] = []  # when a place went dry, in order
+        # when a place went dry (seconds since the origin), in order
+        self.dry_starts: list[tuple[float, str]] = []
         self._idio = {
             o.key: 0.8 + 0.4 * self._rng.random() for o in self.offerings
         }  # offerings in one place differ a little in depth
@@ -85,14 +90,25 @@ class Market:
         self._apply_events(0.0)
 
     @classmethod
-    def from_scenario(cls, name_or_path: str, seed: int) -> Market:
-        return cls(load(name_or_path), seed)
+    def from_scenario(cls, name_or_path: str, seed: int, *, origin: float = 0.0) -> Market:
+        return cls(load(name_or_path), seed, origin=origin)
+
+    def _rel(self, now: float) -> float:
+        rel = now - self.origin
+        if rel > MAX_SPAN_S:
+            raise ValueError(
+                f"time {now:.0f} is {rel:.0f} s after the market's origin ({self.origin:.0f}):"
+                " pass seconds since the scenario's start, or make the market with"
+                " origin=<the epoch second it starts at>"
+            )
+        return max(0.0, rel)
 
     # -- time ------------------------------------------------------------------------------
 
     def advance(self, now: float) -> None:
         """Regime switches, price drift and scripted events up to `now`, tick by tick."""
-        while self._t + TICK_S <= now:
+        rel = self._rel(now)
+        while self._t + TICK_S <= rel:
             self._t += TICK_S
             self._step(self._t)
 
@@ -148,7 +164,10 @@ class Market:
     def regime(self, place: str, now: float) -> str:
         self.advance(now)
         history = self._regime_hist[place]
-        i = bisect.bisect_right([t for t, _ in history], now) - 1
+        rel = self._rel(now)
+        if rel >= history[-1][0]:
+            return history[-1][1]
+        i = bisect.bisect_right([t for t, _ in history], rel) - 1
         return history[max(0, i)][1]
 
     def _price_key(self, o: SimOffering) -> str:
@@ -164,7 +183,7 @@ class Market:
         """$ per instance-hour."""
         self.advance(now)
         base = self.cloud(o).on_demand[o.instance_type]
-        return base if o.market != SPOT else base * self._share(o, now)
+        return base if o.market != SPOT else base * self._share(o, self._rel(now))
 
     def price_segments(self, o: SimOffering, start: float, end: float) -> list[tuple]:
         """[(from, to, $/h)] covering start..end, for the ledger (prices known up to now)."""
@@ -172,12 +191,12 @@ class Market:
         if o.market != SPOT:
             return [(start, end, base)]
         history = self._share_hist[self._price_key(o)]
-        out, at = [], start
-        i = max(0, bisect.bisect_right(history, (start, math.inf)) - 1)
-        while at < end:
+        out, at, stop = [], self._rel(start), self._rel(end)
+        i = max(0, bisect.bisect_right(history, (at, math.inf)) - 1)
+        while at < stop:
             nxt = history[i + 1][0] if i + 1 < len(history) else math.inf
-            upto = min(end, nxt)
-            out.append((at, upto, base * history[i][1]))
+            upto = min(stop, nxt)
+            out.append((at + self.origin, upto + self.origin, base * history[i][1]))
             at, i = upto, i + 1
         return out
 
@@ -203,7 +222,8 @@ class Market:
         short = 1.0 - min(1.0, self.spare(o, now) / max(1, spec.capacity))
         rate = self.cloud(o).hazard_per_h * spec.hazard * (1 + HAZARD_RISE * short**2)
         spike = self._spike.get(o.place)
-        if spike and spike[1] > 0 and spike[0] <= now < spike[0] + RECLAIM_WINDOW_S:
+        rel = self._rel(now)
+        if spike and spike[1] > 0 and spike[0] <= rel < spike[0] + RECLAIM_WINDOW_S:
             rate += -math.log(1 - min(spike[1], 0.999)) / (RECLAIM_WINDOW_S / 3600)
         return rate
 
@@ -231,6 +251,19 @@ class Market:
         if self.spare(o, now) < count:
             return self.cloud(o).capacity_code
         return None
+
+    def zones_with_capacity(self, o: SimOffering, now: float) -> list[str]:
+        """The other zones of o's region where its type and market could be had now: what
+        EC2's InsufficientInstanceCapacity message and GCE's zonesAvailable name."""
+        return sorted(
+            other.zone
+            for other in self.offerings
+            if other.zone
+            and other.zone != o.zone
+            and (other.cloud, other.region, other.instance_type, other.market)
+            == (o.cloud, o.region, o.instance_type, o.market)
+            and self.spare(other, now) > 0
+        )
 
     def try_launch(self, o: SimOffering, count: int, now: float, *, all_or_nothing: bool) -> int:
         """Instances granted (and held in use until `stop`); all or none when asked."""

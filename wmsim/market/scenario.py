@@ -62,6 +62,7 @@ class CloudModel:
     boot_s: float
     on_demand: dict[str, float]
     refusal_delay_s: float
+    refusal_names_zones: bool
     signals: dict[str, Any]  # the signal names, cadences and call scopes (clouds.toml)
 
 
@@ -176,6 +177,7 @@ def load_clouds(path: Path = CLOUDS_FILE) -> dict[str, CloudModel]:
             boot_s=float(c["boot_s"]),
             on_demand={k: float(v) for k, v in c["on_demand"].items()},
             refusal_delay_s=float(c["refusal_delay_s"]),
+            refusal_names_zones=bool(c["refusal_names_zones"]),
             signals={
                 k: c[k]
                 for k in (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from tests.fixtures.sim_arm import (
     sdk_options,
 )
 from tests.fixtures.sim_gce import GCE_ZONE
-from wm.errors import SPOT, ErrorCategory, ErrorScope
+from wm.errors import ON_DEMAND, SPOT, ErrorCategory, ErrorScope
 from wm.model import LaunchSpec, WorkerRef, WorkerState
 from wm.providers.aws.errors import classify as classify_ec2
 from wm.providers.aws.errors import error_scope as ec2_scope
@@ -48,6 +49,7 @@ from wmsim.azure.arm import SimArm
 from wmsim.azure.launch_configs import default_subnet_id
 from wmsim.azure.launch_configs import example_launch_config as arm_launch_config
 from wmsim.azure.templates import WORKER_TEMPLATE
+from wmsim.control import SimClient
 from wmsim.gcp.gce import SimGce
 from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
 from wmsim.market import SimOffering
@@ -167,6 +169,14 @@ cloud = "aws"
 region = "eu-west-1"
 market = "spot"
 instances = 2
+[[offerings]]
+key = "aws/eu-west-1/eu-west-1b/{EC2_TYPE}/on-demand"
+capacity = 50
+[[quotas]]
+cloud = "aws"
+region = "eu-west-1"
+market = "on-demand"
+instances = 1
 [[offerings]]
 key = "gcp/europe-west4/europe-west4-b/{GCE_TYPE}/spot"
 capacity = 50
@@ -338,6 +348,35 @@ def test_ec2_refuses_spot_beyond_the_spot_instance_quota(
     assert (error.category, error.code) == (ErrorCategory.QUOTA, "MaxSpotInstanceCountExceeded")
     assert ec2_scope(error.code, error.message, launched.spec) == ErrorScope(
         ErrorCategory.QUOTA, "eu-west-1", market=SPOT
+    )
+
+
+def test_ec2_refuses_on_demand_beyond_the_instance_limit(sim_ec2: SimEc2, scenario: MarketSettings):
+    sim_ec2.use_market(scenario)
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=sim_ec2.endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    placed = {"AvailabilityZone": "eu-west-1b"}
+
+    with pytest.raises(ClientError) as refused:
+        ec2.run_instances(
+            ImageId=DEFAULT_IMAGE, InstanceType=EC2_TYPE, MinCount=2, MaxCount=2, Placement=placed
+        )
+
+    error = classify_ec2("aws-test", refused.value)
+    assert (error.category, error.code) == (ErrorCategory.QUOTA, "InstanceLimitExceeded")
+    assert "current instance limit of 1" in error.message
+    config = ec2_launch_config("eu-west-1", instance_type=EC2_TYPE, launch_config_id=LC)
+    spec = LaunchSpec(
+        launch_config_id=LC, region="eu-west-1", capacity_per_worker=1, launch_config=config
+    )
+    assert ec2_scope(error.code, error.message, spec) == ErrorScope(
+        ErrorCategory.QUOTA, "eu-west-1", family="Standard", market=ON_DEMAND
     )
 
 
@@ -641,6 +680,30 @@ def test_an_arm_deployment_whose_vm_finds_no_room_fails_with_allocation_failed(
     failed = next(d for d in ended if d.properties.provisioning_state == "Failed")
     view = arm_workers.view("azure-test", AZURE_RESOURCE_GROUP, failed.as_dict())
     assert view.failure is not None and view.failure.startswith("AllocationFailed: ")
+
+
+# -- the control API ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["aws", "gcp", "azure"])
+def test_the_market_is_set_and_the_ledger_read_over_each_sims_control_api(
+    request: pytest.FixtureRequest, kind: str, scenario: MarketSettings
+):
+    sim = request.getfixturevalue({"aws": "sim_ec2", "gcp": "sim_gce", "azure": "sim_arm"}[kind])
+    cert = getattr(sim, "cert_path", None)
+    client = SimClient(kind, sim.endpoint, str(cert) if cert else None)
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        client.use_market("no-such-scenario")
+    set_to = client.use_market(scenario.scenario, seed=5, speed=2.0)
+    ledger = client.ledger()
+    client.use_market(None)
+
+    assert refused.value.code == 400
+    assert "no market scenario 'no-such-scenario'" in json.loads(refused.value.read())["error"]
+    assert (set_to["scenario"], set_to["seed"], set_to["speed"]) == (scenario.scenario, 5, 2.0)
+    assert (ledger["total"], ledger["instances"]) == (0.0, [])
+    assert client.market() == {"scenario": None}
 
 
 # -- without a market -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The scanner process: one job per (provider, region), for the clouds it is asked to scan.
+"""The scanner process: one job per (provider, region), for the clouds it is asked to scan, and
+one per provider reading the launch choice's signals when a pool chooses by cost.
 
 `--kind aws` scans only AWS providers (Procfile `scanner-aws`); `--except azure` scans all
 but Azure (the migration path: `scanner` plus `scanner-azure`). Replicas of one scanner type
@@ -19,7 +20,7 @@ from wm.db import pool_errors, scan_writes
 from wm.db import pools as pool_store
 from wm.providers import build_signals
 from wm.providers.base import Provider
-from wm.providers.signal_sources import Cadence
+from wm.providers.signal_sources import Cadence, SignalCollector
 from wm.queues import build_queue
 from wm.queues.base import QueueSource
 from wm.scanning.scanner import Scanner
@@ -34,7 +35,8 @@ SCAN_GAP_FRACTION = 0.5
 def add_jobs(
     runtime: Runtime, config: Config, kinds: Sequence[str] = (), excluded: Sequence[str] = ()
 ) -> Callable[[], None]:
-    """Schedule a scan job per (provider, region); return what closes the providers."""
+    """Schedule a scan job per (provider, region), housekeeping and signal reads per provider;
+    return what closes the providers and their signal collectors."""
     # Only scanned kinds' (never static's: it has no cloud to list).
     chosen = launching_providers(config, kinds, excluded)
     _ensure_scan_units(runtime, config)
@@ -53,6 +55,7 @@ def add_jobs(
         stop=runtime.stop,
         queue=queue,
     )
+    collectors: list[SignalCollector] = []
     for provider in chosen:
         for region in provider.regions:
             runtime.add_job(
@@ -69,8 +72,17 @@ def add_jobs(
             HOUSEKEEPING_INTERVAL_S,
             provider=provider.id,
         )
-        _add_signals_job(runtime, config, provider, providers[provider.id], queue)
-    return lambda: [p.close() for p in providers.values()]
+        collector = _add_signals_job(runtime, config, provider, providers[provider.id], queue)
+        if collector is not None:
+            collectors.append(collector)
+
+    def close() -> None:
+        for collector in collectors:
+            collector.close()
+        for provider in providers.values():
+            provider.close()
+
+    return close
 
 
 def _add_signals_job(
@@ -79,15 +91,15 @@ def _add_signals_job(
     provider_config: ProviderConfig,
     provider: Provider,
     queue: QueueSource,
-) -> None:
+) -> SignalCollector | None:
     """The provider's signal reads (wm/scanning/signals_job.py), when something reads them:
-    a pool in shadow or cost mode, or the provider's `signals.enabled`."""
+    a pool in shadow or cost mode, or the provider's `signals.enabled`; return its collector."""
     signals = provider_config.signals
     if signals.enabled is False or (signals.enabled is None and config.launch_choice.all_weights):
-        return
+        return None
     collector = build_signals(provider_config, provider)
     if collector is None:
-        return
+        return None
 
     def chooses_by_cost(pool_id: str) -> bool:
         mode = config.launch_choice.for_pool(pool_id).mode
@@ -113,6 +125,7 @@ def _add_signals_job(
     # Often enough to retry a failed source on time; a run with nothing due asks nothing.
     tick_s = min(SIGNALS_TICK_S, signals.retry_s)
     runtime.add_job(f"signals:{provider.id}", job.run, tick_s, spread=True, provider=provider.id)
+    return collector
 
 
 def _ensure_scan_units(runtime: Runtime, config: Config) -> None:

@@ -54,6 +54,10 @@ class SignalCollector(Protocol):
         returned half read). Offerings the source says nothing of get no signal."""
         ...
 
+    def close(self) -> None:
+        """Close the clients it built itself (those it shares close with the provider)."""
+        ...
+
 
 def collect_signals(
     collector: SignalCollector, offerings: Sequence[Offering]

@@ -24,6 +24,7 @@ from wmsim.signals import (
     GARBAGE,
     GARBAGE_BODY,
     SPOT,
+    WINDOWS_SHARE,
     Offering,
     SignalFates,
     SignalValues,
@@ -33,6 +34,13 @@ SIGNAL_ACTIONS = frozenset({"DescribeSpotPriceHistory", "GetSpotPlacementScores"
 XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 FEW_TYPES_SCORE_MAX = 3  # EC2: "fewer than three instance types ... low score"
 LINUX = "Linux/UNIX"
+# Each product description's price, as a share of Linux's.
+PRODUCT_SHARE = {
+    LINUX: 1.0,
+    "SUSE Linux": 1.1,
+    "Red Hat Enterprise Linux": 1.2,
+    "Windows": WINDOWS_SHARE,
+}
 KIND = "aws"  # the market's name of this cloud
 SPOT_SHARE = 0.35  # spot's share of on-demand in the static table
 DEFAULT_SIGNAL_TYPES = ("t3.small", "t3.medium", "m5.large", "m5.xlarge", "c5.large", "c5.xlarge")
@@ -60,6 +68,21 @@ def _xml(action: str, inner: str) -> Answer:
         f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>"
     ).encode()
     return Answer("200 OK", [("Content-Type", "text/xml;charset=UTF-8")], body)
+
+
+def _price_item(
+    zone: str, zone_id: str, instance_type: str, product: str, price: float, stamp: str
+) -> str:
+    return (
+        "<item>"
+        f"<availabilityZone>{zone}</availabilityZone>"
+        f"<availabilityZoneId>{zone_id}</availabilityZoneId>"
+        f"<instanceType>{escape(instance_type)}</instanceType>"
+        f"<productDescription>{escape(product)}</productDescription>"
+        f"<spotPrice>{price:.6f}</spotPrice>"
+        f"<timestamp>{stamp}</timestamp>"
+        "</item>"
+    )
 
 
 class Ec2Signals:
@@ -95,23 +118,19 @@ class Ec2Signals:
         )
         zones = [z for z in self._zones(region) if wanted_zone in (None, z[0])]
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        products = _listed(params, "ProductDescription") or filters.get("product-description")
         items = []
         for instance_type in types or self.signals.types_in(region):
             for zone, zone_id in zones:
                 offering = Offering(KIND, region, zone, instance_type, SPOT)
                 if not self.signals.knows(offering):
                     continue  # a market's cloud offers only its own offerings
-                price = self.signals.price(offering)
-                items.append(
-                    "<item>"
-                    f"<availabilityZone>{zone}</availabilityZone>"
-                    f"<availabilityZoneId>{zone_id}</availabilityZoneId>"
-                    f"<instanceType>{escape(instance_type)}</instanceType>"
-                    f"<productDescription>{LINUX}</productDescription>"
-                    f"<spotPrice>{price:.6f}</spotPrice>"
-                    f"<timestamp>{stamp}</timestamp>"
-                    "</item>"
-                )
+                for product in products or [LINUX]:
+                    if product in PRODUCT_SHARE:
+                        price = self.signals.price(offering) * PRODUCT_SHARE[product]
+                        items.append(
+                            _price_item(zone, zone_id, instance_type, product, price, stamp)
+                        )
         inner = f"<spotPriceHistorySet>{''.join(items)}</spotPriceHistorySet><nextToken/>"
         return _xml("DescribeSpotPriceHistory", inner)
 

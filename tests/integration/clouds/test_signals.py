@@ -17,6 +17,7 @@ import pytest
 from tests.fixtures.sim_arm import azure_config
 from tests.fixtures.sim_ec2 import EC2_FAST_GATE, aws_config
 from tests.fixtures.sim_gce import FAST_GATE, gcp_config
+from wm.config.base import SignalsConfig
 from wm.errors import ON_DEMAND, SPOT
 from wm.model import Offering, SignalKind
 from wm.providers import build_provider, build_signals
@@ -125,6 +126,21 @@ def test_each_cloud_prices_its_offerings_as_its_price_api_says(cloud, collector_
             continue  # EC2's price history is spot's only
         expected = cloud.sim.signals.price(_sim_offering(cloud.kind, offering))
         assert got[offering] == pytest.approx(expected, rel=1e-6), offering
+
+
+def test_windows_pools_are_priced_by_windows_meters(cloud, collector_for):
+    if cloud.kind == "gcp":
+        pytest.skip("GCE bills a Windows licence apart from the machine")
+    collector = collector_for(signals=SignalsConfig(os="windows"))
+    spot = [o for o in cloud.offerings if o.market == SPOT]
+
+    signals = collector.collect(cloud.sources["price"], spot)
+
+    got = {s.offering: s.value for s in signals}
+    for offering in spot:
+        linux = cloud.sim.signals.price(_sim_offering(cloud.kind, offering))
+        # Prices come to the millionth of a dollar, as the clouds publish them.
+        assert got[offering] == pytest.approx(linux * sim_signals.WINDOWS_SHARE, abs=1e-6)
 
 
 def test_each_cloud_reads_capacity_or_preemption_as_its_api_says(cloud, collector_for):

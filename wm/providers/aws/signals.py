@@ -69,9 +69,9 @@ class AwsSignals:
         by_region: dict[str, list[Offering]] = defaultdict(list)
         for offering in spot:
             by_region[offering.region].append(offering)
-        read = self._prices if source == PRICES.name else self._scores
         if source not in (PRICES.name, SCORES.name):
             raise KeyError(f"EC2 has no signal source {source!r}")
+        read = self._prices if source == PRICES.name else self._scores
         found: list[OfferingSignal] = []
         for region, wanted in sorted(by_region.items()):
             found += read(region, wanted)

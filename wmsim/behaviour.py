@@ -129,6 +129,12 @@ class Preemptions:
             with self._lock:
                 self._due[key] = at
 
+    def schedule_at(self, key: str, at: float) -> None:
+        """Pre-empt the VM at `at` (monotonic), or at its earlier time already scheduled: a
+        market's reclaim (wmsim/market_sim.py) beside `preempt_share`'s draws."""
+        with self._lock:
+            self._due[key] = min(at, self._due.get(key, at))
+
     def due(self, now: float | None = None) -> list[str]:
         """Keys whose pre-emption is due, each returned once."""
         now = time.monotonic() if now is None else now

@@ -51,6 +51,10 @@ class RunningSim(Protocol):
 
     def stop(self) -> None: ...
 
+    # Obey a market scenario (a wmsim.market_sim.MarketSettings, or None for none); `initial`:
+    # also after a reset.
+    def use_market(self, settings: Any, *, initial: bool = False) -> None: ...
+
 
 class SimControl(Protocol):
     """A running sim's `/_sim/` control endpoints (wmsim/control.py's SimClient)."""

@@ -34,27 +34,34 @@ class _Frozen(Frozen):
     """The simulator's tables are as strict as wm's."""
 
 
-def _known_scenario(name: str | None) -> str | None:
-    """A market scenario (wmsim/market/scenarios: a name, or a file) that can be read."""
-    if name is not None:
+def _known_scenario(market: str | None) -> str | None:
+    """A market scenario must be one `wmsim serve` can read (its name or its file)."""
+    if market is not None:
+        from wmsim.market import ScenarioError
         from wmsim.market.scenario import load as load_scenario
 
-        load_scenario(name)  # ScenarioError (a ValueError) names what is wrong
-    return name
+        try:
+            load_scenario(market)
+        except ScenarioError as exc:
+            raise ValueError(str(exc)) from None
+    return market
 
 
 # [sim]: a `[sim.<kind>]` table per simulated cloud of the table (wmsim/clouds.py), where
-# `wmsim serve` keeps its certificates and endpoints, and the market scenario whose values the
-# clouds' signal APIs serve (wmsim/signals.py; none: a static price table, as before).
+# `wmsim serve` keeps its certificates and endpoints, and the market the clouds obey (none by
+# default: wmsim/market_sim.py).
 SimConfig = create_model(
     "SimConfig",
     __base__=_Frozen,
-    __validators__={"_market": field_validator("market")(_known_scenario)},
+    __validators__={"_known_scenario": field_validator("market")(_known_scenario)},
     **{kind: (SimCloudConfig, SimCloudConfig()) for kind in CLOUDS},
     # Beside the config file, as the paths its providers name (which point into it).
     state_dir=(ConfigPath, Field(".wm-sim", validate_default=True)),
+    # A scenario of wmsim/market/scenarios ("S1") or a scenario file; its seed; market
+    # seconds per real second (a compressed clock).
     market=(str | None, None),
     market_seed=(int, 1),
+    market_speed=(float, Field(1.0, gt=0)),
 )
 
 

@@ -75,6 +75,23 @@ class SimClient:
     def update_behaviour(self, **changes: Any) -> None:
         self._call("POST", "/_sim/behaviour", changes)
 
+    def use_market(
+        self, scenario: str | None, *, seed: int = 1, speed: float = 1.0, start_s: float = 0.0
+    ) -> dict[str, Any]:
+        """Make the sim obey this market scenario from now on (None: no market), on a clock
+        `speed` times real time (wmsim/market_sim.py); the market's state as the sim holds it."""
+        body = {"scenario": scenario, "seed": seed, "speed": speed, "start_s": start_s}
+        return dict(self._call("POST", "/_sim/market", body))
+
+    def market(self) -> dict[str, Any]:
+        """The market the sim obeys: scenario, seed, speed and the market's time (`now_s`)."""
+        return dict(self._call("GET", "/_sim/market"))
+
+    def ledger(self) -> dict[str, Any]:
+        """What the sim has billed under its market: `total` dollars, `by_pool`,
+        `by_launch_config` ("pool/launch config") and per instance; zero without a market."""
+        return dict(self._call("GET", "/_sim/ledger"))
+
     def resources(self) -> list[str]:
         """Simulated ARM: the ids of every VM, NIC, public IP and disk it holds."""
         return [str(r) for r in self._call("GET", "/_sim/resources")]

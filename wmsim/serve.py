@@ -9,6 +9,7 @@ from typing import Any
 from wmsim.cloud import RunningSim
 from wmsim.clouds import CLOUDS, sim_cloud
 from wmsim.config import SimConfig
+from wmsim.market_sim import MarketSettings
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,14 @@ def start_all(sim: SimConfig, kinds: tuple[str, ...] = tuple(CLOUDS)) -> list[Ru
     state_dir.mkdir(parents=True, exist_ok=True)
     started: list[RunningSim] = []
     market = None
-    if sim.market is not None:  # the clouds' signal APIs serve its values (wmsim/signals.py)
-        from wmsim.market import Market
-
-        market = Market.from_scenario(sim.market, sim.market_seed)
+    if sim.market is not None:
+        market = MarketSettings(sim.market, sim.market_seed, sim.market_speed)
     try:
         for kind in kinds:
-            started.append(sim_cloud(kind).serve(getattr(sim, kind), state_dir))
+            running = sim_cloud(kind).serve(getattr(sim, kind), state_dir)
+            started.append(running)
             if market is not None:
-                started[-1].signals.use_market(market)
+                running.use_market(market, initial=True)
     except BaseException:
         for running in started:
             running.stop()

@@ -6,9 +6,11 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -102,6 +104,27 @@ def test_each_printed_endpoint_answers_a_one_line_sdk_call(served):
         retry_total=0,
     )
     assert list(azure.virtual_machines.list_all()) == []
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("sim_section", "scenario"),
+    [("", None), ('market = "S1"\nmarket_seed = 3\n', "S1")],
+    ids=["no-market", "market-S1"],
+)
+def test_every_cloud_obeys_the_market_the_config_names_and_none_by_default(served, scenario):
+    proc, by_kind = served
+
+    for kind, endpoint in by_kind.items():
+        cert = endpoint["cert_path"]
+        context = ssl.create_default_context(cafile=cert) if cert else None
+        with urllib.request.urlopen(endpoint["endpoint"] + "/_sim/market", context=context) as r:
+            market = json.loads(r.read())
+        assert market["scenario"] == scenario, kind
+        if scenario is not None:
+            assert market["seed"] == 3
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0

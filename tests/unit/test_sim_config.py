@@ -62,3 +62,19 @@ def test_the_simulators_state_dir_is_beside_the_config_as_the_files_it_names(tmp
     path.write_text('deployment_id = "d"\n')
     monkeypatch.chdir("/")
     assert load(path, environ={}).sim.state_dir == str(tmp_path / ".wm-sim")
+
+
+def test_a_market_scenario_is_off_by_default_and_one_that_cannot_be_read_is_refused(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('deployment_id = "d"\n')
+    assert load(path, environ={}).sim.market is None
+    path.write_text('deployment_id = "d"\n[sim]\nmarket = "S1"\nmarket_seed = 4\n')
+    assert (load(path, environ={}).sim.market, load(path, environ={}).sim.market_seed) == ("S1", 4)
+
+    path.write_text('deployment_id = "d"\n[sim]\nmarket = "S9"\nmarket_speed = 0\n')
+    with pytest.raises(ConfigError) as caught:
+        load(path, environ={})
+
+    problems = caught.value.problems
+    assert any(p.startswith("sim.market: no market scenario 'S9' (known: S0, S1") for p in problems)
+    assert "sim.market_speed: must be > 0" in problems

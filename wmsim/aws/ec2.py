@@ -37,6 +37,12 @@ of it, in the same process, adds:
   the instance changes (wmsim/aws/pages.py): the sim's cost of a request is what changed, not
   the fleet, so a benchmark's listing measures the client, not moto.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market),
+RunInstances beyond the offering's spare capacity or spot quota is refused as EC2 refuses it
+(wmsim/aws/market.py), running spot instances are reclaimed by the market's hazard (terminated
+with Server.SpotInstanceTermination after the two-minute notice), and every instance is billed
+(GET /_sim/ledger).
+
 Signals: DescribeSpotPriceHistory (moto's answer is a constant) and GetSpotPlacementScores are
 the sim's own (wmsim/aws/signals.py), from `signals` (wmsim/signals.py: a market's values when
 one is attached with `signals.use_market`, else a static table); POST /_sim/signal-fates
@@ -119,6 +125,7 @@ from wmsim.aws.signals import DEFAULT_SIGNAL_TYPES, KIND, SIGNAL_ACTIONS, SPOT_S
 from wmsim.aws.wire import Answer, ec2_error, int_param, json_answer, read_body, region_of, respond
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm
 from wmsim.cloud import SimCloudConfig
+from wmsim.market_sim import MarketBound
 from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir, pem, signing_key
 from wmsim.wsgi import ServerThread
@@ -130,13 +137,18 @@ MUTATING_ACTIONS = frozenset(
     {"RunInstances", "TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"}
 )
 # Instances whose OS has booted and not yet stopped, so whose metadata service answers.
+# A stopped or terminated instance is not billed (the market's ledger, wmsim/market_sim.py).
+BILLING_ENDS = frozenset({"TerminateInstances", "StopInstances"})
 METADATA_STATES = frozenset({"running", "stopping", "shutting-down"})
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signals):
+class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signals, MarketBound):
     """moto's EC2 on 127.0.0.1 with latency, faults, quotas, lifecycle and instance paging."""
+
+    market_kind = "aws"
+    market_notice_s = 120.0  # the spot interruption notice
 
     def __init__(
         self,
@@ -251,6 +263,7 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
         with self._lock:
             self._drop_moto_state()
         self.preemptions.clear()
+        self.use_market(self.market_initial)
         self.signal_fates.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial_behaviour)
@@ -281,6 +294,7 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
                 raise ValueError(f"kill state must be terminated or stopped, not {final!r}")
             set_state(inst, final)
             set_reason(inst, code, message)
+            self._market_stopped(inst.id)
             self._touched(only=[inst.id])
             now = time.monotonic()
             life = self._life[inst.id]
@@ -290,7 +304,9 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
                 life.gone_at = life.gone_at or now
 
     def _preempt_due(self) -> None:
-        """Pre-empt the spot instances whose time has come (Behaviour.preempt_share)."""
+        """Pre-empt the spot instances whose time has come (Behaviour.preempt_share, and the
+        market's reclaims)."""
+        self._market_reclaims()
         for instance_id in self.preemptions.due():
             with contextlib.suppress(KeyError):
                 self.kill(instance_id, "preempted")
@@ -302,6 +318,7 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
             if inst.state != "terminated":
                 inst.terminate()
             self._drop_instance(self._backend(region), inst)
+            self._market_stopped(inst.id)
 
     def queue_outcomes(self, *outcomes: Outcome | str) -> None:
         """Force the outcome of the next EC2 requests, one each, whatever the behaviour says:
@@ -448,6 +465,10 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
                 self._touched()  # tags, states, instances: anything may have moved
             if action in MUTATING_ACTIONS:
                 self._sync(time.monotonic())
+            if action in BILLING_ENDS and answer.status.startswith("200"):
+                for key, value in params.items():
+                    if key.startswith("InstanceId."):
+                        self._market_stopped(value)
         if outcome is Outcome.LOST:  # carried out; the client never hears of it
             self.faults.hold_lost_answer()
             answer = self._fault_answer(Outcome.FAIL)
@@ -501,6 +522,10 @@ class SimEc2(RunInstances, DescribeInstances, Ec2Seeding, Ec2Lifecycle, Ec2Signa
         raw = read_body(environ)
         try:
             body = json.loads(raw) if raw.strip() else {}
+            found = self._market_control(method, path, body)
+            if found is not None:
+                status, answer = found
+                return json_answer(answer, "200 OK" if status == 200 else "400 Bad Request")
             route = (method, path.rstrip("/"))
             if method == "GET" and path.startswith("/_sim/identity/"):
                 return json_answer(self.identity_proof(path.removeprefix("/_sim/identity/")))

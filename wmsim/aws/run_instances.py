@@ -11,11 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wmsim.aws import market as market_ec2
 from wmsim.aws.moto_models import DEFAULT_IMAGE
 from wmsim.aws.query import decode_query, ec2_model, encode_query, launch_params, off_enum, readable
 from wmsim.aws.wire import Answer, ec2_error, error_code, instance_ids
 from wmsim.behaviour import Faults, digest
 from wmsim.launch_configs import worker_manager
+from wmsim.market_sim import SimMarket
 
 USER_DATA_MAX_BYTES = 16384  # EC2's limit on user data, before base64
 IMAGE_ROOT_VOLUME_GIB = 8  # the root volume of the sim's images
@@ -382,6 +384,7 @@ class RunInstances:
     """SimEc2's RunInstances (its state lives on SimEc2, wmsim/aws/ec2.py)."""
 
     faults: Faults
+    market: SimMarket | None
 
     def _run_instances(
         self, environ: dict[str, Any], params: dict[str, str], region: str
@@ -410,7 +413,7 @@ class RunInstances:
         refusal = run_instances_refusal(self._backend(region), request)
         if refusal is not None:
             return ec2_error(400, *refusal)
-        answer = self._launch(environ, params, region)
+        answer = self._launch(environ, params, region, request)
         if token and answer.status.startswith("200"):
             self._client_tokens[token] = (digest(launch_params(params)), answer)
         return answer
@@ -435,7 +438,13 @@ class RunInstances:
             f"or choosing {', '.join(others)}.",
         )
 
-    def _launch(self, environ: dict[str, Any], params: dict[str, str], region: str) -> Answer:
+    def _launch(
+        self,
+        environ: dict[str, Any],
+        params: dict[str, str],
+        region: str,
+        request: Mapping[str, Any],
+    ) -> Answer:
         wanted_min = int(params.get("MinCount", "1"))
         wanted_max = int(params.get("MaxCount", str(wanted_min)))
         refusal = self._no_capacity(params, region)
@@ -460,8 +469,27 @@ class RunInstances:
                     "to this limit.",
                 )
             launch = min(wanted_max, room)
+        form = moto_form(params)
+        market = self.market
+        offering = grant = None
+        if market is not None:
+            zone, instance_type, spot = market_ec2.offering_params(request)
+            if instance_type:
+                offering = market.offering(market_ec2.KIND, region, zone, instance_type, spot)
+            grant = market.grant(offering, wanted_min, launch)
+            if grant.refusal is not None:
+                return market_ec2.refusal_answer(grant.refusal, wanted_min, zone is not None)
+            launch = grant.count
+            if offering is not None and offering.zone and not zone:
+                form["Placement.AvailabilityZone"] = offering.zone  # where EC2 chose to put it
         # moto launches MinCount instances; EC2 launches as many up to MaxCount as fit.
-        return self._call_moto(
-            environ,
-            {**moto_form(params), "MinCount": str(launch), "MaxCount": str(launch)},
+        answer = self._call_moto(
+            environ, {**form, "MinCount": str(launch), "MaxCount": str(launch)}
         )
+        if market is not None and grant is not None:
+            launched = instance_ids(answer)
+            market.release(offering, grant.count - len(launched))
+            tags = market_ec2.instance_tags(request)
+            for instance_id in launched:
+                market.started(market_ec2.KIND, instance_id, offering, tags)
+        return answer

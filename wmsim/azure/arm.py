@@ -56,6 +56,11 @@ metadata.azure.com leaf under a simulated Microsoft root, see wmsim/azure/attest
 `identity_trust_path` is the root's and issuing CA's PEM (the config's `identity_roots`);
 `mint_attested` makes forgeries for tests.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market), a VM
+PUT (alone or in a deployment) beyond the offering's spare capacity or quota is refused or fails
+its provisioning as Azure does (wmsim/azure/market.py), running Spot VMs are evicted by the
+market's hazard, and every VM is billed (GET /_sim/ledger).
+
 Signals (wmsim/azure/signals.py): Retail Prices at /api/retail/prices (no token, as on
 prices.azure.com) and Resource Graph's SpotResources eviction rates, from `signals`
 (wmsim/signals.py: a market's values when one is attached with `signals.use_market`, else a
@@ -93,7 +98,7 @@ from wmsim.azure.errors import ArmError, error_answer, server_error
 from wmsim.azure.images import Images
 from wmsim.azure.networks import Networks
 from wmsim.azure.operations import Operation, Operations
-from wmsim.azure.resources import RecordedPut, _key, _Resource, _Vm, _Vnet
+from wmsim.azure.resources import RecordedPut, _json, _key, _Resource, _Vm, _Vnet
 from wmsim.azure.signals import (
     DEFAULT_SIGNAL_TYPES,
     KIND,
@@ -108,6 +113,7 @@ from wmsim.azure.vm_views import sim_vm
 from wmsim.azure.vms import VM_PUTS_KEPT, VirtualMachines
 from wmsim.behaviour import Behaviour, Faults, Outcome, Preemptions, SimVm
 from wmsim.cloud import SimCloudConfig
+from wmsim.market_sim import MarketBound
 from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
@@ -127,9 +133,12 @@ class SimArm(
     Operations,
     VmMetadata,
     Control,
+    MarketBound,
     ArmSignals,
 ):
     """The simulated ARM endpoint. `endpoint` is the provider config's endpoint and authority."""
+
+    market_kind = "azure"
 
     def __init__(
         self,
@@ -203,6 +212,7 @@ class SimArm(
             self._vm_puts.clear()
             self.deployments.reset()
         self.preemptions.clear()
+        self.use_market(self.market_initial)
         self.signal_fates.clear()
         self.faults.reset_counts()
         self.faults.behaviour.update(**self._initial.as_dict())
@@ -226,6 +236,7 @@ class SimArm(
         with self._lock:
             vm = self._find(cloud_id_or_name)
             vm.reason = reason
+            self._market_stopped(_key(vm.id))
             policy = str(vm.properties.get("evictionPolicy", "Deallocate")).lower()
             if vm.spot and policy == "delete":
                 self._drop_vm(_key(vm.id))
@@ -233,7 +244,9 @@ class SimArm(
                 vm.power = "deallocated" if vm.spot else "stopped"
 
     def _preempt_due(self) -> None:
-        """Evict the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        """Evict the Spot VMs whose time has come (Behaviour.preempt_share, and the market's
+        reclaims)."""
+        self._market_reclaims()
         for vm_id in self.preemptions.due():
             with contextlib.suppress(KeyError):
                 self.kill(vm_id, "evicted")
@@ -300,6 +313,11 @@ class SimArm(
         parts = [unquote(p) for p in request.path.split("/") if p]
         lower = [p.lower() for p in parts]
         if lower[:1] == ["_sim"]:
+            found = self._market_control(
+                request.method, "/" + "/".join(lower), request.get_json(silent=True)
+            )
+            if found is not None:
+                return _json(found[1], found[0])
             return self._control(request, lower[1:])
         if len(lower) == 4 and lower[1:] == ["v2.0", ".well-known", "openid-configuration"]:
             return entra.openid_configuration(self.endpoint, parts[0])

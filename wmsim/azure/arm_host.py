@@ -41,6 +41,9 @@ class ArmHost(Protocol):
         self, rid: str, body: dict[str, Any], *, check: bool = True
     ) -> tuple[_Vm, int]: ...
 
+    # A deployment's validation against the market (wmsim/azure/vms.py).
+    def _market_preflight(self, name: str, resources: list[tuple[str, dict[str, Any]]]) -> None: ...
+
     def _store_child(self, rid: str, rtype: str, body: dict[str, Any]) -> tuple[_Resource, int]: ...
 
     def _page(

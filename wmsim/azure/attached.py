@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from werkzeug.wrappers import Response
@@ -29,6 +30,7 @@ from wmsim.azure.resources import (
 
 
 class AttachedResources(ArmState):
+    _market_stopped: Callable[[str], None]  # MarketBound's
     # -- made with a VM ----------------------------------------------------------------------
 
     def _attach_network(self, vm: _Vm, rid: str) -> None:
@@ -264,6 +266,7 @@ class AttachedResources(ArmState):
 
     def _drop_vm(self, key: str) -> None:
         self._vms.pop(key, None)
+        self._market_stopped(key)
         self._release_owned_by(key)
 
     def _drop_resource(self, key: str) -> None:

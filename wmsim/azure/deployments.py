@@ -110,7 +110,7 @@ from wmsim.azure.deployment_views import OperationView, deployment_view
 from wmsim.azure.errors import ArmError
 from wmsim.azure.key_vault import KeyVault
 from wmsim.azure.resource_groups import DEFAULT_GROUP_LOCATION, ResourceGroups
-from wmsim.azure.resources import RecordedPut, _json, _key, _now_iso
+from wmsim.azure.resources import VM_TYPE, RecordedPut, _json, _key, _now_iso
 from wmsim.azure.template_functions import Scope
 from wmsim.azure.template_specs import TemplateSpecs
 
@@ -339,6 +339,10 @@ class ArmDeployments:
         except TemplateError as error:
             raise ArmError(400, error.code, error.message) from None
         preflight(name, planned)
+        self._arm._market_preflight(
+            name,
+            [(r.id, dict(r.body)) for r in planned.resources if r.type.lower() == VM_TYPE.lower()],
+        )
         deployment = Deployment(
             id=rid,
             name=name,

@@ -10,10 +10,13 @@ import collections
 import hashlib
 import json
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from werkzeug.wrappers import Response
 
+from wmsim.azure import market as market_arm
 from wmsim.azure.arm_state import ArmState
 from wmsim.azure.errors import ArmError, missing, not_found, required_location
 from wmsim.azure.resources import RecordedPut, _json, _key, _Vm, as_object
@@ -24,6 +27,8 @@ from wmsim.azure.vm_rules import (
     check_size,
 )
 from wmsim.azure.vm_views import vm_instance_view, vm_model, vm_status_only
+from wmsim.market import SimOffering
+from wmsim.market_sim import SimMarket
 
 # VM resource fields that live beside `properties`, kept and echoed.
 VM_RESOURCE_FIELDS = ("plan", "identity", "zones", "extendedLocation", "placement")
@@ -32,6 +37,8 @@ VM_PUTS_KEPT = 10_000  # the record of VM PUT bodies keeps the latest this many
 
 class VirtualMachines(ArmState):
     _vm_puts: collections.deque[RecordedPut]
+    market: SimMarket | None
+    _market_stopped: Callable[[str], None]  # MarketBound's
 
     def vm_puts(self, name: str | None = None) -> list[RecordedPut]:
         """The VM PUTs handled, oldest first; only those of the VM `name` if given."""
@@ -83,6 +90,7 @@ class VirtualMachines(ArmState):
                 f"Location: {location}, Current Limit: {quota}, Current Usage: {len(self._vms)}, "
                 f"Additional Required: 1, (Minimum) New Limit Required: {len(self._vms) + 1}.",
             )
+        failure, offering = self._market_decides(body, location, check)
         vm = _Vm(
             id=rid,
             name=rid.rsplit("/", 1)[1],
@@ -100,9 +108,60 @@ class VirtualMachines(ArmState):
         self._attach_os_disk(vm, rid)
         self._attach_data_disks(vm, rid)
         self._vms[_key(rid)] = vm
+        if failure is not None:
+            vm.failure = failure  # accepted; its provisioning fails (wmsim/azure/market.py)
+            return vm, 201
         if vm.spot:
             self.preemptions.schedule(vm.id, time.monotonic() + vm.boot_s)
+        if self.market is not None:
+            self.market.started(market_arm.KIND, _key(rid), offering, vm.tags)
         return vm, 201
+
+    def _market_preflight(self, name: str, resources: list[tuple[str, dict[str, Any]]]) -> None:
+        """A deployment's validation, for the VMs it would make (id, body): 400
+        InvalidTemplateDeployment when the market would refuse one of them at once."""
+        market = self.market
+        if market is None:
+            return
+        problems = []
+        for rid, body in resources:
+            location = str(body.get("location") or "")
+            zone, size, spot = market_arm.offering_params(body)
+            if size is None:
+                continue
+            offering = market.offering(market_arm.KIND, location, zone, size, spot)
+            refusal = market.check(offering, 1)
+            problem = refusal and market_arm.validation_problem(refusal, location, rid)
+            if problem:
+                problems.append(problem)
+        if problems:
+            raise ArmError(
+                400,
+                "InvalidTemplateDeployment",
+                f"The template deployment '{name}' is not valid according to the validation "
+                f"procedure. The tracking id is '{uuid.uuid4()}'. See inner errors for details.",
+                details=problems,
+            )
+
+    def _market_decides(
+        self, body: dict[str, Any], location: str, check: bool
+    ) -> tuple[tuple[str, str] | None, SimOffering | None]:
+        """Whether the market lets the VM be allocated: (None, its offering) when it does;
+        an allocation failure to show in its provisioning; or ArmError for Azure's 409."""
+        market = self.market
+        if market is None or not check:
+            return None, None
+        zone, size, spot = market_arm.offering_params(body)
+        offering = None
+        if size is not None:
+            offering = market.offering(market_arm.KIND, location, zone, size, spot)
+        refusal = market.grant(offering, 1, 1).refusal
+        if refusal is None:
+            return None, offering
+        refused = market_arm.synchronous_refusal(refusal, location)
+        if refused is not None:
+            raise refused
+        return market_arm.allocation_failure(refusal), offering
 
     def _update_vm(self, vm: _Vm, body: dict[str, Any], digest: str) -> _Vm:
         if vm.deleted_at is not None:
@@ -156,6 +215,7 @@ class VirtualMachines(ArmState):
             return self._delete_missing(rid)
         if vm.deleted_at is None:
             vm.deleted_at = time.time()
+            self._market_stopped(_key(rid))
             vm.delete_s = self.faults.behaviour.delete_s
         operation = self._new_operation(_key(rid), "delete")
         response = Response(status=202)

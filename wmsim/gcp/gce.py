@@ -25,6 +25,11 @@ Real-GCE behaviour copied, and relied upon by wm/providers/gcp.py:
 - Spot (scheduling.provisioningModel SPOT, or preemptible) is what the body says; a pre-empted
   Spot VM is TERMINATED, or gone when its instanceTerminationAction is DELETE.
 
+Market: with a market scenario (wmsim/market_sim.py, `use_market` or POST /_sim/market), an
+insert beyond the offering's spare capacity or quota ends its Operation with GCE's error
+(wmsim/gcp/market.py), running Spot VMs are pre-empted by the market's hazard, and every VM is
+billed (GET /_sim/ledger).
+
 Inserts are recorded as they reached the cloud, body as sent (camelCase JSON) and the reason
 of any refusal: `inserts()` in process, GET /_sim/creates over HTTP. `example_launch_config`
 makes a Taskcluster Google launch config the simulation accepts as it is.
@@ -85,6 +90,7 @@ from wmsim.gcp.rest import backend_error, json_response
 from wmsim.gcp.routes import rules
 from wmsim.gcp.signals import DEFAULT_SIGNAL_TYPES, KIND, SPOT_SHARE, GceSignals
 from wmsim.gcp.vm import Vm
+from wmsim.market_sim import MarketBound
 from wmsim.signals import SignalFates, SignalValues
 from wmsim.trust import TrustDir
 from wmsim.wsgi import ServerThread
@@ -122,8 +128,10 @@ class GceState:
     inserts: deque[InsertRecord] = field(default_factory=lambda: deque(maxlen=INSERTS_KEPT))
 
 
-class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals):
+class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals, MarketBound):
     """A GCE REST server on 127.0.0.1 holding instances and zone operations in memory."""
+
+    market_kind = "gcp"
 
     def __init__(
         self,
@@ -230,12 +238,15 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals):
             op_type = KILL_OPERATION_TYPES.get(reason, "compute.instances.guestTerminate")
             op = self._new_op(vm.project, vm.zone, op_type, vm, done_at=time.monotonic())
             op.status_message = reason
+            self._market_stopped(str(vm.id))
             if reason == "preempted" and vm.scheduling.get("instanceTerminationAction") == "DELETE":
                 # A Spot VM told to DELETE on pre-emption is gone; only the operation remains.
                 del self._state.vms[(vm.project, vm.zone, vm.name)]
 
     def _preempt_due(self) -> None:
-        """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share)."""
+        """Pre-empt the Spot VMs whose time has come (Behaviour.preempt_share, and the
+        market's reclaims)."""
+        self._market_reclaims()
         for vm_id in self.preemptions.due():
             with contextlib.suppress(KeyError):
                 self.kill(vm_id, "preempted")
@@ -245,6 +256,7 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals):
         with self._lock:
             vm = self._find(cloud_id_or_name)
             del self._state.vms[(vm.project, vm.zone, vm.name)]
+            self._market_stopped(str(vm.id))
 
     def seed_instances(
         self,
@@ -283,6 +295,7 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals):
         with self._lock:
             self._state = GceState()
         self.preemptions.clear()
+        self.use_market(self.market_initial)
         self.signal_fates.clear()
         self.faults.behaviour.update(**behaviour)
         self.faults.reset_counts()
@@ -383,6 +396,12 @@ class SimGce(GceIdentity, Instances, ZoneOperations, CatalogRoutes, GceSignals):
         request = Request(environ)
         if (vm := metadata.vm_path(request.path)) is not None:
             return metadata.respond(start_response, self._metadata(request, *vm))
+        if request.path.startswith(("/_sim/market", "/_sim/ledger")):
+            found = self._market_control(
+                request.method, request.path, request.get_json(force=True, silent=True)
+            )
+            if found is not None:
+                return json_response(found[1], found[0])(environ, start_response)
         try:
             endpoint, args = self._urls.bind_to_environ(environ).match()
         except NotFound:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from wmsim.behaviour import Faults, Preemptions, lifecycle_state
+from wmsim.gcp import market as market_gce
 from wmsim.gcp.errors import ApiError, invalid, not_found
 from wmsim.gcp.list_filter import list_filter
 from wmsim.gcp.operations import Operation
@@ -28,6 +29,7 @@ from wmsim.gcp.rest import (
     scoped_list,
 )
 from wmsim.gcp.vm import BUILT_FIELDS, Vm, attached_disk, instance_json, interfaces_of
+from wmsim.market_sim import QUOTA, Refusal, SimMarket
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Instances:
     _lock: threading.RLock
     faults: Faults
     preemptions: Preemptions
+    market: SimMarket | None
+    _market_stopped: Callable[[str], None]  # MarketBound's
 
     def _insert(self, request: Request, project: str, zone: str) -> Response:
         body = request.get_json(force=True, silent=True)
@@ -79,9 +83,20 @@ class Instances:
         if existing is not None and self._status(existing, now) is not None:
             raise ApiError(409, "alreadyExists", f"The resource '{vm.path}' already exists")
         quota = self.faults.behaviour.quota_instances
+        market = self.market
+        offering = None
+        if market is not None:
+            offering = market.offering(
+                market_gce.KIND, market_gce.region_of(zone), zone, vm.machine_type, vm.spot
+            )
         if quota is not None and self._live_count(now) >= quota:
             op = self._quota_failure(project, zone, vm, quota)
+        elif market is not None and (grant := market.grant(offering, 1, 1)).refusal is not None:
+            op = self._market_refusal(project, zone, vm, grant.refusal)
         else:
+            if market is not None:
+                tags = market_gce.instance_tags(vm.labels, vm.metadata)
+                market.started(market_gce.KIND, str(vm.id), offering, tags)
             self._state.vms[(project, zone, vm.name)] = vm
             boot_s = self.faults.behaviour.boot_s
             if vm.spot:
@@ -118,6 +133,19 @@ class Instances:
         op.http_error = (403, "FORBIDDEN")
         return op
 
+    def _market_refusal(self, project: str, zone: str, vm: Vm, refusal: Refusal) -> Operation:
+        """The market has none to give: the insert's Operation runs a while (half a boot),
+        then is DONE with GCE's error; no instance is made. A quota refusal in the "http"
+        style is GCE's synchronous 403 instead."""
+        if refusal.reason == QUOTA and self.quota_style == "http":
+            _, message, _ = market_gce.quota_message(refusal)
+            raise ApiError(403, "quotaExceeded", message, domain="usageLimits")
+        done_at = time.monotonic() + self.faults.behaviour.boot_s / 2
+        op = self._new_op(project, zone, "insert", vm, done_at=done_at)
+        op.error, status, reason = market_gce.operation_error(project, zone, refusal)
+        op.http_error = (status, reason)
+        return op
+
     def _get(self, request: Request, project: str, zone: str, name: str) -> Response:
         now = time.monotonic()
         with self._lock:
@@ -138,6 +166,7 @@ class Instances:
                 raise not_found(f"projects/{project}/zones/{zone}/instances/{name}")
             if vm.deleted_at is None:
                 vm.deleted_at = now
+                self._market_stopped(str(vm.id))
             done_at = vm.deleted_at + self.faults.behaviour.delete_s
             op = self._new_op(project, zone, "delete", vm, done_at=done_at)
             if request_id:

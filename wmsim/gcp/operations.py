@@ -162,8 +162,9 @@ class ZoneOperations:
             out["endTime"] = rfc3339(op.inserted)
         if op.status_message:
             out["statusMessage"] = op.status_message
-        if op.error:
+        # GCE tells an operation's error once the operation is DONE, not while it runs.
+        if op.error and done:
             out["error"] = op.error
-        if op.http_error:
+        if op.http_error and done:
             out["httpErrorStatusCode"], out["httpErrorMessage"] = op.http_error
         return out

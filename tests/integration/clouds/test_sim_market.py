@@ -650,6 +650,10 @@ def test_an_arm_deployment_fails_validation_where_azure_checks_sku_and_quota(
     assert error["code"] == "InvalidTemplateDeployment"
     assert [d["code"] for d in error["details"]] == [inner]
     assert sim_arm.deployments.puts("d-refused")[0].error_code == "InvalidTemplateDeployment"
+    # wm reads the reason inside ARM's validation refusal, not its wrapper.
+    classified = classify_arm("azure", refused.value)
+    category = ErrorCategory.CAPACITY if inner == "SkuNotAvailable" else ErrorCategory.QUOTA
+    assert (classified.category, classified.code) == (category, inner)
 
 
 def test_an_arm_deployment_whose_vm_finds_no_room_fails_with_allocation_failed(

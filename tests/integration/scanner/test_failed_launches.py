@@ -1,4 +1,4 @@
-"""A launch Azure takes and then fails for want of capacity (the VM's provisioning ends in
+"""A launch Azure or GCE takes and then fails for want of capacity (the VM's provisioning ends in
 AllocationFailed, as Azure reports it): the scan files it as a capacity error against its
 launch config, and where the pool's launch choice reads the bench, benches the offering as a
 refused create would. The AzureProvider against the simulated ARM through azure-mgmt-compute,
@@ -6,8 +6,11 @@ real Postgres."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from tests.fixtures.sim_gce import GCE_ZONE
 from tests.integration.scanner.test_scan import IMAGES, configure, scanner_for
 from wm.config.launch_choice import LaunchChoiceConfig, PoolChoiceConfig
 from wm.db import offering_state, pool_errors, tasks
@@ -15,6 +18,7 @@ from wm.db.workers import list_workers
 from wm.model import Offering, WorkerState
 from wm.provisioning.provisioner import Provisioner
 from wm.queues.builtin import BuiltinQueue
+from wmsim.market_sim import MarketSettings
 
 POOL = "proj/scan"
 SIZE, IMAGE = IMAGES["azure"]
@@ -60,3 +64,79 @@ def test_an_allocation_failure_found_by_the_scan_is_a_capacity_error(
         assert bench[OFFERING].last_code == "AllocationFailed"
     else:
         assert bench == {}  # weights mode reads no bench: the scan writes none
+
+
+GCE_TYPE = "n2-standard-4"
+# us-central1-a has no n2-standard-4 to spare from the start; us-central1-b has plenty.
+DRY_ZONE_A = f"""
+name = "dry-a"
+hours = 2
+[regimes]
+enabled = false
+[[offerings]]
+key = "gcp/us-central1/us-central1-a/{GCE_TYPE}/spot"
+capacity = 50
+[[offerings]]
+key = "gcp/us-central1/us-central1-b/{GCE_TYPE}/spot"
+capacity = 50
+[[events]]
+place = "gcp/us-central1/us-central1-a"
+regime = "dry"
+at_min = 0
+for_min = 120
+"""
+
+
+def test_a_gce_insert_that_its_operation_fails_later_is_found_by_the_scan_and_benched(
+    engine, sim_gce, gcp_provider, tmp_path
+):
+    """GCE accepts the insert and fails it in the operation a while later, with no instance
+    made: the provisioner records a launch; the scan's look-up reads the operation."""
+    scenario = tmp_path / "dry-a.toml"
+    scenario.write_text(DRY_ZONE_A)
+    sim_gce.use_market(MarketSettings(str(scenario), seed=3))
+    # The operation runs a while: the insert's answer says nothing of how it ends.
+    sim_gce.faults.behaviour.update(boot_s=2.0)
+    configure(
+        engine,
+        gcp_provider,
+        "gcp",
+        GCE_ZONE,
+        launch_configs=[
+            {"region": GCE_ZONE, "machine_type": GCE_TYPE, "image": IMAGES["gcp"][1], "spot": True}
+        ],
+    )
+    choice = LaunchChoiceConfig(pools=(PoolChoiceConfig(match="proj/*", mode="cost"),))
+    queue = BuiltinQueue(engine)
+    tasks.submit_tasks(engine, POOL, 1, 60.0)
+    (report,) = Provisioner(engine, queue, {gcp_provider.id: gcp_provider}).run_pass(
+        gcp_provider.id
+    )
+    assert (report.launched, report.failed) == (1, 0)
+    (worker,) = list_workers(engine)
+    assert worker.state == WorkerState.REQUESTED and worker.cloud_id
+
+    scanner = scanner_for(engine, gcp_provider, queue=queue, launch_choice=choice)
+    wait_for(lambda: scan_stopped(scanner, gcp_provider, engine))
+
+    (after,) = list_workers(engine)
+    assert after.stop_reason.startswith(
+        "gce-operation-failed: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: "
+    )
+    (error,) = pool_errors.list_errors(engine, POOL)
+    assert error.kind == "capacity"
+    (offering,) = offering_state.read_bench(engine, gcp_provider.id)
+    assert offering == Offering("us-central1", GCE_ZONE, GCE_TYPE, "spot")
+
+
+def scan_stopped(scanner, provider, engine) -> bool:
+    scanner.scan(provider.id, GCE_ZONE)
+    return all(w.state != WorkerState.REQUESTED for w in list_workers(engine))
+
+
+def wait_for(check, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.2)

@@ -37,6 +37,8 @@ QUOTA_CODES = frozenset({"quotaexceeded"})
 # 409s that clear by themselves (another operation on the resource is still running).
 RETRYABLE_CONFLICT_CODES = frozenset({"anotheroperationinprogress", "retryableerror", "conflict"})
 NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound"})
+# Errors that carry their reasons as inner errors (a deployment's validation or its failure).
+WRAPPER_CODES = frozenset({"invalidtemplatedeployment", "deploymentfailed"})
 # Resource deletes refused because something still holds the resource (a NIC or public IP
 # still attached, a disk still attached to its VM): try again next time.
 IN_USE_CODES = frozenset(
@@ -84,6 +86,13 @@ def classify(provider_id: str, exc: BaseException) -> CloudError:
                 message,
                 retry_after_s=retry_after_s(headers),
             )
+        if lower in WRAPPER_CODES:
+            # ARM's validation of a deployment refuses with the reasons inside: a size the
+            # location has none of, or a quota, is a capacity or quota refusal all the same.
+            inner = _inner_refusal(exc.error)
+            if inner is not None:
+                code, message = inner
+                lower = code.lower()
         if lower in CAPACITY_CODES:
             return error(ErrorCategory.CAPACITY, code, message)
         if quota_refusal(lower, message):
@@ -99,6 +108,19 @@ def classify(provider_id: str, exc: BaseException) -> CloudError:
     if isinstance(exc, CredentialUnavailableError):
         return error(ErrorCategory.BAD_CONFIG, "CredentialUnavailable", str(exc))
     return error(ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
+
+
+def _inner_refusal(error: Any) -> tuple[str, str] | None:
+    """The first capacity or quota refusal among an ARM error's inner errors (any depth)."""
+    for detail in getattr(error, "details", None) or ():
+        code = str(getattr(detail, "code", "") or "")
+        message = str(getattr(detail, "message", "") or "")
+        if code.lower() in CAPACITY_CODES or quota_refusal(code.lower(), message):
+            return code, message
+        deeper = _inner_refusal(detail)
+        if deeper is not None:
+            return deeper
+    return None
 
 
 def quota_refusal(lower_code: str, message: str) -> bool:

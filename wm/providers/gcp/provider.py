@@ -370,13 +370,10 @@ class GcpProvider:
         if not name or self._operations is None:
             return None
         try:
-            op = self._call(
-                "zoneOperations.get",
-                self._operations.get,
-                project=self._project,
-                zone=ref.region,
-                operation=str(name),
+            request = self._compute.GetZoneOperationRequest(
+                project=self._project, zone=ref.region, operation=str(name)
             )
+            op = self._call("zoneOperations.get", self._operations.get, request=request)
         except CloudError as error:
             if error.category is ErrorCategory.NOT_FOUND:  # GCE keeps operations for a while
                 return None

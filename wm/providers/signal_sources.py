@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -41,6 +42,17 @@ class SignalSource:
     cadence: Cadence
     default_interval_s: float  # its refresh cadence unless the config says otherwise
     demand_only: bool = False  # read only for offerings of pools with pending tasks
+
+    def signal(
+        self,
+        provider_id: str,
+        offering: Offering,
+        value: float,
+        now: datetime,
+        kind: SignalKind | None = None,
+    ) -> OfferingSignal:
+        """One value this source gave (of its first kind unless `kind` says which)."""
+        return OfferingSignal(provider_id, offering, kind or self.kinds[0], value, self.name, now)
 
 
 class SignalCollector(Protocol):

@@ -121,15 +121,7 @@ class CostPass:
                 time.time(),
             )
             offering_state.write_bench(self.engine, provider.id, changes)
-            for offering, entry in changes.items():
-                log(
-                    "offering-bench",
-                    provider=provider.id,
-                    offering=offering.key,
-                    failures=entry.state.failures,
-                    benched_until=entry.state.benched_until,
-                    code=entry.last_code,
-                )
+            cost_planning.log_bench(provider.id, changes)
         except Exception:
             log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)
 

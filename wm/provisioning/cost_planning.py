@@ -380,6 +380,20 @@ def probes(result: PoolScore, launched: Mapping[str, int]) -> list[Offering]:
     ]
 
 
+def log_bench(provider_id: str, changes: Mapping[Offering, BenchEntry], **context: str) -> None:
+    """An `offering-bench` line per bench row a pass or a scan wrote."""
+    for offering, entry in changes.items():
+        log(
+            "offering-bench",
+            provider=provider_id,
+            offering=offering.key,
+            failures=entry.state.failures,
+            benched_until=entry.state.benched_until,
+            code=entry.last_code,
+            **context,
+        )
+
+
 def log_failed(provider_id: str, pool_id: str) -> None:
     log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider_id, pool=pool_id)
 

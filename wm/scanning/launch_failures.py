@@ -77,13 +77,4 @@ def _bench(
     except Exception:  # the bench is advice: a failure here must not fail the scan's writes
         log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)
         return
-    for offering, entry in changes.items():
-        log(
-            "offering-bench",
-            provider=provider.id,
-            offering=offering.key,
-            failures=entry.state.failures,
-            benched_until=entry.state.benched_until,
-            code=entry.last_code,
-            found_by="scan",
-        )
+    cost_planning.log_bench(provider.id, changes, found_by="scan")

@@ -111,7 +111,9 @@ class AwsSignals:
             else:
                 prices = [p for (_, t), (_, p) in latest.items() if t == offering.instance_type]
             if prices:
-                found.append(self._signal(offering, PRICES, statistics.fmean(prices), now))
+                found.append(
+                    PRICES.signal(self.provider_id, offering, statistics.fmean(prices), now)
+                )
         return found
 
     # -- placement scores -------------------------------------------------------------------
@@ -146,7 +148,7 @@ class AwsSignals:
             else:
                 value = by_zone.get(offering.zone)
             if value is not None:
-                found.append(self._signal(offering, SCORES, value, now))
+                found.append(SCORES.signal(self.provider_id, offering, value, now))
         return found
 
     def _zones(self, region: str) -> dict[str, str]:
@@ -179,11 +181,6 @@ class AwsSignals:
             if client is None:
                 client = self._clients[region] = build_client(self._config, region)
             return client
-
-    def _signal(
-        self, offering: Offering, source: SignalSource, value: float, now: datetime
-    ) -> OfferingSignal:
-        return OfferingSignal(self.provider_id, offering, source.kinds[0], value, source.name, now)
 
     def close(self) -> None:
         with self._lock:

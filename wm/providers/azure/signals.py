@@ -139,7 +139,9 @@ class AzureSignals:
             for offering in wanted:
                 price = prices.get((offering.instance_type, offering.market == SPOT))
                 if price is not None:
-                    found.append(self._signal(offering, SignalKind.PRICE, PRICES, price, now))
+                    found.append(
+                        PRICES.signal(self.provider_id, offering, price, now, SignalKind.PRICE)
+                    )
         return found
 
     def _get(self, url: str, params: dict[str, str] | None) -> dict[str, Any]:
@@ -209,7 +211,9 @@ class AzureSignals:
             if value is None:
                 value = scores.get((region, size, None))
             if value is not None:
-                found.append(self._signal(offering, SignalKind.AVAILABILITY, SCORES, value, now))
+                found.append(
+                    SCORES.signal(self.provider_id, offering, value, now, SignalKind.AVAILABILITY)
+                )
         return found
 
     # -- Resource Graph ---------------------------------------------------------------------
@@ -248,18 +252,10 @@ class AzureSignals:
         for offering in offerings:
             rate = rates.get((offering.region.lower(), offering.instance_type.lower()))
             if rate is not None:
-                found.append(self._signal(offering, SignalKind.PREEMPTION, EVICTIONS, rate, now))
+                found.append(
+                    EVICTIONS.signal(self.provider_id, offering, rate, now, SignalKind.PREEMPTION)
+                )
         return found
-
-    def _signal(
-        self,
-        offering: Offering,
-        kind: SignalKind,
-        source: SignalSource,
-        value: float,
-        now: datetime,
-    ) -> OfferingSignal:
-        return OfferingSignal(self.provider_id, offering, kind, value, source.name, now)
 
     def close(self) -> None:
         """The clients close with the provider."""

@@ -112,7 +112,7 @@ class GcpSignals:
             if core is None or ram is None:
                 continue
             value = core * form.vcpus + ram * form.memory_gib
-            found.append(self._signal(offering, SignalKind.PRICE, PRICES, value, now))
+            found.append(PRICES.signal(self.provider_id, offering, value, now, SignalKind.PRICE))
         return found
 
     # -- capacity advice --------------------------------------------------------------------
@@ -162,11 +162,15 @@ class GcpSignals:
                     continue
                 obtainability, uptime_s = hit
                 found.append(
-                    self._signal(offering, SignalKind.AVAILABILITY, ADVICE, obtainability, now)
+                    ADVICE.signal(
+                        self.provider_id, offering, obtainability, now, SignalKind.AVAILABILITY
+                    )
                 )
                 if uptime_s:
                     rate = SECONDS_PER_HOUR / uptime_s
-                    found.append(self._signal(offering, SignalKind.PREEMPTION, ADVICE, rate, now))
+                    found.append(
+                        ADVICE.signal(self.provider_id, offering, rate, now, SignalKind.PREEMPTION)
+                    )
         return found
 
     # -- clients ----------------------------------------------------------------------------
@@ -190,16 +194,6 @@ class GcpSignals:
                     credentials=credentials, client_options=compute, transport="rest"
                 )
             return self._catalog, self._advice
-
-    def _signal(
-        self,
-        offering: Offering,
-        kind: SignalKind,
-        source: SignalSource,
-        value: float,
-        now: datetime,
-    ) -> OfferingSignal:
-        return OfferingSignal(self.provider_id, offering, kind, value, source.name, now)
 
     def close(self) -> None:
         """The clients' sessions close with the process."""

@@ -252,6 +252,12 @@ class Market:
                 left = room if left is None else min(left, room)
         return left
 
+    def obtainable(self, o: SimOffering, now: float) -> int:
+        """Instances a create could be granted now: spare capacity within the spot quota."""
+        quota = self._quota_left(o)
+        spare = self.spare(o, now)
+        return spare if quota is None else min(spare, quota)
+
     def refusal(self, o: SimOffering, count: int, now: float) -> str | None:
         """The code a create of `count` instances would be refused with now (None: granted
         in full): the quota's when the quota is what stops it, else the capacity one."""

@@ -15,13 +15,16 @@ from datetime import UTC, datetime, timedelta
 
 from bench.baselines import worker_manager_selector as tc
 from bench.launch_sim import REGISTRATION_TIMEOUT_S, Arm, Decayed, Sim, Worker, wm_offering
+from wm.config.launch_choice import DEFAULT_BETA, DEFAULT_SPREAD
 from wm.errors import SPOT, ErrorCategory, ErrorScope
 from wm.provisioning import cost_choice, offering_bench
 from wm.provisioning.launch_choice import LaunchOption, choose
 from wmsim.market import Market
 from wmsim.market.scenario import LaunchConfigSpec, PoolSpec, SimOffering
 
-SPREAD = 0.5
+# wm-cost's settings: wm's defaults ([launch_choice] beta and spread); `--beta`/`--spread`
+# of bench.launch_choice change them for a side run.
+SETTINGS = {"beta": DEFAULT_BETA, "spread": DEFAULT_SPREAD}
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 # wm-cost's evidence half-lives (launch-choice-research §8(b)).
 HALF_LIFE_CREATES_S = 1800.0
@@ -165,7 +168,7 @@ class LcEvidence:
 
 
 class CostArm(WeightsArm):
-    """The cost choice: bench, evidence and signals, then choose(spread=0.5)."""
+    """The cost choice: bench, evidence and signals, then choose(spread=...)."""
 
     name = "wm-cost"
 
@@ -231,8 +234,12 @@ class CostArm(WeightsArm):
         facts = cost_choice.PoolFacts(
             median_task_s=statistics.median(done) if done else None,
             mean_lifetime_s=statistics.fmean(lives) if lives else None,
+            interrupted_work_s=cost_choice.interrupted_work_s(done),
         )
-        scored = {s.launch_config_id: s for s in cost_choice.score(views, facts, now)}
+        scored = {
+            s.launch_config_id: s
+            for s in cost_choice.score(views, facts, now, beta=SETTINGS["beta"])
+        }
         options = []
         for option in self.options(sim, pool, now):
             s = scored[option.launch_config_id]
@@ -254,7 +261,8 @@ class CostArm(WeightsArm):
                     probe_only=s.admission is offering_bench.Admission.PROBE,
                 )
             )
-        for alloc in choose(to_spawn, options, spread=SPREAD):
+        spread = SETTINGS["spread"]
+        for alloc in choose(to_spawn, options, spread=None if spread >= 1 else spread):
             lc = by_id[alloc.launch_config_id]
             if scored[lc.launch_config_id].admission is offering_bench.Admission.PROBE:
                 self.bench[lc.offering.key] = offering_bench.after_probe(

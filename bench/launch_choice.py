@@ -14,7 +14,8 @@ and events are the same):
   (EC2 MinCount 1) and a refusal does not end the pass.
 - wm-cost: wm.provisioning.cost_choice.score over what wm would know (its bench of refused
   offerings, its own decayed evidence, and the signals its collectors read from the market at
-  their cadence, with the market's noise), then choose(spread=0.5) by the final weights.
+  their cadence, with the market's noise), then choose(spread=...) by the final weights
+  (beta and spread: wm's [launch_choice] defaults, or --beta/--spread for a side run).
 - oracle (a reference, not a policy): each worker of a pass to the offering cheapest per
   useful capacity-hour by the market's true price, obtainable capacity and hazard now, no
   spread cap. What launching by perfect knowledge of the present reaches: a goal beyond it is
@@ -52,9 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_DIR
-from bench.launch_arms import ARM_CLASSES
+from bench.launch_arms import ARM_CLASSES, SETTINGS
 from bench.launch_sim import Sim
 from bench.output import cell, emit, percentile, ratios, rounded
+from wm.config.launch_choice import DEFAULT_BETA, DEFAULT_SPREAD
 from wmsim.market import Market
 from wmsim.market.scenario import load
 
@@ -245,11 +247,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--hours", type=float, help="simulated hours (default: the scenario's)")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--beta", type=float, help="wm-cost's beta (default: wm's)")
+    parser.add_argument("--spread", type=float, help="wm-cost's spread cap, 1: none")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    SETTINGS["beta"] = DEFAULT_BETA if args.beta is None else args.beta
+    SETTINGS["spread"] = DEFAULT_SPREAD if args.spread is None else args.spread
     started = time.perf_counter()
     scenarios: dict[str, Any] = {}
     tables = []
@@ -260,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         tables.append(table(name, market.scenario.title, scenarios[name]))
     result = {
         "seeds": args.seeds,
+        "wm_cost_settings": dict(SETTINGS),
         "hours": args.hours,
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": scenarios,

@@ -1,7 +1,8 @@
-"""The three arms of issue 40's policy simulation (bench.launch_choice): what each would
+"""The arms of issue 40's policy simulation (bench.launch_choice): what each would
 launch from what it would know. worker-manager: Taskcluster's selector as
 bench/baselines/worker_manager_selector.py reproduces it; wm-weights: wm's choose() today;
-wm-cost: wm's cost choice over its bench, its evidence and the market's signals."""
+wm-cost: wm's cost choice over its bench, its evidence and the market's signals; oracle:
+a reference launching by the market's true state (no policy can know it)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bench.baselines import worker_manager_selector as tc
-from bench.launch_sim import Arm, Decayed, Sim, Worker, wm_offering
+from bench.launch_sim import REGISTRATION_TIMEOUT_S, Arm, Decayed, Sim, Worker, wm_offering
+from wm.config.launch_choice import DEFAULT_BETA, DEFAULT_SPREAD
 from wm.errors import SPOT, ErrorCategory, ErrorScope
 from wm.provisioning import cost_choice, offering_bench
 from wm.provisioning.launch_choice import LaunchOption, choose
 from wmsim.market import Market
 from wmsim.market.scenario import LaunchConfigSpec, PoolSpec, SimOffering
 
-SPREAD = 0.5
+# wm-cost's settings: wm's defaults ([launch_choice] beta and spread); `--beta`/`--spread`
+# of bench.launch_choice change them for a side run.
+SETTINGS = {"beta": DEFAULT_BETA, "spread": DEFAULT_SPREAD}
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 # wm-cost's evidence half-lives (launch-choice-research §8(b)).
 HALF_LIFE_CREATES_S = 1800.0
@@ -164,7 +168,7 @@ class LcEvidence:
 
 
 class CostArm(WeightsArm):
-    """The cost choice: bench, evidence and signals, then choose(spread=0.5)."""
+    """The cost choice: bench, evidence and signals, then choose(spread=...)."""
 
     name = "wm-cost"
 
@@ -230,8 +234,12 @@ class CostArm(WeightsArm):
         facts = cost_choice.PoolFacts(
             median_task_s=statistics.median(done) if done else None,
             mean_lifetime_s=statistics.fmean(lives) if lives else None,
+            interrupted_work_s=cost_choice.interrupted_work_s(done),
         )
-        scored = {s.launch_config_id: s for s in cost_choice.score(views, facts, now)}
+        scored = {
+            s.launch_config_id: s
+            for s in cost_choice.score(views, facts, now, beta=SETTINGS["beta"])
+        }
         options = []
         for option in self.options(sim, pool, now):
             s = scored[option.launch_config_id]
@@ -253,7 +261,8 @@ class CostArm(WeightsArm):
                     probe_only=s.admission is offering_bench.Admission.PROBE,
                 )
             )
-        for alloc in choose(to_spawn, options, spread=SPREAD):
+        spread = SETTINGS["spread"]
+        for alloc in choose(to_spawn, options, spread=None if spread >= 1 else spread):
             lc = by_id[alloc.launch_config_id]
             if scored[lc.launch_config_id].admission is offering_bench.Admission.PROBE:
                 self.bench[lc.offering.key] = offering_bench.after_probe(
@@ -326,8 +335,74 @@ def _signal(market: Market, o: SimOffering, kind: str, now: float) -> float:
     return -math.log(1 - daily) / 24
 
 
+class OracleArm(Arm):
+    """A reference, not a policy: what launching by the true state reaches. It knows each
+    offering's price, obtainable capacity (spare within quota) and hazard now, the pool's
+    task run times and the share of launches that never register, and hands each worker of a
+    pass to the offering cheapest per useful capacity-hour at that moment (its own launches
+    this pass counted into the hazard), with no spread cap and no hedging. It cannot know
+    the future: a scripted dry spell takes it as unawares as any arm."""
+
+    name = "oracle"
+
+    def launch(self, sim: Sim, pool: PoolSpec, to_spawn: int, now: float) -> None:
+        market = sim.market
+        lost_h = _length_biased_elapsed_s(sim, pool) / 3600
+        lives = sim.lifetimes[pool.pool_id]
+        life_h = (statistics.fmean(lives) if lives else 3600.0) / 3600
+        capacity: dict[str, int] = defaultdict(int)
+        for w in sim.live(pool.pool_id):
+            capacity[w.lc.launch_config_id] += w.lc.capacity_per_worker
+        open_lcs = [lc for lc in pool.launch_configs if lc.weight is None or lc.weight > 0]
+        planned: dict[str, int] = defaultdict(int)  # workers, by config
+        by_offering: dict[str, int] = defaultdict(int)  # workers, by offering
+        obtainable = {lc.offering.key: market.obtainable(lc.offering, now) for lc in open_lcs}
+
+        def effective(lc: LaunchConfigSpec) -> float:
+            o = lc.offering
+            ready_h = market.cloud(o).boot_s / 3600
+            q = max(1e-6, 1.0 - market.spec(o).unregistered)
+            wasted_h = ready_h + (1 - q) / q * REGISTRATION_TIMEOUT_S / 3600
+            rate = market.hazard(o, now, extra_in_use=by_offering[o.key])
+            price = market.price(o, now) / lc.capacity_per_worker
+            return price * (1 + rate * (lost_h + ready_h) + wasted_h / life_h)
+
+        left = to_spawn
+        while left > 0:
+            best, best_e = None, math.inf
+            for lc in open_lcs:
+                key = lc.offering.key
+                if by_offering[key] >= obtainable[key]:
+                    continue
+                had = capacity[lc.launch_config_id] + planned[lc.launch_config_id]
+                if lc.max_capacity is not None and had + lc.capacity_per_worker > lc.max_capacity:
+                    continue
+                e = effective(lc)
+                if e < best_e:
+                    best, best_e = lc, e
+            if best is None:
+                break  # nothing obtainable anywhere: no create would be granted
+            planned[best.launch_config_id] += 1
+            by_offering[best.offering.key] += 1
+            left -= best.capacity_per_worker
+        by_id = {lc.launch_config_id: lc for lc in pool.launch_configs}
+        for lc_id, workers in planned.items():
+            _create(sim, pool, by_id[lc_id], workers, now)
+
+
+def _length_biased_elapsed_s(sim: Sim, pool: PoolSpec) -> float:
+    """The work a pre-emption at a random moment of a busy worker loses: the elapsed part of
+    the task it interrupts, E[T²] / 2E[T] over the pool's run times (a long task is more
+    likely to be the one running, and is cut on average halfway)."""
+    durations = [t.duration for t in sim.arrivals[pool.pool_id][1]]
+    if not durations:
+        return 0.0
+    return sum(d * d for d in durations) / (2 * sum(durations))
+
+
 ARM_CLASSES: dict[str, type[Arm]] = {
     "worker-manager": WorkerManagerArm,
     "wm-weights": WeightsArm,
     "wm-cost": CostArm,
+    "oracle": OracleArm,
 }

@@ -10,7 +10,7 @@ import math
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wm.errors import SPOT
 from wm.model import Offering
@@ -92,8 +92,19 @@ def wm_offering(o: SimOffering) -> Offering:
 class Sim:
     """One arm's run of a scenario: the pools, their workers and tasks, in its own market."""
 
-    def __init__(self, scenario: str, seed: int, hours: float | None, arm: Arm) -> None:
+    def __init__(
+        self, scenario: str, seed: int, hours: float | None, arm: Arm, *, undisturbed: bool = False
+    ) -> None:
         self.market = Market.from_scenario(scenario, seed)
+        # undisturbed: the scenario without its scripted events, tasks still timed from when
+        # its dry spells would have started. What no launch choice can beat: one that made a
+        # dry spell invisible would meet exactly these waits (the sim, not the arm, decides
+        # how many workers a pass launches; an arm only decides where).
+        self.timed_dry: list[tuple[float, str]] | None = None
+        if undisturbed:
+            plan = self.market.scenario
+            self.timed_dry = [(e.at_s, e.place) for e in plan.events if e.regime == "dry"]
+            self.market = Market(replace(plan, events=()), seed)
         self.seed = seed
         self.end = (hours if hours is not None else self.market.scenario.hours) * 3600
         self.arm = arm
@@ -204,7 +215,8 @@ class Sim:
         places = {lc.offering.place for lc in self.pools[pool_id].launch_configs}
         if dry_watch:
             places &= set(dry_watch)
-        starts = [start for start, place in self.market.dry_starts if place in places]
+        dry = self.market.dry_starts if self.timed_dry is None else self.timed_dry
+        starts = [start for start, place in dry if place in places]
         demands = t.demands if t.first_claim is not None else [[t.arrive, None]]
         for demand_at, claimed in demands:
             if any(s <= demand_at < s + DRY_WINDOW_S for s in starts):

@@ -15,6 +15,7 @@ from wm.provisioning.cost_choice import (
     Evidence,
     PoolFacts,
     Scored,
+    interrupted_work_s,
     score,
 )
 from wm.provisioning.offering_bench import Admission, BenchState
@@ -193,6 +194,30 @@ def test_pre_emptions_cost_half_a_task_and_the_boot_per_pre_emption():
         config("a", prior=0.5, price=1.0), config("b", market="on-demand", price=1.5), pool=pool
     )
     assert got == {"a": 1.0, "b": 1.0}
+
+
+def test_a_pre_emption_loses_the_elapsed_part_of_the_task_it_interrupts():
+    # Run times 1 h and 3 h: E[T²]/2E[T] = (1 + 9) / (2 · 4) = 1.25 h lost, not half the
+    # median (1 h); λ0 = 0.4/h -> e = p · (1 + 0.4 · 1.25) = p · 1.5.
+    lost = interrupted_work_s([HOUR, 3 * HOUR])
+    assert lost == 1.25 * HOUR
+    pool = PoolFacts(median_task_s=2 * HOUR, interrupted_work_s=lost)
+    got = factors(
+        config("a", prior=0.4, price=1.0), config("b", market="on-demand", price=1.5), pool=pool
+    )
+    assert got == {"a": 1.0, "b": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "run_times", "expected"),
+    [
+        ("no run time known", [], None),
+        ("equal run times: half of one", [600.0, 600.0], 300.0),
+        ("garbage is left out", [600.0, NAN, -5.0, INF], 300.0),
+    ],
+)
+def test_interrupted_work(scenario, run_times, expected):
+    assert interrupted_work_s(run_times) == expected, scenario
 
 
 def test_own_pre_emptions_outweigh_the_prior_as_hours_grow():

@@ -77,6 +77,12 @@ def split(to_add, *options):
             {"b": 1},
         ),
         (
+            "a tie goes to the config holding less",
+            1,
+            [option("a", current=3), option("b", current=1), option("c", current=2)],
+            {"b": 1},
+        ),
+        (
             "errors make a config weigh less",
             10,
             [option("a", errors=3), option("b")],
@@ -86,6 +92,15 @@ def split(to_add, *options):
 )
 def test_choose(scenario, to_add, options, expected):
     assert split(to_add, *options) == expected, scenario
+
+
+def test_passes_of_one_worker_spread_over_equal_configs():
+    # The steady state: a pass adds one worker. Each goes where the pool holds least.
+    live = {"a": 0, "b": 0, "c": 0}
+    for _ in range(9):
+        (alloc,) = choose(1, [option(lc, current=n) for lc, n in live.items()])
+        live[alloc.launch_config_id] += 1
+    assert live == {"a": 3, "b": 3, "c": 3}
 
 
 def test_a_failing_config_is_never_starved_completely():

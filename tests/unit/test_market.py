@@ -92,6 +92,26 @@ def test_hazard_rises_as_spare_capacity_falls():
     assert rates[-1] > 5 * rates[0]
 
 
+def test_an_unused_offering_in_an_ample_place_runs_at_its_cloud_and_scenario_hazard():
+    # Offerings differ a little in depth (seeded); the control's equal hazards must not.
+    market = Market.from_scenario("S0", 2)
+
+    for o in market.offerings:
+        expected = market.cloud(o).hazard_per_h * market.spec(o).hazard
+        assert market.hazard(o, 0) == pytest.approx(expected), o.key
+
+
+def test_s3s_cheap_zone_keeps_5x_the_hazard_with_a_whole_pool_in_it():
+    # "a zone 15 % cheaper with 5x the pre-emption hazard": the arm's own use must not move it
+    market = Market.from_scenario("S3", 1)
+    cheap = SimOffering.parse("aws/us-east-1/us-east-1a/m5.2xlarge/spot")
+    other = SimOffering.parse("aws/us-east-1/us-east-1b/m5.2xlarge/spot")
+    market.try_launch(cheap, 80, 0, all_or_nothing=True)
+
+    assert market.hazard(cheap, 0) / market.hazard(other, 0) == pytest.approx(5, rel=0.05)
+    assert market.price(cheap, 0) / market.price(other, 0) == pytest.approx(0.85)
+
+
 def test_on_demand_is_never_reclaimed():
     market = Market.from_scenario("S1", 1)
     on_demand = SimOffering("aws", "us-east-1", "us-east-1a", "m5.2xlarge", "on-demand")

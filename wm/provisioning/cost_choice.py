@@ -12,8 +12,10 @@ disables and `maxCapacity` still caps (choose applies it).
 A_cloud: the cloud's availability signal (placement score / 10, obtainability, ...), never
 below AVAILABILITY_FLOOR (scores are advisory and lag); S, F: wm's own decayed create
 successes and capacity refusals. p_c: hourly price, u_c: capacity per worker; λ_c: pre-emptions
-per instance-hour, wm's own count shrunk towards the cloud's prior, (n + k·λ0)/(h + k); L: half
-the pool's median task (the work a pre-emption loses); R_c: median accepted -> registered;
+per instance-hour, wm's own count shrunk towards the cloud's prior, (n + k·λ0)/(h + k); L: the
+work a pre-emption loses, the elapsed part of the task it interrupts (E[T²]/2E[T] of the
+pool's run times; half the median task when only that is known); R_c: median accepted ->
+registered (the replacement's boot, billed, and once per worker's life);
 H: a worker's mean lifetime (boot time is paid once per life); q_c: the share of launches that
 registered, Beta(4, 0) prior. e_min: the cheapest open or probing config of weight > 0.
 
@@ -73,8 +75,24 @@ class ConfigView:
 
 @dataclass(frozen=True)
 class PoolFacts:
-    median_task_s: float | None = None
+    median_task_s: float | None = None  # read only when interrupted_work_s is unknown
     mean_lifetime_s: float | None = None
+    # The work one pre-emption of a busy worker loses (interrupted_work_s() of the pool's
+    # task run times); None: unknown, half the median task is counted instead.
+    interrupted_work_s: float | None = None
+
+
+def interrupted_work_s(run_times_s: Sequence[float]) -> float | None:
+    """The run time a pre-emption throws away: Taskcluster resolves the interrupted run
+    exception/worker-shutdown and retries the task from its start, so the elapsed part of
+    that run is lost. A pre-emption comes at a moment unrelated to the task, so it lands in a
+    task with a chance proportional to its length, halfway through on average: E[T²] / 2E[T]
+    (length-biased), not half the median (for gamma(2) run times 1.8x more; for equal run
+    times, the same). None when there is no run time to go by."""
+    times = [t for t in run_times_s if math.isfinite(t) and t > 0]
+    if not times:
+        return None
+    return sum(t * t for t in times) / (2 * sum(times))
 
 
 @dataclass(frozen=True)
@@ -235,7 +253,10 @@ def _cost(
     if ready_s is None:
         ready_s = neutral.ready_s
     ready_h = (ready_s or 0.0) / 3600
-    lost_h = (pool.median_task_s or 0.0) / 2 / 3600
+    lost_s = pool.interrupted_work_s
+    if lost_s is None or not math.isfinite(lost_s) or lost_s < 0:
+        lost_s = (pool.median_task_s or 0.0) / 2
+    lost_h = lost_s / 3600
     life_h = (pool.mean_lifetime_s or 0.0) / 3600
     boot_share = ready_h / life_h if life_h > 0 else 0.0
 

@@ -5,7 +5,9 @@ max capacity lowers the weight as that config fills (to zero when full); configs
 the last hour weigh less, halving per error, down to a floor — the starvation guard that keeps
 a recovering config getting a trickle of launches instead of none. Workers are handed out one
 at a time to the config with the highest weight per worker already given (D'Hondt), so the
-split follows the weights exactly over a pass and never depends on a random draw.
+split follows the weights exactly over a pass and never depends on a random draw; a tie goes
+to the config with the least live capacity, then to the lowest id, so passes
+of one worker each still spread over equal configs as Taskcluster's weighted draw does.
 
 Two more limits, off unless asked for (the cost choice asks, wm.provisioning.cost_choice):
 an option that is only a probe of a benched offering gets one worker, ahead of the shares; and
@@ -98,7 +100,14 @@ def choose(
         best, best_score = None, 0.0
         for option in ordered:
             score = scores.get(option.launch_config_id, 0.0)
-            if score > best_score:
+            if score > best_score or (
+                # a tie goes to the config with less live capacity: with the lowest id winning
+                # every tie, a pool adding a worker a pass (the steady state) put every
+                # worker in its first config
+                score == best_score
+                and best is not None
+                and option.current_capacity < best.current_capacity
+            ):
                 best, best_score = option, score
         if best is None:
             break  # every config is full or weighs nothing

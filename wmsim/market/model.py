@@ -14,9 +14,11 @@ only their own instances (spare capacity is what the place has minus what is in 
   runs short together; an offering has `capacity` x (1, 0.08, 0) spare instances, less its
   instances in use.
 - Hazard: the cloud's rate x the offering's `hazard` x (1 + 24·(1 - spare share)²), so it
-  rises as spare capacity falls; entering a dry spell adds a spike that reclaims the spell's
-  `reclaim` share of running spot within RECLAIM_WINDOW_S (Spot-and-Scoot: co-interruptions
-  in one type and zone come within three minutes).
+  rises as spare capacity falls (the spare share: spare over what the offering holds when
+  ample, so an unused offering in an ample place runs at exactly the cloud's rate x
+  `hazard`); entering a dry spell adds a spike that reclaims the spell's `reclaim` share of
+  running spot within RECLAIM_WINDOW_S (Spot-and-Scoot: co-interruptions in one type and zone
+  come within three minutes).
 - Signals (placement score, obtainability, eviction bucket, estimated uptime) are derived from
   that state with seeded noise, so a policy reading them can be misled as in life.
 """
@@ -214,12 +216,20 @@ class Market:
     def spare(self, o: SimOffering, now: float) -> int:
         return max(0, self.capacity(o, now) - self._in_use[o.key])
 
-    def hazard(self, o: SimOffering, now: float) -> float:
-        """Pre-emptions per instance-hour."""
+    def _ample(self, o: SimOffering) -> int:
+        """What the offering holds with its place ample: what its spare share is a share of.
+        (Not the scenario's `capacity` alone: an offering shallower than that by its seeded
+        depth would otherwise count as short, and run at a higher hazard, with nothing used.)"""
+        return max(1, int(self.spec(o).capacity * self._idio[o.key]))
+
+    def hazard(self, o: SimOffering, now: float, *, extra_in_use: int = 0) -> float:
+        """Pre-emptions per instance-hour (`extra_in_use`: as if that many more instances
+        of it ran, for a reader weighing what its launches would do to the hazard)."""
         if o.market != SPOT:
             return 0.0
         spec = self.spec(o)
-        short = 1.0 - min(1.0, self.spare(o, now) / max(1, spec.capacity))
+        spare = max(0, self.spare(o, now) - extra_in_use)
+        short = 1.0 - min(1.0, spare / self._ample(o))
         rate = self.cloud(o).hazard_per_h * spec.hazard * (1 + HAZARD_RISE * short**2)
         spike = self._spike.get(o.place)
         rel = self._rel(now)
@@ -241,6 +251,12 @@ class Market:
                 room = max(0, q.instances - used)
                 left = room if left is None else min(left, room)
         return left
+
+    def obtainable(self, o: SimOffering, now: float) -> int:
+        """Instances a create could be granted now: spare capacity within the spot quota."""
+        quota = self._quota_left(o)
+        spare = self.spare(o, now)
+        return spare if quota is None else min(spare, quota)
 
     def refusal(self, o: SimOffering, count: int, now: float) -> str | None:
         """The code a create of `count` instances would be refused with now (None: granted
@@ -308,7 +324,7 @@ class Market:
         return random.Random(f"{self.seed}:{kind}:{o.key}:{int(now // SIGNAL_NOISE_S)}")
 
     def _spare_share(self, o: SimOffering, now: float) -> float:
-        return min(1.0, self.spare(o, now) / max(1, self.spec(o).capacity))
+        return min(1.0, self.spare(o, now) / self._ample(o))
 
     def placement_score(self, o: SimOffering, now: float) -> int:
         """1..10, as EC2's and Azure's Spot Placement Scores."""

@@ -340,17 +340,22 @@ class Demo:
         )
 
     def _wait_for_children(self) -> None:
-        """Until every per-provider child (provisioner-aws, ...) has logged `process-started`:
-        on a busy machine they take seconds to import, and a dry spell set for a third of the
-        way in must find wm launching already."""
+        """Until every wm process and per-provider child (provisioner-aws, ...) has logged
+        `process-started`: on a busy machine they take seconds to import, and a dry spell set
+        for a third of the way in must find wm launching already."""
         assert self.supervisor is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             raise_if_stop_asked()
-            processes = list(self.supervisor.processes.values())
-            children = {e.get("child") for p in processes for e in p.events("child-started")}
-            started = {e.get("process") for p in processes for e in p.events("process-started")}
-            if children and children <= started:
+            processes = self.supervisor.processes
+            wm_processes = set(processes) - {CLOUDS_PROCESS, RELEASE, APPLY_POOLS}
+            children = {
+                e.get("child") for p in processes.values() for e in p.events("child-started")
+            }
+            started = {
+                e.get("process") for p in processes.values() for e in p.events("process-started")
+            }
+            if wm_processes | children <= started:
                 return
             if crashes := self.supervisor.crashes():
                 raise WmError(

@@ -47,6 +47,7 @@ def test_a_market_demo_leaves_the_zone_that_runs_dry_and_reports_what_it_cost(tm
     assert report["healthy"], report["problems"]
     market = report["market"]
     assert (market["scenario"], market["seed"]) == ("demo", 3)
+    assert market["modes"] == {POOL: "cost"}  # the demo's config chose by cost
     # The clouds billed the run, per pool and per launch config, and per task-hour.
     cost = market["cost"]
     assert cost["total"] > 0 and cost["by_pool"][POOL] == cost["total"]

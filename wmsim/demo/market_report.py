@@ -1,6 +1,7 @@
 """The demo's market figures (`wmsim demo --market`), from the sims' ledgers, wm's worker rows
 and its provisioner's and scanners' log lines (pure).
 
+- modes: each pool's launch choice (`cost` in the demo's config), from its `launch-choice` lines.
 - cost: what the clouds billed (their ledgers: total, per pool, per launch config) and the cost
   per task-hour (billed dollars over the completed tasks' run time, on the market's clock,
   which runs `speed` times real time).
@@ -200,6 +201,11 @@ def build(
         "scenario": facts.scenario,
         "seed": facts.seed,
         "speed": facts.speed,
+        # How each pool chose where to launch, as its `launch-choice` lines say (cost, shadow).
+        "modes": {
+            line["pool"]: line.get("mode")
+            for line in sorted(facts.choices, key=lambda line: float(line["ts"]))
+        },
         "cost": cost(facts, tasks, pool_ids),
         "launches": launches(facts, workers),
         "dry_spells": dry_spells(facts, workers),

@@ -3,6 +3,7 @@ how many passes after its first refusal in a dry zone a pool launched only elsew
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -36,6 +37,7 @@ def worker(n: int, config: str, created_s: float, accepted: bool = True) -> Work
         last_modified=at(created_s),
         idempotency_token=f"t{n}",
         accepted_at=at(created_s + 0.1) if accepted else None,
+        registered_at=at(created_s + 1.0) if accepted else None,
     )
 
 
@@ -108,10 +110,12 @@ def test_cost_per_task_hour_counts_completed_run_time_on_the_market_clock():
 
 
 def test_launches_are_counted_per_launch_config_in_time_buckets():
-    workers = [*BEFORE, worker(3, "use1b", 12.0), worker(4, "use1a", 12.0, False)]
+    # A GCE insert accepted whose operation then failed: its VM never ran.
+    failed_later = replace(worker(5, "use1a", 7.0), registered_at=None)
+    workers = [*BEFORE, worker(3, "use1b", 12.0), worker(4, "use1a", 12.0, False), failed_later]
 
     launches = build(facts([], []), [], workers, [POOL])["launches"]
 
-    # Accepted creates only (the refused one is not a launch), in 5 s buckets.
+    # Creates accepted whose VMs ran (not the refused one, nor the one that failed), per 5 s.
     assert launches["pools"][POOL] == {"use1a": [1, 0, 0], "use1b": [1, 0, 1]}
     assert launches["places"][f"{POOL}/use1a"] == "aws/us-east-1/us-east-1a"

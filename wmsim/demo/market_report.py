@@ -5,8 +5,8 @@ and its provisioner's and scanners' log lines (pure).
 - cost: what the clouds billed (their ledgers: total, per pool, per launch config) and the cost
   per task-hour (billed dollars over the completed tasks' run time, on the market's clock,
   which runs `speed` times real time).
-- launches: per pool and launch config, the creates the clouds accepted in each time bucket
-  since the workload started: where wm launched over time.
+- launches: per pool and launch config, the creates the clouds accepted (and whose VMs ran) in
+  each time bucket since the workload started: where wm launched over time.
 - dry_spells: for each scripted dry spell and each pool with a launch config there, when the
   spell began, the first refusal wm filed for it (an `offering-bench` line with a failure),
   and how many of the pool's passes (its `launch-choice` lines) after that refusal it took
@@ -98,7 +98,7 @@ def launches(facts: MarketFacts, workers: Sequence[WorkerRecord]) -> dict[str, A
     accepted = [
         (w.pool_id, w.launch_config_id, w.accepted_at.timestamp() - facts.started_at)
         for w in workers
-        if w.accepted_at is not None
+        if w.accepted_at is not None and ran(w)
     ]
     last = max((t for _, _, t in accepted), default=0.0)
     buckets = max(1, math.floor(max(last, 0.0) / facts.bucket_s) + 1)
@@ -114,6 +114,12 @@ def launches(facts: MarketFacts, workers: Sequence[WorkerRecord]) -> dict[str, A
         "pools": pools,
         "places": {f"{c.pool_id}/{c.launch_config_id}": c.place for c in facts.configs},
     }
+
+
+def ran(worker: WorkerRecord) -> bool:
+    """Whether its VM ran: a GCE insert or an Azure deployment is accepted and may fail later,
+    in its operation, when the zone has nothing to spare; that is no launch."""
+    return worker.cloud_running_at is not None or worker.registered_at is not None
 
 
 def dry_spells(facts: MarketFacts, workers: Sequence[WorkerRecord]) -> list[dict[str, Any]]:
@@ -171,7 +177,7 @@ def _left(
         if line.get("pool") == pool_id and float(line["ts"]) > refused_at
     )
     created = [
-        (w.created.timestamp(), w.launch_config_id, w.accepted_at)
+        (w.created.timestamp(), w.launch_config_id, w.accepted_at if ran(w) else None)
         for w in workers
         if w.pool_id == pool_id
     ]

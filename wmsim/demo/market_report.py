@@ -94,7 +94,8 @@ def task_hours(tasks: Sequence[Task], pool_id: str, speed: float) -> float:
 
 
 def launches(facts: MarketFacts, workers: Sequence[WorkerRecord]) -> dict[str, Any]:
-    """Creates the clouds accepted, per pool and launch config, per bucket of the run."""
+    """Creates the clouds accepted and whose VMs ran, per pool and launch config, per bucket
+    of the run."""
     accepted = [
         (w.pool_id, w.launch_config_id, w.accepted_at.timestamp() - facts.started_at)
         for w in workers

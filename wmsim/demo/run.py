@@ -522,11 +522,15 @@ class Demo:
         and which places are dry now."""
         if self.scenario is None:
             return ""
+        # GCE labels hold the pool id escaped (no "/"): read back by its letters and digits.
+        pools = {_letters(p.pool_id): p.pool_id for p in self.pools}
         where: dict[str, int] = {}
         for vms in progress.vms.values():
             for vm in vms:
                 if vm.state in LIVE_VM_STATES:
-                    config = f"{vm.tags.get(TAG_POOL, '?')}/{vm.tags.get(TAG_LAUNCH_CONFIG, '?')}"
+                    tag = vm.tags.get(TAG_POOL, "?")
+                    pool = pools.get(_letters(tag), tag)
+                    config = f"{pool}/{vm.tags.get(TAG_LAUNCH_CONFIG, '?')}"
                     where[config] = where.get(config, 0) + 1
         t = time.time() - self.market_started_at
         dry = [
@@ -711,6 +715,10 @@ def market_summary(market: Mapping[str, Any]) -> list[str]:
                 f"pass(es) later, at {spell['left_at_s']:g} s"
             )
     return lines
+
+
+def _letters(value: str) -> str:
+    return "".join(c for c in value.lower() if c.isalnum())
 
 
 def _cloud_of(process_name: str) -> str:

@@ -98,6 +98,13 @@ class DemoConfig(_Frozen):
     # that the imported workers reregister at wm within the run.
     take_over_at: float = Field(0.4, gt=0, lt=1)
     take_over_reregistration_s: float = Field(20.0, gt=0)
+    # `--market`: the clouds obey this market scenario (a name in wmsim/market/scenarios, or a
+    # file) with this seed, on a clock `market_speed` times real time; unset, the speed puts
+    # the scenario's first dry spell a third of the way into the workload. Its pools choose
+    # where to launch by cost (`[launch_choice]`), and the report shows what they cost.
+    market: str | None = None
+    market_seed: int = 1
+    market_speed: float | None = Field(None, gt=0)
 
     @field_validator("task_s")
     @classmethod
@@ -105,6 +112,8 @@ class DemoConfig(_Frozen):
         if not 0 < task_s[0] <= task_s[1]:
             raise ValueError("must be [shortest, longest] with 0 < shortest <= longest")
         return task_s
+
+    _market_known = field_validator("market")(_known_scenario)
 
 
 class _Sections(_Frozen):

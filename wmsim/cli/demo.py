@@ -12,7 +12,9 @@ from wmsim.cli.context import SimContext
 from wmsim.postgres import postgres
 
 DEFAULT_OUT = "demo-out"
-DEFAULT_POOL_FILES = ("*.yml", "*.yaml", "*.json")  # in pools/
+DEFAULT_POOL_FILES = ("*.yml", "*.yaml", "*.json")  # in POOLS (MARKET_POOLS with --market)
+POOLS = Path("pools")
+MARKET_POOLS = POOLS / "market"  # two zones a pool, the cheap one dry in the `demo` scenario
 INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
 
 
@@ -66,6 +68,20 @@ INTERRUPTED_EXIT = 130  # as a shell reports a command stopped by Ctrl-C
     "midway (README: what `make demo` shows).",
 )
 @click.option(
+    "--market",
+    metavar="SCENARIO",
+    default=None,
+    help="Have the clouds obey this market scenario (`demo`, S0..S5 or a file) on a compressed "
+    "clock, the pools choose where to launch by cost, and the report show what they cost "
+    "(default pools: pools/market/*.yml).",
+)
+@click.option(
+    "--market-seed",
+    type=int,
+    default=None,
+    help="The market scenario's seed (default: the config's demo.market_seed, 1).",
+)
+@click.option(
     "--live/--no-live",
     default=None,
     help="Redraw a table in place (default when the output is a terminal).",
@@ -80,6 +96,8 @@ def demo(
     pool_files: tuple[Path, ...],
     preempt_share: float | None,
     take_over: bool,
+    market: str | None,
+    market_seed: int | None,
     live: bool | None,
 ) -> None:
     """Run every Procfile process against the simulated clouds and drive a workload.
@@ -105,11 +123,21 @@ def demo(
 
     if take_over and preempt_share:
         raise UserError("--take-over runs on-demand VMs: leave --preempt out")
+    if market is not None:
+        known_scenario(market)
     obj: SimContext = ctx.obj
     config = obj.settings()
-    asked = {"minutes": minutes, "workload": workload, "preempt_share": preempt_share}
+    asked = {
+        "minutes": minutes,
+        "workload": workload,
+        "preempt_share": preempt_share,
+        "market": market,
+        "market_seed": market_seed,
+    }
     overrides = {k: v for k, v in asked.items() if v is not None}
     settings = config.demo.model_copy(update=overrides)
+    if take_over and settings.market:
+        raise UserError("--take-over runs without a market: leave --market out")
     console = Console()
     with interrupted_by_sigterm():
         try:
@@ -122,7 +150,8 @@ def demo(
                     out_dir=out_dir,
                     demo=settings,
                     live=console.is_terminal if live is None else live,
-                    pool_files=pool_files or default_pool_files(),
+                    pool_files=pool_files
+                    or default_pool_files(MARKET_POOLS if settings.market else POOLS),
                 )
                 code = (TakeOverDemo if take_over else Demo)(run, console).run()
         except KeyboardInterrupt:
@@ -131,8 +160,19 @@ def demo(
     sys.exit(code)
 
 
-def default_pool_files() -> tuple[Path, ...]:
-    found = sorted(path for pattern in DEFAULT_POOL_FILES for path in Path("pools").glob(pattern))
+def default_pool_files(where: Path) -> tuple[Path, ...]:
+    found = sorted(path for pattern in DEFAULT_POOL_FILES for path in where.glob(pattern))
     if not found:
-        raise UserError("no worker pool definitions in pools/: give --pools FILE")
+        raise UserError(f"no worker pool definitions in {where}/: give --pools FILE")
     return tuple(found)
+
+
+def known_scenario(market: str) -> None:
+    """--market names a scenario `wmsim serve` can read, or the command stops here."""
+    from wmsim.market import ScenarioError
+    from wmsim.market.scenario import load as load_scenario
+
+    try:
+        load_scenario(market)
+    except ScenarioError as exc:
+        raise UserError(f"--market: {exc}") from None

@@ -42,6 +42,7 @@ class LiveState:
     hand_made: int = 0  # machines of static pools, made with createWorker
     hand_made_registered: int = 0  # ... that registered with their static secret
     take_over: str = ""  # a take-over: where the move stands
+    market: str = ""  # --market: cost so far, where the VMs run, what is dry
 
 
 class LiveView:
@@ -111,6 +112,7 @@ def render(state: LiveState) -> Group:
             )
         ),
         *([Text(f"take-over: {state.take_over}", style="bold")] if state.take_over else []),
+        *([Text(f"market: {state.market}", style="bold")] if state.market else []),
         Text(f"processes: {processes}", style="dim"),
     )
 
@@ -134,4 +136,5 @@ def plain_line(state: LiveState) -> str:
         )
         + (f", CRASHED: {', '.join(crashed)}" if crashed else "")
         + (f"; take-over: {state.take_over}" if state.take_over else "")
+        + (f"; market: {state.market}" if state.market else "")
     )

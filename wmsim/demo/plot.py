@@ -46,10 +46,12 @@ def draw(report: dict[str, Any]) -> Any:
     columns = 2
     pool_rows = max(1, math.ceil(len(pools) / columns))
     # Constrained layout makes room for the legends outside the panels.
+    market = report.get("market")
+    rows = pool_rows + 1 + (1 if market else 0)
     figure, axes = plt.subplots(
-        pool_rows + 1,
+        rows,
         columns,
-        figsize=(13, 3.4 * (pool_rows + 1)),
+        figsize=(13, 3.4 * rows),
         squeeze=False,
         layout="constrained",
     )
@@ -63,6 +65,9 @@ def draw(report: dict[str, Any]) -> Any:
         figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
     _latency_panel(axes[pool_rows][0], report)
     _scan_panel(axes[pool_rows][1], report)
+    if market:
+        _launches_panel(axes[pool_rows + 1][0], market)
+        _cost_panel(axes[pool_rows + 1][1], market)
     run = report["run"]
     verdict = "healthy" if report["healthy"] else "UNHEALTHY: " + "; ".join(report["problems"])
     figure.suptitle(
@@ -79,6 +84,37 @@ def draw(report: dict[str, Any]) -> Any:
         fontsize=12,
     )
     return figure
+
+
+def _launches_panel(ax: Any, market: dict[str, Any]) -> None:
+    """--market: launches per launch config over time, each dry spell shaded."""
+    launches = market["launches"]
+    step = launches["bucket_s"]
+    for pool, configs in launches["pools"].items():
+        for config, counts in configs.items():
+            ax.step([i * step for i in range(len(counts))], counts, where="post",
+                    label=f"{pool}/{config}")  # fmt: skip
+    for start, end in sorted({(s["dry_at_s"], s["dry_until_s"]) for s in market["dry_spells"]}):
+        ax.axvspan(start, end, color="grey", alpha=0.15)
+    ax.set_title(f"launches per {step:g} s (shaded: a zone dry)", fontsize=10)
+    ax.set_xlabel("seconds")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
+def _cost_panel(ax: Any, market: dict[str, Any]) -> None:
+    """--market: what the clouds billed, per launch config."""
+    cost = market["cost"]
+    configs = cost["by_launch_config"]
+    ax.barh(list(configs), list(configs.values()))
+    ax.tick_params(axis="y", labelsize=7)
+    per_hour = cost["per_task_hour"]
+    ax.set_title(
+        # A bare $ would start matplotlib's mathtext: escaped.
+        f"billed \\${cost['total']:.2f} in market {market['scenario']}"
+        + (f", \\${per_hour:.4f} per task-hour" if per_hour is not None else ""),
+        fontsize=10,
+    )
+    ax.set_xlabel("$")
 
 
 def _pool_panel(ax: Any, pool: str, report: dict[str, Any], times: list[float]) -> None:

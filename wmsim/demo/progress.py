@@ -19,6 +19,7 @@ class Progress:
     samples: list[Sample] = field(default_factory=list)
     submitted: dict[str, int] = field(default_factory=dict)
     vms: dict[str, list[Any]] = field(default_factory=dict)  # cloud kind -> its SimVms
+    ledgers: dict[str, Any] = field(default_factory=dict)  # cloud kind -> its market's ledger
     drained: bool = False
 
     @property

@@ -28,6 +28,8 @@ from wm.model import Task, WorkerRecord
 from wm.workers import stages
 from wm.workers.stages import percentile
 from wmsim.clouds import CLOUDS as SIM_CLOUDS
+from wmsim.demo import market_report
+from wmsim.demo.market_report import MarketFacts
 from wmsim.hand_made import KIND as HAND_MADE
 
 # The simulated clouds, by name: the report's columns.
@@ -79,6 +81,7 @@ class RunFacts:
     drained: bool = True  # every task done and every worker gone before the drain timeout
     # cloud kind -> what else a worker left (Azure: NICs, public IPs, disks of deployments)
     leaked_resources: Mapping[str, int] = field(default_factory=dict)
+    market: MarketFacts | None = None  # --market: the ledgers and wm's choices
 
 
 def peak_ratio(samples: Sequence[Sample], pool_ids: Iterable[str]) -> float | None:
@@ -279,4 +282,13 @@ def build(facts: RunFacts) -> dict[str, Any]:
         "pool_clouds": dict(facts.pool_clouds),
         "crashed": sorted(facts.crashed),
         "timeline": timeline(facts),
+        **(
+            {}
+            if facts.market is None
+            else {
+                "market": market_report.build(
+                    facts.market, facts.tasks, facts.workers, sorted(facts.pool_clouds)
+                )
+            }
+        ),
     }

@@ -217,3 +217,39 @@ def build(
         "launches": launches(facts, workers),
         "dry_spells": dry_spells(facts, workers),
     }
+
+
+def summary(market: Mapping[str, Any]) -> list[str]:
+    """--market: the summary's lines on cost, where wm launched, and each dry spell."""
+    cost = market["cost"]
+    per_hour = cost["per_task_hour"]
+    lines = [
+        f"market {market['scenario']} (seed {market['seed']}, x{market['speed']:g}): billed "
+        f"${cost['total']:.2f}"
+        + (f", ${per_hour:.4f} per task-hour" if per_hour is not None else "")
+        + "; "
+        + ", ".join(f"{pool} ${dollars:.2f}" for pool, dollars in cost["by_pool"].items())
+    ]
+    launches = market["launches"]
+    for pool, configs in launches["pools"].items():
+        for config, counts in configs.items():
+            lines.append(
+                f"launched {pool}/{config} per {launches['bucket_s']:g} s: "
+                + " ".join(str(n) for n in counts)
+            )
+    for spell in market["dry_spells"]:
+        where = f"{spell['place']} ran dry at {spell['dry_at_s']:g} s ({spell['pool']})"
+        if spell["first_refusal_at_s"] is None:
+            lines.append(f"{where}: wm was never refused there")
+        elif spell["passes_to_leave"] is None:
+            lines.append(
+                f"{where}: first refused at {spell['first_refusal_at_s']:g} s "
+                f"({spell['refusal_code']}); wm did not launch elsewhere after it"
+            )
+        else:
+            lines.append(
+                f"{where}: first refused at {spell['first_refusal_at_s']:g} s "
+                f"({spell['refusal_code']}); launched elsewhere {spell['passes_to_leave']} "
+                f"pass(es) later, at {spell['left_at_s']:g} s"
+            )
+    return lines

@@ -39,15 +39,14 @@ from wm.config import loader as config_module
 from wm.config.loader import Config
 from wm.db import tasks as task_store
 from wm.db.engine import make_engine
-from wm.db.pools import load_launch_configs, pool_statuses
+from wm.db.pools import pool_statuses
 from wm.db.workers import list_workers
 from wm.errors import WmError
-from wm.kinds import KINDS
 from wm.model import WorkerState
 from wm.ops.metrics_ports import METRICS_PORTS
 from wm.ops.telemetry import JsonLineFormatter
 from wm.pools.definition import parse_definition_documents
-from wm.providers.base import TAG_DEPLOYMENT, TAG_LAUNCH_CONFIG, TAG_POOL
+from wm.providers.base import TAG_DEPLOYMENT
 from wmsim.agent import AgentSettings
 from wmsim.clouds import CLOUDS
 from wmsim.config import NO_METADATA_PROBES, DemoConfig, child_environment
@@ -57,12 +56,20 @@ from wmsim.demo import market_report
 from wmsim.demo import report as report_module
 from wmsim.demo.interrupts import raise_if_stop_asked
 from wmsim.demo.live import LiveState, LiveView, PoolRow
-from wmsim.demo.market_report import ConfigPlace, MarketFacts
+from wmsim.demo.market_steps import MarketSteps
 from wmsim.demo.plot import write_png
 from wmsim.demo.progress import Progress, any_busy
 from wmsim.demo.rack import Rack, StaticPool
 from wmsim.demo.report import RunFacts, ScanSample
-from wmsim.demo.supervisor import Supervisor, read_procfile
+from wmsim.demo.supervisor import (
+    APPLY_POOLS,
+    CLOUDS_PROCESS,
+    RELEASE,
+    START_TIMEOUT_S,
+    Supervisor,
+    read_procfile,
+    read_toml,
+)
 from wmsim.demo.workload import Arrival, PoolShare, schedule
 from wmsim.fleet import Fleet, vm_provider
 from wmsim.hand_made import KIND as HAND_MADE
@@ -70,10 +77,6 @@ from wmsim.market.scenario import load as load_scenario
 from wmsim.postgres import free_port, free_port_range
 from wmsim.serve import SimEndpoint
 
-CLOUDS_PROCESS = "clouds"
-RELEASE = "release"
-APPLY_POOLS = "apply-pools"  # the operator's step after the release: `wm pools apply`
-START_TIMEOUT_S = 60.0
 AGENT_POLL_S = 1.0  # simulated workers look for tasks this often when they have room
 AGENT_SHOULD_TERMINATE_EVERY_S = 5.0
 DEMO_DB_POOL_SIZE = 10
@@ -94,7 +97,7 @@ class DemoRun:
     pool_files: tuple[Path, ...] = ()
 
 
-class Demo:
+class Demo(MarketSteps):
     def __init__(self, run: DemoRun, console: Console) -> None:
         self.run_spec = run
         self.console = console
@@ -307,63 +310,6 @@ class Demo:
             time.sleep(0.2)
         raise WmError(f"the web process did not answer {url} within {START_TIMEOUT_S:g}s")
 
-    def _choose_by_cost(self) -> None:
-        """--market: the demo's pools choose where to launch by cost (`[launch_choice]`)."""
-        if self.scenario is None:
-            return
-        effective = read_toml(self.effective_path)
-        pool_ids = [p.pool_id for p in self.pools if p.cloud in report_module.CLOUDS]
-        effective["launch_choice"] = market_module.by_cost(
-            effective.get("launch_choice", {}), pool_ids
-        )
-        self._write_toml(effective)
-        self.config = config_module.load(
-            self.effective_path, environ={"DATABASE_URL": self.run_spec.database_url}
-        )
-        self._say(f"launch choice: cost for {', '.join(pool_ids)}")
-
-    def _start_market(self) -> None:
-        """--market: start each cloud's market clock again as the workload starts, so the
-        scripted dry spells fall where the demo's time says."""
-        if self.scenario is None:
-            return
-        self._wait_for_children()
-        demo = self.run_spec.demo
-        for client in self.clouds.values():
-            client.use_market(demo.market, seed=demo.market_seed, speed=self.market_speed)
-        self.market_started_at = time.time()
-        spells = market_module.dry_spells(self.scenario, self.market_speed)
-        self._say(
-            f"market {self.scenario.name} (seed {demo.market_seed}), "
-            f"{self.market_speed:g} market seconds a second: "
-            + "; ".join(f"{s.place} dry at {s.at_s:.0f} s for {s.for_s:.0f} s" for s in spells)
-        )
-
-    def _wait_for_children(self) -> None:
-        """Until every wm process and per-provider child (provisioner-aws, ...) has logged
-        `process-started`: on a busy machine they take seconds to import, and a dry spell set
-        for a third of the way in must find wm launching already."""
-        assert self.supervisor is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            raise_if_stop_asked()
-            processes = self.supervisor.processes
-            wm_processes = set(processes) - {CLOUDS_PROCESS, RELEASE, APPLY_POOLS}
-            children = {
-                e.get("child") for p in processes.values() for e in p.events("child-started")
-            }
-            started = {
-                e.get("process") for p in processes.values() for e in p.events("process-started")
-            }
-            if wm_processes | children <= started:
-                return
-            if crashes := self.supervisor.crashes():
-                raise WmError(
-                    f"{crashes[0].name} exited ({crashes[0].exit_code}):\n{crashes[0].tail}"
-                )
-            time.sleep(0.2)
-        raise WmError(f"wm's processes did not all start within {START_TIMEOUT_S:g}s")
-
     def _fleet(self, engine: Engine, progress: Progress) -> Fleet:
         assert self.config is not None
         kinds = {p.id: p.kind for p in self.config.providers}
@@ -517,33 +463,6 @@ class Demo:
             market=self._market_line(progress),
         )
 
-    def _market_line(self, progress: Progress) -> str:
-        """--market: what the clouds billed so far, where the live VMs run (launch config),
-        and which places are dry now."""
-        if self.scenario is None:
-            return ""
-        # GCE labels hold the pool id escaped (no "/"): read back by its letters and digits.
-        pools = {_letters(p.pool_id): p.pool_id for p in self.pools}
-        where: dict[str, int] = {}
-        for vms in progress.vms.values():
-            for vm in vms:
-                if vm.state in LIVE_VM_STATES:
-                    tag = vm.tags.get(TAG_POOL, "?")
-                    pool = pools.get(_letters(tag), tag)
-                    config = f"{pool}/{vm.tags.get(TAG_LAUNCH_CONFIG, '?')}"
-                    where[config] = where.get(config, 0) + 1
-        t = time.time() - self.market_started_at
-        dry = [
-            f"{s.place} since {s.at_s:.0f} s"
-            for s in market_module.dry_spells(self.scenario, self.market_speed)
-            if s.at_s <= t < s.at_s + s.for_s
-        ]
-        return (
-            f"billed ${market_report.total_cost(progress.ledgers):.2f}; VMs "
-            + (", ".join(f"{c} {n}" for c, n in sorted(where.items())) or "none")
-            + (f"; dry: {', '.join(dry)}" if dry else "")
-        )
-
     def _drained(self, progress: Progress, statuses: list[Any]) -> bool:
         live_vms = any(vm.state in LIVE_VM_STATES for vms in progress.vms.values() for vm in vms)
         return not any_busy(statuses) and not live_vms
@@ -594,39 +513,6 @@ class Demo:
             market=self._market_facts(engine),
         )
 
-    def _market_facts(self, engine: Engine) -> MarketFacts | None:
-        """--market: the clouds' ledgers, where each launch config launches, and wm's
-        `launch-choice` and `offering-bench` lines."""
-        if self.scenario is None or self.supervisor is None:
-            return None
-        kinds = {p.pool_id: p.cloud for p in self.pools}
-        configs = []
-        for lc in load_launch_configs(engine, pool_ids=sorted(kinds)):
-            kind = kinds.get(lc.pool_id, "")
-            offering = KINDS[kind].offering(lc.configuration, lc.region) if kind in KINDS else None
-            if offering is not None:
-                configs.append(
-                    ConfigPlace(
-                        lc.pool_id,
-                        lc.launch_config_id,
-                        market_module.place(kind, offering.region, offering.zone),
-                        offering.key,
-                    )
-                )
-        processes = list(self.supervisor.processes.values())
-        return MarketFacts(
-            scenario=self.scenario.name,
-            seed=self.run_spec.demo.market_seed,
-            speed=self.market_speed,
-            started_at=self.market_started_at,
-            bucket_s=market_module.bucket_s(self.run_spec.demo),
-            ledgers={kind: client.ledger() for kind, client in self.clouds.items()},
-            spells=market_module.dry_spells(self.scenario, self.market_speed),
-            configs=configs,
-            choices=[line for p in processes for line in p.events("launch-choice")],
-            benches=[line for p in processes for line in p.events("offering-bench")],
-        )
-
     def _leftover_resources(self) -> dict[str, int]:
         """Resources besides VMs still held by the clouds that count them (Azure: NICs, public
         IPs and disks): what a deployment made must go with its worker."""
@@ -664,7 +550,7 @@ class Demo:
                 highlight=False,
             )
         if "market" in report:
-            for line in market_summary(report["market"]):
+            for line in market_report.summary(report["market"]):
                 self.console.print(line, highlight=False)
         out = self.run_spec.out_dir
         self.console.print(f"report: {out}/report.json, {out}/report.png; logs: {self.logs}")
@@ -679,46 +565,6 @@ class Demo:
 
     def _say(self, message: str) -> None:
         self.console.print(f"== {message}", highlight=False)
-
-
-def market_summary(market: Mapping[str, Any]) -> list[str]:
-    """--market: the summary's lines on cost, where wm launched, and each dry spell."""
-    cost = market["cost"]
-    per_hour = cost["per_task_hour"]
-    lines = [
-        f"market {market['scenario']} (seed {market['seed']}, x{market['speed']:g}): billed "
-        f"${cost['total']:.2f}"
-        + (f", ${per_hour:.4f} per task-hour" if per_hour is not None else "")
-        + "; "
-        + ", ".join(f"{pool} ${dollars:.2f}" for pool, dollars in cost["by_pool"].items())
-    ]
-    launches = market["launches"]
-    for pool, configs in launches["pools"].items():
-        for config, counts in configs.items():
-            lines.append(
-                f"launched {pool}/{config} per {launches['bucket_s']:g} s: "
-                + " ".join(str(n) for n in counts)
-            )
-    for spell in market["dry_spells"]:
-        where = f"{spell['place']} ran dry at {spell['dry_at_s']:g} s ({spell['pool']})"
-        if spell["first_refusal_at_s"] is None:
-            lines.append(f"{where}: wm was never refused there")
-        elif spell["passes_to_leave"] is None:
-            lines.append(
-                f"{where}: first refused at {spell['first_refusal_at_s']:g} s "
-                f"({spell['refusal_code']}); wm did not launch elsewhere after it"
-            )
-        else:
-            lines.append(
-                f"{where}: first refused at {spell['first_refusal_at_s']:g} s "
-                f"({spell['refusal_code']}); launched elsewhere {spell['passes_to_leave']} "
-                f"pass(es) later, at {spell['left_at_s']:g} s"
-            )
-    return lines
-
-
-def _letters(value: str) -> str:
-    return "".join(c for c in value.lower() if c.isalnum())
 
 
 def _cloud_of(process_name: str) -> str:
@@ -745,10 +591,3 @@ def own_log(path: Path, names: tuple[str, ...] = ("wm",)) -> Iterator[None]:
         handler.close()
         for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
             logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        return {}

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,12 @@ from typing import IO, Any
 from wm.errors import WmError
 
 STOP_GRACE_S = 12.0  # SIGTERM to SIGKILL; wm's processes exit within 10 s
+# The demo's processes besides wm's own: the simulated clouds, the Procfile's release phase and
+# the operator's step after it (`wm pools apply`).
+CLOUDS_PROCESS = "clouds"
+RELEASE = "release"
+APPLY_POOLS = "apply-pools"
+START_TIMEOUT_S = 60.0  # how long a process may take to start answering or logging
 RELEASE_TIMEOUT_S = 120.0
 SHELL_SYNTAX = frozenset(";&|<>()$`\n")
 TAIL_LINES = 20
@@ -207,3 +214,11 @@ class Supervisor:
             process._reader.join(timeout=5)
         if process.popen.stdout is not None:
             process.popen.stdout.close()
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file the demo wrote, or {} if it has not yet."""
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}

@@ -60,13 +60,10 @@ from wmsim.demo.run import (
     AGENT_POLL_S,
     AGENT_SHOULD_TERMINATE_EVERY_S,
     DEMO_DB_POOL_SIZE,
-    RELEASE,
-    START_TIMEOUT_S,
     Demo,
     own_log,
-    read_toml,
 )
-from wmsim.demo.supervisor import Supervisor, read_procfile
+from wmsim.demo.supervisor import RELEASE, START_TIMEOUT_S, Supervisor, read_procfile, read_toml
 from wmsim.demo.take_over_report import AgentLife, Held, TakeOverFacts
 from wmsim.demo.workload import PoolShare
 from wmsim.ingress import Ingress

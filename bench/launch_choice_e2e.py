@@ -79,6 +79,7 @@ from bench.common import (
     toml_text,
 )
 from bench.output import cell, emit, percentile, ratios, rounded
+from wm.config import loader as config_module
 from wm.db import tasks as task_store
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
@@ -108,9 +109,9 @@ FIGURES = (
 )
 CONTROL_FIGURES = tuple(f for f in FIGURES if f != "signal_api_calls_per_hour")
 # Where each scenario's run starts and how long it lasts, in market minutes, by default: S1
-# from just before EC2's first dry spell (minute 120) past GCE's (minute 180) and the 30 min
-# after it in which demand is timed.
-DEFAULT_WINDOW_MIN = {"S0": (0.0, 25.0), "S1": (110.0, 100.0)}
+# from ten minutes before EC2's first dry spell (minute 120 to 160) to twenty after the 30 min
+# in which demand is timed (GCE's spell, minute 180, needs --minutes 110).
+DEFAULT_WINDOW_MIN = {"S0": (30.0, 25.0), "S1": (110.0, 60.0)}
 OTHER_WINDOW_MIN = (0.0, 60.0)
 DRY_WINDOW_S = 1800.0  # demand this long after a place runs dry is timed (layer 1's)
 REGISTRATION_TIMEOUT_S = 900.0  # market seconds: a VM not registered by then never will
@@ -120,6 +121,7 @@ SCAN_S = 120.0  # market seconds between scans of a region
 # Each source's own cadence (wm/providers/signal_sources.py), in market seconds.
 SIGNAL_CADENCE_S = {"price_interval_s": 600.0, "capacity_interval_s": 900.0,
                     "preemption_interval_s": 86400.0, "retry_s": 120.0}  # fmt: skip
+LEAD_S = 25.0  # real seconds the market runs before the run, while the processes start
 TICK_S = 0.25  # real seconds between the driver's looks (tasks due, VMs booted)
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -452,6 +454,7 @@ def run_arm(
     schedule = arrivals(pools, params.seed, start_s, span_s)
     speed = params.speed
     clouds.reset()
+    began = time.perf_counter()
     with (
         tempfile.TemporaryDirectory(prefix=f"wm-bench-e2e-{arm}-") as tmp_name,
         fresh_database(server, f"e2e_{arm.replace('-', '_')}") as (engine, db_url),
@@ -463,9 +466,15 @@ def run_arm(
         config_path = tmp / "config.toml"
         config_path.write_text(toml_text(raw))
         apply_pools(engine, raw, pools, speed)
+        config = config_module.load(config_path, environ={"DATABASE_URL": db_url})
         processes = Processes(tmp, config_path, db_url, web_port)
         kinds = sorted({p["kind"] for p in raw["providers"]})
         fleet: Fleet | None = None
+        # The market starts LEAD_S real seconds of its time before the run, while the
+        # processes start: its state then is the run's first (no scenario here moves before
+        # its first event), and the signals wm-cost reads at its start come from it.
+        origin = max(0.0, start_s - LEAD_S * speed)
+        attached = clouds.use_market(scenario_name, params.seed, speed, origin)
         try:
             processes.start("web", ["-m", "wm", "run", "web"])
             if arm == BASELINE:
@@ -486,20 +495,23 @@ def run_arm(
                     if e.get("event") == "provision-pass"},
                 "every provider's first pass", processes,
             )  # fmt: skip
-            from wm.config import loader as config_module
-
-            config = config_module.load(config_path, environ={"DATABASE_URL": db_url})
+            ready = time.perf_counter()
+            clock = MarketClock(attached, origin, speed)
+            late_s = max(0.0, clock.now() - start_s)
             fleet = make_fleet(config, engine, clouds, speed)
-            attached = clouds.use_market(scenario_name, params.seed, speed, start_s)
-            drive(engine, fleet, schedule, attached, span_s, speed, processes)
+            drive(engine, fleet, schedule, clock, start_s, span_s, processes)
             ended = time.time()
-            figures = measure(
-                engine, clouds, scenario, pools, attached, ended, start_s, speed, kinds
-            )
+            figures = measure(engine, clouds, scenario, pools, clock, ended, start_s, kinds)
         finally:
             if fleet is not None:
                 fleet.halt()
             processes.stop()
+        figures["late_start_market_s"] = round(late_s, 1)
+        figures["phases_s"] = {
+            "start": round(ready - began, 1),
+            "run": round(ended - ready, 1),
+            "stop": round(time.perf_counter() - began - (ended - began), 1),
+        }
         figures["log_warnings"] = processes.warnings()
         clouds.reset()
         return figures
@@ -529,25 +541,40 @@ def make_fleet(config: Any, engine: Engine, clouds: Clouds, speed: float) -> Fle
     return Fleet(config, engine, settings, running_vms=running_vms)
 
 
+@dataclass(frozen=True)
+class MarketClock:
+    """The market's time (seconds since its scenario starts) at a wall-clock time."""
+
+    attached: float  # wall clock when the sims were given the market
+    origin: float  # the market's time then
+    speed: float
+
+    def at(self, wall: float) -> float:
+        return self.origin + (wall - self.attached) * self.speed
+
+    def now(self) -> float:
+        return self.at(time.time())
+
+
 def drive(
     engine: Engine,
     fleet: Fleet,
     schedule: Sequence[Arrival],
-    attached: float,
+    clock: MarketClock,
+    start_s: float,
     span_s: float,
-    speed: float,
     processes: Processes,
 ) -> None:
     """Submit each task when the market's clock reaches it, boot workers on the VMs that run,
     until the run's span has passed."""
     index = 0
     while True:
-        market_s = (time.time() - attached) * speed
-        if market_s >= span_s:
+        elapsed = clock.now() - start_s
+        if elapsed >= span_s:
             return
-        while index < len(schedule) and schedule[index].at_s <= market_s:
+        while index < len(schedule) and schedule[index].at_s <= elapsed:
             arrival = schedule[index]
-            task_store.submit_tasks(engine, arrival.pool_id, 1, arrival.duration_s / speed)
+            task_store.submit_tasks(engine, arrival.pool_id, 1, arrival.duration_s / clock.speed)
             index += 1
         fleet.sync()
         if crash := processes.crashed():
@@ -563,18 +590,18 @@ def measure(
     clouds: Clouds,
     scenario: Scenario,
     pools: Sequence[PoolSpec],
-    attached: float,
+    clock: MarketClock,
     ended: float,
     start_s: float,
-    speed: float,
     kinds: Sequence[str],
 ) -> dict[str, Any]:
     """The arm's figures, read from the sims and wm's database at the run's end."""
+    speed = clock.speed
 
     def market(at: datetime | None) -> float | None:
-        return None if at is None else start_s + (at.timestamp() - attached) * speed
+        return None if at is None else clock.at(at.timestamp())
 
-    end_market = start_s + (ended - attached) * speed
+    end_market = clock.at(ended)
     ledgers = {kind: clouds.clients[kind].ledger() for kind in kinds}
     counts = {kind: clouds.clients[kind].request_counts() for kind in kinds}
     cost = sum(float(ledger["total"]) for ledger in ledgers.values())
@@ -638,6 +665,7 @@ def measure(
         "signal_api_calls": signal_calls,
         "tasks_timed_after_dry": len(waits),
         "market_hours": rounded(hours, 3),
+        "operation_counts": {k: dict(sorted(counts[k].items())) for k in kinds},
     }
 
 

@@ -13,8 +13,9 @@ bench/baselines/worker_manager_selector.py reproduces it (used unchanged):
 - On EC2 (`aws.js` `provision`): the configs with weight > 0 shuffled, an even
   `ceil(toSpawn / n)` each, one all-or-nothing RunInstances per config (MinCount = MaxCount,
   set on the boto3 client through botocore's `provide-client-params` event), sent one after
-  the other; the first failure ends the pass, the configs after it are not sent (their intents
-  withdrawn, as a stopping pass's are), and it is filed as one error without a config id.
+  the other; the first failure ends the pool's provision (the pass goes on to the next pool),
+  the configs after it are not sent (their intents withdrawn, as a stopping pass's are), and
+  it is filed as one error without a config id.
 - On GCE and Azure: one weighted draw per instance (`selectCapacity`), each refusal filed
   with its config id by wm (at once, or by the scan when the operation or deployment fails).
 
@@ -142,15 +143,12 @@ class WorkerManagerProvisioner(Provisioner):
         if provider.id in self.even_split:
             results, failed = self._send_in_turn(provider, order)
         else:
-            results, failed = self._send_all(provider, planned.batches()), None
+            results, failed = self._send_all(provider, planned.batches()), []
         outcomes, new_errors = judge_results(provider.id, planned.batches(), results)
         if provider.id in self.even_split:
-            # aws.js files the pass's one failure as a creation-error, without its config.
-            new_errors = [
-                replace(e, launch_config_id=None)
-                for e in new_errors
-                if failed is not None and e.pool_id == failed.pool_id
-            ][:1]
+            # aws.js files a pool's one failure as a creation-error, without its config.
+            _, new_errors = judge_results(provider.id, failed, results)
+            new_errors = [replace(e, launch_config_id=None) for e in new_errors]
         worker_writes.record_launches(self.engine, outcomes)
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, planned.demand)
@@ -260,14 +258,16 @@ class WorkerManagerProvisioner(Provisioner):
 
     def _send_in_turn(
         self, provider: Provider, order: list[list[LaunchBatch]]
-    ) -> tuple[dict[str, LaunchResult], LaunchBatch | None]:
-        """aws.js: each pool's creates one after the other; the first failure ends the pass
-        (for every pool after it too: the provider's provision loop throws)."""
+    ) -> tuple[dict[str, LaunchResult], list[LaunchBatch]]:
+        """aws.js, a pool at a time: its creates one after the other, the first failure ending
+        the pool's provision (the provisioner goes on to the next pool). Returns the results
+        and each pool's failed create."""
         results: dict[str, LaunchResult] = {}
-        failed: LaunchBatch | None = None
+        failed: list[LaunchBatch] = []
         for batches in order:
+            ended = False
             for batch in batches:
-                if failed is not None or self.stop.is_set():
+                if ended or self.stop.is_set():
                     error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
                     results.update(
                         {i.worker_id: LaunchResult(i.worker_id, None, error) for i in batch.intents}
@@ -276,9 +276,10 @@ class WorkerManagerProvisioner(Provisioner):
                 answers = _create_batch(provider, batch)
                 results.update({r.worker_id: r for r in answers})
                 if any(r.cloud_id is None for r in answers):
-                    failed = batch
+                    ended = True
+                    failed.append(batch)
                     log(
-                        "worker-manager-pass-aborted",
+                        "worker-manager-provision-ended",
                         logging.INFO,
                         provider=provider.id,
                         pool=batch.pool_id,

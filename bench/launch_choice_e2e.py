@@ -672,6 +672,7 @@ def measure(
         "preemptions": preemptions,
         "signal_api_calls": signal_calls,
         "tasks_timed_after_dry": len(waits),
+        "waits_after_dry_s": [round(w, 1) for w in waits],
         "market_hours": rounded(hours, 3),
         "operation_counts": {k: dict(sorted(counts[k].items())) for k in kinds},
     }

@@ -110,8 +110,8 @@ FIGURES = (
 )
 CONTROL_FIGURES = tuple(f for f in FIGURES if f != "signal_api_calls_per_hour")
 # Where each scenario's run starts and how long it lasts, in market minutes, by default: S1
-# from 25 min before EC2's first dry spell (minute 120 to 160; a fleet warmed by the burst of
-# minute 90 and the stream) to 10 min after the 30 min in which demand is timed (GCE's
+# from 25 min before EC2's first dry spell (minute 120 to 160; the task stream warms the fleet
+# meanwhile) to 10 min after the 30 min in which demand is timed (GCE's
 # spell, minute 180, needs --minutes 125).
 DEFAULT_WINDOW_MIN = {"S0": (30.0, 30.0), "S1": (95.0, 65.0)}
 OTHER_WINDOW_MIN = (0.0, 60.0)

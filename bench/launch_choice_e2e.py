@@ -36,6 +36,8 @@ Figures per arm (the names of layer 1, bench/launch_choice.py), in market time:
   registration timeout at the end);
 - signal_api_calls_per_hour: the signal operations the sims counted, per market hour.
 `ratio` is worker-manager's figure over each wm arm's (bench/README.md: baseline / wm).
+The arm's world (tasks, pool definitions, the clouds, its processes) is
+bench/launch_e2e_world.py, its figures bench/launch_e2e_figures.py.
 
 wm's clock does not know the market's: its own time constants (the bench TTL of a refused
 offering, 3 min; the one-hour window of recent errors; its evidence half-lives) run in real
@@ -49,74 +51,55 @@ window is an hour of market time (it is told the speed). bench/README.md says wh
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from bench.baselines.worker_manager_process import SEED_ENV, SPEED_ENV
-from bench.common import (
-    AZURE_RESOURCE_GROUP,
-    AZURE_SUBSCRIPTION,
-    PROVIDER_IDS,
-    REPO_DIR,
-    RESULTS_DIR,
-    fresh_database,
-    provider_entries,
-    toml_text,
+from bench.common import RESULTS_DIR, fresh_database, provider_entries, toml_text
+from bench.launch_e2e_figures import (
+    ARMS,
+    BASELINE,
+    FIGURES,
+    MarketClock,
+    control_deviation,
+    measure,
 )
-from bench.output import cell, emit, percentile, ratios, rounded
+from bench.launch_e2e_world import (
+    Arrival,
+    Clouds,
+    Processes,
+    arrivals,
+    definitions,
+    regions,
+    scaled_pools,
+    wait_until,
+    web_ready,
+)
+from bench.output import cell, emit, ratios
 from wm.config import loader as config_module
 from wm.db import tasks as task_store
 from wm.pools.changes import ApplyDefinitions, apply_change
 from wm.pools.definition import parse_pool_definition
 from wmsim.agent import AgentSettings
-from wmsim.aws.run_instances import example_launch_config as ec2_launch_config
-from wmsim.azure.launch_configs import example_launch_config as arm_launch_config
-from wmsim.config import NO_METADATA_PROBES, child_environment
-from wmsim.control import SimClient
 from wmsim.fleet import Fleet, vm_provider
-from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
-from wmsim.market import Market
-from wmsim.market.scenario import PoolSpec, Scenario, load
+from wmsim.market.scenario import PoolSpec, load
 from wmsim.postgres import PostgresServer, find_or_start, free_port
-from wmsim.serve import SimEndpoint
 
-ARMS = ("worker-manager", "wm-weights", "wm-cost")
-BASELINE = "worker-manager"
 SCENARIOS = ("S0", "S1")
-FIGURES = (
-    "cost_per_task_hour",
-    "time_to_capacity_p50_s",
-    "time_to_capacity_p95_s",
-    "preemptions_per_1000_worker_hours",
-    "capacity_errors_per_100_creates",
-    "never_registered",
-    "signal_api_calls_per_hour",
-)
-CONTROL_FIGURES = tuple(f for f in FIGURES if f != "signal_api_calls_per_hour")
 # Where each scenario's run starts and how long it lasts, in market minutes, by default: S1
 # from 25 min before EC2's first dry spell (minute 120 to 160; the task stream warms the fleet
 # meanwhile) to 10 min after the 30 min in which demand is timed (GCE's
 # spell, minute 180, needs --minutes 125).
 DEFAULT_WINDOW_MIN = {"S0": (30.0, 30.0), "S1": (95.0, 65.0)}
 OTHER_WINDOW_MIN = (0.0, 60.0)
-DRY_WINDOW_S = 1800.0  # demand this long after a place runs dry is timed (layer 1's)
-REGISTRATION_TIMEOUT_S = 900.0  # market seconds: a VM not registered by then never will
 IDLE_TIMEOUT_S = 600.0  # market seconds a worker waits idle before it removes itself
 PASS_S = 60.0  # market seconds between provisioning passes (layer 1's)
 SCAN_S = 120.0  # market seconds between scans of a region
@@ -125,20 +108,6 @@ SIGNAL_CADENCE_S = {"price_interval_s": 600.0, "capacity_interval_s": 900.0,
                     "preemption_interval_s": 86400.0, "retry_s": 120.0}  # fmt: skip
 SETTLE_S = 1.0  # real seconds between the market given afresh and the run
 TICK_S = 0.25  # real seconds between the driver's looks (tasks due, VMs booted)
-START_TIMEOUT_S = 90.0
-STOP_TIMEOUT_S = 30.0
-IMAGE = {"aws": None, "gcp": None, "azure": None}  # each sim's default image
-CREATE_OPERATIONS = {
-    "aws": ("RunInstances",),
-    "gcp": ("instances.insert",),
-    "azure": ("VirtualMachines_CreateOrUpdate", "Deployments_CreateOrUpdate"),
-}
-SIGNAL_OPERATIONS = {
-    "aws": ("DescribeSpotPriceHistory", "GetSpotPlacementScores"),
-    "gcp": ("skus.list", "advice.capacity"),
-    "azure": ("RetailPrices_List", "Resources_Query", "SpotPlacementScores_Post"),
-}
-CLOUD_BOOT_MARKET_S = {"aws": 75.0, "gcp": 60.0, "azure": 180.0}
 
 
 @dataclass(frozen=True)
@@ -154,253 +123,16 @@ class Params:
     keep_logs: Path | None = None
 
 
-@dataclass(frozen=True)
-class Arrival:
-    at_s: float  # market seconds since the run's start
-    pool_id: str
-    duration_s: float  # market seconds
-
-
 # -- the workload ----------------------------------------------------------------------------
-
-
-def scaled_pools(scenario: Scenario, scale: float) -> list[PoolSpec]:
-    return [
-        PoolSpec(
-            p.pool_id,
-            max(2, round(p.max_capacity * scale)),
-            p.tasks_per_hour * scale,
-            p.task_min,
-            p.burst_every_h,
-            max(1, round(p.burst_tasks * scale)) if p.burst_tasks else 0,
-            p.launch_configs,
-        )
-        for p in scenario.pools
-    ]
-
-
-def arrivals(pools: Sequence[PoolSpec], seed: int, start_s: float, span_s: float) -> list[Arrival]:
-    """Every task of the run, in order: each pool's Poisson stream and its bursts (every
-    `burst_every_h`, half a period into each, as layer 1's), durations gamma(2) around the
-    pool's `task_min`; seeded per pool, the same for every arm."""
-    out: list[Arrival] = []
-    for pool in pools:
-        rng = random.Random(f"e2e-tasks:{seed}:{pool.pool_id}")
-        times: list[float] = []
-        t = start_s
-        while pool.tasks_per_hour > 0:
-            t += rng.expovariate(pool.tasks_per_hour / 3600)
-            if t >= start_s + span_s:
-                break
-            times.append(t)
-        if pool.burst_every_h > 0 and pool.burst_tasks > 0:
-            period = pool.burst_every_h * 3600
-            b = period / 2
-            while b < start_s + span_s:
-                if b >= start_s:
-                    times += [b] * pool.burst_tasks
-                b += period
-        for at in sorted(times):
-            duration = rng.gammavariate(2.0, pool.task_min * 60 / 2)
-            out.append(Arrival(at - start_s, pool.pool_id, duration))
-    return sorted(out, key=lambda a: (a.at_s, a.pool_id))
 
 
 # -- pools as Taskcluster definitions ---------------------------------------------------------
 
 
-def definitions(pools: Sequence[PoolSpec], speed: float) -> list[tuple[str, dict[str, Any]]]:
-    """Each scenario pool as a createWorkerPool body on its cloud's provider: a spot launch
-    config per offering, in its zone (EC2 Placement, GCE zone) or location (Azure)."""
-    out = []
-    for pool in pools:
-        kind = pool.launch_configs[0].offering.cloud
-        configs = []
-        for lc in pool.launch_configs:
-            o = lc.offering
-            common = {
-                "launch_config_id": lc.launch_config_id,
-                "weight": lc.weight,
-                "capacity": lc.capacity_per_worker,
-                "max_capacity": lc.max_capacity,
-                "spot": True,
-            }
-            if kind == "aws":
-                config = ec2_launch_config(o.region, instance_type=o.instance_type, **common)
-                if o.zone:
-                    config["launchConfig"]["Placement"] = {"AvailabilityZone": o.zone}
-            elif kind == "gcp":
-                config = gce_launch_config(o.zone or "", machine_type=o.instance_type, **common)
-            else:
-                config = arm_launch_config(
-                    o.region,
-                    vm_size=o.instance_type,
-                    subscription_id=AZURE_SUBSCRIPTION,
-                    resource_group=AZURE_RESOURCE_GROUP,
-                    **common,
-                )
-            configs.append(config)
-        body = {
-            "providerId": PROVIDER_IDS[kind],
-            "description": f"issue 40 end to end: {pool.pool_id}",
-            "owner": "bench@example.com",
-            "emailOnError": False,
-            "config": {
-                "minCapacity": 0,
-                "maxCapacity": pool.max_capacity,
-                "scalingRatio": 1.0,
-                "lifecycle": {"registrationTimeout": max(1, round(REGISTRATION_TIMEOUT_S / speed))},
-                "launchConfigs": configs,
-            },
-        }
-        out.append((pool.pool_id, body))
-    return out
-
-
-def regions(pools: Sequence[PoolSpec]) -> dict[str, list[str]]:
-    """Each cloud's regions (GCE: zones) the pools launch in."""
-    out: dict[str, set[str]] = {}
-    for pool in pools:
-        for lc in pool.launch_configs:
-            o = lc.offering
-            out.setdefault(o.cloud, set()).add(o.zone if o.cloud == "gcp" and o.zone else o.region)
-    return {kind: sorted(values) for kind, values in out.items()}
-
-
 # -- the clouds ---------------------------------------------------------------------------------
 
 
-class Clouds:
-    """`wmsim serve` in a process of its own, and a client of each sim's control endpoints."""
-
-    def __init__(self, tmp: Path, speed: float, latency_ms: float) -> None:
-        sim: dict[str, Any] = {"state_dir": str(tmp / "sim")}
-        for kind, boot in CLOUD_BOOT_MARKET_S.items():
-            sim[kind] = {"port": 0, "boot_s": boot / speed, "latency_ms": latency_ms}
-        config = tmp / "sim.toml"
-        config.write_text(toml_text({"deployment_id": "wm-bench-e2e", "sim": sim}))
-        endpoints_file = tmp / "endpoints.json"
-        self.log = open(tmp / "clouds.log", "w")  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "wmsim", "--config", str(config), "serve",
-             "--endpoints-file", str(endpoints_file)],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO_DIR,
-            env=child_environment(dict(NO_METADATA_PROBES)),
-        )  # fmt: skip
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not endpoints_file.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(
-                    "the simulated clouds did not start:\n" + (tmp / "clouds.log").read_text()
-                )
-            time.sleep(0.1)
-        self.endpoints = {
-            e["kind"]: SimEndpoint(**e) for e in json.loads(endpoints_file.read_text())
-        }
-        self.clients = {
-            kind: SimClient(kind, e.endpoint, e.cert_path) for kind, e in self.endpoints.items()
-        }
-
-    def reset(self) -> None:
-        for client in self.clients.values():
-            client.control("reset", {})
-            client.control("requests/reset", {})
-
-    def use_market(self, scenario: str, seed: int, speed: float, start_s: float) -> float:
-        """Give every sim the market; the wall-clock time its clock started (a few ms
-        apart between the sims)."""
-        attached = time.time()
-        for client in self.clients.values():
-            client.use_market(scenario, seed=seed, speed=speed, start_s=start_s)
-        return attached
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
-        self.log.close()
-
-
 # -- wm's processes -------------------------------------------------------------------------------
-
-
-class Processes:
-    """An arm's OS processes on one config and database, each logging to a file of its own."""
-
-    def __init__(self, tmp: Path, config_path: Path, db_url: str, web_port: int) -> None:
-        self.tmp = tmp
-        self.env = child_environment(
-            {"WM_CONFIG": str(config_path), "DATABASE_URL": db_url, "PORT": str(web_port),
-             "PYTHONUNBUFFERED": "1", **NO_METADATA_PROBES},
-        )  # fmt: skip
-        self.env.pop("SENTRY_DSN", None)
-        self.running: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str, args: Sequence[str], extra_env: Mapping[str, str] = {}) -> None:
-        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 (the child holds it)
-        self.running[name] = subprocess.Popen(
-            [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR,
-            env={**self.env, **extra_env},
-        )  # fmt: skip
-        log.close()
-
-    def entries(self, name: str) -> Iterator[dict[str, Any]]:
-        path = self.tmp / f"{name}.log"
-        for line in path.read_text().splitlines() if path.exists() else []:
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict):
-                    yield entry
-
-    def crashed(self) -> str | None:
-        for name, process in self.running.items():
-            if process.poll() is not None:
-                tail = (self.tmp / f"{name}.log").read_text()[-3000:]
-                return f"{name} exited ({process.returncode}):\n{tail}"
-        return None
-
-    def stop(self) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running.values():
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT_S)
-
-    def warnings(self) -> dict[str, int]:
-        counts: Counter[str] = Counter()
-        for name in self.running:
-            for entry in self.entries(name):
-                if entry.get("level") in ("warning", "error", "critical"):
-                    counts[f"{entry['level']}:{entry.get('event')}"] += 1
-        return dict(counts)
-
-
-def wait_until(check: Any, what: str, processes: Processes) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if crash := processes.crashed():
-            raise RuntimeError(crash)
-        time.sleep(0.2)
-    raise RuntimeError(f"{what}: not within {START_TIMEOUT_S:g} s")
-
-
-def web_ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/healthz", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
 
 
 # -- one arm ----------------------------------------------------------------------------------
@@ -549,21 +281,6 @@ def make_fleet(config: Any, engine: Engine, clouds: Clouds, speed: float) -> Fle
     return Fleet(config, engine, settings, running_vms=running_vms)
 
 
-@dataclass(frozen=True)
-class MarketClock:
-    """The market's time (seconds since its scenario starts) at a wall-clock time."""
-
-    attached: float  # wall clock when the sims were given the market
-    origin: float  # the market's time then
-    speed: float
-
-    def at(self, wall: float) -> float:
-        return self.origin + (wall - self.attached) * self.speed
-
-    def now(self) -> float:
-        return self.at(time.time())
-
-
 def drive(
     engine: Engine,
     fleet: Fleet,
@@ -591,133 +308,6 @@ def drive(
 
 
 # -- figures ------------------------------------------------------------------------------------
-
-
-def measure(
-    engine: Engine,
-    clouds: Clouds,
-    scenario: Scenario,
-    pools: Sequence[PoolSpec],
-    clock: MarketClock,
-    ended: float,
-    start_s: float,
-    kinds: Sequence[str],
-) -> dict[str, Any]:
-    """The arm's figures, read from the sims and wm's database at the run's end."""
-    speed = clock.speed
-
-    def market(at: datetime | None) -> float | None:
-        return None if at is None else clock.at(at.timestamp())
-
-    end_market = clock.at(ended)
-    ledgers = {kind: clouds.clients[kind].ledger() for kind in kinds}
-    counts = {kind: clouds.clients[kind].request_counts() for kind in kinds}
-    cost = sum(float(ledger["total"]) for ledger in ledgers.values())
-    worker_s = sum(
-        float(row["billed_s"]) for ledger in ledgers.values() for row in ledger["instances"]
-    )
-    with engine.connect() as conn:
-        tasks = conn.execute(
-            text(
-                "SELECT pool_id, state, duration_s, created, claimed_at, requeued_at,"
-                " completed_at FROM tasks"
-            )
-        ).all()
-        worker_rows = conn.execute(
-            text("SELECT provider_id, cloud_id, created, registered_at, preempted_at FROM workers")
-        ).all()
-        errors = conn.execute(
-            text("SELECT provider_id, kind, title, extra FROM worker_pool_errors "
-                 "WHERE kind IN ('capacity', 'quota')")
-        ).all()  # fmt: skip
-    completed_s = sum(t.duration_s * speed for t in tasks if t.state == "completed")
-    kind_of = {PROVIDER_IDS[k]: k for k in PROVIDER_IDS}
-    refused = 0
-    for row in errors:
-        if row.title.endswith("PartialLaunch"):
-            continue  # a RunInstances that launched some of its instances was not refused
-        extra = row.extra or {}
-        refused += 1 if kind_of.get(row.provider_id) == "aws" else int(extra.get("workers", 1))
-    creates = sum(counts[k].get(op, 0) for k in kinds for op in CREATE_OPERATIONS[k])
-    signal_calls = sum(counts[k].get(op, 0) for k in kinds for op in SIGNAL_OPERATIONS[k])
-    preemptions = sum(1 for w in worker_rows if w.preempted_at is not None)
-    timeout_real = REGISTRATION_TIMEOUT_S / speed
-    never = sum(
-        1
-        for w in worker_rows
-        if w.cloud_id and w.registered_at is None and w.preempted_at is None
-        and w.created.timestamp() < ended - timeout_real
-    )  # fmt: skip
-    waits = sorted(dry_waits(scenario, pools, tasks, market, end_market))
-    worker_h = worker_s / 3600
-    hours = (end_market - start_s) / 3600
-    return {
-        "cost_per_task_hour": rounded(cost / (completed_s / 3600), 4) if completed_s else None,
-        "time_to_capacity_p50_s": rounded(percentile(waits, 0.5), 1),
-        "time_to_capacity_p95_s": rounded(percentile(waits, 0.95), 1),
-        "preemptions_per_1000_worker_hours": rounded(preemptions / worker_h * 1000, 2)
-        if worker_h
-        else None,
-        "capacity_errors_per_100_creates": rounded(refused / creates * 100, 2) if creates else None,
-        "never_registered": never,
-        "signal_api_calls_per_hour": rounded(signal_calls / hours, 2) if hours else None,
-        # the sums the figures come from
-        "cost_usd": rounded(cost, 2),
-        "completed_task_hours": rounded(completed_s / 3600, 2),
-        "tasks_submitted": len(tasks),
-        "tasks_completed": sum(1 for t in tasks if t.state == "completed"),
-        "worker_hours": rounded(worker_h, 2),
-        "creates": creates,
-        "capacity_errors": refused,
-        "preemptions": preemptions,
-        "signal_api_calls": signal_calls,
-        "tasks_timed_after_dry": len(waits),
-        "waits_after_dry_s": [round(w, 1) for w in waits],
-        "market_hours": rounded(hours, 3),
-        "operation_counts": {k: dict(sorted(counts[k].items())) for k in kinds},
-    }
-
-
-def dry_waits(
-    scenario: Scenario, pools: Sequence[PoolSpec], tasks: Sequence[Any], market: Any, end: float
-) -> list[float]:
-    """Per task whose demand falls within DRY_WINDOW_S after a watched place its pool launches
-    in runs dry: from the demand to its claim (the run's end if unclaimed), market seconds."""
-    model = Market(scenario, 0)  # dry spells are scripted events: the seed does not move them
-    model.advance(end)
-    places = {
-        p.pool_id: {lc.offering.place for lc in p.launch_configs} & set(scenario.dry_watch)
-        for p in pools
-    }
-    out = []
-    for task in tasks:
-        demand = market(task.requeued_at or task.created)
-        claimed = market(task.claimed_at)
-        starts = [s for s, place in model.dry_starts if place in places.get(task.pool_id, set())]
-        if demand is None or not any(s <= demand < s + DRY_WINDOW_S for s in starts):
-            continue
-        out.append((claimed if claimed is not None and claimed >= demand else end) - demand)
-    return out
-
-
-def control_deviation(result: Mapping[str, Any]) -> dict[str, float]:
-    """Per wm arm, the largest |arm / worker-manager - 1| over the control's figures (layer
-    1's rule: two zeros or nulls agree, a zero or null against a number is a full deviation)."""
-    out = {}
-    for arm in ARMS:
-        if arm == BASELINE:
-            continue
-        worst = 0.0
-        for name in CONTROL_FIGURES:
-            ours, theirs = result[arm][name], result[BASELINE][name]
-            if ours == theirs:
-                continue
-            if not ours or not theirs:
-                worst = 1.0
-                continue
-            worst = max(worst, abs(ours / theirs - 1))
-        out[arm] = round(worst, 4)
-    return out
 
 
 # -- the run ------------------------------------------------------------------------------------

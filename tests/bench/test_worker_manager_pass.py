@@ -1,8 +1,8 @@
 """The worker-manager arm of issue 40's end-to-end benchmark makes worker-manager's choices in
 wm's pass (bench/baselines/worker_manager_pass.py): on EC2 the configs shuffled, an even share
 each, one all-or-nothing RunInstances per config in that order, the first refusal ending the
-pass and filed without a config id. The real AWS provider against the simulated EC2, real
-Postgres."""
+pool's provision and filed without a config id; on GCE the weights worker-manager computes
+from the pool's errors. The real providers against the simulated clouds, real Postgres."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from sqlalchemy import text
 from bench.baselines import worker_manager_selector as tc
 from bench.baselines.worker_manager_pass import WorkerManagerProvisioner, make_all_or_nothing
 from tests.fixtures.sim_ec2 import EC2_REGION
-from wm.db import tasks
+from tests.fixtures.sim_gce import GCE_OTHER_ZONE, GCE_ZONE
+from wm.db import pool_errors, tasks
+from wm.db.pool_errors import NewPoolError
 from wm.db.workers import list_workers
 from wm.model import WorkerState
 from wm.pools.changes import ApplyDefinitions, apply_change
@@ -22,8 +24,10 @@ from wm.pools.definition import parse_pool_definition
 from wm.queues.builtin import BuiltinQueue
 from wmsim.aws.ec2 import SimEc2
 from wmsim.aws.run_instances import example_launch_config
+from wmsim.gcp.launch_config import example_launch_config as gce_launch_config
 
 POOL = "proj-ci/wm-arm"
+GCE_POOL = "proj-ci/wm-arm-gce"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
 SEED = 3
 
@@ -94,3 +98,45 @@ def test_an_ec2_pass_splits_evenly_in_shuffled_order_and_ends_at_the_first_refus
             {"p": POOL},
         ).all()
     assert [(e.launch_config_id, e.kind) for e in errors] == [(None, "capacity")]
+
+
+@pytest.fixture
+def two_gce_zones(engine, gcp_provider):
+    body = {
+        "providerId": gcp_provider.id,
+        "description": "two zones",
+        "owner": "ci@example.com",
+        "emailOnError": False,
+        "config": {
+            "minCapacity": 0,
+            "maxCapacity": 40,
+            "launchConfigs": [
+                gce_launch_config(GCE_ZONE, spot=True, launch_config_id="lc-a"),
+                gce_launch_config(GCE_OTHER_ZONE, spot=True, launch_config_id="lc-b"),
+            ],
+        },
+    }
+    definition = parse_pool_definition(GCE_POOL, body, {gcp_provider.id: "gcp"})
+    apply_change(engine, ApplyDefinitions((definition,)), workers_register={gcp_provider.id: True})
+
+
+def test_a_gce_config_with_all_of_the_pools_recent_errors_gets_no_launch_one_insert_each(
+    engine, gcp_provider, sim_gce, two_gce_zones
+):
+    # Scenario: the pool's one error of the last hour is lc-a's; four tasks wait.
+    pool_errors.record_errors(
+        engine,
+        [NewPoolError(GCE_POOL, "capacity", "launch failed", "no room", gcp_provider.id, "lc-a")],
+    )
+    tasks.submit_tasks(engine, GCE_POOL, 4, 60.0)
+    passes = WorkerManagerProvisioner(
+        engine, BuiltinQueue(engine), {gcp_provider.id: gcp_provider}, seed=SEED
+    )
+
+    (report,) = passes.run_pass(gcp_provider.id)
+
+    # worker-manager's weight: 1 - errors_lc / errors_pool = 0, and lc-b is viable, so lc-a
+    # gets nothing (wm's own weights would halve it, not zero it); one insert per instance.
+    live = [w.launch_config_id for w in list_workers(engine, pool_id=GCE_POOL)]
+    assert (report.launched, sorted(live)) == (4, ["lc-b"] * 4)
+    assert sim_gce.faults.counts().get("instances.insert") == 4

@@ -32,8 +32,9 @@ test: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest tests/chaos -m chaos_long
 
-# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md),
-# then bench.check: each figure against its goal in bench/README.md (fails if one falls short).
+# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md;
+# launch_choice_e2e on four scenarios about 16 more), then bench.check: each figure against
+# its goal in bench/README.md (fails if one falls short).
 bench: $(STAMP)
 	$(BIN)/python -m bench.burst
 	$(BIN)/python -m bench.scan
@@ -42,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.registration
 	$(BIN)/python -m bench.launch_choice
+	$(BIN)/python -m bench.launch_choice_e2e --scenarios S0 S1 S2 S3
 	$(BIN)/python -m bench.check
 
 # Mutation testing of the pure decision modules (tools/mutate.py, README "Mutation testing"):

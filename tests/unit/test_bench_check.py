@@ -89,6 +89,7 @@ def test_the_readme_holds_issue_28s_goals():
         "isolation",
         "registration",
         "launch_choice",
+        "launch_choice_e2e",
     }
     assert len(goals) == len({goal.figure for goal in goals})
 

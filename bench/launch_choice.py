@@ -55,7 +55,7 @@ from typing import Any
 from bench.common import REPO_DIR
 from bench.launch_arms import ARM_CLASSES, SETTINGS
 from bench.launch_sim import Sim
-from bench.output import cell, emit, percentile, ratios, rounded
+from bench.output import cell, emit, largest_deviation, percentile, ratios, rounded
 from wm.config.launch_choice import DEFAULT_BETA, DEFAULT_SPREAD
 from wmsim.market import Market
 from wmsim.market.scenario import load
@@ -137,16 +137,7 @@ def control_deviation(result: dict[str, Any]) -> dict[str, float]:
     for arm in ARMS:
         if arm == BASELINE:
             continue
-        worst = 0.0
-        for name in CONTROL_FIGURES:
-            ours, theirs = result[arm][name], base[name]
-            if ours == theirs:
-                continue
-            if not ours or not theirs:
-                worst = 1.0
-                continue
-            worst = max(worst, abs(ours / theirs - 1))
-        out[arm] = round(worst, 4)
+        out[arm] = largest_deviation(result[arm], base, CONTROL_FIGURES)
     return out
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 
 from bench.common import PROVIDER_IDS
 from bench.launch_e2e_world import REGISTRATION_TIMEOUT_S, Clouds
-from bench.output import percentile, rounded
+from bench.output import largest_deviation, percentile, rounded
 from wmsim.market import Market
 from wmsim.market.scenario import PoolSpec, Scenario
 
@@ -172,14 +172,5 @@ def control_deviation(result: Mapping[str, Any]) -> dict[str, float]:
     for arm in ARMS:
         if arm == BASELINE:
             continue
-        worst = 0.0
-        for name in CONTROL_FIGURES:
-            ours, theirs = result[arm][name], result[BASELINE][name]
-            if ours == theirs:
-                continue
-            if not ours or not theirs:
-                worst = 1.0
-                continue
-            worst = max(worst, abs(ours / theirs - 1))
-        out[arm] = round(worst, 4)
+        out[arm] = largest_deviation(result[arm], result[BASELINE], CONTROL_FIGURES)
     return out

@@ -11,7 +11,7 @@ import math
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,23 @@ def ratios(wm: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, floa
         usable = not yes_no and ours not in (None, 0) and theirs is not None
         out[name] = round(theirs / ours, 3) if usable else None
     return out
+
+
+def largest_deviation(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], names: Iterable[str]
+) -> float:
+    """The largest |ours / theirs - 1| over these figures: two zeros or two nulls agree, a
+    zero or null against a number is a full deviation (1)."""
+    worst = 0.0
+    for name in names:
+        mine, other = ours[name], theirs[name]
+        if mine == other:
+            continue
+        if not mine or not other:
+            worst = 1.0
+            continue
+        worst = max(worst, abs(mine / other - 1))
+    return round(worst, 4)
 
 
 def cell(value: Any) -> str:

@@ -55,7 +55,7 @@ from wm.model import LaunchConfigRecord, PoolRecord
 from wm.ops.telemetry import log
 from wm.providers.base import LaunchBatch, LaunchResult, Provider
 from wm.provisioning.creates_in_flight import CREATE_CONCURRENCY
-from wm.provisioning.launch_outcomes import judge_results
+from wm.provisioning.launch_outcomes import accepted_outcomes, judge_results
 from wm.provisioning.pool_plan import (
     PlanRound,
     PoolPassReport,
@@ -149,7 +149,8 @@ class WorkerManagerProvisioner(Provisioner):
             # aws.js files a pool's one failure as a creation-error, without its config.
             _, new_errors = judge_results(provider.id, failed, results)
             new_errors = [replace(e, launch_config_id=None) for e in new_errors]
-        worker_writes.record_launches(self.engine, outcomes)
+        # The VMs the cloud took were recorded as their creates answered.
+        worker_writes.record_launches(self.engine, [o for o in outcomes if o.cloud_id is None])
         pool_errors.record_errors(self.engine, new_errors)
         self._advise_scale_down(pools, planned.demand)
         return _reports([planned], outcomes, recovered)
@@ -274,6 +275,7 @@ class WorkerManagerProvisioner(Provisioner):
                     )
                     continue
                 answers = _create_batch(provider, batch)
+                self._record_taken(answers)
                 results.update({r.worker_id: r for r in answers})
                 if any(r.cloud_id is None for r in answers):
                     ended = True
@@ -291,7 +293,19 @@ class WorkerManagerProvisioner(Provisioner):
         if not batches:
             return {}
         results: dict[str, LaunchResult] = {}
+        told: set[str] = set()
+
+        def answered(answer: LaunchResult) -> None:
+            told.add(answer.worker_id)
+            self._record_taken([answer])
+
         with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(batches))) as pool:
-            for answers in pool.map(lambda b: self._send(provider, b), batches):
+            for answers in pool.map(lambda b: self._send(provider, b, answered), batches):
+                self._record_taken([r for r in answers if r.worker_id not in told])
                 results.update({r.worker_id: r for r in answers})
         return results
+
+    def _record_taken(self, answers: Sequence[LaunchResult]) -> None:
+        """worker-manager writes a worker's row as its create answers: after each RunInstances
+        (aws.js), after each insert or VM request (google.js, azure)."""
+        worker_writes.record_launches(self.engine, accepted_outcomes(answers))

@@ -12,10 +12,12 @@ from wm.errors import CloudError, ErrorCategory, ErrorScope
 from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRef, WorkerState
 from wm.providers.base import (
     NO_RECORDS,
+    Answered,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
     UnitRecords,
+    not_listening,
 )
 from wm.providers.gate import Gate
 
@@ -37,7 +39,7 @@ class MemoryProvider:
         # Calls never go through it; the passes read its state (paused) and timing from it.
         self.gate = Gate(provider_id, MEMORY_GATE, _unclassified(provider_id))
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
         with self._lock:
             self.create_calls.append(batch)
         if self.raise_on_create:

@@ -173,7 +173,12 @@ def _refuse_statement():
     )
     return (
         update(workers)
-        .where(workers.c.worker_id == refused.c.worker_id, guard(REFUSE))
+        .where(
+            workers.c.worker_id == refused.c.worker_id,
+            guard(REFUSE),
+            # A row that holds a cloud id has a VM, whatever a create's answer said.
+            workers.c.cloud_id.is_(None),
+        )
         .values(stop_reason=refused.c.stop_reason, **moved(REFUSE))
     )
 
@@ -188,6 +193,8 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
     may exist: a scan or the next pass adopts it by its tag), and WITHDRAW the intents whose
     create was never sent, in at most four statements. Returns the rows that learnt their
     cloud id now, as they are now."""
+    if not outcomes:
+        return []
     withdrawn = [o.worker_id for o in outcomes if o.withdrawn]
     outcomes = [o for o in outcomes if not o.withdrawn]
     created = [o for o in outcomes if o.cloud_id is not None]

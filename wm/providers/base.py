@@ -32,7 +32,7 @@ shares:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -139,6 +139,25 @@ class UnitRecords:
 NO_RECORDS = UnitRecords()  # a listing from the provider's config alone (tools, tests)
 
 
+# Told one create result the moment its call is answered (`Provider.create`).
+Answered = Callable[[LaunchResult], None]
+
+
+def not_listening(result: LaunchResult) -> None:
+    """The `answered` of a caller that reads create's results only when it returns."""
+
+
+def telling(answered: Answered, job: Callable[[], LaunchResult]) -> Callable[[], LaunchResult]:
+    """`job`, telling `answered` its result before returning it."""
+
+    def run() -> LaunchResult:
+        result = job()
+        answered(result)
+        return result
+
+    return run
+
+
 @dataclass(frozen=True)
 class TerminateResult:
     worker_id: str
@@ -158,8 +177,14 @@ class Provider(Protocol):
     gate: Gate  # every SDK call goes through it; its `attempts` count calls per operation
     create_batch_max: int  # workers per create call: its kind's description says how many
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
         """Ask the cloud for every intent of the batch; one result per intent, in order.
+
+        Where the batch is several calls (an insert or PUT per VM), each intent's result is
+        handed to `answered` as soon as its call is answered, from the thread that made it,
+        before `create` returns: the provisioner records it then, because the VM may boot and
+        register before the batch's last call is answered. A batch that is one call may tell
+        nothing; its caller takes the returned results as told.
 
         Safe to call again with the same batch after a crash: a worker whose instance already
         exists comes back with that instance's id instead of a second instance.

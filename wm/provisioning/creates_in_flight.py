@@ -1,8 +1,14 @@
-"""A pass's creates while they are out: sent in batches, each answer kept, and the one wait
-that ends either when they have all answered or when news of new demand comes (pass_news.py).
+"""A pass's creates while they are out: sent in batches, each answer handed back as it comes,
+and the one wait that ends when answers or news of new demand come (pass_news.py), or when
+every create has answered.
 
-The pass decides what to do with news (plan again, send more); this only sends and waits, so
-the pass reads as its steps and no planning runs from in here.
+Answers come back one create at a time (a batch of inserts or PUTs answers call by call,
+`Provider.create`'s `answered`), not batch by batch: the pass records each VM the cloud took
+while the rest are out, because a VM boots, and its worker registers, whether or not the
+pass's slowest call has answered.
+
+The pass decides what to do with answers and news (record them, plan again, send more); this
+only sends and waits, so the pass reads as its steps and no planning runs from in here.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
-from wm.providers.base import LaunchBatch, LaunchResult
+from wm.providers.base import Answered, LaunchBatch, LaunchResult
 from wm.provisioning.pass_news import PassNews
 
 # Batches of one pass in flight at once. The gate bounds the calls (its concurrency, the
@@ -22,14 +29,29 @@ CREATE_CONCURRENCY = 8
 # Between two plannings of a pass whose creates are in flight: a stream of news (a NOTIFY per
 # submission) costs at most one planning's statements this often.
 LATE_ROUND_MIN_GAP_S = 0.05
+# Answers are handed to the pass at most this often while creates are out (and all at once
+# when the last has answered): a burst's answers, coming call by call, are recorded in one
+# statement a second, not one each, and a pass that is all answered within it writes once.
+# A VM takes far longer to boot and register (EC2's fastest, tens of seconds).
+ANSWERS_EVERY_S = 1.0
+
+Create = Callable[[LaunchBatch, Answered], list[LaunchResult]]
+
+
+@dataclass(frozen=True)
+class Wake:
+    """What ended a wait while creates are out."""
+
+    answered: list[LaunchResult]  # the create results answered since the last wake
+    news: bool  # news of demand came and was taken: plan again
 
 
 class CreatesInFlight:
-    """Send batches with `send`; `news_while_out` waits; `results` once it is False."""
+    """Send batches with `send`; `next_wake` waits; `results` once it is None."""
 
     def __init__(
         self,
-        create: Callable[[LaunchBatch], list[LaunchResult]],
+        create: Create,
         news: PassNews,
         changed: threading.Event,
         pool: ThreadPoolExecutor,
@@ -39,44 +61,76 @@ class CreatesInFlight:
         self._changed = changed  # set at each news and at each answer
         self._pool = pool
         self._futures: list[Future[list[LaunchResult]]] = []
-        self._planned_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._answered: list[LaunchResult] = []  # answered, not yet handed to the pass
+        self._planned_at = self._handed_at = time.monotonic()
 
     def send(self, batches: Sequence[LaunchBatch]) -> None:
         """Send `batches` beside those out; what follows them was planned now."""
         self._planned_at = time.monotonic()
         for batch in batches:
-            future = self._pool.submit(self._create, batch)
+            future = self._pool.submit(self._run, batch)
             future.add_done_callback(lambda _: self._changed.set())
             self._futures.append(future)
 
-    def news_while_out(self, stopped: threading.Event) -> bool:
-        """Wait until every create has answered (False) or news came while some are still out
-        (True: the news is taken, the caller plans for it), at most one True every
-        LATE_ROUND_MIN_GAP_S. A stopping process hears no news."""
-        while not self._all_answered():
-            since = time.monotonic() - self._planned_at
-            if since < LATE_ROUND_MIN_GAP_S:
-                self._changed.wait(LATE_ROUND_MIN_GAP_S - since)
-            elif not stopped.is_set() and self._news.take():
-                self._planned_at = time.monotonic()
-                return True
-            else:
-                self._changed.wait()
+    def next_wake(self, stopped: threading.Event) -> Wake | None:
+        """Wait until answers are due (ANSWERS_EVERY_S since the last were handed out, or
+        every create has answered) or news came while some creates are still out (the news
+        is taken, at most once every LATE_ROUND_MIN_GAP_S: the caller plans for it); None
+        once every create has answered and every answer was handed out. A stopping process
+        hears no news."""
+        while True:
+            # Read before the answers are taken: a batch tells all its results before its
+            # future is done, so once all are done, the answers taken next are the last.
+            done = all(f.done() for f in self._futures)
+            now = time.monotonic()
+            with self._lock:
+                waiting = bool(self._answered)
+            answers_due = waiting and (done or now - self._handed_at >= ANSWERS_EVERY_S)
+            news_due = now - self._planned_at >= LATE_ROUND_MIN_GAP_S
+            news = news_due and not done and not stopped.is_set() and self._news.take()
+            if answers_due or news:
+                with self._lock:
+                    answered, self._answered = self._answered, []
+                if answered:
+                    self._handed_at = now
+                if news:
+                    self._planned_at = now
+                return Wake(answered, news)
+            if done:
+                return None
+            due_in = [] if news_due else [LATE_ROUND_MIN_GAP_S - (now - self._planned_at)]
+            if waiting:
+                due_in.append(ANSWERS_EVERY_S - (now - self._handed_at))
+            self._changed.wait(min(due_in) if due_in else None)
             self._changed.clear()  # what set it is looked at again at the loop's top
-        return False
 
     def results(self) -> dict[str, LaunchResult]:
         """Every create's result by worker id (every future has ended)."""
         return {r.worker_id: r for f in self._futures for r in f.result()}
 
-    def _all_answered(self) -> bool:
-        return all(f.done() for f in self._futures)
+    def _run(self, batch: LaunchBatch) -> list[LaunchResult]:
+        """Create the batch; every result is handed back once: as the provider tells it, or,
+        where it told none (a batch that is one call), when the batch returns."""
+        told: set[str] = set()
+
+        def answered(result: LaunchResult) -> None:
+            told.add(result.worker_id)
+            self._hand_back([result])
+
+        results = self._create(batch, answered)
+        self._hand_back([r for r in results if r.worker_id not in told])
+        return results
+
+    def _hand_back(self, results: list[LaunchResult]) -> None:
+        if results:
+            with self._lock:
+                self._answered += results
+            self._changed.set()
 
 
 @contextmanager
-def creates_in_flight(
-    create: Callable[[LaunchBatch], list[LaunchResult]], news: PassNews
-) -> Iterator[CreatesInFlight]:
+def creates_in_flight(create: Create, news: PassNews) -> Iterator[CreatesInFlight]:
     """Listening to `news` and with the threads the creates run on, for as long as the block;
     leaving it waits for every create sent."""
     with ExitStack() as stack:

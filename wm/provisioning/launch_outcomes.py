@@ -24,12 +24,7 @@ def judge_results(
         for intent in batch.intents:
             result = results.get(intent.worker_id)
             if result is not None and result.cloud_id is not None:
-                data = dict(result.provider_data)
-                outcomes.append(
-                    LaunchOutcome(
-                        intent.worker_id, result.cloud_id, data, tc_worker_id=result.tc_worker_id
-                    )
-                )
+                outcomes += accepted_outcomes([result])
                 continue
             error = (result.error if result else None) or CloudError(
                 provider_id, ErrorCategory.TRANSIENT, "NoResult", "the provider returned no result"
@@ -60,3 +55,13 @@ def judge_results(
                 )
             )
     return outcomes, new_errors
+
+
+def accepted_outcomes(results: Sequence[LaunchResult]) -> list[LaunchOutcome]:
+    """The row updates of the creates the cloud took (its cloud id, launch data and
+    Taskcluster workerId); the others are judged once their whole pass has answered."""
+    return [
+        LaunchOutcome(r.worker_id, r.cloud_id, dict(r.provider_data), tc_worker_id=r.tc_worker_id)
+        for r in results
+        if r.cloud_id is not None
+    ]

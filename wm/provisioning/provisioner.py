@@ -27,12 +27,12 @@ from wm.db.workers import LaunchOutcome, PoolCapacity
 from wm.errors import SHUTTING_DOWN, CloudError, ErrorCategory
 from wm.model import LaunchConfigRecord, PoolRecord, WorkerRecord, WorkerRef
 from wm.ops.telemetry import PROVISION_GAUGES, PROVISION_SECONDS, log, observe_stages
-from wm.providers.base import LaunchBatch, LaunchResult, Provider
+from wm.providers.base import Answered, LaunchBatch, LaunchResult, Provider, not_listening
 from wm.provisioning import estimator
 from wm.provisioning.cost_pass import CostPass
 from wm.provisioning.creates_in_flight import creates_in_flight
 from wm.provisioning.intent_sightings import IntentSightings
-from wm.provisioning.launch_outcomes import judge_results
+from wm.provisioning.launch_outcomes import accepted_outcomes, judge_results
 from wm.provisioning.pass_news import PassNews
 from wm.provisioning.pool_plan import (
     PlanRound,
@@ -195,26 +195,36 @@ class Provisioner:
         configs: dict[str, list[LaunchConfigRecord]],
         recovered: dict[str, int],
     ) -> list[PoolPassReport]:
-        """Read and plan, send; while the creates are out, plan again on news and send that
-        too; then record what every create came to."""
+        """Read and plan, send; while the creates are out, record each VM the cloud took as
+        its create answers, plan again on news and send that too; then record what every
+        other create came to."""
         if not pools:
             return []
         news = self._news[provider.id]
         news.take()  # what came before this pass's first read is in it
         rounds = [self._plan_round(claim, provider, pools, configs)]
         results: dict[str, LaunchResult] = {}
+        accepted: list[WorkerRecord] = []
+        early: set[str] = set()  # workers whose create's answer is recorded already
         if rounds[0].batches():
             with creates_in_flight(functools.partial(self._send, provider), news) as out:
                 out.send(rounds[0].batches())
-                while out.news_while_out(self.stop):
-                    late = self._plan_late(claim, provider, pools, configs, rounds)
-                    if late is not None:
-                        rounds.append(late)
-                        out.send(late.batches())
+                while (wake := out.next_wake(self.stop)) is not None:
+                    # Its VM boots now, and its worker may register before the pass's last
+                    # create answers: the row must hold its cloud id and launch data by then.
+                    taken = accepted_outcomes(wake.answered)
+                    accepted += worker_writes.record_launches(self.engine, taken)
+                    early.update(o.worker_id for o in taken)
+                    if wake.news:
+                        late = self._plan_late(claim, provider, pools, configs, rounds)
+                        if late is not None:
+                            rounds.append(late)
+                            out.send(late.batches())
             results = out.results()
         batches = [b for r in rounds for b in r.batches()]
         outcomes, new_errors = judge_results(provider.id, batches, results)
-        accepted = worker_writes.record_launches(self.engine, outcomes)
+        rest = [o for o in outcomes if o.worker_id not in early]
+        accepted += worker_writes.record_launches(self.engine, rest)
         _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
         self._cost.bench_after(provider, rounds, results)
@@ -355,11 +365,13 @@ class Provisioner:
         # Only the changes are written: no write, no row lock, while the advice stands.
         worker_writes.advise_scale_down(self.engine, flag, unflag)
 
-    def _send(self, provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:
+    def _send(
+        self, provider: Provider, batch: LaunchBatch, answered: Answered = not_listening
+    ) -> list[LaunchResult]:
         if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
             error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
             return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
-        return _create_batch(provider, batch)
+        return _create_batch(provider, batch, answered)
 
 
 def _reports(
@@ -392,9 +404,11 @@ def _reports(
     return reports
 
 
-def _create_batch(provider: Provider, batch: LaunchBatch) -> list[LaunchResult]:
+def _create_batch(
+    provider: Provider, batch: LaunchBatch, answered: Answered = not_listening
+) -> list[LaunchResult]:
     try:
-        return provider.create(batch)
+        return provider.create(batch, answered)
     except CloudError as error:
         # The contract says create returns errors as data; a provider that raises anyway
         # still must not crash the pass.

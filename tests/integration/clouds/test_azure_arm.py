@@ -216,9 +216,12 @@ def test_an_arm_launch_config_deploys_a_vm_with_worker_managers_parameters(
 ):
     config = launch_config(spec_id)
 
-    results = azure_provider.create(batch(config, "w-arm-1", "w-arm-2"))
+    told = []
+    results = azure_provider.create(batch(config, "w-arm-1", "w-arm-2"), told.append)
 
     assert [r.error for r in results] == [None, None]
+    # Each deployment's answer was told as its PUT answered (the provisioner records it then).
+    assert sorted(told, key=lambda r: r.worker_id) == results
     for result in results:
         vm = f"vm-{result.worker_id}"
         assert result.tc_worker_id == vm  # the VM name is the Taskcluster workerId

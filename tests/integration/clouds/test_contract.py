@@ -27,16 +27,18 @@ class Cloud:
     machine_type: str
     image: str
     create_operation: str  # what the sim journals a create as
+    call_per_vm: bool  # a batch is a create call per VM (not one call for all)
 
 
 CLOUDS = {
-    "aws": Cloud("aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890", "RunInstances"),
+    "aws": Cloud("aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890", "RunInstances", False),
     "gcp": Cloud(
         "gcp_provider",
         "sim_gce",
         "e2-small",
         "projects/debian-cloud/global/images/family/debian-12",
         "instances.insert",
+        True,
     ),
     "azure": Cloud(
         "azure_provider",
@@ -44,6 +46,7 @@ CLOUDS = {
         "Standard_D2s_v5",
         "Canonical:ubuntu-24_04-lts:server:latest",
         "VirtualMachines_CreateOrUpdate",
+        True,
     ),
 }
 
@@ -103,6 +106,20 @@ def owner_of(instance, batch: LaunchBatch) -> str | None:
     if instance.batch_token == batch.batch_token and instance.launch_index is not None:
         return batch.intents[instance.launch_index].worker_id
     return None
+
+
+def test_each_create_answer_is_told_once_before_create_returns(cloud):
+    # The provisioner records a VM as soon as its call answers: it may boot and register
+    # before the batch's last call answers.
+    spec, _, provider = cloud
+    batch = make_batch(provider, spec, 3)
+    told = []
+    results = provider.create(batch, told.append)
+    assert all(r.cloud_id and r.error is None for r in results), results
+    assert len({r.worker_id for r in told}) == len(told)
+    assert all(r in results for r in told)
+    if spec.call_per_vm:
+        assert sorted(r.worker_id for r in told) == sorted(r.worker_id for r in results)
 
 
 def test_create_list_lookup_terminate_round_trip(cloud):

@@ -59,9 +59,9 @@ def test_intents_are_committed_before_the_cloud_is_called(engine, aws):
     seen_rows: list[int] = []
     original = aws.create
 
-    def create_and_look(batch):
+    def create_and_look(batch, answered):
         seen_rows.append(len(list_workers(engine, pool_id=POOL)))
-        return original(batch)
+        return original(batch, answered)
 
     aws.create = create_and_look
     provisioner(engine, aws).run_pass("aws-a")
@@ -298,13 +298,13 @@ def test_tasks_that_arrive_while_a_pass_waits_on_its_creates_launch_in_that_pass
     a_out, release, b_created = threading.Event(), threading.Event(), threading.Event()
     original = aws.create
 
-    def create(batch):
+    def create(batch, answered):
         if batch.pool_id == "proj/a":
             a_out.set()
             assert release.wait(30), "the test never released proj/a's creates"
         else:
             b_created.set()
-        return original(batch)
+        return original(batch, answered)
 
     aws.create = create
     p = provisioner(engine, aws)
@@ -326,6 +326,49 @@ def test_tasks_that_arrive_while_a_pass_waits_on_its_creates_launch_in_that_pass
     assert len(aws.instances) == 7
     # The next pass finds the demand met: nothing launched twice.
     assert sum(r.launched for r in p.run_pass("aws-a")) == 0
+
+
+def test_a_vm_the_cloud_took_is_recorded_while_the_rest_of_its_batch_is_out(engine):
+    # A batch of inserts or PUTs answers call by call (GCE, Azure): its first VM boots, and its
+    # worker registers, while the batch's last call is still out (a budget wait, a slow cloud).
+    # Its row must hold its cloud id and launch data by then, or the proof is refused.
+    data = raw()
+    data["pools"][0]["launch_configs"] = data["pools"][0]["launch_configs"][:1]
+    sync(engine, data)
+    aws = MemoryProvider("aws-a", ("us-east-1",))
+    told, release = threading.Event(), threading.Event()
+    original = aws.create
+    first: list[str] = []
+
+    def create(batch, answered):
+        results = original(batch)
+        first.append(results[0].worker_id)
+        answered(results[0])  # the first call answered; the others are still out
+        told.set()
+        assert release.wait(30), "the test never let the batch's other calls answer"
+        return results
+
+    aws.create = create
+    tasks.submit_tasks(engine, POOL, 3, 1.0)
+    p = provisioner(engine, aws)
+    passing = threading.Thread(target=lambda: p.run_pass("aws-a"))
+    passing.start()
+    try:
+        assert told.wait(30), "the batch was never sent"
+
+        def recorded() -> dict[str, str | None]:
+            return {w.worker_id: w.cloud_id for w in list_workers(engine, pool_id=POOL)}
+
+        deadline = time.monotonic() + 30
+        while not recorded()[first[0]] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        during = recorded()
+    finally:
+        release.set()
+        passing.join(30)
+    assert during[first[0]] == aws.instances[first[0]].cloud_id
+    assert [cloud_id for w, cloud_id in during.items() if w != first[0]] == [None, None]
+    assert all(recorded().values())  # and the rest once they answered
 
 
 def test_news_while_a_pass_has_no_creates_out_is_left_to_the_next_pass(engine, aws):
@@ -474,13 +517,13 @@ def test_an_intent_past_its_deadline_waits_for_its_create_before_it_is_deleted(e
     create = aws.create
     during = []
 
-    def slow_create(batch):
+    def slow_create(batch, answered):
         with engine.begin() as conn:  # its registration deadline passes during the create
             conn.execute(text("UPDATE workers SET expires = now() - interval '1 second'"))
         for region in aws.regions:
             scanner.scan(aws.id, region)
         during.extend((w.state.value, w.stop_reason) for w in list_workers(engine, pool_id=POOL))
-        return create(batch)
+        return create(batch, answered)
 
     aws.create = slow_create
     provisioner(engine, aws).run_pass("aws-a")

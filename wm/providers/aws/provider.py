@@ -44,10 +44,12 @@ from wm.providers.base import (
     TAG_BATCH,
     TAG_DEPLOYMENT,
     TAG_WORKER,
+    Answered,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
     UnitRecords,
+    not_listening,
     owned,
 )
 from wm.providers.gate import provider_gate
@@ -112,7 +114,8 @@ class AwsProvider:
 
     # --- the Provider protocol -------------------------------------------------------------
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
+        # One RunInstances answers the whole batch at once: nothing to tell before returning.
         if not batch.intents:
             return []
         region = batch.spec.region

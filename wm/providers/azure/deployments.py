@@ -11,6 +11,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from wm.errors import CloudError, ErrorCategory
@@ -53,7 +54,15 @@ from wm.providers.azure.arm_host import ArmHost
 from wm.providers.azure.arm_leftovers import LeftoverSweep
 from wm.providers.azure.arm_workers import deployment_instance, gone_instance, join, view
 from wm.providers.azure.names import computer_name, vm_name
-from wm.providers.base import TAG_WORKER, LaunchBatch, LaunchResult, TerminateResult
+from wm.providers.base import (
+    TAG_WORKER,
+    Answered,
+    LaunchBatch,
+    LaunchResult,
+    TerminateResult,
+    not_listening,
+    telling,
+)
 from wm.providers.meter import carry
 
 
@@ -85,7 +94,7 @@ class ArmDeployments:
 
     # -- create ------------------------------------------------------------------------------
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
         spec = batch.spec
         launch_config = spec.launch_config
         where = location(launch_config) or spec.region
@@ -97,10 +106,12 @@ class ArmDeployments:
             error = error.not_found_as_config()
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
 
-        def create_one(worker_id: str) -> LaunchResult:
-            return self._create_one(batch, worker_id, where, DeploymentRef(group, "", keep))
-
-        return list(self._p.pool.map(carry(create_one), [i.worker_id for i in batch.intents]))
+        target = DeploymentRef(group, "", keep)
+        jobs = [
+            carry(telling(answered, partial(self._create_one, batch, i.worker_id, where, target)))
+            for i in batch.intents
+        ]
+        return [future.result() for future in [self._p.pool.submit(job) for job in jobs]]
 
     def _create_one(
         self, batch: LaunchBatch, worker_id: str, where: str, target: DeploymentRef

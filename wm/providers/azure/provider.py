@@ -67,12 +67,15 @@ from wm.providers.azure.vm_body import admin_password, admin_username, vm_body
 from wm.providers.azure.vm_put import PutVm, put_vm
 from wm.providers.base import (
     NO_RECORDS,
+    Answered,
     LaunchBatch,
     LaunchResult,
     TerminateResult,
     UnitRecords,
+    not_listening,
     owned,
     ownership_tags,
+    telling,
 )
 from wm.providers.gate import Gate, provider_gate
 from wm.providers.meter import carry
@@ -160,13 +163,15 @@ class AzureProvider:
 
     # -- create ------------------------------------------------------------------------------
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
         if arm_deployment(batch.spec.launch_config):
-            return self._arm.create(batch)
+            return self._arm.create(batch, answered)
         make_body = partial(self._vm_body, batch)
-        return list(
-            self._pool.map(carry(lambda i: self._create_one(i.worker_id, make_body)), batch.intents)
-        )
+        jobs = [
+            carry(telling(answered, partial(self._create_one, i.worker_id, make_body)))
+            for i in batch.intents
+        ]
+        return [future.result() for future in [self._pool.submit(job) for job in jobs]]
 
     def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
         name = vm_name(worker_id)

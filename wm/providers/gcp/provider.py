@@ -50,13 +50,16 @@ from wm.providers.base import (
     TAG_LAUNCH_CONFIG,
     TAG_POOL,
     TAG_WORKER,
+    Answered,
     LaunchBatch,
     LaunchIntent,
     LaunchResult,
     TerminateResult,
     UnitRecords,
+    not_listening,
     owned,
     ownership_tags,
+    telling,
 )
 from wm.providers.gate import provider_gate
 from wm.providers.gcp import errors as gcp_errors
@@ -171,11 +174,14 @@ class GcpProvider:
 
     # -- create ----------------------------------------------------------------------------------
 
-    def create(self, batch: LaunchBatch) -> list[LaunchResult]:
+    def create(self, batch: LaunchBatch, answered: Answered = not_listening) -> list[LaunchResult]:
         for intent in batch.intents:
             if not WORKER_NAME_PATTERN.fullmatch(intent.worker_id):
                 raise ValueError(f"worker id {intent.worker_id!r} is not a valid GCE name")
-        jobs = [partial(self._insert, batch, i, intent) for i, intent in enumerate(batch.intents)]
+        jobs = [
+            telling(answered, partial(self._insert, batch, i, intent))
+            for i, intent in enumerate(batch.intents)
+        ]
         return self._each(jobs)
 
     def _insert(self, batch: LaunchBatch, index: int, intent: LaunchIntent) -> LaunchResult:

@@ -55,7 +55,7 @@ from typing import Any
 from bench.common import REPO_DIR
 from bench.launch_arms import ARM_CLASSES, SETTINGS
 from bench.launch_sim import Sim
-from bench.output import cell, emit, largest_deviation, percentile, ratios, rounded
+from bench.output import aligned, cell, emit, largest_deviation, percentile, ratios, rounded
 from wm.config.launch_choice import DEFAULT_BETA, DEFAULT_SPREAD
 from wmsim.market import Market
 from wmsim.market.scenario import load
@@ -212,14 +212,9 @@ def table(name: str, title: str, result: dict[str, Any]) -> str:
                 "-" if spread is None else f"{spread[0]:g} to {spread[1]:g}",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     deviation = ", ".join(f"{a} {v:g}" for a, v in result["control_deviation"].items())
     lines = [f"{name}: {title} (largest deviation from worker-manager: {deviation})"]
-    lines += [
-        r[0].ljust(widths[0])
-        + "".join(c.rjust(w + 2) for c, w in zip(r[1:], widths[1:], strict=True))
-        for r in rows
-    ]
+    lines += aligned(rows)
     if "undisturbed" in result:
         floor, best = result["undisturbed"], result["best_possible_ratio"]
         lines.append(

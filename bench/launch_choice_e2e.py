@@ -83,7 +83,7 @@ from bench.launch_e2e_world import (
     wait_until,
     web_ready,
 )
-from bench.output import cell, emit, ratios
+from bench.output import aligned, cell, emit, ratios
 from wm.config import loader as config_module
 from wm.db import tasks as task_store
 from wm.pools.changes import ApplyDefinitions, apply_change
@@ -324,14 +324,9 @@ def table(name: str, title: str, result: Mapping[str, Any]) -> str:
                 cell(result["ratio"]["wm-cost"][fig]),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     deviation = ", ".join(f"{a} {v:g}" for a, v in result["control_deviation"].items())
     lines = [f"{name} end to end: {title} (largest deviation from worker-manager: {deviation})"]
-    lines += [
-        r[0].ljust(widths[0])
-        + "".join(c.rjust(w + 2) for c, w in zip(r[1:], widths[1:], strict=True))
-        for r in rows
-    ]
+    lines += aligned(rows)
     return "\n".join(lines)
 
 

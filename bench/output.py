@@ -71,19 +71,24 @@ def cell(value: Any) -> str:
     return f"{value:g}"
 
 
+def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table's lines: its first column to the left, the others to the right, each as wide
+    as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        row[0].ljust(widths[0])
+        + "".join(c.rjust(w + 2) for c, w in zip(row[1:], widths[1:], strict=True))
+        for row in rows
+    ]
+
+
 def table(result: Mapping[str, Any]) -> str:
     """wm, baseline and their ratio, one figure a row."""
     rows = [("figure", "wm", "baseline", "baseline/wm")]
     for name in result["wm"]:
         cells = (result["wm"][name], result["baseline"][name], result["ratio"][name])
         rows.append((name, *(cell(v) for v in cells)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        row[0].ljust(widths[0])
-        + "".join(c.rjust(w + 2) for c, w in zip(row[1:], widths[1:], strict=True))
-        for row in rows
-    ]
-    return "\n".join(lines)
+    return "\n".join(aligned(rows))
 
 
 def measured_on(repo: Path = REPO_DIR) -> str | None:

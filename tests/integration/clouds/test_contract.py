@@ -31,7 +31,9 @@ class Cloud:
 
 
 CLOUDS = {
-    "aws": Cloud("aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890", "RunInstances", False),
+    "aws": Cloud(
+        "aws_provider", "sim_ec2", "m5.large", "ami-0abcdef1234567890", "RunInstances", False
+    ),
     "gcp": Cloud(
         "gcp_provider",
         "sim_gce",

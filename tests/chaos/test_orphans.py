@@ -3,10 +3,12 @@
 Each cloud holds, besides wm's own workers: VMs tagged with this deployment that have no row
 (left by a crash long ago), one such VM younger than the orphan grace period, a VM of the same
 account without wm's tags (someone else's), one of another wm deployment, and the VMs of a
-launch in flight: a provisioner whose creates have returned but whose pass has not recorded
-them yet (the rest of the pass held by its rate limit), so their rows have no cloud id while
-the VMs age past the grace period. A scan terminates only the old tagged orphans; the young one
-goes once it is old; the strangers are never touched, and the launch in flight is adopted.
+launch in flight: a provisioner whose creates the clouds carried out but whose answers have
+not come back (held by the cloud; the rest of the pass held by its rate limit), so their rows
+have no cloud id while the VMs age past the grace period. (A pass records each VM as its
+create answers: only an answer still out leaves a made VM's row without its id.) A scan
+terminates only the old tagged orphans; the young one goes once it is old; the strangers are
+never touched, and the launch in flight is adopted.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.scanning.scanner import Scanner
 
 GRACE_S = 3.0  # orphan grace period
+ANSWER_HELD_S = 120.0  # longer than the scenario: cut short when the test resets the sims
 INTERVALS = {"provision_s": 0.3, "orphan_grace_s": GRACE_S}
 
 
@@ -74,6 +77,10 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
             kind, sim, "other-deploy", {TAG_DEPLOYMENT: "other-deploy", TAG_WORKER: "x"}
         )
         tasks.submit_tasks(engine, f"proj/{kind}", 3, 60.0)
+        # Each create is carried out at once and its answer held until the sim is reset.
+        sim.faults.behaviour.update(
+            lose_rate=1.0, hang_s=ANSWER_HELD_S, fault_operations=(CREATE_OPERATION[kind],)
+        )
     in_flight = held_stack.start("provisioner")
 
     def creates_returned() -> bool:
@@ -85,7 +92,9 @@ def test_only_old_tagged_orphans_are_terminated_while_a_launch_is_in_flight(
 
     in_flight.wait_for(creates_returned, 30, "two creates made on every cloud")
     made_at = time.monotonic()
-    assert not any(r.cloud_id for r in list_workers(engine))  # not recorded: still in flight
+    for sim in clouds.sims:  # their answers stay held; what comes later is answered
+        sim.faults.behaviour.update(lose_rate=0.0)
+    assert not any(r.cloud_id for r in list_workers(engine))  # not answered: still in flight
     flying = {vm.cloud_id for sim in clouds.sims for vm in sim.instances()} - {
         cid for by_name in planted.values() for cid in by_name.values()
     }

@@ -226,9 +226,10 @@ def test_stale_intents_are_adopted_or_stopped(engine, aws):
         )
     aws.create_calls.clear()
     restarted = provisioner(engine, aws)
+    # Read before the pass that first sees them: its sighting is no earlier than this.
+    seen_at = time.monotonic()
     (first,) = restarted.run_pass("aws-a")
     assert first.recovered == 0
-    seen_at = time.monotonic()
     report = first
     while report.recovered == 0 and time.monotonic() - seen_at < 10:
         (report,) = restarted.run_pass("aws-a")

@@ -359,9 +359,15 @@ def test_a_proof_out_of_its_form_is_refused_by_the_schema_and_changes_nothing(
     assert api.register(target, genuine).status == 200
 
 
-def test_the_fetcher_logged_every_refusal_by_its_reason_only(api: ApiStack):
-    # Runs after the forgeries above (same module, same process): the log shows the reasons
-    # and never the URLs, which are the forger's text.
+def test_the_fetcher_logged_every_refusal_by_its_reason_only(
+    api: ApiStack, trap: Listener, stranger_key
+):
+    # The log shows the reasons and never the URLs, which are the forger's text. The URL
+    # forgeries are sent here (pytest-xdist may run the tests above in another worker).
+    for name in sorted(REFUSED_URLS):
+        target, other = api.launch("azure", 2)
+        forged = AZURE_FORGERIES[name](Scene(api, target, other, stranger_key, trap))
+        assert api.register(target, forged).status == 400
     reasons = {line["reason"] for line in api.events("identity-fetch-refused")}
     assert {"URL host is an IP address", "URL host is not on the allow-list"} <= reasons
     assert "URL port is not allowed" in reasons

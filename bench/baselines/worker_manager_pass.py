@@ -293,15 +293,10 @@ class WorkerManagerProvisioner(Provisioner):
         if not batches:
             return {}
         results: dict[str, LaunchResult] = {}
-        told: set[str] = set()
-
-        def answered(answer: LaunchResult) -> None:
-            told.add(answer.worker_id)
-            self._record_taken([answer])
-
         with ThreadPoolExecutor(min(CREATE_CONCURRENCY, len(batches))) as pool:
-            for answers in pool.map(lambda b: self._send(provider, b, answered), batches):
-                self._record_taken([r for r in answers if r.worker_id not in told])
+            # Every result is told once (`_create_batch`): each VM recorded as it answers.
+            sent = pool.map(lambda b: self._send(provider, b, self._record_one), batches)
+            for answers in sent:
                 results.update({r.worker_id: r for r in answers})
         return results
 
@@ -309,3 +304,6 @@ class WorkerManagerProvisioner(Provisioner):
         """worker-manager writes a worker's row as its create answers: after each RunInstances
         (aws.js), after each insert or VM request (google.js, azure)."""
         worker_writes.record_launches(self.engine, accepted_outcomes(answers))
+
+    def _record_one(self, answer: LaunchResult) -> None:
+        self._record_taken([answer])

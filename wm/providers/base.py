@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol
 
 from wm.errors import CloudError, ErrorScope
 from wm.model import CloudInstance, LaunchSpec, Offering, WorkerRecord, WorkerRef
@@ -141,17 +141,18 @@ NO_RECORDS = UnitRecords()  # a listing from the provider's config alone (tools,
 
 # Told one create result the moment its call is answered (`Provider.create`).
 Answered = Callable[[LaunchResult], None]
+P = ParamSpec("P")
 
 
 def not_listening(result: LaunchResult) -> None:
     """The `answered` of a caller that reads create's results only when it returns."""
 
 
-def telling(answered: Answered, job: Callable[[], LaunchResult]) -> Callable[[], LaunchResult]:
+def telling(answered: Answered, job: Callable[P, LaunchResult]) -> Callable[P, LaunchResult]:
     """`job`, telling `answered` its result before returning it."""
 
-    def run() -> LaunchResult:
-        result = job()
+    def run(*args: P.args, **kwargs: P.kwargs) -> LaunchResult:
+        result = job(*args, **kwargs)
         answered(result)
         return result
 

@@ -35,6 +35,7 @@ LATE_ROUND_MIN_GAP_S = 0.05
 # A VM takes far longer to boot and register (EC2's fastest, tens of seconds).
 ANSWERS_EVERY_S = 1.0
 
+# Creates a batch, telling `Answered` each of its results exactly once before returning.
 Create = Callable[[LaunchBatch, Answered], list[LaunchResult]]
 
 
@@ -69,7 +70,7 @@ class CreatesInFlight:
         """Send `batches` beside those out; what follows them was planned now."""
         self._planned_at = time.monotonic()
         for batch in batches:
-            future = self._pool.submit(self._run, batch)
+            future = self._pool.submit(self._create, batch, self._hand_back)
             future.add_done_callback(lambda _: self._changed.set())
             self._futures.append(future)
 
@@ -109,24 +110,10 @@ class CreatesInFlight:
         """Every create's result by worker id (every future has ended)."""
         return {r.worker_id: r for f in self._futures for r in f.result()}
 
-    def _run(self, batch: LaunchBatch) -> list[LaunchResult]:
-        """Create the batch; every result is handed back once: as the provider tells it, or,
-        where it told none (a batch that is one call), when the batch returns."""
-        told: set[str] = set()
-
-        def answered(result: LaunchResult) -> None:
-            told.add(result.worker_id)
-            self._hand_back([result])
-
-        results = self._create(batch, answered)
-        self._hand_back([r for r in results if r.worker_id not in told])
-        return results
-
-    def _hand_back(self, results: list[LaunchResult]) -> None:
-        if results:
-            with self._lock:
-                self._answered += results
-            self._changed.set()
+    def _hand_back(self, result: LaunchResult) -> None:
+        with self._lock:
+            self._answered.append(result)
+        self._changed.set()
 
 
 @contextmanager

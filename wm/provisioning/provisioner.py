@@ -205,7 +205,6 @@ class Provisioner:
         rounds = [self._plan_round(claim, provider, pools, configs)]
         results: dict[str, LaunchResult] = {}
         accepted: list[WorkerRecord] = []
-        early: set[str] = set()  # workers whose create's answer is recorded already
         if rounds[0].batches():
             with creates_in_flight(functools.partial(self._send, provider), news) as out:
                 out.send(rounds[0].batches())
@@ -214,7 +213,6 @@ class Provisioner:
                     # create answers: the row must hold its cloud id and launch data by then.
                     taken = accepted_outcomes(wake.answered)
                     accepted += worker_writes.record_launches(self.engine, taken)
-                    early.update(o.worker_id for o in taken)
                     if wake.news:
                         late = self._plan_late(claim, provider, pools, configs, rounds)
                         if late is not None:
@@ -223,7 +221,9 @@ class Provisioner:
             results = out.results()
         batches = [b for r in rounds for b in r.batches()]
         outcomes, new_errors = judge_results(provider.id, batches, results)
-        rest = [o for o in outcomes if o.worker_id not in early]
+        # Every VM the cloud took was recorded as its answer came (all are handed out before
+        # the wait ends): what is left are the creates that took nothing.
+        rest = [o for o in outcomes if o.cloud_id is None]
         accepted += worker_writes.record_launches(self.engine, rest)
         _observe_stages(provider.id, accepted, "requested_to_accepted")
         pool_errors.record_errors(self.engine, new_errors)
@@ -370,7 +370,10 @@ class Provisioner:
     ) -> list[LaunchResult]:
         if self.stop.is_set():  # shutting down: a batch not yet sent is not sent
             error = CloudError(provider.id, ErrorCategory.PAUSED, SHUTTING_DOWN, "not sent")
-            return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+            unsent = [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+            for result in unsent:
+                answered(result)
+            return unsent
         return _create_batch(provider, batch, answered)
 
 
@@ -407,16 +410,28 @@ def _reports(
 def _create_batch(
     provider: Provider, batch: LaunchBatch, answered: Answered = not_listening
 ) -> list[LaunchResult]:
+    """The batch's results, each told to `answered` exactly once: as the provider tells it
+    (its call answered), else when the batch returns (a batch that is one call tells none)."""
+    told: set[str] = set()
+
+    def tell(result: LaunchResult) -> None:
+        told.add(result.worker_id)
+        answered(result)
+
     try:
-        return provider.create(batch, answered)
+        results = provider.create(batch, tell)
     except CloudError as error:
         # The contract says create returns errors as data; a provider that raises anyway
         # still must not crash the pass.
-        return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+        results = [LaunchResult(i.worker_id, None, error) for i in batch.intents]
     except Exception as exc:  # a bug in a provider: visible, contained
         log("provider-create-crashed", logging.ERROR, exc_info=True, provider=provider.id)
         error = CloudError(provider.id, ErrorCategory.TRANSIENT, type(exc).__name__, str(exc))
-        return [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+        results = [LaunchResult(i.worker_id, None, error) for i in batch.intents]
+    for result in results:
+        if result.worker_id not in told:
+            answered(result)
+    return results
 
 
 def _observe_stages(provider_id: str, rows: Sequence[WorkerRecord], stage: str) -> None:

@@ -11,7 +11,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from wm.errors import CloudError, ErrorCategory
@@ -106,12 +105,11 @@ class ArmDeployments:
             error = error.not_found_as_config()
             return [LaunchResult(i.worker_id, None, error=error) for i in batch.intents]
 
-        target = DeploymentRef(group, "", keep)
-        jobs = [
-            carry(telling(answered, partial(self._create_one, batch, i.worker_id, where, target)))
-            for i in batch.intents
-        ]
-        return [future.result() for future in [self._p.pool.submit(job) for job in jobs]]
+        def create_one(worker_id: str) -> LaunchResult:
+            return self._create_one(batch, worker_id, where, DeploymentRef(group, "", keep))
+
+        jobs = carry(telling(answered, create_one))
+        return list(self._p.pool.map(jobs, [i.worker_id for i in batch.intents]))
 
     def _create_one(
         self, batch: LaunchBatch, worker_id: str, where: str, target: DeploymentRef

@@ -167,11 +167,8 @@ class AzureProvider:
         if arm_deployment(batch.spec.launch_config):
             return self._arm.create(batch, answered)
         make_body = partial(self._vm_body, batch)
-        jobs = [
-            carry(telling(answered, partial(self._create_one, i.worker_id, make_body)))
-            for i in batch.intents
-        ]
-        return [future.result() for future in [self._pool.submit(job) for job in jobs]]
+        create_one = telling(answered, lambda i: self._create_one(i.worker_id, make_body))
+        return list(self._pool.map(carry(create_one), batch.intents))
 
     def _create_one(self, worker_id: str, make_body: Callable[[str], dict]) -> LaunchResult:
         name = vm_name(worker_id)

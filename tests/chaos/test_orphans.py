@@ -35,7 +35,9 @@ from wm.providers import build_provider
 from wm.providers.base import TAG_DEPLOYMENT, TAG_POOL, TAG_WORKER
 from wm.scanning.scanner import Scanner
 
-GRACE_S = 3.0  # orphan grace period
+# Orphan grace period: longer than scanning every unit takes on a busy machine, so that the
+# orphan planted just before the scans is still young when its own unit is scanned.
+GRACE_S = 6.0
 ANSWER_HELD_S = 120.0  # longer than the scenario: cut short when the test resets the sims
 INTERVALS = {"provision_s": 0.3, "orphan_grace_s": GRACE_S}
 

@@ -110,7 +110,8 @@ def _take_statement():
         .render_derived(name="wanted")
     )
     # Never negative: a take that waited for a row's lock may have started before the take that
-    # held it (and stamped the row later): a negative time would shrink a full bucket.
+    # held it (and stamped the row later): a negative time would shrink a full bucket. Nor does
+    # such a take move the stamp back: the next take would refill the time between twice.
     elapsed = func.greatest(0.0, cast(func.extract("epoch", now - b.updated), Float))
     recovered = case(
         (
@@ -149,7 +150,11 @@ def _take_statement():
             b.scope == current.c.scope,
             b.call_class == current.c.call_class,
         )
-        .values(shrink=current.c.shrink, tokens=current.c.refilled - granted, updated=now)
+        .values(
+            shrink=current.c.shrink,
+            tokens=current.c.refilled - granted,
+            updated=func.greatest(b.updated, now),
+        )
         .returning(
             b.scope,
             b.call_class,
@@ -212,7 +217,7 @@ def shrink(engine: Engine, key: BucketKey, factor: float, hold: timedelta) -> fl
             shrink=func.greatest(SHRINK_FLOOR, b.shrink * factor),
             tokens=func.least(b.tokens, 0.0),
             shrink_until=now + hold,
-            updated=now,
+            updated=func.greatest(b.updated, now),  # never back (as a take's stamp)
         )
         .returning(b.shrink)
     )

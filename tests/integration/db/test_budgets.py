@@ -277,6 +277,7 @@ def test_takes_of_the_same_buckets_in_either_order_at_once_never_deadlock(engine
     # and must not count that as time running backwards (it shrank a full bucket).
     a = BucketKey(KEY.account, "us-east-1", "describe")
     b = BucketKey(KEY.account, "us-east-1", "run-instances")
+    started = time.monotonic()
     store.ensure_buckets(engine, {a: (1e6, 1.0), b: (1e6, 1.0)})
     failures: list[BaseException] = []
 
@@ -294,5 +295,7 @@ def test_takes_of_the_same_buckets_in_either_order_at_once_never_deadlock(engine
         thread.join()
 
     assert failures == []
-    assert store.take(engine, a, 0, 0).tokens == pytest.approx(1e6 - 300, abs=1)
-    assert store.take(engine, b, 0, 0).tokens == pytest.approx(1e6 - 300, abs=1)
+    for key in (a, b):
+        # Never less than 300 taken from full (no shrinking); more only as refilled since.
+        tokens = store.take(engine, key, 0, 0).tokens
+        assert 1e6 - 300 - 0.01 <= tokens <= 1e6 - 300 + refilled_within(started, per_s=1.0)

@@ -174,6 +174,7 @@ class WorkerRecord:
     # Taskcluster's workerId: EC2 instance id, GCE numeric instance id, Azure VM name.
     tc_worker_id: str | None = None
     booted_at: datetime | None = None  # its VM's boot, as its worker reported (systemBootTime)
+    launch_refused: str | None = None  # the class of the refusal that ended its launch
 
     @property
     def unresolved_intent(self) -> bool:

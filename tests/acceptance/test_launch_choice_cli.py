@@ -96,6 +96,7 @@ def test_explain_shows_each_launch_configs_price_bench_and_weights(tmp_path, db_
             OfferingSignal("aws-sim", EAST, SignalKind.PRICE, 0.096, "test", now),
             OfferingSignal("aws-sim", WEST, SignalKind.PRICE, 0.192, "test", now),
         ],
+        fresh_for_s=3600.0,
     )
     until = now.timestamp() + 600
     offering_state.write_bench(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, and_, any_, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert
 from wm.db.arrays import ids_param
 from wm.db.engine import one_statement
 from wm.db.tables import offering_bench, offering_signals, workers
+from wm.errors import ErrorCategory
 from wm.model import Offering, OfferingSignal, SignalKind, WorkerState
 from wm.provisioning.cost_choice import Evidence, PoolFacts
 from wm.provisioning.offering_bench import BenchState
@@ -53,11 +54,13 @@ def _key(provider_id: str, offering: Offering) -> dict[str, str]:
     }
 
 
-def write_signals(engine: Engine, signals: Sequence[OfferingSignal]) -> None:
-    """Upsert the signals, one row per (provider, offering, kind): the newest value wins. A
-    signal older than the one held is ignored (two collectors racing, or a replayed batch)."""
+def write_signals(engine: Engine, signals: Sequence[OfferingSignal], fresh_for_s: float) -> None:
+    """Upsert the signals, one row per (provider, offering, kind): the newest value wins, and
+    is read for `fresh_for_s` after it was observed. A signal older than the one held is
+    ignored (two collectors racing, or a replayed batch)."""
     if not signals:
         return
+    fresh_for = timedelta(seconds=fresh_for_s)
     rows: dict[tuple[str, ...], dict[str, object]] = {}
     for signal in signals:
         row = {
@@ -66,6 +69,7 @@ def write_signals(engine: Engine, signals: Sequence[OfferingSignal]) -> None:
             "value": signal.value,
             "source": signal.source,
             "observed_at": signal.observed_at,
+            "fresh_until": signal.observed_at + fresh_for,
         }
         key = tuple(str(row[c]) for c in (*OFFERING_KEY, "kind"))
         held = rows.get(key)
@@ -79,6 +83,7 @@ def write_signals(engine: Engine, signals: Sequence[OfferingSignal]) -> None:
             "value": statement.excluded.value,
             "source": statement.excluded.source,
             "observed_at": statement.excluded.observed_at,
+            "fresh_until": statement.excluded.fresh_until,
         },
         where=offering_signals.c.observed_at <= statement.excluded.observed_at,
     )
@@ -87,14 +92,16 @@ def write_signals(engine: Engine, signals: Sequence[OfferingSignal]) -> None:
 
 
 _READ_SIGNALS = select(offering_signals).where(
-    offering_signals.c.provider_id == bindparam("provider_id")
+    offering_signals.c.provider_id == bindparam("provider_id"),
+    offering_signals.c.fresh_until > func.now(),
 )
 
 
 def read_signals(
     engine: Engine, provider_id: str
 ) -> dict[tuple[Offering, SignalKind], OfferingSignal]:
-    """Every signal held for the provider's offerings, by offering and kind."""
+    """Every signal held for the provider's offerings that is still fresh, by offering and
+    kind: one past its time (its source down or not asked for a while) is as unknown."""
     found: dict[tuple[Offering, SignalKind], OfferingSignal] = {}
     with one_statement(engine) as conn:
         for row in conn.execute(_READ_SIGNALS, {"provider_id": provider_id}).mappings():
@@ -200,7 +207,7 @@ _EVIDENCE = text(
     """
 WITH w AS (
     SELECT w.pool_id, w.launch_config_id, w.accepted_at, w.preempted_at, w.stopped_at,
-           w.created, w.stop_reason,
+           w.created, w.launch_refused,
            CASE WHEN p.requires_registration THEN w.registered_at ELSE w.cloud_running_at END
                AS ready_at,
            coalesce(w.registered_at, w.cloud_running_at, w.accepted_at) AS up_at,
@@ -213,7 +220,7 @@ SELECT pool_id, launch_config_id, GROUPING(launch_config_id) AS whole_pool,
     coalesce(sum(power(0.5, extract(epoch FROM at - accepted_at) / :creates_hl))
         FILTER (WHERE accepted_at IS NOT NULL), 0) AS creates_ok,
     coalesce(sum(power(0.5, extract(epoch FROM at - created) / :creates_hl))
-        FILTER (WHERE stop_reason LIKE :capacity_refusal), 0) AS capacity_failures,
+        FILTER (WHERE launch_refused = :capacity), 0) AS capacity_failures,
     coalesce(sum(power(0.5, extract(epoch FROM at - preempted_at) / :preempt_hl))
         FILTER (WHERE preempted_at IS NOT NULL), 0) AS preempted,
     coalesce(sum(
@@ -260,8 +267,8 @@ def read_evidence(engine: Engine, pool_ids: Sequence[str]) -> EvidenceReading:
         "preempt_hl": PREEMPTION_HALF_LIFE_S,
         "ready_hl": REGISTRATION_HALF_LIFE_S,
         "ready_window_s": REGISTRATION_HALF_LIFE_S,
-        # judge_results' reason for a definite refusal of the capacity class
-        "capacity_refusal": "launch failed: capacity %",
+        # refused at once (judge_results) or failed late (the scan: launch_failures)
+        "capacity": str(ErrorCategory.CAPACITY),
     }
     with one_statement(engine) as conn:
         for row in conn.execute(_EVIDENCE, parameters).mappings():

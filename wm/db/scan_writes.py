@@ -75,6 +75,7 @@ def apply_changes(
         ("reason", Text, [c.reason for c in changes]),
         ("preempted", Boolean, [c.preempted for c in changes]),
         ("tc_worker_id", Text, [c.tc_worker_id for c in changes]),
+        ("refused", Text, [c.refused for c in changes]),
     )
     statement = (
         update(workers)
@@ -90,6 +91,7 @@ def apply_changes(
             # Kept once known: a VM's workerId never changes.
             tc_worker_id=func.coalesce(workers.c.tc_worker_id, data.c.tc_worker_id),
             stop_reason=func.coalesce(data.c.reason, workers.c.stop_reason),
+            launch_refused=func.coalesce(data.c.refused, workers.c.launch_refused),
             preempted_at=case(
                 (data.c.preempted, func.coalesce(workers.c.preempted_at, func.now())),
                 else_=workers.c.preempted_at,
@@ -116,7 +118,7 @@ def apply_changes(
 _MOVED = ("worker_id", "state", "version", "cloud_id", "tc_worker_id", "stop_reason")
 _MOVED += ("preempted_at", "last_checked", "last_modified", "stopping_at", "stopped_at")
 _MOVED += ("should_terminate", "last_active", "first_claimed_at", "cloud_running_at")
-_MOVED += ("delete_called_at",)
+_MOVED += ("delete_called_at", "launch_refused")
 _MOVED_COLUMNS = tuple(workers.c[name] for name in _MOVED)
 
 

@@ -125,6 +125,9 @@ workers = Table(
     # When its VM booted, as worker-runner said at registration (systemBootTime), bounded by
     # when the cloud accepted the create and when it registered.
     Column("booted_at", DateTime(timezone=True), nullable=True),
+    # The class of the cloud's refusal that ended its launch (capacity, quota, ...), whether the
+    # create was refused or failed after the cloud took it (migration 0012).
+    Column("launch_refused", Text, nullable=True),
     CheckConstraint(f"state IN {WORKER_STATES!r}", name="state"),
     ForeignKeyConstraint(
         ["pool_id", "launch_config_id"],
@@ -270,6 +273,8 @@ offering_signals = Table(
     Column("value", Float, nullable=False),
     Column("source", Text, nullable=False),
     Column("observed_at", DateTime(timezone=True), nullable=False),
+    # Read no more after this (its source's cadence, a few times over: migration 0013).
+    Column("fresh_until", DateTime(timezone=True), nullable=False),
 )
 
 # Offerings that refused capacity lately (wm/provisioning/offering_bench.py): no launches there

@@ -167,8 +167,11 @@ def _refuse_statement():
         func.unnest(
             bindparam("r_worker_ids", type_=ARRAY(Text)),
             bindparam("r_reasons", type_=ARRAY(Text)),
+            bindparam("r_refused", type_=ARRAY(Text)),
         )
-        .table_valued(column("worker_id", Text), column("stop_reason", Text))
+        .table_valued(
+            column("worker_id", Text), column("stop_reason", Text), column("refused", Text)
+        )
         .render_derived(name="refused")
     )
     return (
@@ -179,7 +182,11 @@ def _refuse_statement():
             # A row that holds a cloud id has a VM, whatever a create's answer said.
             workers.c.cloud_id.is_(None),
         )
-        .values(stop_reason=refused.c.stop_reason, **moved(REFUSE))
+        .values(
+            stop_reason=refused.c.stop_reason,
+            launch_refused=refused.c.refused,
+            **moved(REFUSE),
+        )
     )
 
 
@@ -228,6 +235,7 @@ def record_launches(engine: Engine, outcomes: Sequence[LaunchOutcome]) -> list[W
                 {
                     "r_worker_ids": [o.worker_id for o in refused],
                     "r_reasons": [o.stop_reason for o in refused],
+                    "r_refused": [o.refused for o in refused],
                 },
             )
         if unanswered:

@@ -59,6 +59,7 @@ def worker_from_row(row) -> WorkerRecord:
         unanswered_at=row.unanswered_at,
         tc_worker_id=row.tc_worker_id,
         booted_at=row.booted_at,
+        launch_refused=row.launch_refused,
     )
 
 
@@ -110,6 +111,7 @@ class LaunchOutcome:
     cloud_id: str | None
     provider_data: Mapping[str, Any]
     stop_reason: str | None = None  # set when the cloud surely made nothing: row -> stopped
+    refused: str | None = None  # the class of the cloud's refusal, when it refused the create
     tc_worker_id: str | None = None  # Taskcluster's workerId for the VM, when the cloud named it
     # Its create was never sent (the process stopped first): no VM, no worker; the row goes.
     withdrawn: bool = False

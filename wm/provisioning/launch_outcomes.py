@@ -37,10 +37,13 @@ def judge_results(
             # Only a definite "nothing was made" stops the row. Otherwise (a lost answer, a
             # 5xx, or a refusal after an attempt that may have acted) the VM may exist: the
             # row stays requested, to be adopted by its tag or stopped once surely VM-less.
-            reason = None
             if error.nothing_applied:
                 reason = f"launch failed: {error.category} {error.code}"
-            outcomes.append(LaunchOutcome(intent.worker_id, None, {}, reason))
+                outcomes.append(
+                    LaunchOutcome(intent.worker_id, None, {}, reason, refused=error.category)
+                )
+            else:
+                outcomes.append(LaunchOutcome(intent.worker_id, None, {}))
             failures.setdefault((str(error.category), error.code), []).append(error)
         for (category, code), errs in failures.items():
             new_errors.append(

@@ -1,15 +1,17 @@
 """Launches the cloud failed after accepting them, as a scan finds them: the VM or deployment
 ends failed (Azure's AllocationFailed comes that way) or the insert's operation does (GCE's
 ZONE_RESOURCE_POOL_EXHAUSTED). Each provider reads the refusal from the stop reason it gave
-the worker (`failed_launch`); the scan files it as a pool error against its launch config, and
-for a pool whose launch choice reads the bench ([launch_choice] shadow or cost) benches the
-offering as a refused create would."""
+the worker (`failed_launch`); the scan keeps its class on the row (`launch_refused`, which the
+launch choice's evidence counts as it counts a refused create), files it as a pool error
+against its launch config, and for a pool whose launch choice reads the bench ([launch_choice]
+shadow or cost) benches the offering as a refused create would."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from sqlalchemy import Engine
 
@@ -25,20 +27,36 @@ from wm.scanning.scan_errors import FILED_AS_KIND, launch_errors
 from wm.workers.transitions import RowChange
 
 
-def record(
-    engine: Engine,
-    provider: Provider,
-    launch_choice: LaunchChoiceConfig,
-    changes: Sequence[RowChange],
-    changed: Sequence[WorkerRecord],
-) -> None:
-    refusals: dict[str, CloudError] = {}
+def refusals(provider: Provider, changes: Sequence[RowChange]) -> dict[str, CloudError]:
+    """The cloud's refusals among the changes that stop a worker, by worker id."""
+    found: dict[str, CloudError] = {}
     for change in changes:
         if change.to_state != WorkerState.STOPPING:
             continue
         refusal = provider.failed_launch(change.reason)
         if refusal is not None:
-            refusals[change.worker_id] = refusal
+            found[change.worker_id] = refusal
+    return found
+
+
+def marked(changes: Sequence[RowChange], refused: Mapping[str, CloudError]) -> list[RowChange]:
+    """The changes, those stopping a refused launch carrying its class for the row."""
+    if not refused:
+        return list(changes)
+    return [
+        replace(c, refused=str(refused[c.worker_id].category)) if c.worker_id in refused else c
+        for c in changes
+    ]
+
+
+def record(
+    engine: Engine,
+    provider: Provider,
+    launch_choice: LaunchChoiceConfig,
+    refusals: Mapping[str, CloudError],
+    changed: Sequence[WorkerRecord],
+) -> None:
+    """File the refusals of the rows that changed as pool errors, and bench their offerings."""
     failed = [(w, refusals[w.worker_id]) for w in changed if w.worker_id in refusals]
     if not failed:
         return

@@ -321,12 +321,15 @@ class ScanPass:
         """Apply row changes (one statement) to these rows as this scan holds them (`read`, by
         worker id: the latest it wrote or read); act on what they mean: a worker pre-empted, a
         deletion finished."""
+        # A worker the cloud says never launched (an ARM deployment that failed): its row keeps
+        # the refusal's class, and it is a launch error against its launch config, as the
+        # provisioner records a refused create.
+        refused = launch_failures.refusals(self.provider, changes)
+        changes = launch_failures.marked(changes, refused)
         changed = scan_writes.apply_changes(self.engine, changes, read)
         self.changed_rows.update({w.worker_id: w for w in changed})
-        # A worker the cloud says never launched (an ARM deployment that failed): a launch
-        # error against its launch config, as the provisioner records a refused create.
         launch_failures.record(
-            self.engine, self.provider, self.scanner.launch_choice, changes, changed
+            self.engine, self.provider, self.scanner.launch_choice, refused, changed
         )
         preempted = {c.worker_id for c in changes if c.preempted}
         lost = [w for w in changed if w.worker_id in preempted]

@@ -10,10 +10,11 @@ wanted, is not read again, whichever replica read it.
 
 A source that fails (down, 403, garbage, slow beyond the gate's timeout, the budget busy)
 is neutral: a `signal-fetch-failed` log line naming provider, source and reason, a count in
-`wm_signal_fetch_failures_total`, nothing written (the last good values stay), and another try
-after `retry_s`. Nothing raises out of a run, and the reads are background calls of the
-provider's gate (never waiting on the API budget, never pausing the provider) on the job's
-own thread: a scan never waits for a signal.
+`wm_signal_fetch_failures_total`, nothing written (the last good values stay in use for three
+of the source's intervals, then count as unknown), and another try after `retry_s`. Nothing
+raises out of a run, and the reads are background calls of the provider's gate (never waiting
+on the API budget, never pausing the provider) on the job's own thread: a scan never waits
+for a signal.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from wm.providers.signal_sources import Cadence, SignalCollector, SignalSource, 
 from wm.queues.base import QueueSource
 
 SIGNALS_TICK_S = 30.0  # how often the job looks for a source that is due
+# A value is read for this many of its source's intervals: it outlives one or two failed
+# refreshes, not a source that stays down.
+FRESH_FOR_INTERVALS = 3
 ERROR_TEXT_MAX = 300
 
 
@@ -150,7 +154,9 @@ class SignalsJob:
             return
         try:
             signals = self.collector.collect(source.name, offerings)
-            offering_state.write_signals(self.engine, signals)
+            offering_state.write_signals(
+                self.engine, signals, fresh_for_s=FRESH_FOR_INTERVALS * interval_s
+            )
         except Exception as error:
             self._failed(source, error, now, interval_s)
             return

@@ -93,6 +93,8 @@ class RowChange:
     reason: str | None = None
     preempted: bool = False  # stamp preempted_at: the cloud took the VM back
     tc_worker_id: str | None = None  # Taskcluster's workerId, when the row learns its VM's
+    # The class of the cloud's refusal, when the change stops a launch the cloud failed late.
+    refused: str | None = None
 
     @property
     def to_state(self) -> WorkerState:

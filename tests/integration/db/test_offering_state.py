@@ -25,6 +25,9 @@ EAST_A = Offering("us-east-1", "us-east-1a", "m5.large", "spot")
 EAST = Offering("us-east-1", None, "m5.large", "spot")
 
 
+HOUR_S = 3600.0
+
+
 def db_now(engine: Engine) -> datetime:
     with engine.connect() as conn:
         return conn.execute(select(func.now())).scalar_one().astimezone(UTC)
@@ -36,10 +39,10 @@ def price(offering: Offering, value: float, at: datetime, provider: str = "aws-a
 
 def test_the_newest_signal_of_an_offering_wins_and_an_older_one_is_ignored(engine):
     now = db_now(engine)
-    offering_state.write_signals(engine, [price(EAST_A, 0.05, now), price(EAST, 0.07, now)])
-    offering_state.write_signals(engine, [price(EAST_A, 0.04, now + timedelta(minutes=5))])
-    offering_state.write_signals(engine, [price(EAST_A, 0.09, now - timedelta(minutes=5))])
-    offering_state.write_signals(engine, [price(EAST_A, 1.0, now, provider="aws-b")])
+    offering_state.write_signals(engine, [price(EAST_A, 0.05, now), price(EAST, 0.07, now)], HOUR_S)
+    offering_state.write_signals(engine, [price(EAST_A, 0.04, now + timedelta(minutes=5))], HOUR_S)
+    offering_state.write_signals(engine, [price(EAST_A, 0.09, now - timedelta(minutes=5))], HOUR_S)
+    offering_state.write_signals(engine, [price(EAST_A, 1.0, now, provider="aws-b")], HOUR_S)
 
     found = offering_state.read_signals(engine, "aws-a")
 
@@ -47,6 +50,19 @@ def test_the_newest_signal_of_an_offering_wins_and_an_older_one_is_ignored(engin
         (EAST_A, SignalKind.PRICE): 0.04,
         (EAST, SignalKind.PRICE): 0.07,  # zone None round-trips
     }
+
+
+def test_a_signal_past_its_freshness_is_not_read(engine):
+    # Scenario: the price source read two offerings, one three hours ago and one just now;
+    # what it reads is good for an hour (its source has been down since the older read).
+    now = db_now(engine)
+    offering_state.write_signals(engine, [price(EAST_A, 0.05, now - timedelta(hours=3))], HOUR_S)
+    offering_state.write_signals(engine, [price(EAST, 0.07, now)], HOUR_S)
+
+    found = offering_state.read_signals(engine, "aws-a")
+
+    # Outcome: the stale price is as unknown; the fresh one is read.
+    assert {key: s.value for key, s in found.items()} == {(EAST, SignalKind.PRICE): 0.07}
 
 
 def test_a_benched_offering_is_read_back_and_a_success_deletes_its_row(engine):
@@ -73,7 +89,7 @@ def launch_configs(engine) -> list[str]:
 
 def add_worker(engine, lc_id: str, **moments: timedelta | str) -> None:
     """A worker of the launch config whose moments are these ages before the database's now
-    (a string: its stop reason)."""
+    (a string: the class of the refusal that ended its launch)."""
     worker_id = "w" + uuid.uuid4().hex[:14]
     insert_intents(
         engine,
@@ -83,13 +99,13 @@ def add_worker(engine, lc_id: str, **moments: timedelta | str) -> None:
             )
         ],
     )
-    stop_reason = moments.pop("stop_reason", None)
+    refused = moments.pop("refused", None)
     sets = ", ".join(f"{name} = now() - :{name}" for name in moments)
-    values = dict(moments, worker_id=worker_id, reason=stop_reason)
+    values = dict(moments, worker_id=worker_id, refused=refused)
     with engine.begin() as conn:
         conn.execute(
             text(
-                f"UPDATE workers SET {sets + ', ' if sets else ''}stop_reason = :reason, "
+                f"UPDATE workers SET {sets + ', ' if sets else ''}launch_refused = :refused, "
                 "created = now() - interval '1 minute' WHERE worker_id = :worker_id"
             ),
             values,
@@ -112,8 +128,8 @@ def test_evidence_counts_each_launch_config_decayed_by_age_in_one_read(engine, l
         stopped_at=minutes(24 * 60),
     )
     # Refused for want of capacity a minute ago (created then): nearly a whole failure.
-    add_worker(engine, second, stop_reason="launch failed: capacity InsufficientInstanceCapacity")
-    add_worker(engine, second, stop_reason="launch failed: quota InstanceLimitExceeded")
+    add_worker(engine, second, refused="capacity")
+    add_worker(engine, second, refused="quota")
 
     reading = offering_state.read_evidence(engine, [POOL])
 

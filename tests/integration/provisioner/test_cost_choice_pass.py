@@ -67,6 +67,7 @@ def spot_pool(engine, aws_provider):
             OfferingSignal(aws_provider.id, CHEAP, SignalKind.PRICE, 0.05, "test", now),
             OfferingSignal(aws_provider.id, DEAR, SignalKind.PRICE, 0.06, "test", now),
         ],
+        fresh_for_s=3600.0,
     )
     return POOL
 

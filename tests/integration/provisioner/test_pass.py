@@ -108,8 +108,8 @@ def test_capacity_failures_are_filed_apart_from_quota_and_stop_their_rows(engine
         ("capacity", failing.launch_config_id)
     ]
     stopped = [w for w in list_workers(engine, pool_id=POOL) if w.stop_reason]
-    assert {w.stop_reason for w in stopped} == {
-        "launch failed: capacity InsufficientInstanceCapacity"
+    assert {(w.stop_reason, w.launch_refused) for w in stopped} == {
+        ("launch failed: capacity InsufficientInstanceCapacity", "capacity")
     }
 
 

@@ -1,8 +1,9 @@
 """A launch Azure or GCE takes and then fails for want of capacity (the VM's provisioning ends in
 AllocationFailed, as Azure reports it): the scan files it as a capacity error against its
 launch config, and where the pool's launch choice reads the bench, benches the offering as a
-refused create would. The AzureProvider against the simulated ARM through azure-mgmt-compute,
-real Postgres."""
+refused create would; the row keeps the refusal's class, and the launch choice's evidence counts
+it as a capacity failure of its launch config. The AzureProvider against the simulated ARM
+through azure-mgmt-compute, real Postgres."""
 
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ def test_an_allocation_failure_found_by_the_scan_is_a_capacity_error(
     (after,) = list_workers(engine)
     assert after.state in (WorkerState.STOPPING, WorkerState.STOPPED)
     assert after.stop_reason == "ProvisioningState/failed/AllocationFailed"
+    assert after.launch_refused == "capacity"
+    assert capacity_failures(engine, worker) == pytest.approx(1.0, abs=0.01)
     (error,) = pool_errors.list_errors(engine, POOL)
     assert (error.kind, error.title) == ("capacity", "launch failed: AllocationFailed")
     assert error.launch_config_id == worker.launch_config_id
@@ -123,10 +126,18 @@ def test_a_gce_insert_that_its_operation_fails_later_is_found_by_the_scan_and_be
     assert after.stop_reason.startswith(
         "gce-operation-failed: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: "
     )
+    assert after.launch_refused == "capacity"
+    assert capacity_failures(engine, worker) == pytest.approx(1.0, abs=0.01)
     (error,) = pool_errors.list_errors(engine, POOL)
     assert error.kind == "capacity"
     (offering,) = offering_state.read_bench(engine, gcp_provider.id)
     assert offering == Offering("us-central1", GCE_ZONE, GCE_TYPE, "spot")
+
+
+def capacity_failures(engine, worker) -> float:
+    """The capacity failures the launch choice's evidence counts for the worker's launch config."""
+    evidence = offering_state.evidence(engine, [POOL])
+    return evidence[(POOL, worker.launch_config_id)].capacity_failures
 
 
 def scan_stopped(scanner, provider, engine) -> bool:

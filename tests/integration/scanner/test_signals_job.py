@@ -43,12 +43,19 @@ def provider_and_collector(sim_ec2, monkeypatch) -> Iterator[tuple]:
         provider.close()
 
 
-def _job(engine, collector, *, retry_s: float = 120.0, clock=time.time) -> SignalsJob:
+def _job(
+    engine,
+    collector,
+    *,
+    retry_s: float = 120.0,
+    clock=time.time,
+    price_interval_s: float | None = None,
+) -> SignalsJob:
     return SignalsJob(
         engine,
         collector,
         lambda: Wanted(OFFERINGS, OFFERINGS),
-        {Cadence.PRICE: None, Cadence.CAPACITY: None, Cadence.PREEMPTION: None},
+        {Cadence.PRICE: price_interval_s, Cadence.CAPACITY: None, Cadence.PREEMPTION: None},
         retry_s,
         clock=clock,
     )
@@ -129,6 +136,30 @@ def test_a_failing_source_is_logged_counted_and_its_last_good_values_kept(
     now[0] += 31  # tried again after retry_s, not after the whole cadence
     job.run()
     assert sim_ec2.faults.counts()[PRICES] == 3
+
+
+def test_a_source_that_stays_down_has_its_last_values_go_unread_after_three_intervals(
+    engine, sim_ec2, provider_and_collector
+):
+    # Scenario: prices are read every second; the price source then goes down for good.
+    _, collector = provider_and_collector
+    job = _job(engine, collector, retry_s=0.5, price_interval_s=1.0)
+    job.run()
+    assert all((o, SignalKind.PRICE) in _held(engine) for o in OFFERINGS)
+    sim_ec2.signal_fates.force(PRICES, *[GARBAGE] * 1000)  # more than the runs below ask
+
+    # Action: the job keeps running (each run fails to read prices) until they go unread.
+    deadline = time.monotonic() + DEADLINE_S
+    while any(kind == SignalKind.PRICE for _, kind in _held(engine)):
+        assert time.monotonic() < deadline, "the stale prices were still read"
+        job.run()
+        time.sleep(0.2)
+
+    # Outcome: the prices are as unknown (the launch choice takes them as neutral), and the
+    # placement scores, read on their own cadence, are still held.
+    held = _held(engine)
+    assert all((o, SignalKind.AVAILABILITY) in held for o in OFFERINGS)
+    assert _failures(PRICES, "garbage") >= 1
 
 
 def test_a_source_that_is_down_leaves_nothing_half_written_and_raises_nothing(

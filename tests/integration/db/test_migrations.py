@@ -1,8 +1,9 @@
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from wm.db import migrate
+from wm.db import migrate, schema
 from wm.db.engine import make_engine
 from wm.db.tables import metadata
 
@@ -23,3 +24,11 @@ def test_migrated_schema_matches_the_table_definitions(engine):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == []
+
+
+def test_the_revisions_a_process_reads_from_the_files_are_alembics():
+    # A running process reads them without alembic (its start-up); alembic is the authority.
+    scripts = ScriptDirectory.from_config(migrate.alembic_config())
+    head, known = schema.revisions()
+    assert head == scripts.get_current_head()
+    assert known == {r.revision for r in scripts.walk_revisions()}

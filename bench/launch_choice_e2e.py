@@ -39,10 +39,10 @@ Figures per arm (the names of layer 1, bench/launch_choice.py), in market time:
 The arm's world (tasks, pool definitions, the clouds, its processes) is
 bench/launch_e2e_world.py, its figures bench/launch_e2e_figures.py.
 
-wm's clock does not know the market's: its own time constants (the bench TTL of a refused
-offering, 3 min; the one-hour window of recent errors; its evidence half-lives) run in real
-seconds, 60 times longer in market time at the default speed. The baseline's one-hour error
-window is an hour of market time (it is told the speed). bench/README.md says what that does.
+wm's launch-choice durations (the bench TTL of a refused offering, 3 min; the one-hour window
+of recent errors and pre-emptions; its evidence half-lives) run on the market's clock:
+`[launch_choice] clock_speed` is the market's speed. The baseline's one-hour error window is
+an hour of market time too (it is told the speed).
 
     .venv/bin/python -m bench.launch_choice_e2e                       # S0, S1
     .venv/bin/python -m bench.launch_choice_e2e --scenarios S1 --minutes 125 --scale 0.25
@@ -157,7 +157,11 @@ def arm_config(
         "intervals": {"provision_s": PASS_S / speed},
         "metrics": {"port": 0},
         "web": {"port": int(web_url.rsplit(":", 1)[1])},
-        "launch_choice": {"default": "cost" if arm == "wm-cost" else "weights"},
+        # wm's launch-choice durations on the market's clock, as worker-manager's hour is.
+        "launch_choice": {
+            "default": "cost" if arm == "wm-cost" else "weights",
+            "clock_speed": speed,
+        },
         "providers": providers,
     }
 

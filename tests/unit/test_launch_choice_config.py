@@ -47,6 +47,12 @@ def test_the_first_matching_glob_gives_a_pool_its_mode_and_settings():
     assert not config.all_weights
 
 
+def test_a_simulated_markets_clock_speed_reaches_every_pools_choice():
+    config = choice_config({"clock_speed": 60, "pools": [{"match": "proj-ci/*", "mode": "cost"}]})
+    assert config.for_pool("proj-ci/linux") == PoolChoice(ChoiceMode.COST, 3.0, 0.5, 60.0)
+    assert config.for_pool("other/pool").clock_speed == 60.0
+
+
 @pytest.mark.parametrize(
     ("section", "expected"),
     [
@@ -54,6 +60,7 @@ def test_the_first_matching_glob_gives_a_pool_its_mode_and_settings():
         ({"default": "cheapest"}, "launch_choice.default: must be one of"),
         ({"beta": -1}, "launch_choice.beta: must be >= 0"),
         ({"spread": 0}, "launch_choice.spread: must be > 0"),
+        ({"clock_speed": 0}, "launch_choice.clock_speed: must be > 0"),
         ({"spread": "half"}, "launch_choice.spread: must be a number"),
         ({"pools": [{"match": "a/*", "mode": "cost", "bta": 3}]}, "launch_choice.pools[0].bta"),
         ({"pools": [{"match": "a/*", "mode": "costs"}]}, "launch_choice.pools[0].mode: must be"),

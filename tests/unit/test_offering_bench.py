@@ -45,6 +45,30 @@ def test_ttl_doubles_to_thirty_minutes(failures, first, expected):
     assert ttl_s(failures, first) == expected
 
 
+@pytest.mark.parametrize(
+    ("failures", "first", "speed", "expected"),
+    [
+        (1, 180.0, 1.0, 180.0),
+        (1, 180.0, 60.0, 3.0),  # a market 60 times faster: 3 of its minutes in 3 real seconds
+        (5, 180.0, 60.0, 30.0),  # the cap too
+        (2, 600.0, 2.0, 600.0),
+    ],
+)
+def test_a_faster_clock_shortens_the_bench_in_real_time(failures, first, speed, expected):
+    assert ttl_s(failures, first, speed) == pytest.approx(expected)
+
+
+def test_on_a_faster_clock_the_probe_and_its_wait_come_sooner():
+    state = after_refusal(BenchState(), T0, speed=60.0)
+    assert state.benched_until == pytest.approx(T0 + 3)
+    assert admission(state, T0 + 3, speed=60.0) is Admission.PROBE
+    probed = after_probe(state, T0 + 3)
+    assert admission(probed, T0 + 3 + PROBE_ANSWER_WAIT_S / 60 - 0.1, speed=60.0) is (
+        Admission.BENCHED
+    )
+    assert admission(probed, T0 + 3 + PROBE_ANSWER_WAIT_S / 60, speed=60.0) is Admission.PROBE
+
+
 def test_a_refusal_benches_the_offering_for_the_first_ttl():
     state = after_refusal(BenchState(), T0)
     assert state == BenchState(failures=1, benched_until=T0 + 180, probe_sent_at=None)

@@ -274,7 +274,7 @@ def explain(obj: CliContext, pool_id: str, as_json: bool) -> None:
         return description.offering(lc.configuration, lc.region)
 
     provider_id = pool.provider_id or ""
-    reading = cost_planning.read(engine, provider_id, [pool_id])
+    reading = cost_planning.read(engine, provider_id, [pool_id], config.launch_choice.clock_speed)
     running = {lc: n for (p, lc), n in offering_state.running_workers(engine, [pool_id]).items()}
     found = cost_planning.explain(
         pool_id,

@@ -48,6 +48,7 @@ class PoolChoice:
     mode: ChoiceMode
     beta: float
     spread: float
+    clock_speed: float = 1.0  # [launch_choice].clock_speed
 
 
 class LaunchChoiceConfig(Frozen):
@@ -56,6 +57,11 @@ class LaunchChoiceConfig(Frozen):
     # The most of a pass's new workers, and of the pool's live spot capacity, that one
     # offering takes while another is eligible (1: no cap).
     spread: float = Field(DEFAULT_SPREAD, gt=0, le=1)
+    # The clouds' seconds a real second: 1 for real clouds. A simulated market run faster
+    # (bench/launch_choice_e2e.py) sets its speed, and the launch choice's durations (a refused
+    # offering's bench, a probe's wait, the evidence's half-lives, the window of recent errors
+    # and pre-emptions) run on the market's clock, as they would against the clouds.
+    clock_speed: float = Field(1.0, gt=0, le=3600)
     pools: tuple[PoolChoiceConfig, ...] = ()
 
     def for_pool(self, pool_id: str) -> PoolChoice:
@@ -65,8 +71,9 @@ class LaunchChoiceConfig(Frozen):
                     ChoiceMode(rule.mode),
                     self.beta if rule.beta is None else rule.beta,
                     self.spread if rule.spread is None else rule.spread,
+                    self.clock_speed,
                 )
-        return PoolChoice(ChoiceMode(self.default), self.beta, self.spread)
+        return PoolChoice(ChoiceMode(self.default), self.beta, self.spread, self.clock_speed)
 
     @property
     def all_weights(self) -> bool:

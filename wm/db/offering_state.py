@@ -251,10 +251,11 @@ class EvidenceReading:
     pools: dict[str, PoolFacts]
 
 
-def read_evidence(engine: Engine, pool_ids: Sequence[str]) -> EvidenceReading:
+def read_evidence(engine: Engine, pool_ids: Sequence[str], speed: float = 1.0) -> EvidenceReading:
     """wm's own evidence for the pools' launch configs, and each pool's facts, decayed by the
     database's clock, in one statement. A launch config without workers in the window has
-    none (Evidence())."""
+    none (Evidence()). `speed`: the clouds' seconds a real second (the half-lives and windows
+    are the clouds' time; [launch_choice] clock_speed)."""
     configs: dict[tuple[str, str], Evidence] = {}
     pools: dict[str, PoolFacts] = {}
     if not pool_ids:
@@ -262,11 +263,11 @@ def read_evidence(engine: Engine, pool_ids: Sequence[str]) -> EvidenceReading:
     parameters = {
         "pool_ids": list(pool_ids),
         "stopped": str(WorkerState.STOPPED),
-        "window_s": EVIDENCE_WINDOW_S,
-        "creates_hl": CREATES_HALF_LIFE_S,
-        "preempt_hl": PREEMPTION_HALF_LIFE_S,
-        "ready_hl": REGISTRATION_HALF_LIFE_S,
-        "ready_window_s": REGISTRATION_HALF_LIFE_S,
+        "window_s": EVIDENCE_WINDOW_S / speed,
+        "creates_hl": CREATES_HALF_LIFE_S / speed,
+        "preempt_hl": PREEMPTION_HALF_LIFE_S / speed,
+        "ready_hl": REGISTRATION_HALF_LIFE_S / speed,
+        "ready_window_s": REGISTRATION_HALF_LIFE_S / speed,
         # refused at once (judge_results) or failed late (the scan: launch_failures)
         "capacity": str(ErrorCategory.CAPACITY),
     }

@@ -126,13 +126,20 @@ class _Costed:
 
 
 def score(
-    configs: Sequence[ConfigView], pool: PoolFacts, now: float, beta: float = DEFAULT_BETA
+    configs: Sequence[ConfigView],
+    pool: PoolFacts,
+    now: float,
+    beta: float = DEFAULT_BETA,
+    speed: float = 1.0,
 ) -> list[Scored]:
-    """One Scored per config, in the order given. Deterministic in its arguments."""
+    """One Scored per config, in the order given. Deterministic in its arguments (`speed`: the
+    bench's, offering_bench.py)."""
     configs = [_sane(c) for c in configs]
     prices = [_per_capacity(c) for c in configs]
     neutral = _Neutral.of(configs, prices)
-    costed = [_cost(c, price, neutral, pool, now) for c, price in zip(configs, prices, strict=True)]
+    costed = [
+        _cost(c, price, neutral, pool, now, speed) for c, price in zip(configs, prices, strict=True)
+    ]
     eligible = [
         k.effective for k in costed if k.config.weight > 0 and k.admission is not Admission.BENCHED
     ]
@@ -219,10 +226,11 @@ def _cost(
     neutral: _Neutral,
     pool: PoolFacts,
     now: float,
+    speed: float,
 ) -> _Costed:
     why: list[str] = []
     evidence = config.evidence
-    state = admission(config.bench, now)
+    state = admission(config.bench, now, speed)
     why += _bench_words(config.bench, state)
 
     cloud = neutral.cloud_availability

@@ -52,7 +52,9 @@ class CostPass:
         if not opted:
             return {}, None
         try:
-            reading = cost_planning.read(self.engine, provider.id, opted)
+            reading = cost_planning.read(
+                self.engine, provider.id, opted, self.launch_choice.clock_speed
+            )
         except Exception:  # the choice falls back to weights; the pass goes on
             log("launch-choice-failed", logging.ERROR, exc_info=True, provider=provider.id)
             return {}, None
@@ -119,6 +121,7 @@ class CostPass:
                 outcomes,
                 provider.error_scope,
                 time.time(),
+                self.launch_choice.clock_speed,
             )
             offering_state.write_bench(self.engine, provider.id, changes)
             cost_planning.log_bench(provider.id, changes)

@@ -40,14 +40,14 @@ class Reading:
     evidence: EvidenceReading = field(default_factory=lambda: EvidenceReading(configs={}, pools={}))
 
 
-def read(engine: Engine, provider_id: str, pool_ids: Sequence[str]) -> Reading:
+def read(engine: Engine, provider_id: str, pool_ids: Sequence[str], speed: float = 1.0) -> Reading:
     """The provider's signals and bench, and the pools' evidence: three statements."""
     if not pool_ids:
         return Reading()
     return Reading(
         signals=offering_state.read_signals(engine, provider_id),
         bench=offering_state.read_bench(engine, provider_id),
-        evidence=offering_state.read_evidence(engine, pool_ids),
+        evidence=offering_state.read_evidence(engine, pool_ids, speed),
     )
 
 
@@ -165,7 +165,7 @@ def score_pool(
     offerings = {lc.launch_config_id: offering_of(lc) for lc in configs}
     views = config_views(pool_id, configs, offerings, reading)
     facts = reading.evidence.pools.get(pool_id, PoolFacts())
-    scored = score(views, facts, now, beta=choice.beta)
+    scored = score(views, facts, now, beta=choice.beta, speed=choice.clock_speed)
     return PoolScore(choice, tuple(scored), offerings)
 
 
@@ -321,6 +321,7 @@ def bench_after(
     outcomes: Sequence[CreateOutcome],
     scope_of: Callable[[CloudError, LaunchSpec], ErrorScope | None],
     now: float,
+    speed: float = 1.0,
 ) -> dict[Offering, BenchEntry]:
     """The bench rows a pass's creates leave, for the opted-in pools' offerings: a success
     clears its offering; a capacity or quota refusal benches every offering its scope covers
@@ -359,7 +360,9 @@ def bench_after(
             continue  # the cloud gave some: not out of capacity, whatever else it refused
         start = changed.get(offering, state[offering])
         ttl = offering_bench.first_ttl_s(scope, code)
-        changed[offering] = BenchEntry(offering_bench.after_refusal(start.state, now, ttl), code)
+        changed[offering] = BenchEntry(
+            offering_bench.after_refusal(start.state, now, ttl, speed), code
+        )
     for offering in (succeeded | hinted) - set(refused):
         entry = changed.get(offering, state[offering])
         if entry.state != BenchState():
@@ -411,6 +414,7 @@ def bench_after_failed_launches(
     offering_of: OfferingOf,
     scope_of: Callable[[CloudError, LaunchSpec], ErrorScope | None],
     now: float,
+    speed: float = 1.0,
 ) -> dict[Offering, BenchEntry]:
     """Bench what launches the cloud failed after accepting them say (a scan finds those: an
     ARM deployment's AllocationFailed, a GCE insert operation's pool exhausted) as a refused
@@ -429,6 +433,6 @@ def bench_after_failed_launches(
     if not offerings:
         return {}
     bench = offering_state.read_bench(engine, provider_id)
-    changes = bench_after(bench, offerings, (), outcomes, scope_of, now)
+    changes = bench_after(bench, offerings, (), outcomes, scope_of, now, speed)
     offering_state.write_bench(engine, provider_id, changes)
     return changes

@@ -10,7 +10,9 @@ probe whose answer never comes (a transient failure, a lost answer) is tried aga
 PROBE_ANSWER_WAIT_S. A refusal that names zones with capacity (EC2's message) reopens those
 zones for that type at once.
 
-Times are epoch seconds. The state is per provider and offering; wm.db keeps it.
+Times are epoch seconds. The state is per provider and offering; wm.db keeps it. The
+durations are the clouds' seconds; `speed` (the clouds' seconds a real second, 1 but in a
+simulated market run faster: [launch_choice] clock_speed) shortens them in real time.
 """
 
 from __future__ import annotations
@@ -48,24 +50,28 @@ class BenchState:
     probe_sent_at: float | None = None  # the one probe of the current window
 
 
-def ttl_s(failures: int, first_ttl_s: float = FIRST_TTL_S) -> float:
+def ttl_s(failures: int, first_ttl_s: float = FIRST_TTL_S, speed: float = 1.0) -> float:
     """min(first · 2^(k-1), 30 min) for the k-th refusal in a row; 0 for none."""
     if failures <= 0:
         return 0.0
     # 2**k overflows a float near k = 1024; the cap is reached long before.
-    return min(first_ttl_s * 2.0 ** min(failures - 1, 64), MAX_TTL_S)
+    return min(first_ttl_s * 2.0 ** min(failures - 1, 64), MAX_TTL_S) / speed
 
 
-def after_refusal(state: BenchState, now: float, first_ttl_s: float = FIRST_TTL_S) -> BenchState:
+def after_refusal(
+    state: BenchState, now: float, first_ttl_s: float = FIRST_TTL_S, speed: float = 1.0
+) -> BenchState:
     """A capacity refusal in the offering at `now`. One that comes while the offering is
     benched and no probe is out was launched before the bench was known (another launch config
     or pool in the same offering, a batch already in flight): the same dry spell, so it keeps
     the count and the window, lengthening it at most to a TTL from now."""
     until = state.benched_until
     if until is not None and now < until and state.probe_sent_at is None:
-        return replace(state, benched_until=max(until, now + ttl_s(state.failures, first_ttl_s)))
+        return replace(
+            state, benched_until=max(until, now + ttl_s(state.failures, first_ttl_s, speed))
+        )
     failures = state.failures + 1
-    return BenchState(failures, now + ttl_s(failures, first_ttl_s), None)
+    return BenchState(failures, now + ttl_s(failures, first_ttl_s, speed), None)
 
 
 def after_success(state: BenchState) -> BenchState:
@@ -73,13 +79,14 @@ def after_success(state: BenchState) -> BenchState:
     return BenchState()
 
 
-def admission(state: BenchState, now: float) -> Admission:
+def admission(state: BenchState, now: float, speed: float = 1.0) -> Admission:
     if state.failures <= 0 or state.benched_until is None:
         return Admission.OPEN
     if now < state.benched_until:
         return Admission.BENCHED
     probe = state.probe_sent_at
-    if probe is not None and probe >= state.benched_until and now < probe + PROBE_ANSWER_WAIT_S:
+    waited = probe is not None and now >= probe + PROBE_ANSWER_WAIT_S / speed
+    if probe is not None and probe >= state.benched_until and not waited:
         return Admission.BENCHED  # this window's probe is out, its answer not in yet
     return Admission.PROBE
 

@@ -317,11 +317,17 @@ class Provisioner:
 
     def _recent_errors(self, pool_ids: list[str]) -> dict[tuple[str, str], int]:
         """Recent errors and pre-emptions per (pool, launch config): both make a launch config
-        weigh less for a while."""
+        weigh less for a while (an hour of the clouds' time each)."""
         if not pool_ids:
             return {}
-        errors = pool_errors.recent_error_counts(self.engine, pool_ids)
-        for key, lost in workers.recent_preemption_counts(self.engine, pool_ids).items():
+        speed = self.launch_choice.clock_speed
+        errors = pool_errors.recent_error_counts(
+            self.engine, pool_ids, pool_errors.RECENT_WINDOW / speed
+        )
+        preempted = workers.recent_preemption_counts(
+            self.engine, pool_ids, workers.PREEMPTION_WINDOW / speed
+        )
+        for key, lost in preempted.items():
             errors[key] = errors.get(key, 0) + lost
         return errors
 

@@ -68,11 +68,14 @@ def record(
         and launch_choice.for_pool(w.pool_id).mode != ChoiceMode.WEIGHTS
     ]
     if benching:
-        _bench(engine, provider, benching)
+        _bench(engine, provider, benching, launch_choice.clock_speed)
 
 
 def _bench(
-    engine: Engine, provider: Provider, failed: Sequence[tuple[WorkerRecord, CloudError]]
+    engine: Engine,
+    provider: Provider,
+    failed: Sequence[tuple[WorkerRecord, CloudError]],
+    speed: float,
 ) -> None:
     try:
         configs = {
@@ -91,6 +94,7 @@ def _bench(
             lambda lc: provider.offering(lc.configuration, lc.region),
             provider.error_scope,
             time.time(),
+            speed,
         )
     except Exception:  # the bench is advice: a failure here must not fail the scan's writes
         log("offering-bench-failed", logging.ERROR, exc_info=True, provider=provider.id)

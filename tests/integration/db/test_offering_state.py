@@ -52,6 +52,19 @@ def test_the_newest_signal_of_an_offering_wins_and_an_older_one_is_ignored(engin
     }
 
 
+def test_on_a_faster_clock_the_evidence_decays_faster(engine, launch_configs):
+    # A capacity refusal a minute ago: a whole failure less a little at the clouds' 30-min
+    # half-life; a quarter on a market 60 times faster (two of its half-lives).
+    _, second = launch_configs
+    add_worker(engine, second, refused="capacity")
+
+    real = offering_state.read_evidence(engine, [POOL]).configs[(POOL, second)]
+    fast = offering_state.read_evidence(engine, [POOL], speed=60.0).configs[(POOL, second)]
+
+    assert real.capacity_failures == pytest.approx(0.5 ** (1 / 30), abs=0.01)
+    assert fast.capacity_failures == pytest.approx(0.25, abs=0.01)
+
+
 def test_a_signal_past_its_freshness_is_not_read(engine):
     # Scenario: the price source read two offerings, one three hours ago and one just now;
     # what it reads is good for an hour (its source has been down since the older read).

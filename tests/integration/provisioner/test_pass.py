@@ -14,6 +14,7 @@ from sqlalchemy import event, text
 from tests.support.configs import build, raw
 from tests.support.definitions import apply_pools
 from tests.support.memory_provider import MemoryProvider, capacity_error, quota_error
+from wm.config.launch_choice import LaunchChoiceConfig
 from wm.db import claims, pool_errors, tasks
 from wm.db import pools as pool_store
 from wm.db.claims import pool_claim_key
@@ -126,6 +127,29 @@ def test_a_failing_config_gets_less_traffic_on_the_next_pass(engine, aws):
         len(b.intents) for b in second if b.spec.launch_config_id == failing.launch_config_id
     )
     assert 0 < to_failing < 10
+
+
+@pytest.mark.parametrize(("clock_speed", "demoted"), [(1.0, True), (60.0, False)])
+def test_recent_errors_are_an_hour_of_the_clouds_time(engine, aws, clock_speed, demoted):
+    # Scenario: a launch config's creates were refused two minutes ago; on a market running
+    # 60 times faster, that is two hours of its time: no longer recent.
+    failing = next(lc for lc in pool_store.load_launch_configs(engine) if lc.region == "us-east-1")
+    aws.fail_launch_configs[failing.launch_config_id] = quota_error("aws-a")
+    choice = LaunchChoiceConfig(clock_speed=clock_speed)
+    p = Provisioner(engine, BuiltinQueue(engine), {aws.id: aws}, launch_choice=choice)
+    tasks.submit_tasks(engine, POOL, 10, 1.0)
+    p.run_pass("aws-a")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE worker_pool_errors SET reported = now() - interval '2 min'"))
+
+    tasks.submit_tasks(engine, POOL, 20, 1.0)
+    p.run_pass("aws-a")
+
+    second = aws.create_calls[2:]
+    to_failing = sum(
+        len(b.intents) for b in second if b.spec.launch_config_id == failing.launch_config_id
+    )
+    assert (to_failing < 10) is demoted
 
 
 def test_only_a_pass_that_launches_reads_the_recent_errors_and_pre_emptions(engine, aws):

@@ -53,11 +53,12 @@ def record(
     engine: Engine,
     provider: Provider,
     launch_choice: LaunchChoiceConfig,
-    refusals: Mapping[str, CloudError],
+    refused: Mapping[str, CloudError],
     changed: Sequence[WorkerRecord],
 ) -> None:
-    """File the refusals of the rows that changed as pool errors, and bench their offerings."""
-    failed = [(w, refusals[w.worker_id]) for w in changed if w.worker_id in refusals]
+    """File the refusals (`refusals`'s) of the rows that changed as pool errors, and bench
+    their offerings."""
+    failed = [(w, refused[w.worker_id]) for w in changed if w.worker_id in refused]
     if not failed:
         return
     pool_errors.record_errors(engine, launch_errors(failed))

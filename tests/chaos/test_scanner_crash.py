@@ -74,8 +74,10 @@ def test_a_scanner_killed_mid_scan_is_covered_by_its_peer_within_two_intervals(
     assert claimed_units(engine) >= stuck  # their claims held
     for kind in KINDS:  # the deletes the peer sends are answered again
         clouds.of(kind).faults.behaviour.update(hang_rate=0.0)
-    first.kill()
+    # Read before the kill: its claims are released the moment it dies, which the peer may see
+    # before this process (on a busy machine) gets to read the clock after kill() returns.
     killed_at = time.time()
+    first.kill()
 
     every_unit = {(p["id"], r) for p in providers for r in p["regions"]}
 

@@ -14,6 +14,7 @@ tests use to restart Postgres under running wm processes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
 import pwd
@@ -141,14 +142,54 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def free_port_range(count: int, attempts: int = 50) -> int:
-    """The first of `count` consecutive ports that are free on every address right now (wm's
-    metrics ports: one per process type, from `[metrics] port` on)."""
+def free_port_range(count: int, attempts: int = 200) -> int:
+    """The first of `count` consecutive ports that are free on every address right now and
+    reserved for this process's lifetime (wm's metrics ports: one per process type, from
+    `[metrics] port` on).
+
+    The ports are bound later, by the processes the caller starts, so two things could take
+    them in between: the kernel, handing a port of its ephemeral range to some outgoing
+    connection (a Postgres client, an SDK call), and another test picking the same range. The
+    range is therefore drawn from below the ephemeral range, and reserved with a lock file
+    that other callers on this host honour and the kernel drops when this process exits."""
+    low, high = 10_000, _ephemeral_low() - count
     for _ in range(attempts):
-        base = random.randrange(20_000, 60_000 - count)
-        if all(_bindable(port) for port in range(base, base + count)):
+        base = random.randrange(low, high)
+        if all(_bindable(port) for port in range(base, base + count)) and _reserve(base, count):
             return base
-    raise OSError(f"no {count} consecutive free ports found in {attempts} attempts")
+    raise OSError(
+        f"no {count} consecutive free ports found in {low}-{high + count} in {attempts} attempts"
+    )
+
+
+_RESERVATIONS: list[int] = []  # lock-file descriptors, held until this process exits
+
+
+def _reserve(base: int, count: int) -> bool:
+    folder = Path(tempfile.gettempdir()) / "wm-port-reservations"
+    folder.mkdir(exist_ok=True)
+    taken: list[int] = []
+    for port in range(base, base + count):
+        fd = os.open(folder / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            for held in taken:
+                os.close(held)  # closing the descriptor releases its lock
+            return False
+        taken.append(fd)
+    _RESERVATIONS.extend(taken)
+    return True
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel hands to outgoing connections (Linux's default when unread)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def _bindable(port: int) -> bool:

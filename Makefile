@@ -24,6 +24,9 @@ demo: $(STAMP)
 # (with two, the machine sat a third idle); each worker starts a Postgres of its own. An idle
 # worker steals queued tests from a busy one (worksteal): `load` left a queue of slow tests on
 # one worker at the end. 20 min with -n 2 and load, 18 with -n 3, 14 with both (make test).
+# Bytecode is written (the sandbox's PYTHONDONTWRITEBYTECODE=1 would have every pytest worker
+# and every process a test starts compile wm, wmsim and the tests from source again).
+test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

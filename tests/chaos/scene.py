@@ -128,7 +128,6 @@ class Figures:
 
 
 FIGURES = Figures()
-CHAOS_FIGURES_KEY = "chaos_figures"  # a pytest-xdist worker's figures, sent to the controller
 
 
 def provider_config(kind: str, sim: Any, **changes: Any) -> dict[str, Any]:

@@ -56,8 +56,8 @@ def record(
     refused: Mapping[str, CloudError],
     changed: Sequence[WorkerRecord],
 ) -> None:
-    """File the refusals (`refusals`'s) of the rows that changed as pool errors, and bench
-    their offerings."""
+    """File the refusals `refusals()` found, of the rows that changed, as pool errors, and
+    bench their offerings."""
     failed = [(w, refused[w.worker_id]) for w in changed if w.worker_id in refused]
     if not failed:
         return

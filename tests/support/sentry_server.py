@@ -37,6 +37,7 @@ class SentryServer:
 
     port: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
+    item_types: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -45,8 +46,9 @@ class SentryServer:
 
     def received(self, body: bytes) -> None:
         for item, payload in envelope_items(body):
-            if item.get("type") == "event":
-                with self._lock:
+            with self._lock:
+                self.item_types.add(item.get("type", ""))
+                if item.get("type") == "event":
                     self.events.append(json.loads(payload))
 
     def matching(self, predicate: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:

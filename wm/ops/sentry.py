@@ -64,15 +64,28 @@ def init_sentry(
     if not dsn:
         return
     import sentry_sdk
+    from sentry_sdk.integrations.logging import LoggingIntegration
 
     reporter = _Reporter(dict(provider_kinds or {}), RepeatLimiter(repeat_window_s))
-    # No local variables in stack traces: wm's frames hold identity proofs, worker secrets and
-    # cloud credentials under names Sentry's scrubber does not know (document, signature...).
     sentry_sdk.init(
         dsn=dsn,
         server_name=process,
-        send_default_pii=False,
-        include_local_variables=False,
+        # An ERROR line is the event (sentry-sdk 3 sends none for log lines unless told); no
+        # Sentry Logs stream beside it: every INFO line shipped, the proofs' fields in some.
+        integrations=[
+            LoggingIntegration(level=None, event_level=logging.ERROR, breadcrumb_level=logging.INFO)
+        ],
+        # No local variables in stack traces: wm's frames hold identity proofs, worker secrets
+        # and cloud credentials under names Sentry's scrubber does not know (document,
+        # signature...). No user, cookies, query strings or bodies: what 2.x's
+        # send_default_pii=False kept out, which 3's defaults send.
+        data_collection={
+            "user_info": False,
+            "stack_frame_variables": False,
+            "cookies": {"mode": "off"},
+            "url_query_params": {"mode": "off"},
+            "http_bodies": [],
+        },
         # The frameworks' integrations (Starlette, SQLAlchemy, boto3...) would send events of
         # their own beside wm's log lines: the same failure twice.
         auto_enabling_integrations=False,

@@ -43,7 +43,7 @@ from taskcluster.exceptions import (
 from wm.model import Task
 from wm.ops.telemetry import log
 from wm.queues.builtin import BuiltinQueue
-from wmsim.bootdata import BootData, CloudMetadata, MetadataError
+from wmsim.bootdata import BootData, CloudMetadata, MetadataError, read_retrying
 
 CLIENT_MAX_RETRIES = 0  # the agent's own loop retries (see the module docstring)
 # worker-runner's renewal (tools/worker-runner/registration/registration.go renewBeforeExpire):
@@ -215,18 +215,19 @@ class WorkerAgent:
     def _configure(self) -> BootData | None:
         """The boot data, read again while the metadata service does not answer (or answers
         5xx: a VM's metadata service can lag its boot), up to give_up_s."""
-        give_up_at = time.monotonic() + self.settings.give_up_s
-        while not self.stop.is_set():
-            try:
-                return self.metadata.configure()
-            except MetadataError as error:
-                log("agent-metadata-unavailable", worker=self.queue_worker_id, error=str(error))
-                delay_s = RETRY_DELAY_S * (1.0 + random.random())
-                if not error.transient or time.monotonic() + delay_s > give_up_at:
-                    self.events.append(f"metadata-unavailable:{error.path}")
-                    return None
-                self.stop.wait(delay_s)
-        return None
+        try:
+            return read_retrying(
+                self.metadata.configure,
+                self.settings.give_up_s,
+                wait=self.stop.wait,
+                on_retry=lambda error: log(
+                    "agent-metadata-unavailable", worker=self.queue_worker_id, error=str(error)
+                ),
+            )
+        except MetadataError as error:
+            if not self.stop.is_set():
+                self.events.append(f"metadata-unavailable:{error.path}")
+            return None
 
     def _accept(self, reply: dict[str, Any]) -> None:
         """Take the credentials and secret of a (re)registration; plan the next renewal."""

@@ -10,15 +10,20 @@ worth retrying (`MetadataError.transient`: no answer or a 5xx, what httpbackoff 
 from __future__ import annotations
 
 import json
+import random
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 HTTP_TIMEOUT_S = 2.0  # worker-runner's metadata client timeout (AWS)
+RETRY_DELAY_S = 2.0  # before a read again, plus as much jitter at most
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,28 @@ class MetadataError(Exception):
     @property
     def transient(self) -> bool:
         return self.status == 0 or self.status >= 500
+
+
+def read_retrying(
+    read: Callable[[], T],
+    give_up_s: float,
+    wait: Callable[[float], bool] = lambda s: time.sleep(s) or False,
+    on_retry: Callable[[MetadataError], None] = lambda error: None,
+) -> T:
+    """`read()`, again after a transient MetadataError (no answer, a 5xx: a VM's metadata
+    service can lag its boot, or a busy host its answer) until `give_up_s` has passed; a
+    refusal, the deadline, or `wait` saying stop (it returns True) raises the last error."""
+    give_up_at = time.monotonic() + give_up_s
+    while True:
+        try:
+            return read()
+        except MetadataError as error:
+            delay_s = RETRY_DELAY_S * (1.0 + random.random())
+            if not error.transient or time.monotonic() + delay_s > give_up_at:
+                raise
+            on_retry(error)
+            if wait(delay_s):
+                raise
 
 
 class CloudMetadata(Protocol):

@@ -23,9 +23,11 @@ from wm.model import WorkerState
 from wm.providers.base import TAG_PROVIDER
 from wm.queues.builtin import BuiltinQueue
 from wmsim.agent import AgentSettings, WorkerAgent, run_in_thread
-from wmsim.bootdata import CloudMetadata
+from wmsim.bootdata import CloudMetadata, read_retrying
 from wmsim.clouds import sim_cloud
 from wmsim.control import metadata_base_url
+
+PROOF_GIVE_UP_S = 60.0
 
 
 def vm_metadata(provider: ProviderConfig, cloud_id: str) -> CloudMetadata:
@@ -47,8 +49,11 @@ def proof_fetcher(
     """How a test that posts proofs itself gets a VM's genuine one: from the VM's metadata
     service, in worker-runner's shape (AWS {document, signature}, GCE {token} for `audience`,
     Azure {document}, no nonce). `worker_id` and `zone` are no longer needed (kept so that
-    callers written before per-VM metadata keep working)."""
-    return lambda: vm_metadata(provider, cloud_id).identity_proof(audience)
+    callers written before per-VM metadata keep working). A read the service does not answer
+    is read again, as worker-runner's does, up to PROOF_GIVE_UP_S."""
+    return lambda: read_retrying(
+        lambda: vm_metadata(provider, cloud_id).identity_proof(audience), PROOF_GIVE_UP_S
+    )
 
 
 @dataclass

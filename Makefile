@@ -37,9 +37,9 @@ test: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest tests/chaos -m chaos_long
 
-# Every benchmark with its defaults, one after the other (about 17 minutes; bench/README.md;
-# launch_choice_e2e on four scenarios about 16 more), then bench.check: each figure against
-# its goal in bench/README.md (fails if one falls short).
+# Every benchmark with its defaults, one after the other (about 46 minutes on 4e7e23a;
+# bench/README.md), then bench.check: each figure against its goal in bench/README.md (fails
+# if one falls short).
 bench: $(STAMP)
 	$(BIN)/python -m bench.burst
 	$(BIN)/python -m bench.scan

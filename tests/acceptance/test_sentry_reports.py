@@ -285,3 +285,49 @@ def test_an_api_error_keeps_its_trace_off_stdout_and_gives_sentry_the_exception(
     # A library's ERROR line is an event too, named by its logger.
     assert tags(library) == {"process": "web", "log_event": "some.library"}
     assert library["fingerprint"] == ["some.library"]
+
+
+CRASH_PROBE = """
+import sys
+import threading
+
+import sentry_sdk
+
+from wm.ops.sentry import init_sentry
+from wm.ops.telemetry import configure_logging
+
+configure_logging()
+init_sentry(sys.argv[1], "provisioner")
+
+
+def job():
+    raise ZeroDivisionError("in a thread")
+
+
+thread = threading.Thread(target=job)
+thread.start()
+thread.join()
+sentry_sdk.flush(timeout=10)
+raise LookupError("at the top")
+"""
+
+
+def test_a_crash_no_line_told_of_is_an_event_from_a_thread_or_the_top(sentry):
+    done = subprocess.run(
+        [sys.executable, "-c", CRASH_PROBE, sentry.dsn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "LookupError" in done.stderr, done.stderr
+
+    sentry.wait_for(lambda: len(sentry.events) >= 2, 10, "both crashes")
+    thread, top = sentry.events
+    assert [e["exception"]["values"][-1]["type"] for e in (thread, top)] == [
+        "ZeroDivisionError",
+        "LookupError",
+    ]
+    assert all(tags(e)["process"] == "provisioner" for e in (thread, top))
+    # One issue per exception type and place, as a bug's.
+    assert thread["fingerprint"] == ["crash", "ZeroDivisionError", "<string>:job"]
+    assert top["fingerprint"] == ["crash", "LookupError", "<string>:<module>"]

@@ -36,6 +36,7 @@ from wm.db import schema
 from wm.db.engine import make_engine
 from wm.errors import WmError
 from wm.ops.sentry import init_sentry, report_scope
+from wm.ops.signal_event import SignalSafeEvent
 from wm.ops.telemetry import configure_logging, log
 
 SHUTDOWN_GRACE_S = 8.0  # SIGTERM to exit, within the platform's 10 s
@@ -57,7 +58,8 @@ class Runtime:
     name: str
     config: Config
     engine: Engine = field(init=False)
-    stop: threading.Event = field(default_factory=threading.Event)
+    # Set by the SIGTERM/SIGINT handler, which a plain Event can hang (wm/ops/signal_event.py).
+    stop: threading.Event = field(default_factory=SignalSafeEvent)
     exit_code: int = 0
     parent_pid: int | None = None  # a child: stop when this process is no longer the parent
     children: Children | None = None

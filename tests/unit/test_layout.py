@@ -222,6 +222,7 @@ LAYERS = (
             "wm.errors",
             "wm.config",  # the loader, the base the kinds share, provider ids
             "wm.calls",
+            "wm.ops.signal_event",  # the stop flag a signal handler may set
             # What each provider kind is (pure descriptions, one table) and the schema checker
             # their launch config schemas are written for.
             "wm.kinds",

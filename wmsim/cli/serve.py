@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from wm.cli.context import echo_json, echo_table, json_option
+from wm.ops.signal_event import SignalSafeEvent
 from wmsim.cli.context import SimContext
 from wmsim.clouds import CLOUDS
 from wmsim.serve import describe, start_all
@@ -57,7 +57,7 @@ def serve(
             ["cloud", "endpoint", "certificate"],
             [(e.kind, e.endpoint, e.cert_path or "-") for e in endpoints],
         )
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # set by the handler: a plain Event can hang it
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:

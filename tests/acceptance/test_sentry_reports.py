@@ -241,6 +241,13 @@ def test_a_database_outage_is_one_issue_and_one_event_per_process(
     }
 
 
+def run_probe(probe: str, sentry: SentryServer) -> subprocess.CompletedProcess[str]:
+    """A Python program run in a process of its own, given the local Sentry's DSN."""
+    return subprocess.run(
+        [sys.executable, "-c", probe, sentry.dsn], capture_output=True, text=True, timeout=60
+    )
+
+
 API_ERROR_PROBE = """
 import logging
 import sys
@@ -268,12 +275,7 @@ sentry_sdk.flush(timeout=10)
 
 
 def test_an_api_error_keeps_its_trace_off_stdout_and_gives_sentry_the_exception(sentry):
-    done = subprocess.run(
-        [sys.executable, "-c", API_ERROR_PROBE, sentry.dsn],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_probe(API_ERROR_PROBE, sentry)
     assert done.returncode == 0, done.stderr
 
     (line,) = [json.loads(x) for x in done.stdout.splitlines() if '"api-error"' in x]
@@ -313,12 +315,7 @@ raise LookupError("at the top")
 
 
 def test_a_crash_no_line_told_of_is_an_event_from_a_thread_or_the_top(sentry):
-    done = subprocess.run(
-        [sys.executable, "-c", CRASH_PROBE, sentry.dsn],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_probe(CRASH_PROBE, sentry)
     assert done.returncode == 1 and "LookupError" in done.stderr, done.stderr
 
     sentry.wait_for(lambda: len(sentry.events) >= 2, 10, "both crashes")

@@ -215,6 +215,8 @@ class WorkerAgent:
     def _configure(self) -> BootData | None:
         """The boot data, read again while the metadata service does not answer (or answers
         5xx: a VM's metadata service can lag its boot), up to give_up_s."""
+        if self.stop.is_set():
+            return None
         try:
             return read_retrying(
                 self.metadata.configure,

@@ -43,9 +43,7 @@ def test_two_stop_signals_at_once_stop_the_process_every_time():
     # together (a provisioner's child gets both), at any point of the main thread's loop.
     hung = 0
     for attempt in range(STOPS):
-        probe = subprocess.Popen(
-            [sys.executable, "-c", PROBE], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
-        )
+        probe = subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, text=True)
         assert probe.stdout is not None and probe.stdout.readline() == "ready\n"
         first = signal.SIGINT if attempt % 2 else signal.SIGTERM
         os.kill(probe.pid, first)
